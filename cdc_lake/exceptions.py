@@ -1,0 +1,67 @@
+"""Every error cdc-lake raises on purpose, in one flat module.
+
+Each class says when it is raised.  The CLI turns any :class:`CdcLakeError`
+into a one-line message and a non-zero exit; anything else is a bug.
+Messages name the table, field, setting or service at fault and never contain
+a secret.
+"""
+
+from __future__ import annotations
+
+
+class CdcLakeError(Exception):
+    """Base class: an expected failure with a message fit for an operator."""
+
+    exit_code: int = 1
+
+
+class ConfigError(CdcLakeError):
+    """Raised when the YAML config is missing, malformed, has an unknown key, or names an unset ${VAR}."""
+
+    exit_code = 2
+
+
+class NotImplementedYetError(CdcLakeError):
+    """Raised by CLI verbs whose implementation lands in a later issue."""
+
+    exit_code = 3
+
+
+class StateStoreError(CdcLakeError):
+    """Raised when the state store cannot be opened, migrated, or holds an impossible transition."""
+
+
+class UnknownSourceError(CdcLakeError):
+    """Raised when a command names a source that is not in the config."""
+
+
+class UnknownTableError(CdcLakeError):
+    """Raised when a command names a table (``source.schema.table``) that is not in the config."""
+
+
+class JvmArtifactError(CdcLakeError):
+    """Raised when Maven cannot resolve a jar or archive the product needs."""
+
+
+class StackError(CdcLakeError):
+    """Raised when a local stack service cannot be installed, started, stopped or reached."""
+
+
+class DecodeError(CdcLakeError):
+    """Raised when a Kafka message cannot be decoded; names topic, partition, offset and reason."""
+
+
+class SchemaRegistryError(CdcLakeError):
+    """Raised when the schema registry is unreachable or does not know a schema id."""
+
+
+class ConnectError(CdcLakeError):
+    """Raised when Kafka Connect rejects a request, is unreachable, or a connector task FAILED."""
+
+
+class HudiWriteError(CdcLakeError):
+    """Raised when a Hudi write or read fails; names the table and base path."""
+
+
+class SourceEngineError(CdcLakeError):
+    """Raised when a source database query fails or an engine lacks a needed dependency."""

@@ -1,0 +1,229 @@
+"""JVM artifacts the product needs, declared in one place and resolved through Maven.
+
+Every jar that Spark jobs or the local stack load is named here as Maven
+coordinates.  :func:`resolve` writes a throw-away POM listing one artifact set,
+lets ``mvn dependency:copy-dependencies`` fetch the set with its transitive
+dependencies from Maven Central, and caches the result under
+``$CDC_LAKE_CACHE`` (default ``~/.cache/cdc-lake``).  A completed set is marked
+with a manifest so later calls cost nothing.
+
+Users on a cluster who ship their own jars set ``spark.jars`` in the config and
+never reach this module for Spark.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from cdc_lake.exceptions import JvmArtifactError
+
+SPARK_VERSION_LINE = "3.5"
+SCALA_BINARY_VERSION = "2.12"
+HUDI_VERSION = "1.1.1"
+HADOOP_VERSION = "3.3.4"  # the Hadoop client pyspark 3.5 ships with; hadoop-aws must match it
+KAFKA_VERSION = "4.1.1"  # the Kafka that Debezium 3.5 is built against
+DEBEZIUM_VERSION = "3.5.0.Final"
+APICURIO_VERSION = "3.0.9"
+LOG4J_VERSION = "2.24.3"
+
+
+@dataclass(frozen=True)
+class MavenArtifact:
+    """One Maven coordinate, ``group:artifact:version[:type[:classifier]]``."""
+
+    group: str
+    artifact: str
+    version: str
+    type: str = "jar"
+    classifier: str | None = None
+    exclusions: tuple[str, ...] = ()  # "group:artifact" pairs kept off the classpath
+
+    @property
+    def coordinate(self) -> str:
+        parts = [self.group, self.artifact, self.version, self.type]
+        if self.classifier:
+            parts.append(self.classifier)
+        return ":".join(parts)
+
+    def pom_dependency(self) -> str:
+        """This artifact as a ``<dependency>`` element."""
+        excl = "".join(
+            f"<exclusion><groupId>{escape(g)}</groupId><artifactId>{escape(a)}</artifactId></exclusion>"
+            for g, a in (e.split(":", 1) for e in self.exclusions)
+        )
+        classifier = f"<classifier>{escape(self.classifier)}</classifier>" if self.classifier else ""
+        return (
+            "<dependency>"
+            f"<groupId>{escape(self.group)}</groupId><artifactId>{escape(self.artifact)}</artifactId>"
+            f"<version>{escape(self.version)}</version><type>{escape(self.type)}</type>{classifier}"
+            f"<exclusions>{excl}</exclusions>"
+            "</dependency>"
+        )
+
+
+@dataclass(frozen=True)
+class ArtifactSet:
+    """A named group of artifacts resolved together into one directory."""
+
+    name: str
+    artifacts: tuple[MavenArtifact, ...]
+    transitive: bool = True
+    # Artifacts the host already provides (e.g. Kafka inside a Connect plugin dir).
+    provided_groups: tuple[str, ...] = field(default=())
+
+    def digest(self) -> str:
+        payload = json.dumps(
+            [a.coordinate for a in self.artifacts] + [str(self.transitive), *self.provided_groups],
+            sort_keys=True,
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def _kafka_excluded() -> tuple[str, ...]:
+    return (
+        "org.apache.kafka:kafka-clients",
+        "org.apache.kafka:connect-api",
+        "org.apache.kafka:connect-runtime",
+        "org.apache.kafka:connect-json",
+        "org.apache.kafka:connect-transforms",
+        "org.slf4j:slf4j-api",
+    )
+
+
+def spark_jars(spark_version: str) -> ArtifactSet:
+    """Jars a Spark job needs on top of pyspark: Hudi, Avro and S3A support."""
+    return ArtifactSet(
+        name="spark",
+        artifacts=(
+            MavenArtifact(
+                "org.apache.hudi", f"hudi-spark{SPARK_VERSION_LINE}-bundle_{SCALA_BINARY_VERSION}", HUDI_VERSION
+            ),
+            MavenArtifact("org.apache.spark", f"spark-avro_{SCALA_BINARY_VERSION}", spark_version),
+            MavenArtifact(
+                "org.apache.hadoop",
+                "hadoop-aws",
+                HADOOP_VERSION,
+                exclusions=("org.apache.hadoop:hadoop-common",),
+            ),
+        ),
+        transitive=True,
+    )
+
+
+KAFKA_SERVER = ArtifactSet(
+    name="kafka",
+    artifacts=(
+        MavenArtifact("org.apache.kafka", "kafka_2.13", KAFKA_VERSION),
+        MavenArtifact("org.apache.kafka", "kafka-tools", KAFKA_VERSION),
+        MavenArtifact("org.apache.kafka", "connect-runtime", KAFKA_VERSION),
+        MavenArtifact("org.apache.logging.log4j", "log4j-slf4j2-impl", LOG4J_VERSION),
+        MavenArtifact("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
+    ),
+)
+"""Broker, admin tools and the Kafka Connect worker share one classpath."""
+
+DEBEZIUM_PLUGINS = {
+    engine: ArtifactSet(
+        name=f"debezium-{engine}",
+        artifacts=(
+            MavenArtifact("io.debezium", f"debezium-connector-{engine}", DEBEZIUM_VERSION, exclusions=_kafka_excluded()),
+        ),
+    )
+    for engine in ("postgres", "mysql", "mariadb")
+}
+"""One Connect plugin directory per Debezium connector (isolated classloaders)."""
+
+APICURIO_CONVERTER = ArtifactSet(
+    name="apicurio-converter",
+    artifacts=(
+        MavenArtifact(
+            "io.apicurio", "apicurio-registry-utils-converter", APICURIO_VERSION, exclusions=_kafka_excluded()
+        ),
+    ),
+)
+"""The Avro converter for Connect; configured to write the Confluent wire format."""
+
+APICURIO_REGISTRY_APP = MavenArtifact(
+    "io.apicurio", "apicurio-registry-app", APICURIO_VERSION, type="tar.gz", classifier="all"
+)
+"""The schema registry server (a Quarkus app) that serves the Confluent REST API under /apis/ccompat/v7."""
+
+
+def cache_root() -> Path:
+    """Where resolved artifacts live; ``$CDC_LAKE_CACHE`` overrides the default."""
+    return Path(os.environ.get("CDC_LAKE_CACHE", Path.home() / ".cache" / "cdc-lake"))
+
+
+def _pom(artifact_set: ArtifactSet) -> str:
+    deps = "".join(a.pom_dependency() for a in artifact_set.artifacts)
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        f"<groupId>cdc-lake.resolve</groupId><artifactId>{escape(artifact_set.name)}</artifactId>"
+        "<version>0</version><packaging>pom</packaging>"
+        f"<dependencies>{deps}</dependencies></project>"
+    )
+
+
+def _run_maven(args: list[str], cwd: Path, what: str) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JvmArtifactError(f"cannot resolve {what}: Maven ('mvn') is not on PATH; install it (apt-get install maven)")
+    proc = subprocess.run([mvn, "-B", "-q", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise JvmArtifactError(f"Maven could not resolve {what}:\n{tail}")
+
+
+def resolve(artifact_set: ArtifactSet) -> list[Path]:
+    """Resolve an artifact set to local jar paths, downloading through Maven once."""
+    target = cache_root() / "jars" / f"{artifact_set.name}-{artifact_set.digest()}"
+    manifest = target / "manifest.json"
+    if manifest.exists():
+        return [target / name for name in json.loads(manifest.read_text())["jars"]]
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="cdc-lake-mvn-") as work:
+        Path(work, "pom.xml").write_text(_pom(artifact_set))
+        args = [
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={target}",
+            "-DincludeScope=runtime",
+            f"-DexcludeTransitive={'false' if artifact_set.transitive else 'true'}",
+        ]
+        _run_maven(args, Path(work), f"artifact set '{artifact_set.name}'")
+    jars = sorted(p.name for p in target.glob("*.jar"))
+    if not jars:
+        raise JvmArtifactError(f"Maven resolved no jars for artifact set '{artifact_set.name}' into {target}")
+    manifest.write_text(json.dumps({"jars": jars, "coordinates": [a.coordinate for a in artifact_set.artifacts]}))
+    return [target / name for name in jars]
+
+
+def fetch_archive(artifact: MavenArtifact) -> Path:
+    """Download one non-jar artifact (e.g. a ``tar.gz`` distribution) and return its cached path."""
+    target = cache_root() / "archives"
+    target.mkdir(parents=True, exist_ok=True)
+    suffix = f"-{artifact.classifier}" if artifact.classifier else ""
+    path = target / f"{artifact.artifact}-{artifact.version}{suffix}.{artifact.type}"
+    if path.exists():
+        return path
+    with tempfile.TemporaryDirectory(prefix="cdc-lake-mvn-") as work:
+        _run_maven(
+            ["dependency:copy", f"-Dartifact={artifact.coordinate}", f"-DoutputDirectory={work}", "-Dmdep.useBaseVersion=true"],
+            Path(work),
+            artifact.coordinate,
+        )
+        produced = [p for p in Path(work).iterdir() if p.name.endswith(artifact.type)]
+        if not produced:
+            raise JvmArtifactError(f"Maven produced no file for {artifact.coordinate}")
+        partial = path.with_suffix(path.suffix + ".part")
+        shutil.move(str(produced[0]), partial)
+        partial.rename(path)
+    return path
