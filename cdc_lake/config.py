@@ -1,0 +1,566 @@
+"""The YAML config: typed settings for the lake, the state store, Kafka, Spark and every source.
+
+``load_config`` reads a file, expands ``${VAR}`` / ``${VAR:-default}`` from the
+environment, validates it against strict models (an unknown key is an error
+naming its dotted path), and resolves relative paths against the file's
+directory.  ``Config.default()`` gives the local stack's defaults without a file.
+Secrets are :class:`pydantic.SecretStr`, so printing a config never shows them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
+
+DEFAULT_CONFIG_NAME = "cdc-lake.yaml"
+DEFAULT_STATE_DIR = ".cdc-lake"
+
+_ENV_REFERENCE = re.compile(r"\$\{([^}]*)\}")
+_ENV_BODY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
+# Source names become Postgres slot names, Kafka topic prefixes and lake directories;
+# slot names only allow lowercase letters, digits and underscores.
+_SOURCE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+# Keys in passthrough dicts (Kafka consumer, Spark conf, connection options) whose values are secrets.
+_SECRET_KEY = re.compile(r"password|secret|token|credential", re.IGNORECASE)
+
+
+def _scalar_to_str(value: object) -> object:
+    """Let YAML numbers and booleans stand where a string is expected (``false`` becomes ``"false"``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+PassthroughValue = Annotated[str, BeforeValidator(_scalar_to_str)]
+Secret = Annotated[SecretStr, BeforeValidator(_scalar_to_str)]
+
+
+class _Model(BaseModel):
+    """Base for every config model: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class S3Settings(_Model):
+    """Object store credentials and endpoint for an ``s3a://`` lake."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    access_key: Secret | None = None
+    secret_key: Secret | None = None
+    path_style_access: bool = True
+
+
+class CompactionSettings(_Model):
+    """MERGE_ON_READ compaction: inline after every ``max_delta_commits`` delta commits."""
+
+    inline: bool = True
+    max_delta_commits: int = Field(default=5, ge=1)
+
+
+class LakeSettings(_Model):
+    """Where and how Hudi tables are written."""
+
+    base_path: str = f"{DEFAULT_STATE_DIR}/lake"
+    table_type: Literal["COPY_ON_WRITE", "MERGE_ON_READ"] = "COPY_ON_WRITE"
+    index: Literal["GLOBAL_BLOOM", "RECORD_INDEX", "GLOBAL_SIMPLE", "BLOOM", "SIMPLE", "BUCKET"] = (
+        "GLOBAL_BLOOM"
+    )
+    soft_deletes: bool = False
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    s3: S3Settings | None = None
+
+    @model_validator(mode="after")
+    def _compaction_needs_mor(self) -> LakeSettings:
+        if "compaction" in self.model_fields_set and self.table_type != "MERGE_ON_READ":
+            raise PydanticCustomError(
+                "compaction_needs_mor", "compaction applies only to table_type MERGE_ON_READ"
+            )
+        return self
+
+    def table_base_path(self, qualified_name: str) -> str:
+        """The Hudi base path of a table named ``source.schema.table``: one directory level per part."""
+        return "/".join([self.base_path.rstrip("/"), *qualified_name.split(".")])
+
+
+class StateStoreSettings(_Model):
+    """The SQLAlchemy database holding lifecycle state, watermarks and applied offsets."""
+
+    url: str = f"sqlite:///{DEFAULT_STATE_DIR}/state.db"
+
+    @field_validator("url")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        try:
+            make_url(value)
+        except ArgumentError:
+            # The URL may hold a password: never echo it.
+            raise PydanticCustomError("state_store_url", "not a SQLAlchemy database URL") from None
+        return value
+
+
+class KafkaSettings(_Model):
+    """The Kafka cluster Debezium writes to; ``consumer`` is passed to librdkafka as is."""
+
+    bootstrap_servers: str = "127.0.0.1:19092"
+    consumer: dict[str, PassthroughValue] = Field(default_factory=dict)
+
+
+class SchemaRegistrySettings(_Model):
+    """The Confluent-compatible schema registry that holds the Avro schemas."""
+
+    url: str = "http://127.0.0.1:18081/apis/ccompat/v7"
+    user: str | None = None
+    password: Secret | None = None
+
+
+class KafkaConnectSettings(_Model):
+    """The Kafka Connect REST endpoint running Debezium."""
+
+    url: str = "http://127.0.0.1:18083"
+
+
+class SparkSettings(_Model):
+    """The Spark session; an empty ``jars`` list means resolve the Hudi bundle through Maven."""
+
+    master: str = "local[2]"
+    app_name: str = "cdc-lake"
+    driver_memory: str = "1g"
+    jars: list[str] = Field(default_factory=list)
+    conf: dict[str, PassthroughValue] = Field(default_factory=dict)
+
+
+def _default_intervals() -> dict[int, int]:
+    return {0: 0, 1: 900, 2: 3600}
+
+
+class ApplySettings(_Model):
+    """The incremental applier: batch size and how often each tier runs."""
+
+    batch_max_events: int = Field(default=500_000, ge=1)
+    default_interval_seconds: dict[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] = Field(
+        default_factory=_default_intervals
+    )
+    dead_letter_topic: str | None = None
+
+    @field_validator("default_interval_seconds", mode="before")
+    @classmethod
+    def _over_defaults(cls, value: object) -> object:
+        """Tiers the user does not mention keep their default interval."""
+        if isinstance(value, Mapping):
+            return {**_default_intervals(), **value}
+        return value
+
+    def interval_for(self, tier: int) -> int:
+        """Seconds between apply runs for ``tier``: its own setting, else the nearest lower tier's."""
+        lower = [t for t in self.default_interval_seconds if t <= tier]
+        if not lower:
+            raise ConfigError(f"apply.default_interval_seconds: no interval for tier {tier} or below")
+        return self.default_interval_seconds[max(lower)]
+
+
+class BootstrapSettings(_Model):
+    """The snapshot from the read replica and its hand-off to the applier."""
+
+    replica_delay_seconds: int = Field(default=60, ge=0)
+    replica_wait_timeout_seconds: int = Field(default=1800, ge=1)
+    allow_primary_reads: bool = False
+    fetch_size: int = Field(default=10_000, ge=1)
+    max_partitions: int = Field(default=64, ge=1)
+
+
+class StackPorts(_Model):
+    """Host ports of the local stack's services."""
+
+    postgres_primary: int = Field(default=15432, ge=1, le=65535)
+    postgres_replica: int = Field(default=15433, ge=1, le=65535)
+    mariadb_primary: int = Field(default=13306, ge=1, le=65535)
+    mariadb_replica: int = Field(default=13307, ge=1, le=65535)
+    kafka: int = Field(default=19092, ge=1, le=65535)
+    kafka_controller: int = Field(default=19093, ge=1, le=65535)
+    connect: int = Field(default=18083, ge=1, le=65535)
+    registry: int = Field(default=18081, ge=1, le=65535)
+    object_store: int = Field(default=17070, ge=1, le=65535)
+
+
+class StackSettings(_Model):
+    """The local stack: where its data lives and which ports it listens on."""
+
+    data_dir: Path = Path(DEFAULT_STATE_DIR) / "stack"
+    ports: StackPorts = Field(default_factory=StackPorts)
+
+
+class Connection(_Model):
+    """How to reach one database server."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(ge=1, le=65535)
+    database: str | None = None
+    user: str
+    password: Secret | None = None
+    options: dict[str, PassthroughValue] = Field(default_factory=dict)
+
+
+class Table(_Model):
+    """One replicated table, named ``schema.table`` (MySQL: ``database.table``)."""
+
+    name: str
+    tier: int = Field(default=1, ge=0)
+    key: list[str] | None = None
+    columns: list[str] | None = None
+    partition_by: list[str] | None = None
+    ordering: list[str] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _one_dot(cls, value: str) -> str:
+        parts = value.split(".")
+        if len(parts) != 2 or not all(parts):
+            raise PydanticCustomError("table_name", "must be schema.table (exactly one dot)")
+        return value
+
+    @property
+    def schema_name(self) -> str:
+        """The schema (MySQL: database) part of the name."""
+        return self.name.split(".")[0]
+
+    @property
+    def table_name(self) -> str:
+        """The table part of the name."""
+        return self.name.split(".")[1]
+
+    def qualified_name(self, source: Source | str) -> str:
+        """``source.schema.table``: how commands, the state store and logs name this table."""
+        source_name = source if isinstance(source, str) else source.name
+        return f"{source_name}.{self.name}"
+
+
+class Source(_Model):
+    """One source database: its primary (CDC), its read replica (bootstrap) and its tables.
+
+    ``name`` comes from the key under ``sources``; connector names and defaults derive from it.
+    """
+
+    name: str
+    engine: Literal["postgres", "mysql", "mariadb"]
+    primary: Connection
+    replica: Connection | None = None
+    topic_prefix: str | None = None
+    slot_name: str | None = None
+    publication_name: str | None = None
+    server_id: int | None = Field(default=None, ge=1, le=2**32 - 1)
+    tables: list[Table] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not _SOURCE_NAME.match(value):
+            raise PydanticCustomError(
+                "source_name", "source names must be lowercase identifiers ([a-z_][a-z0-9_]*)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _engine_rules_and_defaults(self) -> Source:
+        if self.engine == "postgres":
+            if self.server_id is not None:
+                raise PydanticCustomError("engine_setting", "server_id applies only to mysql/mariadb sources")
+            if not self.primary.database:
+                raise PydanticCustomError(
+                    "engine_setting", "primary.database is required for postgres sources"
+                )
+            self.slot_name = self.slot_name or f"cdc_lake_{self.name}"
+            self.publication_name = self.publication_name or f"cdc_lake_{self.name}"
+        else:
+            if self.slot_name is not None or self.publication_name is not None:
+                raise PydanticCustomError(
+                    "engine_setting", "slot_name and publication_name apply only to postgres sources"
+                )
+            if self.server_id is None:
+                raise PydanticCustomError("engine_setting", "server_id is required for mysql/mariadb sources")
+        self.topic_prefix = self.topic_prefix or self.name
+        seen: set[str] = set()
+        for table in self.tables:
+            if table.name in seen:
+                raise PydanticCustomError(
+                    "duplicate_table", "table {table} is listed more than once", {"table": table.name}
+                )
+            seen.add(table.name)
+        return self
+
+    def table(self, name: str) -> Table:
+        """The table called ``schema.table`` in this source."""
+        for table in self.tables:
+            if table.name == name:
+                return table
+        raise UnknownTableError(f"table {self.name}.{name} is not in the config")
+
+
+class Config(_Model):
+    """The whole config file; every section has local-stack defaults."""
+
+    lake: LakeSettings = Field(default_factory=LakeSettings)
+    state_store: StateStoreSettings = Field(default_factory=StateStoreSettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    schema_registry: SchemaRegistrySettings = Field(default_factory=SchemaRegistrySettings)
+    kafka_connect: KafkaConnectSettings = Field(default_factory=KafkaConnectSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    apply: ApplySettings = Field(default_factory=ApplySettings)
+    bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
+    stack: StackSettings = Field(default_factory=StackSettings)
+    sources: dict[str, Source] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_sources(cls, data: object) -> object:
+        """Give each source its key as ``name`` (a ``name`` key that disagrees is left to fail below)."""
+        if isinstance(data, Mapping) and isinstance(data.get("sources"), Mapping):
+            named = {
+                key: {"name": key, **value} if isinstance(value, Mapping) else value
+                for key, value in data["sources"].items()
+            }
+            return {**data, "sources": named}
+        return data
+
+    @model_validator(mode="after")
+    def _names_match_keys(self) -> Config:
+        for key, source in self.sources.items():
+            if source.name != key:
+                raise PydanticCustomError(
+                    "source_name", "sources.{key}.name must equal its key {key}", {"key": key}
+                )
+        return self
+
+    @classmethod
+    def default(cls, base_dir: Path | None = None) -> Config:
+        """Local-stack defaults with no sources; relative paths resolve against ``base_dir`` (cwd)."""
+        return _resolve_paths(cls(), base_dir or Path.cwd())
+
+    def source(self, name: str) -> Source:
+        """The source called ``name``."""
+        try:
+            return self.sources[name]
+        except KeyError:
+            known = ", ".join(sorted(self.sources)) or "none"
+            raise UnknownSourceError(f"source {name} is not in the config (configured: {known})") from None
+
+    def table(self, qualified: str) -> tuple[Source, Table]:
+        """The source and table for ``source.schema.table``."""
+        parts = qualified.split(".")
+        if len(parts) != 3 or not all(parts):
+            raise UnknownTableError(f"table {qualified}: expected source.schema.table")
+        source = self.source(parts[0])
+        return source, source.table(f"{parts[1]}.{parts[2]}")
+
+    def iter_tables(self) -> Iterator[tuple[Source, Table]]:
+        """Every configured table with its source, in config order."""
+        for source in self.sources.values():
+            for table in source.tables:
+                yield source, table
+
+    def secret_values(self) -> set[str]:
+        """Every secret in this config, for the log redaction filter."""
+        found: set[str] = set()
+        _collect_secrets(self, found)
+        password = make_url(self.state_store.url).password
+        if password:
+            found.add(str(password))
+        found.discard("")
+        return found
+
+
+def _collect_secrets(value: object, found: set[str]) -> None:
+    if isinstance(value, SecretStr):
+        found.add(value.get_secret_value())
+    elif isinstance(value, BaseModel):
+        for field_name in type(value).model_fields:
+            _collect_secrets(getattr(value, field_name), found)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(item, str) and _SECRET_KEY.search(str(key)):
+                found.add(item)
+            else:
+                _collect_secrets(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _collect_secrets(item, found)
+
+
+def find_config(path: str | Path | None) -> Path | None:
+    """The config file to use: ``path`` (which must exist), else ``./cdc-lake.yaml`` if present, else None."""
+    if path is not None:
+        explicit = Path(path)
+        if not explicit.is_file():
+            raise ConfigError(f"{explicit}: config file not found")
+        return explicit
+    default = Path.cwd() / DEFAULT_CONFIG_NAME
+    return default if default.is_file() else None
+
+
+def resolve_config(path: str | Path | None, allow_default: bool = False) -> Config:
+    """Load the config a command asked for; without a file, local defaults only if ``allow_default``."""
+    found = find_config(path)
+    if found is not None:
+        return load_config(found)
+    if allow_default:
+        return Config.default()
+    raise ConfigError(f"{DEFAULT_CONFIG_NAME}: config file not found in {Path.cwd()}; pass --config PATH")
+
+
+def load_config(path: Path) -> Config:
+    """Read, expand, validate and path-resolve the config file at ``path``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from None
+    try:
+        raw = yaml.load(text, Loader=_StrictLoader)  # _StrictLoader is a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: invalid YAML: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {type(exc).__name__}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    expanded = _expand_env(raw, (), path)
+    try:
+        config = Config.model_validate(expanded)
+    except ValidationError as exc:
+        raise ConfigError(_describe_validation_error(path, exc)) from None
+    return _resolve_paths(config, path.resolve().parent)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A SafeLoader that rejects a key given twice in one mapping instead of keeping the last."""
+
+
+def _construct_unique_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    mapping: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in mapping:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        mapping[key] = loader.construct_object(value_node, deep=True)
+    return mapping
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def _expand_env(value: object, loc: tuple[str | int, ...], path: Path) -> object:
+    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string value (keys are left alone)."""
+    if isinstance(value, str):
+        return _ENV_REFERENCE.sub(lambda match: _env_value(match.group(1), loc, path), value)
+    if isinstance(value, dict):
+        return {key: _expand_env(item, (*loc, str(key)), path) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(item, (*loc, index), path) for index, item in enumerate(value)]
+    return value
+
+
+def _env_value(body: str, loc: tuple[str | int, ...], path: Path) -> str:
+    parsed = _ENV_BODY.match(body)
+    if parsed is None:
+        raise ConfigError(
+            f"{path}: {_dotted(loc)}: malformed reference ${{{body}}}; use ${{VAR}} or ${{VAR:-default}}"
+        )
+    name, default = parsed.group(1), parsed.group(2)
+    value = os.environ.get(name)
+    if default is not None and not value:
+        return default
+    if value is None:
+        raise ConfigError(f"{path}: {_dotted(loc)}: environment variable {name} is not set")
+    return value
+
+
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out or "<top level>"
+
+
+def _describe_validation_error(path: Path, exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_input=False, include_url=False):
+        loc = tuple(part for part in error["loc"] if isinstance(part, str | int))
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif error["type"] == "missing":
+            message = "required key is missing"
+        else:
+            message = error["msg"]
+        problems.append(f"{_dotted(loc)}: {message}")
+    return f"{path}: " + "; ".join(problems)
+
+
+def _resolve_paths(config: Config, base_dir: Path) -> Config:
+    """Make every relative local path in ``config`` absolute against ``base_dir``."""
+    return config.model_copy(
+        update={
+            "lake": config.lake.model_copy(
+                update={"base_path": _resolve_location(config.lake.base_path, base_dir)}
+            ),
+            "state_store": config.state_store.model_copy(
+                update={"url": _resolve_sqlite_url(config.state_store.url, base_dir)}
+            ),
+            "spark": config.spark.model_copy(
+                update={"jars": [_resolve_location(jar, base_dir) for jar in config.spark.jars]}
+            ),
+            "stack": config.stack.model_copy(
+                update={"data_dir": _resolve_path(config.stack.data_dir, base_dir)}
+            ),
+        }
+    )
+
+
+def _resolve_path(path: Path, base_dir: Path) -> Path:
+    path = path.expanduser()
+    return path if path.is_absolute() else (base_dir / path).resolve()
+
+
+def _resolve_location(location: str, base_dir: Path) -> str:
+    """A local path becomes absolute; a URI (``s3a://…``, ``file:/…``) is kept as written."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", location):
+        return location
+    return str(_resolve_path(Path(location), base_dir))
+
+
+def _resolve_sqlite_url(url: str, base_dir: Path) -> str:
+    parsed = make_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return url
+    if database.startswith("file:"):
+        return url
+    resolved = _resolve_path(Path(database), base_dir)
+    return parsed.set(database=str(resolved)).render_as_string(hide_password=False)
