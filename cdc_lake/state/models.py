@@ -1,0 +1,126 @@
+"""SQLAlchemy ORM tables of the state store; migrations/versions must create exactly these."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Integer, String, Text
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+NAME_LENGTH = 512
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timestamp stored in UTC and always read back timezone-aware (SQLite drops the zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Refuse naive datetimes and store UTC."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the state store; use timezone-aware UTC")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Attach UTC to values the database returns without a zone."""
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the state store tables."""
+
+
+class SourceRow(Base):
+    """An onboarded source."""
+
+    __tablename__ = "sources"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    engine: Mapped[str] = mapped_column(String(16))
+    onboarded_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    connector_names: Mapped[list[str]] = mapped_column(JSON)
+
+
+class TableRow(Base):
+    """A replicated table and its lifecycle state."""
+
+    __tablename__ = "tables"
+
+    qualified_name: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    source: Mapped[str] = mapped_column(String(128), ForeignKey("sources.name"), index=True)
+    tier: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(32))
+    lake_base_path: Mapped[str] = mapped_column(Text)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class BootstrapWatermarkRow(Base):
+    """The current bootstrap hand-off point of a table (a re-bootstrap replaces it)."""
+
+    __tablename__ = "bootstrap_watermarks"
+
+    table_name: Mapped[str] = mapped_column(
+        String(NAME_LENGTH), ForeignKey("tables.qualified_name"), primary_key=True
+    )
+    topic: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    kafka_offsets: Mapped[dict[str, int]] = mapped_column(JSON)
+    ts_source_ms: Mapped[int | None] = mapped_column(BigInteger)
+    source_position: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    replica_position_reached: Mapped[bool] = mapped_column(Boolean)
+    partition_plan: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+
+
+class AppliedOffsetRow(Base):
+    """The next Kafka offset to apply for one partition of a table's topic."""
+
+    __tablename__ = "applied_offsets"
+
+    table_name: Mapped[str] = mapped_column(
+        String(NAME_LENGTH), ForeignKey("tables.qualified_name"), primary_key=True
+    )
+    kafka_partition: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    next_offset: Mapped[int] = mapped_column(BigInteger)
+    hudi_commit_instant: Mapped[str] = mapped_column(String(32))
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class RunRow(Base):
+    """One command run, kept after the table it names is gone."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    command: Mapped[str] = mapped_column(String(64))
+    table_name: Mapped[str | None] = mapped_column(String(NAME_LENGTH), index=True)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class FreshnessRow(Base):
+    """The latest freshness measurement of a table."""
+
+    __tablename__ = "freshness"
+
+    table_name: Mapped[str] = mapped_column(
+        String(NAME_LENGTH), ForeignKey("tables.qualified_name"), primary_key=True
+    )
+    newest_source_ts_ms: Mapped[int | None] = mapped_column(BigInteger)
+    lag_messages: Mapped[int] = mapped_column(BigInteger)
+    measured_at: Mapped[datetime] = mapped_column(UtcDateTime)

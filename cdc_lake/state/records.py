@@ -1,0 +1,119 @@
+"""Plain, immutable values the state store returns (never live ORM rows)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cdc_lake.state.lifecycle import TableState
+
+
+class RunOutcome(enum.StrEnum):
+    """How a recorded command run ended."""
+
+    OK = "ok"
+    FAILED = "failed"
+    ABORTED = "aborted"
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """An onboarded source and the Kafka Connect connectors that capture it."""
+
+    name: str
+    engine: str
+    onboarded_at: datetime
+    connector_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A table's lifecycle row."""
+
+    qualified_name: str
+    source: str
+    tier: int
+    state: TableState
+    lake_base_path: str
+    last_error: str | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class BootstrapPartition:
+    """One slice of a bootstrap read: a WHERE predicate for one Spark JDBC partition."""
+
+    index: int
+    predicate: str
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """The hand-off point of a bootstrap: Kafka offsets saved before the snapshot and its plan.
+
+    ``offsets`` maps each partition of ``topic`` to the first offset the applier
+    must replay; ``ts_source_ms`` is the source commit time of the newest event
+    below them (None for an empty topic); ``source_position`` is the primary's
+    position (Postgres LSN, MySQL/MariaDB GTID set) the replica must pass.
+    """
+
+    table: str
+    topic: str
+    offsets: dict[int, int]
+    ts_source_ms: int | None
+    source_position: str | None
+    created_at: datetime
+    replica_position_reached: bool
+    partitions: tuple[BootstrapPartition, ...]
+
+    @property
+    def pending_partitions(self) -> tuple[BootstrapPartition, ...]:
+        """Partitions of the plan not yet written to the lake."""
+        return tuple(p for p in self.partitions if not p.done)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One recorded command run."""
+
+    id: int
+    command: str
+    table: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: RunOutcome | None
+    detail: dict[str, Any]
+
+
+@dataclass
+class RunHandle:
+    """What ``StateStore.run`` yields: the run id and a detail dict saved when the run ends."""
+
+    id: int
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """The newest applied source change for a table and how far the applier trailed Kafka."""
+
+    table: str
+    newest_source_ts_ms: int | None
+    lag_messages: int
+    measured_at: datetime
+
+    def age_seconds(self, now: datetime) -> float | None:
+        """How stale the lake copy is at ``now``.
+
+        With no lag at ``measured_at`` the lake matched the source then, so an
+        idle table is as stale as the measurement; otherwise it is as old as the
+        newest change applied.  None when nothing has been applied yet.
+        """
+        if self.lag_messages == 0:
+            return max(0.0, (now - self.measured_at).total_seconds())
+        if self.newest_source_ts_ms is None:
+            return None
+        return max(0.0, now.timestamp() - self.newest_source_ts_ms / 1000)

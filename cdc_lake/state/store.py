@@ -1,0 +1,474 @@
+"""The state store API: lifecycle, bootstrap watermarks, applied offsets, runs and freshness.
+
+``StateStore.open(url)`` accepts any SQLAlchemy URL (SQLite for one machine,
+Postgres for a team), migrates it to the newest schema and returns a store whose
+methods each run in their own transaction and return plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from alembic.util import CommandError
+from sqlalchemy import Engine, create_engine, delete, event, func, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from cdc_lake.exceptions import StateStoreError, UnknownTableError
+from cdc_lake.logging_setup import redact
+from cdc_lake.state.lifecycle import TableState, check_transition
+from cdc_lake.state.migrate import upgrade_to_head
+from cdc_lake.state.models import (
+    AppliedOffsetRow,
+    BootstrapWatermarkRow,
+    FreshnessRow,
+    RunRow,
+    SourceRow,
+    TableRow,
+    utcnow,
+)
+from cdc_lake.state.records import (
+    BootstrapPartition,
+    Freshness,
+    Run,
+    RunHandle,
+    RunOutcome,
+    SourceInfo,
+    TableInfo,
+    Watermark,
+)
+
+SQLITE_BUSY_TIMEOUT_SECONDS = 30
+
+
+class StateStore:
+    """Typed access to the state store database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def open(cls, url: str) -> StateStore:
+        """Connect to ``url``, create or upgrade its schema, and return the store."""
+        try:
+            parsed = make_url(url)
+        except ArgumentError:
+            raise StateStoreError("state_store.url is not a SQLAlchemy database URL") from None
+        shown = parsed.render_as_string(hide_password=True)
+        try:
+            engine = _create_engine(url)
+            upgrade_to_head(engine)
+        except (SQLAlchemyError, OSError) as exc:
+            raise StateStoreError(f"state store {shown}: cannot open: {_one_line(exc)}") from None
+        except CommandError as exc:
+            # The database was migrated by a newer cdc-lake whose revisions this one does not know.
+            raise StateStoreError(f"state store {shown}: cannot migrate: {_one_line(exc)}") from None
+        return cls(engine)
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self._engine.dispose()
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Session]:
+        try:
+            with self._sessions.begin() as session:
+                yield session
+        except SQLAlchemyError as exc:
+            raise StateStoreError(f"state store: {_one_line(exc)}") from None
+
+    # Sources and tables
+
+    def upsert_source(self, name: str, engine: str, connector_names: Sequence[str] = ()) -> SourceInfo:
+        """Record an onboarded source; a second call only updates what changed."""
+        with self._transaction() as session:
+            row = session.get(SourceRow, name)
+            if row is None:
+                row = SourceRow(
+                    name=name, engine=engine, onboarded_at=utcnow(), connector_names=list(connector_names)
+                )
+                session.add(row)
+            else:
+                if row.engine != engine:
+                    row.engine = engine
+                if row.connector_names != list(connector_names):
+                    row.connector_names = list(connector_names)
+            return _source_info(row)
+
+    def get_source(self, name: str) -> SourceInfo | None:
+        """The onboarded source called ``name``, if any."""
+        with self._transaction() as session:
+            row = session.get(SourceRow, name)
+            return None if row is None else _source_info(row)
+
+    def upsert_table(self, qualified_name: str, source: str, tier: int, lake_base_path: str) -> TableInfo:
+        """Record a table as PENDING_BOOTSTRAP, or update its tier and path; its state is never touched.
+
+        Re-running with the same values changes nothing, not even ``updated_at``.
+        """
+        with self._transaction() as session:
+            if session.get(SourceRow, source) is None:
+                raise StateStoreError(f"table {qualified_name}: source {source} is not onboarded")
+            row = session.get(TableRow, qualified_name)
+            if row is None:
+                row = TableRow(
+                    qualified_name=qualified_name,
+                    source=source,
+                    tier=tier,
+                    state=TableState.PENDING_BOOTSTRAP.value,
+                    lake_base_path=lake_base_path,
+                    last_error=None,
+                    updated_at=utcnow(),
+                )
+                session.add(row)
+            elif row.source != source:
+                raise StateStoreError(f"table {qualified_name}: belongs to source {row.source}, not {source}")
+            elif (row.tier, row.lake_base_path) != (tier, lake_base_path):
+                row.tier = tier
+                row.lake_base_path = lake_base_path
+                row.updated_at = utcnow()
+            return _table_info(row)
+
+    def get_table(self, qualified_name: str) -> TableInfo | None:
+        """The table called ``source.schema.table``, if it was onboarded."""
+        with self._transaction() as session:
+            row = session.get(TableRow, qualified_name)
+            return None if row is None else _table_info(row)
+
+    def require_table(self, qualified_name: str) -> TableInfo:
+        """Like :meth:`get_table`, but a table never onboarded is an error."""
+        table = self.get_table(qualified_name)
+        if table is None:
+            raise UnknownTableError(f"table {qualified_name} is not onboarded (run cdc-lake onboard first)")
+        return table
+
+    def list_tables(self, source: str | None = None) -> list[TableInfo]:
+        """Every onboarded table (of ``source`` if given), by name."""
+        query = select(TableRow).order_by(TableRow.qualified_name)
+        if source is not None:
+            query = query.where(TableRow.source == source)
+        with self._transaction() as session:
+            return [_table_info(row) for row in session.scalars(query)]
+
+    def transition(self, qualified_name: str, new_state: TableState, error: str | None = None) -> TableInfo:
+        """Move a table to ``new_state`` if its lifecycle allows it; ``error`` is required for FAILED.
+
+        ``last_error`` becomes ``error`` (so a successful transition clears it).
+        """
+        if new_state is TableState.FAILED and not error:
+            raise StateStoreError(f"table {qualified_name}: a transition to FAILED needs an error message")
+        with self._transaction() as session:
+            row = session.scalars(
+                select(TableRow).where(TableRow.qualified_name == qualified_name).with_for_update()
+            ).one_or_none()
+            if row is None:
+                raise UnknownTableError(
+                    f"table {qualified_name} is not onboarded (run cdc-lake onboard first)"
+                )
+            check_transition(qualified_name, TableState(row.state), new_state)
+            row.state = new_state.value
+            row.last_error = None if error is None else _one_line_text(error)
+            row.updated_at = utcnow()
+            return _table_info(row)
+
+    # Bootstrap watermarks
+
+    def save_watermark(
+        self,
+        table: str,
+        *,
+        topic: str,
+        offsets: Mapping[int, int],
+        ts_source_ms: int | None,
+        source_position: str | None,
+        partitions: Sequence[BootstrapPartition] = (),
+    ) -> Watermark:
+        """Save the hand-off point of a new bootstrap, replacing any earlier one of ``table``."""
+        with self._transaction() as session:
+            self._require_row(session, table)
+            session.execute(delete(BootstrapWatermarkRow).where(BootstrapWatermarkRow.table_name == table))
+            row = BootstrapWatermarkRow(
+                table_name=table,
+                topic=topic,
+                kafka_offsets={str(partition): offset for partition, offset in offsets.items()},
+                ts_source_ms=ts_source_ms,
+                source_position=source_position,
+                created_at=utcnow(),
+                replica_position_reached=False,
+                partition_plan=[_partition_json(p) for p in partitions],
+            )
+            session.add(row)
+            return _watermark(row)
+
+    def get_watermark(self, table: str) -> Watermark | None:
+        """The current bootstrap watermark of ``table``, if a bootstrap has started."""
+        with self._transaction() as session:
+            row = session.get(BootstrapWatermarkRow, table)
+            return None if row is None else _watermark(row)
+
+    def mark_replica_position_reached(self, table: str) -> Watermark:
+        """Record that the read replica has replayed past the watermark."""
+        with self._transaction() as session:
+            row = self._require_watermark(session, table)
+            row.replica_position_reached = True
+            return _watermark(row)
+
+    def set_partition_plan(self, table: str, partitions: Sequence[BootstrapPartition]) -> Watermark:
+        """Replace the bootstrap's partition plan (each partition one WHERE predicate)."""
+        with self._transaction() as session:
+            row = self._require_watermark(session, table)
+            row.partition_plan = [_partition_json(p) for p in partitions]
+            return _watermark(row)
+
+    def mark_partition_done(self, table: str, index: int) -> Watermark:
+        """Record that partition ``index`` of the bootstrap plan is in the lake."""
+        with self._transaction() as session:
+            row = self._require_watermark(session, table)
+            plan = [dict(p) for p in row.partition_plan]
+            matching = [p for p in plan if p["index"] == index]
+            if not matching:
+                raise StateStoreError(f"table {table}: bootstrap plan has no partition {index}")
+            matching[0]["done"] = True
+            row.partition_plan = plan
+            return _watermark(row)
+
+    # Applied offsets
+
+    def record_applied_offsets(self, table: str, offsets: Mapping[int, int], commit_instant: str) -> None:
+        """Record the next offset to apply per partition after the Hudi commit ``commit_instant``."""
+        now = utcnow()
+        with self._transaction() as session:
+            self._require_row(session, table)
+            for partition, next_offset in offsets.items():
+                row = session.get(AppliedOffsetRow, (table, partition))
+                if row is None:
+                    row = AppliedOffsetRow(table_name=table, kafka_partition=partition)
+                    session.add(row)
+                row.next_offset = next_offset
+                row.hudi_commit_instant = commit_instant
+                row.updated_at = now
+
+    def get_applied_offsets(self, table: str) -> dict[int, int]:
+        """The next offset to apply per partition of ``table``'s topic (empty before the first apply)."""
+        query = select(AppliedOffsetRow).where(AppliedOffsetRow.table_name == table)
+        with self._transaction() as session:
+            return {row.kafka_partition: row.next_offset for row in session.scalars(query)}
+
+    def last_commit_instant(self, table: str) -> str | None:
+        """The newest Hudi commit instant recorded with applied offsets of ``table``."""
+        query = select(func.max(AppliedOffsetRow.hudi_commit_instant)).where(
+            AppliedOffsetRow.table_name == table
+        )
+        with self._transaction() as session:
+            return session.scalar(query)
+
+    def reset_progress(self, table: str) -> None:
+        """Forget the watermark, applied offsets and freshness of ``table`` before a re-bootstrap."""
+        with self._transaction() as session:
+            self._require_row(session, table)
+            for model in (BootstrapWatermarkRow, AppliedOffsetRow, FreshnessRow):
+                session.execute(delete(model).where(model.table_name == table))
+
+    # Runs
+
+    def start_run(
+        self, command: str, table: str | None = None, detail: Mapping[str, Any] | None = None
+    ) -> int:
+        """Record that ``command`` started (on ``table``); returns the run id."""
+        with self._transaction() as session:
+            row = RunRow(command=command, table_name=table, started_at=utcnow(), detail=dict(detail or {}))
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def finish_run(self, run_id: int, outcome: RunOutcome, detail: Mapping[str, Any] | None = None) -> None:
+        """Record how run ``run_id`` ended; ``detail`` replaces the detail saved at start if given."""
+        with self._transaction() as session:
+            row = session.get(RunRow, run_id)
+            if row is None:
+                raise StateStoreError(f"run {run_id} does not exist")
+            row.finished_at = utcnow()
+            row.outcome = outcome.value
+            if detail is not None:
+                row.detail = dict(detail)
+
+    @contextmanager
+    def run(self, command: str, table: str | None = None) -> Iterator[RunHandle]:
+        """Record a run around a block: ok when it returns, failed on an exception, aborted on Ctrl-C.
+
+        Whatever the block puts in ``handle.detail`` is saved; a failure adds ``error``.
+        """
+        handle = RunHandle(self.start_run(command, table))
+        try:
+            yield handle
+        except (KeyboardInterrupt, SystemExit) as exc:
+            self.finish_run(handle.id, RunOutcome.ABORTED, {**handle.detail, "error": type(exc).__name__})
+            raise
+        except Exception as exc:
+            error = _one_line_text(f"{type(exc).__name__}: {exc}")
+            self.finish_run(handle.id, RunOutcome.FAILED, {**handle.detail, "error": error})
+            raise
+        self.finish_run(handle.id, RunOutcome.OK, handle.detail)
+
+    def list_runs(self, table: str | None = None, limit: int = 50) -> list[Run]:
+        """The newest runs first (of ``table`` if given)."""
+        query = select(RunRow).order_by(RunRow.id.desc()).limit(limit)
+        if table is not None:
+            query = query.where(RunRow.table_name == table)
+        with self._transaction() as session:
+            return [_run(row) for row in session.scalars(query)]
+
+    # Freshness
+
+    def record_freshness(
+        self,
+        table: str,
+        newest_source_ts_ms: int | None,
+        lag_messages: int,
+        measured_at: datetime | None = None,
+    ) -> Freshness:
+        """Record the newest applied source change time of ``table`` and its Kafka lag in messages."""
+        with self._transaction() as session:
+            self._require_row(session, table)
+            row = session.get(FreshnessRow, table)
+            if row is None:
+                row = FreshnessRow(table_name=table)
+                session.add(row)
+            row.newest_source_ts_ms = newest_source_ts_ms
+            row.lag_messages = lag_messages
+            row.measured_at = measured_at or utcnow()
+            return _freshness(row)
+
+    def get_freshness(self, table: str) -> Freshness | None:
+        """The latest freshness measurement of ``table``, if any."""
+        with self._transaction() as session:
+            row = session.get(FreshnessRow, table)
+            return None if row is None else _freshness(row)
+
+    @staticmethod
+    def _require_row(session: Session, table: str) -> TableRow:
+        row = session.get(TableRow, table)
+        if row is None:
+            raise UnknownTableError(f"table {table} is not onboarded (run cdc-lake onboard first)")
+        return row
+
+    @staticmethod
+    def _require_watermark(session: Session, table: str) -> BootstrapWatermarkRow:
+        row = session.get(BootstrapWatermarkRow, table)
+        if row is None:
+            raise StateStoreError(f"table {table}: no bootstrap watermark saved")
+        return row
+
+
+def _create_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    database = parsed.database
+    if not database or database == ":memory:":
+        # One shared connection, or every session would see its own empty database.
+        engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        if not database.startswith("file:"):
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
+    event.listen(engine, "connect", _enable_sqlite_foreign_keys)
+    return engine
+
+
+def _enable_sqlite_foreign_keys(dbapi_connection: Any, connection_record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first line of a database error (driver messages run over several lines), secrets redacted."""
+    original = getattr(exc, "orig", None)
+    return _one_line_text(str(original if original is not None else exc))
+
+
+def _one_line_text(text: str) -> str:
+    lines = [line.strip() for line in redact(text).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _partition_json(partition: BootstrapPartition) -> dict[str, Any]:
+    return {"index": partition.index, "predicate": partition.predicate, "done": partition.done}
+
+
+def _source_info(row: SourceRow) -> SourceInfo:
+    return SourceInfo(
+        name=row.name,
+        engine=row.engine,
+        onboarded_at=row.onboarded_at,
+        connector_names=tuple(row.connector_names),
+    )
+
+
+def _table_info(row: TableRow) -> TableInfo:
+    return TableInfo(
+        qualified_name=row.qualified_name,
+        source=row.source,
+        tier=row.tier,
+        state=TableState(row.state),
+        lake_base_path=row.lake_base_path,
+        last_error=row.last_error,
+        updated_at=row.updated_at,
+    )
+
+
+def _watermark(row: BootstrapWatermarkRow) -> Watermark:
+    return Watermark(
+        table=row.table_name,
+        topic=row.topic,
+        offsets={int(partition): offset for partition, offset in row.kafka_offsets.items()},
+        ts_source_ms=row.ts_source_ms,
+        source_position=row.source_position,
+        created_at=row.created_at,
+        replica_position_reached=row.replica_position_reached,
+        partitions=tuple(
+            BootstrapPartition(index=p["index"], predicate=p["predicate"], done=p["done"])
+            for p in row.partition_plan
+        ),
+    )
+
+
+def _run(row: RunRow) -> Run:
+    return Run(
+        id=row.id,
+        command=row.command,
+        table=row.table_name,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        outcome=None if row.outcome is None else RunOutcome(row.outcome),
+        detail=dict(row.detail),
+    )
+
+
+def _freshness(row: FreshnessRow) -> Freshness:
+    return Freshness(
+        table=row.table_name,
+        newest_source_ts_ms=row.newest_source_ts_ms,
+        lag_messages=row.lag_messages,
+        measured_at=row.measured_at,
+    )
