@@ -1,0 +1,24 @@
+"""Debezium connectors: reviewed config templates, their rendering, and a Kafka Connect REST client."""
+
+from connectors.client import ConnectorPlugin, ConnectorStatus, KafkaConnectClient, TaskStatus
+from connectors.masking import redact
+from connectors.render import (
+    ENGINES,
+    ConnectorParams,
+    heartbeat_table_ddl,
+    registry_api_url,
+    render_connector,
+)
+
+__all__ = [
+    "ENGINES",
+    "ConnectorParams",
+    "ConnectorPlugin",
+    "ConnectorStatus",
+    "KafkaConnectClient",
+    "TaskStatus",
+    "heartbeat_table_ddl",
+    "redact",
+    "registry_api_url",
+    "render_connector",
+]

@@ -1,0 +1,303 @@
+"""A typed client for the Kafka Connect REST API.
+
+Transient failures (connection errors, HTTP 5xx, and 409 while the worker group
+rebalances) are retried with exponential backoff.  Every failure surfaces as a one-line
+:class:`ConnectError` naming the Connect URL and the connector; messages never carry a
+secret config value (see :mod:`connectors.masking`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import requests
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from cdc_lake.exceptions import ConnectError
+from connectors.masking import scrub
+
+RUNNING = "RUNNING"
+FAILED = "FAILED"
+
+_MISSING = object()  # what _call returns for a 404 the caller expects
+_TRACE_LINES = 3  # lines of a Java stack trace worth quoting in a one-line error
+_MESSAGE_CHARS = 500
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    """State of one connector task as the worker reports it; ``trace`` is set when it FAILED."""
+
+    id: int
+    state: str
+    worker_id: str
+    trace: str | None = None
+
+
+@dataclass(frozen=True)
+class ConnectorStatus:
+    """State of a connector and its tasks (``GET /connectors/{name}/status``)."""
+
+    name: str
+    state: str
+    worker_id: str
+    tasks: tuple[TaskStatus, ...]
+    trace: str | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the connector and every one of its (at least one) tasks are RUNNING."""
+        return self.state == RUNNING and bool(self.tasks) and all(t.state == RUNNING for t in self.tasks)
+
+    def describe(self) -> str:
+        """A short form of the states, such as ``connector=RUNNING tasks=[0:FAILED]``."""
+        tasks = ",".join(f"{t.id}:{t.state}" for t in self.tasks)
+        return f"connector={self.state} tasks=[{tasks}]"
+
+
+@dataclass(frozen=True)
+class ConnectorPlugin:
+    """One plugin installed on the worker (``GET /connector-plugins``)."""
+
+    class_name: str
+    type: str
+    version: str
+
+
+class _Retryable(Exception):
+    """A failure worth another attempt; carries the one-line reason."""
+
+
+class _NotFound(Exception):
+    """The worker answered 404 for a connector."""
+
+
+class _Rejected(Exception):
+    """The worker refused a request for good (a 4xx other than 404 and 409)."""
+
+
+class KafkaConnectClient:
+    """Kafka Connect REST API at ``url`` (for example ``http://127.0.0.1:8083``).
+
+    ``timeout`` bounds each HTTP request; ``attempts`` and ``backoff`` (the first wait, in
+    seconds, doubling up to ``max_backoff``) govern retries of transient failures.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 10,
+        attempts: int = 6,
+        backoff: float = 0.5,
+        max_backoff: float = 8.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._attempts = attempts
+        self._backoff = backoff
+        self._max_backoff = max_backoff
+        self._session = requests.Session()
+        self._session.headers.update({"Accept": "application/json"})
+
+    def close(self) -> None:
+        """Release the HTTP connection pool."""
+        self._session.close()
+
+    def __enter__(self) -> KafkaConnectClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def list_connectors(self) -> list[str]:
+        """Names of the connectors the worker group runs."""
+        names = self._call("GET", "/connectors", None)
+        return [str(n) for n in names]
+
+    def get_config(self, name: str) -> dict[str, str]:
+        """The stored (untransformed) config of connector ``name``."""
+        config = self._call("GET", f"/connectors/{_seg(name)}/config", name)
+        return {str(k): str(v) for k, v in config.items()}
+
+    def status(self, name: str) -> ConnectorStatus:
+        """Connector and task states of ``name``, with traces for failed parts."""
+        return _parse_status(name, self._call("GET", f"/connectors/{_seg(name)}/status", name))
+
+    def create_or_update(self, name: str, config: Mapping[str, str]) -> bool:
+        """Create connector ``name`` or replace its config; False when it already has exactly ``config``.
+
+        Uses ``PUT /connectors/{name}/config``, which is idempotent.  Connect stores the
+        connector's name in its config, so ``name`` is compared and sent too.
+        """
+        desired = {str(k): str(v) for k, v in config.items()}
+        if desired.setdefault("name", name) != name:
+            raise ConnectError(f"connector {name!r} at {self.url}: its config names another connector")
+        current = self._call("GET", f"/connectors/{_seg(name)}/config", name, missing_ok=True)
+        if current is not _MISSING and {str(k): str(v) for k, v in current.items()} == desired:
+            return False
+        self._call("PUT", f"/connectors/{_seg(name)}/config", name, body=desired)
+        return True
+
+    def delete(self, name: str) -> bool:
+        """Delete connector ``name``; False when there was no such connector."""
+        return self._call("DELETE", f"/connectors/{_seg(name)}", name, missing_ok=True) is not _MISSING
+
+    def pause(self, name: str) -> None:
+        """Pause the connector and its tasks (``PUT .../pause``)."""
+        self._call("PUT", f"/connectors/{_seg(name)}/pause", name)
+
+    def resume(self, name: str) -> None:
+        """Resume a paused or stopped connector (``PUT .../resume``)."""
+        self._call("PUT", f"/connectors/{_seg(name)}/resume", name)
+
+    def stop(self, name: str) -> None:
+        """Stop the connector and shut its tasks down, keeping its config and offsets (``PUT .../stop``)."""
+        self._call("PUT", f"/connectors/{_seg(name)}/stop", name)
+
+    def restart(self, name: str, include_tasks: bool = True, only_failed: bool = True) -> None:
+        """Restart the connector (with tasks if ``include_tasks``; only failed ones if ``only_failed``)."""
+        query = f"?includeTasks={str(include_tasks).lower()}&onlyFailed={str(only_failed).lower()}"
+        self._call("POST", f"/connectors/{_seg(name)}/restart{query}", name)
+
+    def plugins(self) -> list[ConnectorPlugin]:
+        """Connector plugins installed on the worker."""
+        found = self._call("GET", "/connector-plugins", None)
+        return [
+            ConnectorPlugin(
+                class_name=str(p["class"]), type=str(p.get("type", "")), version=str(p.get("version", ""))
+            )
+            for p in found
+        ]
+
+    def wait_running(self, name: str, timeout: float, poll_interval: float = 1.0) -> ConnectorStatus:
+        """Poll until connector ``name`` and all its tasks are RUNNING, and return that status.
+
+        Raises :class:`ConnectError` with the first lines of the trace as soon as the
+        connector or a task is FAILED, or naming the last states seen after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        last: ConnectorStatus | None = None
+        while True:
+            payload = self._call("GET", f"/connectors/{_seg(name)}/status", name, missing_ok=True)
+            if payload is not _MISSING:
+                last = _parse_status(name, payload)
+                if last.running:
+                    return last
+                self._raise_if_failed(last)
+            if time.monotonic() >= deadline:
+                seen = last.describe() if last is not None else "no status reported yet"
+                raise ConnectError(f"connector {name!r} at {self.url} not RUNNING after {timeout:g}s: {seen}")
+            time.sleep(poll_interval)
+
+    def _raise_if_failed(self, status: ConnectorStatus) -> None:
+        where = f"connector {status.name!r} at {self.url}"
+        if status.state == FAILED:
+            raise ConnectError(f"{where} FAILED: {_trace_head(status.trace)}")
+        for task in status.tasks:
+            if task.state == FAILED:
+                raise ConnectError(f"{where}: task {task.id} FAILED: {_trace_head(task.trace)}")
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        name: str | None,
+        body: Mapping[str, str] | None = None,
+        missing_ok: bool = False,
+    ) -> Any:
+        """The decoded JSON answer; ``_MISSING`` instead of an error for a 404 when ``missing_ok``."""
+        where = f"connector {name!r} at {self.url}" if name else f"Kafka Connect at {self.url}"
+        retrying = Retrying(
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential(multiplier=self._backoff, max=self._max_backoff),
+            retry=retry_if_exception_type(_Retryable),
+            reraise=True,
+        )
+        try:
+            return retrying(self._once, method, path, body)
+        except _Retryable as exc:
+            raise ConnectError(
+                f"{where}: {method} {path} failed after {self._attempts} attempts: {exc}"
+            ) from exc
+        except _NotFound as exc:
+            if missing_ok:
+                return _MISSING
+            raise ConnectError(f"{where}: not found ({exc})") from exc
+        except _Rejected as exc:
+            raise ConnectError(f"{where}: {method} {path} rejected: {exc}") from exc
+
+    def _once(self, method: str, path: str, body: Mapping[str, str] | None) -> Any:
+        try:
+            response = self._session.request(method, self.url + path, json=body, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise _Retryable(type(exc).__name__) from exc
+        if response.status_code < 300:
+            try:
+                return response.json() if response.content else None
+            except ValueError as exc:
+                raise _Rejected(f"HTTP {response.status_code} with a body that is not JSON") from exc
+        message = scrub(_error_message(response), [body] if body else [])
+        if response.status_code == 409 or response.status_code >= 500:
+            raise _Retryable(f"HTTP {response.status_code}: {message}")
+        if response.status_code == 404:
+            raise _NotFound(message)
+        raise _Rejected(f"HTTP {response.status_code}: {message}")
+
+
+def _seg(name: str) -> str:
+    return quote(name, safe="")
+
+
+def _error_message(response: requests.Response) -> str:
+    try:
+        payload = response.json()
+        text = str(payload.get("message", payload)) if isinstance(payload, dict) else str(payload)
+    except ValueError:
+        text = response.text or response.reason or ""
+    return _one_line(text)
+
+
+def _one_line(text: str) -> str:
+    flat = " | ".join(line.strip() for line in text.splitlines() if line.strip())
+    return flat if len(flat) <= _MESSAGE_CHARS else flat[: _MESSAGE_CHARS - 3] + "..."
+
+
+def _trace_head(trace: str | None) -> str:
+    if not trace:
+        return "no trace reported"
+    lines = [line.strip() for line in trace.splitlines() if line.strip()]
+    head = lines[:_TRACE_LINES]
+    causes = [line for line in lines[_TRACE_LINES:] if line.startswith("Caused by:")]
+    if causes:
+        head.append(causes[-1])  # the root cause is usually the actionable part
+    return _one_line("\n".join(head))
+
+
+def _parse_status(name: str, payload: Mapping[str, Any]) -> ConnectorStatus:
+    connector = payload.get("connector", {})
+    tasks = tuple(
+        TaskStatus(
+            id=int(t["id"]),
+            state=str(t.get("state", "")),
+            worker_id=str(t.get("worker_id", "")),
+            trace=t.get("trace"),
+        )
+        for t in sorted(payload.get("tasks", []), key=lambda t: int(t["id"]))
+    )
+    return ConnectorStatus(
+        name=str(payload.get("name", name)),
+        state=str(connector.get("state", "")),
+        worker_id=str(connector.get("worker_id", "")),
+        tasks=tasks,
+        trace=connector.get("trace"),
+    )

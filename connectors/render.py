@@ -1,0 +1,240 @@
+"""Debezium connector configs rendered from the reviewed templates in ``connectors/templates``.
+
+A template is a flat JSON object of Kafka Connect settings whose values may hold
+``{{placeholder}}`` markers.  :func:`render_connector` fills them from a typed
+:class:`ConnectorParams`; a marker left without a value is an error naming it.  The
+``{{...}}`` syntax is distinct from Kafka's ``${provider:key}`` config-provider syntax,
+which passes through untouched: the source password is always ``${env:VAR}``, resolved
+on the Connect worker and never known to cdc-lake.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+
+from cdc_lake import jvm
+from cdc_lake.exceptions import ConfigError
+from connectors.masking import redact
+
+__all__ = [
+    "ENGINES",
+    "ConnectorParams",
+    "heartbeat_table_ddl",
+    "redact",
+    "registry_api_url",
+    "render_connector",
+]
+
+ENGINES = ("postgres", "mysql", "mariadb")
+"""Source engines with a connector template, named as the template files are."""
+
+# Per Apicurio major line: the native REST API path its converter talks to, and the id
+# handler that writes the Confluent framing (magic byte 0 + 4-byte big-endian id).
+# See connectors/README.md for the sources behind both.
+_APICURIO_LINES = {
+    "2": ("/apis/registry/v2", "io.apicurio.registry.serde.Legacy4ByteIdHandler"),
+    "3": ("/apis/registry/v3", "io.apicurio.registry.serde.Default4ByteIdHandler"),
+}
+
+# Placeholders whose value is derived from a differently named parameter.
+_PARAM_FOR = {"heartbeat_action_query": "heartbeat_table"}
+
+_PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}")
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_ENV_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class ConnectorParams:
+    """Everything a connector template needs, for one source and one connector.
+
+    ``tables`` are fully qualified: ``schema.table`` for Postgres, ``database.table`` for
+    MySQL/MariaDB.  ``columns`` maps some of those tables to their frozen column lists;
+    tables absent from it keep all their columns.  ``password_env`` is the NAME of the
+    environment variable holding the password on the Connect worker.  ``registry_url``
+    is the registry server's base URL (``http://host:port``); the API path is added to
+    match the installed converter.  Postgres needs ``database``, ``slot_name``,
+    ``publication_name`` and ``heartbeat_table`` (``schema.table``); MySQL/MariaDB need
+    ``server_id`` and ``kafka_bootstrap`` (for the schema history topic).
+    """
+
+    host: str
+    port: int
+    user: str
+    password_env: str
+    topic_prefix: str
+    tables: Sequence[str]
+    registry_url: str
+    database: str | None = None
+    columns: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    slot_name: str | None = None
+    publication_name: str | None = None
+    heartbeat_table: str | None = None
+    server_id: int | None = None
+    kafka_bootstrap: str | None = None
+    heartbeat_interval_ms: int = 10_000
+    topic_partitions: int = 1
+    topic_replication_factor: int = 1
+
+
+def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[str, str]:
+    """The Kafka Connect config of connector ``name`` for a source of kind ``engine``.
+
+    Raises :class:`ConfigError` naming the parameter or placeholder at fault.
+    """
+    if engine not in ENGINES:
+        raise ConfigError(f"connector {name!r}: unknown source engine {engine!r} (expected one of {ENGINES})")
+    _check_params(name, params)
+    tables = [_split_qualified(name, "tables", table) for table in params.tables]
+    values: dict[str, str | None] = {
+        "host": params.host,
+        "port": str(params.port),
+        "user": params.user,
+        "password_env": params.password_env,
+        "database": params.database,
+        "topic_prefix": params.topic_prefix,
+        "table_include_list": ",".join(_regex(*parts) for parts in tables),
+        "database_include_list": ",".join(dict.fromkeys(_regex(db) for db, _ in tables)),
+        "slot_name": params.slot_name,
+        "publication_name": params.publication_name,
+        "heartbeat_action_query": _heartbeat_query(name, params.heartbeat_table),
+        "heartbeat_interval_ms": str(params.heartbeat_interval_ms),
+        "server_id": None if params.server_id is None else str(params.server_id),
+        "schema_history_topic": f"{name}.schema-history",
+        "kafka_bootstrap": params.kafka_bootstrap,
+        "registry_api_url": registry_api_url(params.registry_url),
+        "apicurio_id_handler": _apicurio_line()[1],
+        "topic_partitions": str(params.topic_partitions),
+        "topic_replication_factor": str(params.topic_replication_factor),
+    }
+    config = {key: _fill(name, engine, value, values) for key, value in _template(engine).items()}
+    if params.columns:
+        config["column.include.list"] = _column_include_list(name, params, tables)
+    return config
+
+
+def registry_api_url(base_url: str) -> str:
+    """The native Apicurio REST API under ``base_url`` that the installed converter line speaks."""
+    return base_url.rstrip("/") + _apicurio_line()[0]
+
+
+def heartbeat_table_ddl(table: str) -> str:
+    """Postgres DDL for the heartbeat table (``schema.table``) the connector's heartbeat query writes.
+
+    One row per connector; the table must also be in the connector's publication so that
+    heartbeat writes reach the slot and let it confirm WAL on an otherwise idle database.
+    """
+    schema, name = _split_qualified("heartbeat", "heartbeat_table", table)
+    return (
+        f"CREATE TABLE IF NOT EXISTS {_pg_ident(schema)}.{_pg_ident(name)} "
+        "(connector text PRIMARY KEY, ts timestamptz NOT NULL)"
+    )
+
+
+def _heartbeat_query(connector: str, table: str | None) -> str | None:
+    if table is None:
+        return None
+    schema, name = _split_qualified(connector, "heartbeat_table", table)
+    literal = "'" + connector.replace("'", "''") + "'"
+    return (
+        f"INSERT INTO {_pg_ident(schema)}.{_pg_ident(name)} (connector, ts) VALUES ({literal}, now()) "
+        "ON CONFLICT (connector) DO UPDATE SET ts = EXCLUDED.ts"
+    )
+
+
+def _check_params(name: str, params: ConnectorParams) -> None:
+    if not _NAME.fullmatch(name):
+        raise ConfigError(f"connector name {name!r} must match {_NAME.pattern}")
+    if not _NAME.fullmatch(params.topic_prefix):
+        raise ConfigError(
+            f"connector {name!r}: topic_prefix {params.topic_prefix!r} must match {_NAME.pattern}"
+        )
+    if not _ENV_VAR.fullmatch(params.password_env):
+        raise ConfigError(f"connector {name!r}: password_env must be an environment variable NAME")
+    if not 0 < params.port < 65536:
+        raise ConfigError(f"connector {name!r}: port {params.port} is out of range")
+    if params.server_id is not None and not 0 < params.server_id < 2**32:
+        raise ConfigError(f"connector {name!r}: server_id {params.server_id} is out of range")
+    for setting in ("heartbeat_interval_ms", "topic_partitions", "topic_replication_factor"):
+        if getattr(params, setting) < 1:
+            raise ConfigError(f"connector {name!r}: {setting} must be at least 1")
+    if isinstance(params.tables, str) or not params.tables:
+        raise ConfigError(f"connector {name!r}: tables must be a non-empty list of qualified table names")
+    if not params.registry_url.startswith(("http://", "https://")):
+        raise ConfigError(f"connector {name!r}: registry_url {params.registry_url!r} must be an http(s) URL")
+    unknown = sorted(set(params.columns) - set(params.tables))
+    if unknown:
+        raise ConfigError(f"connector {name!r}: columns names tables not in tables: {', '.join(unknown)}")
+    for table, cols in params.columns.items():
+        if isinstance(cols, str) or not cols:
+            raise ConfigError(f"connector {name!r}: columns of {table} must be a non-empty list")
+
+
+def _column_include_list(name: str, params: ConnectorParams, tables: list[tuple[str, str]]) -> str:
+    # Debezium applies column.include.list to every captured table, so a table without a
+    # frozen column list must be matched whole or it would lose all its columns.
+    entries: list[str] = []
+    for qualified, (db, table) in zip(params.tables, tables, strict=True):
+        cols = params.columns.get(qualified)
+        if cols is None:
+            entries.append(_regex(db, table) + r"\..+")
+            continue
+        for col in cols:
+            if not col or "," in col:
+                raise ConfigError(
+                    f"connector {name!r}: column {col!r} of {qualified} is empty or has a comma"
+                )
+            entries.append(_regex(db, table, col))
+    return ",".join(entries)
+
+
+def _split_qualified(name: str, setting: str, qualified: str) -> tuple[str, str]:
+    parts = qualified.split(".")
+    if len(parts) != 2 or not all(parts) or "," in qualified:
+        raise ConfigError(
+            f"connector {name!r}: {setting} entry {qualified!r} must be 'schema.table' without commas"
+        )
+    return parts[0], parts[1]
+
+
+def _regex(*parts: str) -> str:
+    # Debezium include lists are comma-separated Java regexes matched against the whole
+    # qualified name; re.escape only adds backslashes before non-alphanumerics, which
+    # Java reads as literal characters too.
+    return r"\.".join(re.escape(part) for part in parts)
+
+
+def _pg_ident(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _apicurio_line() -> tuple[str, str]:
+    major = jvm.APICURIO_VERSION.split(".", 1)[0]
+    if major not in _APICURIO_LINES:
+        raise ConfigError(f"Apicurio converter {jvm.APICURIO_VERSION} has no known Confluent-format settings")
+    return _APICURIO_LINES[major]
+
+
+def _template(engine: str) -> dict[str, str]:
+    text = resources.files("connectors").joinpath("templates", f"{engine}.json").read_text(encoding="utf-8")
+    loaded: dict[str, str] = json.loads(text)
+    return loaded
+
+
+def _fill(name: str, engine: str, template_value: str, values: Mapping[str, str | None]) -> str:
+    def substitute(match: re.Match[str]) -> str:
+        placeholder = match.group(1).strip()
+        where = f"connector {name!r}: template {engine}.json"
+        if placeholder not in values:
+            raise ConfigError(f"{where} has unknown placeholder {{{{{placeholder}}}}}")
+        value = values[placeholder]
+        if value is None:
+            param = _PARAM_FOR.get(placeholder, placeholder)
+            raise ConfigError(f"{where} placeholder {{{{{placeholder}}}}} is unresolved: set {param}")
+        return value
+
+    return _PLACEHOLDER.sub(substitute, template_value)

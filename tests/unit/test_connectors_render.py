@@ -1,0 +1,302 @@
+"""Rendering of the Debezium connector templates and redaction of connector dumps."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from importlib import resources
+
+import pytest
+
+from cdc_lake import jvm
+from cdc_lake.exceptions import ConfigError
+from connectors import render
+from connectors.masking import MASK, redact, scrub
+from connectors.render import (
+    ENGINES,
+    ConnectorParams,
+    heartbeat_table_ddl,
+    registry_api_url,
+    render_connector,
+)
+
+REGISTRY = "http://127.0.0.1:18081"
+
+PG = ConnectorParams(
+    host="pg.internal",
+    port=5432,
+    user="cdc",
+    password_env="PG_PASSWORD",
+    topic_prefix="pg1",
+    tables=["public.orders", "public.order-items"],
+    registry_url=REGISTRY,
+    database="shop",
+    slot_name="cdc_pg1",
+    publication_name="cdc_pg1_pub",
+    heartbeat_table="cdc_lake.heartbeat",
+)
+
+BINLOG = ConnectorParams(
+    host="mysql.internal",
+    port=3306,
+    user="cdc",
+    password_env="MYSQL_PASSWORD",
+    topic_prefix="my1",
+    tables=["shop.orders", "shop.items", "crm.users"],
+    registry_url=REGISTRY,
+    server_id=5401,
+    kafka_bootstrap="127.0.0.1:19092",
+)
+
+CONNECTOR_CLASSES = {
+    "postgres": "io.debezium.connector.postgresql.PostgresConnector",
+    "mysql": "io.debezium.connector.mysql.MySqlConnector",
+    "mariadb": "io.debezium.connector.mariadb.MariaDbConnector",
+}
+
+
+def _params(engine: str) -> ConnectorParams:
+    return PG if engine == "postgres" else BINLOG
+
+
+@pytest.fixture(params=["2.6.13.Final", "3.0.9"])
+def apicurio_line(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Render against each Apicurio converter line the templates support."""
+    monkeypatch.setattr(jvm, "APICURIO_VERSION", request.param)
+    return str(request.param)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_template_renders_with_common_settings(engine: str) -> None:
+    config = render_connector(engine, f"{engine}-conn", _params(engine))
+
+    assert config["connector.class"] == CONNECTOR_CLASSES[engine]
+    assert config["tasks.max"] == "1"
+    assert config["snapshot.mode"] == "no_data"
+    assert config["decimal.handling.mode"] == "precise"
+    assert config["time.precision.mode"] == "adaptive_time_microseconds"
+    assert config["tombstones.on.delete"] == "true"
+    assert config["heartbeat.interval.ms"] == "10000"
+    assert config["topic.prefix"] == _params(engine).topic_prefix
+    assert config["database.hostname"] == _params(engine).host
+    assert config["database.port"] == str(_params(engine).port)
+    assert not any("{{" in value or "}}" in value for value in config.values())
+    assert all(isinstance(value, str) for value in config.values())
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_password_is_an_env_placeholder_resolved_on_the_worker(engine: str) -> None:
+    config = render_connector(engine, "c1", _params(engine))
+
+    assert config["database.password"] == f"${{env:{_params(engine).password_env}}}"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_converters_write_confluent_framing_with_content_ids(engine: str, apicurio_line: str) -> None:
+    config = render_connector(engine, "c1", _params(engine))
+    expected_api = "/apis/registry/v2" if apicurio_line.startswith("2.") else "/apis/registry/v3"
+    expected_handler = (
+        "io.apicurio.registry.serde.Legacy4ByteIdHandler"
+        if apicurio_line.startswith("2.")
+        else "io.apicurio.registry.serde.Default4ByteIdHandler"
+    )
+
+    for side in ("key", "value"):
+        prefix = f"{side}.converter"
+        assert config[prefix] == "io.apicurio.registry.utils.converter.AvroConverter"
+        assert config[f"{prefix}.apicurio.registry.url"] == REGISTRY + expected_api
+        assert config[f"{prefix}.apicurio.registry.headers.enabled"] == "false"
+        assert config[f"{prefix}.apicurio.registry.id-handler"] == expected_handler
+        assert config[f"{prefix}.apicurio.registry.use-id"] == "contentId"
+        assert config[f"{prefix}.apicurio.registry.auto-register"] == "true"
+
+
+def test_unknown_apicurio_line_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jvm, "APICURIO_VERSION", "9.0.0")
+
+    with pytest.raises(ConfigError, match=r"9\.0\.0"):
+        render_connector("postgres", "c1", PG)
+
+
+def test_registry_api_url_ignores_a_trailing_slash(apicurio_line: str) -> None:
+    assert registry_api_url(REGISTRY + "/").startswith(REGISTRY + "/apis/registry/v")
+
+
+def test_templates_share_one_converter_block() -> None:
+    blocks = []
+    for engine in ENGINES:
+        text = (
+            resources.files("connectors").joinpath("templates", f"{engine}.json").read_text(encoding="utf-8")
+        )
+        template = json.loads(text)
+        blocks.append(
+            {k: v for k, v in template.items() if k.startswith(("key.converter", "value.converter"))}
+        )
+    assert blocks[0] and all(block == blocks[0] for block in blocks)
+
+
+def test_postgres_specific_settings() -> None:
+    config = render_connector("postgres", "pg1", PG)
+
+    assert config["plugin.name"] == "pgoutput"
+    assert config["slot.name"] == "cdc_pg1"
+    assert config["publication.name"] == "cdc_pg1_pub"
+    assert config["publication.autocreate.mode"] == "disabled"
+    assert config["database.dbname"] == "shop"
+    assert config["table.include.list"] == r"public\.orders,public\.order\-items"
+    assert config["heartbeat.action.query"] == (
+        """INSERT INTO "cdc_lake"."heartbeat" (connector, ts) VALUES ('pg1', now()) """
+        "ON CONFLICT (connector) DO UPDATE SET ts = EXCLUDED.ts"
+    )
+
+
+def test_table_include_list_matches_exactly_the_named_tables() -> None:
+    patterns = render_connector("postgres", "pg1", PG)["table.include.list"].split(",")
+
+    def captured(name: str) -> bool:
+        return any(re.fullmatch(p, name) for p in patterns)
+
+    assert captured("public.orders")
+    assert captured("public.order-items")
+    assert not captured("publicXorders")
+    assert not captured("public.orders_archive")
+
+
+@pytest.mark.parametrize("engine", ["mysql", "mariadb"])
+def test_binlog_specific_settings(engine: str) -> None:
+    config = render_connector(engine, "my1", BINLOG)
+
+    assert config["database.server.id"] == "5401"
+    assert config["database.include.list"] == "shop,crm"
+    assert config["table.include.list"] == r"shop\.orders,shop\.items,crm\.users"
+    assert config["schema.history.internal.kafka.topic"] == "my1.schema-history"
+    assert config["schema.history.internal.kafka.bootstrap.servers"] == "127.0.0.1:19092"
+    assert config["include.schema.changes"] == "false"
+    assert config["bigint.unsigned.handling.mode"] == "precise"
+    assert "slot.name" not in config
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_column_include_list_only_when_columns_are_frozen(engine: str) -> None:
+    assert "column.include.list" not in render_connector(engine, "c1", _params(engine))
+
+
+def test_frozen_columns_listed_and_other_tables_kept_whole() -> None:
+    params = replace(PG, columns={"public.orders": ["id", "total"]})
+
+    config = render_connector("postgres", "pg1", params)
+
+    assert config["column.include.list"] == (
+        r"public\.orders\.id,public\.orders\.total,public\.order\-items\..+"
+    )
+
+
+@pytest.mark.parametrize(
+    ("engine", "params", "placeholder", "param"),
+    [
+        ("postgres", replace(PG, slot_name=None), "slot_name", "slot_name"),
+        ("postgres", replace(PG, database=None), "database", "database"),
+        ("postgres", replace(PG, heartbeat_table=None), "heartbeat_action_query", "heartbeat_table"),
+        ("mysql", replace(BINLOG, server_id=None), "server_id", "server_id"),
+        ("mariadb", replace(BINLOG, kafka_bootstrap=None), "kafka_bootstrap", "kafka_bootstrap"),
+    ],
+)
+def test_missing_engine_parameter_names_the_placeholder(
+    engine: str, params: ConnectorParams, placeholder: str, param: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        render_connector(engine, "c1", params)
+
+    assert f"{{{{{placeholder}}}}}" in str(err.value)
+    assert f"set {param}" in str(err.value)
+
+
+def test_unknown_template_placeholder_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(render, "_template", lambda engine: {"x.y": "a-{{ no_such_value }}"})
+
+    with pytest.raises(ConfigError, match=r"\{\{no_such_value\}\}"):
+        render_connector("postgres", "c1", PG)
+
+
+def test_env_placeholder_syntax_passes_through_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        render, "_template", lambda engine: {"a": "${file:/etc/x:{{user}}}", "b": "{literal}"}
+    )
+
+    assert render_connector("postgres", "c1", PG) == {"a": "${file:/etc/x:cdc}", "b": "{literal}"}
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"password_env": "${PG_PASSWORD}"}, "password_env"),
+        ({"port": 0}, "port"),
+        ({"tables": []}, "tables"),
+        ({"tables": ["orders"]}, "'orders'"),
+        ({"tables": ["a.b.c"]}, "'a.b.c'"),
+        ({"topic_prefix": "pg 1"}, "topic_prefix"),
+        ({"registry_url": "127.0.0.1:18081"}, "registry_url"),
+        ({"columns": {"public.missing": ["id"]}}, "public.missing"),
+        ({"columns": {"public.orders": []}}, "public.orders"),
+        ({"heartbeat_interval_ms": 0}, "heartbeat_interval_ms"),
+        ({"server_id": 2**32}, "server_id"),
+    ],
+)
+def test_bad_parameters_are_refused_by_name(change: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        render_connector("postgres", "pg1", replace(PG, **change))  # type: ignore[arg-type]
+
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_engine_and_bad_connector_name_are_refused() -> None:
+    with pytest.raises(ConfigError, match="oracle"):
+        render_connector("oracle", "c1", PG)
+    with pytest.raises(ConfigError, match="connector name"):
+        render_connector("postgres", "c/1", PG)
+
+
+def test_heartbeat_ddl_quotes_identifiers() -> None:
+    assert heartbeat_table_ddl('ops."hb"') == (
+        'CREATE TABLE IF NOT EXISTS "ops"."""hb""" (connector text PRIMARY KEY, ts timestamptz NOT NULL)'
+    )
+
+
+def test_redact_masks_every_secret_key_and_nothing_else() -> None:
+    config = {
+        "database.password": "${env:PG_PASSWORD}",
+        "database.user": "cdc",
+        "value.converter.apicurio.registry.auth.client.secret": "s3cr3t",
+        "producer.override.sasl.jaas.config": "PlainLoginModule password=x;",
+        "DATABASE.PASSWORD.FILE": "hunter2",
+        "topic.prefix": "pg1",
+    }
+
+    redacted = redact(config)
+
+    assert redacted == {
+        "database.password": MASK,
+        "database.user": "cdc",
+        "value.converter.apicurio.registry.auth.client.secret": MASK,
+        "producer.override.sasl.jaas.config": MASK,
+        "DATABASE.PASSWORD.FILE": MASK,
+        "topic.prefix": "pg1",
+    }
+    assert config["database.password"] == "${env:PG_PASSWORD}"
+
+
+def test_rendered_config_redacts_to_no_secret() -> None:
+    redacted = render.redact(render_connector("postgres", "pg1", PG))
+
+    assert redacted["database.password"] == MASK
+    assert "PG_PASSWORD" not in json.dumps(redacted)
+
+
+def test_scrub_hides_literal_secret_values_in_text() -> None:
+    text = "login failed for cdc with hunter2"
+
+    assert scrub(text, [{"database.password": "hunter2", "database.user": "cdc"}]) == (
+        f"login failed for cdc with {MASK}"
+    )
