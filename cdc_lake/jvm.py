@@ -29,9 +29,10 @@ SPARK_VERSION_LINE = "3.5"
 SCALA_BINARY_VERSION = "2.12"
 HUDI_VERSION = "1.1.1"
 HADOOP_VERSION = "3.3.4"  # the Hadoop client pyspark 3.5 ships with; hadoop-aws must match it
+AWS_SDK_BUNDLE_VERSION = "1.12.262"  # what hadoop-aws 3.3.4 is built against
 KAFKA_VERSION = "4.1.1"  # the Kafka that Debezium 3.5 is built against
 DEBEZIUM_VERSION = "3.5.0.Final"
-APICURIO_VERSION = "3.0.9"
+APICURIO_VERSION = "2.6.13.Final"  # the newest line whose converter resolves completely from Maven Central
 LOG4J_VERSION = "2.24.3"
 
 
@@ -107,14 +108,11 @@ def spark_jars(spark_version: str) -> ArtifactSet:
                 "org.apache.hudi", f"hudi-spark{SPARK_VERSION_LINE}-bundle_{SCALA_BINARY_VERSION}", HUDI_VERSION
             ),
             MavenArtifact("org.apache.spark", f"spark-avro_{SCALA_BINARY_VERSION}", spark_version),
-            MavenArtifact(
-                "org.apache.hadoop",
-                "hadoop-aws",
-                HADOOP_VERSION,
-                exclusions=("org.apache.hadoop:hadoop-common",),
-            ),
+            MavenArtifact("org.apache.hadoop", "hadoop-aws", HADOOP_VERSION),
+            MavenArtifact("com.amazonaws", "aws-java-sdk-bundle", AWS_SDK_BUNDLE_VERSION),
         ),
-        transitive=True,
+        # pyspark already ships Scala, SLF4J and the Hadoop client; pulling them again would shadow its own.
+        transitive=False,
     )
 
 
@@ -154,7 +152,7 @@ APICURIO_CONVERTER = ArtifactSet(
 APICURIO_REGISTRY_APP = MavenArtifact(
     "io.apicurio", "apicurio-registry-app", APICURIO_VERSION, type="tar.gz", classifier="all"
 )
-"""The schema registry server (a Quarkus app) that serves the Confluent REST API under /apis/ccompat/v7."""
+"""The schema registry server (a Quarkus app) that serves the Confluent REST API under /apis/ccompat/v7 (and its own v2 API the converter uses)."""
 
 
 def cache_root() -> Path:

@@ -1,0 +1,177 @@
+"""Apache Kafka in KRaft mode and a distributed Kafka Connect worker, both from Maven Central jars."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from pathlib import Path
+
+import requests
+from confluent_kafka.admin import AdminClient
+
+from cdc_lake import jvm
+from cdc_lake.stack.java import classpath_argv
+from cdc_lake.stack.process import run_checked
+from cdc_lake.stack.service import HOST, Service, StackLayout
+
+DEBEZIUM_CONNECTOR_CLASSES = (
+    "io.debezium.connector.postgresql.PostgresConnector",
+    "io.debezium.connector.mysql.MySqlConnector",
+    "io.debezium.connector.mariadb.MariaDbConnector",
+)
+# librdkafka reports every refused connection while the broker boots; health polling expects those.
+_QUIET_LOGGER = logging.getLogger("cdc_lake.stack.kafka.librdkafka")
+_QUIET_LOGGER.setLevel(logging.CRITICAL)
+CONNECT_INTERNAL_TOPICS = ("_cdc_lake_connect_configs", "_cdc_lake_connect_offsets", "_cdc_lake_connect_status")
+
+
+def _write_properties(path: Path, values: dict[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
+
+
+class KafkaBroker(Service):
+    """A single combined broker+controller node (KRaft); no ZooKeeper."""
+
+    name = "kafka"
+
+    def address(self) -> str:
+        return f"{HOST}:{self.layout.ports.kafka}"
+
+    def install(self) -> None:
+        jvm.resolve(jvm.KAFKA_SERVER)
+
+    @property
+    def config_file(self) -> Path:
+        return self.layout.path("kafka", "server.properties")
+
+    def _properties(self) -> dict[str, str]:
+        ports = self.layout.ports
+        return {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{HOST}:{ports.kafka_controller}",
+            "listeners": f"PLAINTEXT://{HOST}:{ports.kafka},CONTROLLER://{HOST}:{ports.kafka_controller}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{ports.kafka}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.layout.path("kafka", "data")),
+            "num.partitions": "1",
+            "default.replication.factor": "1",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+            "log.retention.hours": "168",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "log.cleaner.dedupe.buffer.size": "16777216",
+        }
+
+    def start(self) -> None:
+        if self.process.pid() is not None:
+            return
+        classpath = jvm.resolve(jvm.KAFKA_SERVER)
+        _write_properties(self.config_file, self._properties())
+        if not self.layout.path("kafka", "data", "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            run_checked(
+                classpath_argv("256m", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                          "-c", str(self.config_file)),
+                "formatting Kafka KRaft storage",
+            )
+        self.process.start(classpath_argv("512m", classpath, "kafka.Kafka", str(self.config_file)))
+
+    def admin(self) -> AdminClient:
+        """An admin client for this broker."""
+        return AdminClient(
+            {"bootstrap.servers": self.address(), "socket.timeout.ms": 3000, "logger": _QUIET_LOGGER}
+        )
+
+    def healthy(self) -> bool:
+        metadata = self.admin().list_topics(timeout=3)
+        return len(metadata.brokers) == 1
+
+
+class KafkaConnect(Service):
+    """A distributed Connect worker with the Debezium connectors and the Apicurio Avro converter as plugins."""
+
+    name = "kafka-connect"
+
+    def __init__(self, layout: StackLayout, broker: KafkaBroker) -> None:
+        super().__init__(layout)
+        self.broker = broker
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.layout.ports.connect}"
+
+    def address(self) -> str:
+        return self.url
+
+    def install(self) -> None:
+        jvm.resolve(jvm.KAFKA_SERVER)
+        for plugin in (*jvm.DEBEZIUM_PLUGINS.values(), jvm.APICURIO_CONVERTER):
+            jvm.resolve(plugin)
+
+    def _plugin_path(self) -> Path:
+        """A directory with one sub-directory per plugin, linked to the resolved jars (isolated classloaders)."""
+        root = self.layout.path("connect", "plugins")
+        root.mkdir(parents=True, exist_ok=True)
+        for plugin in (*jvm.DEBEZIUM_PLUGINS.values(), jvm.APICURIO_CONVERTER):
+            link = root / plugin.name
+            target = jvm.resolve(plugin)[0].parent
+            if link.is_symlink() and link.resolve() != target:
+                link.unlink()
+            if not link.exists():
+                link.symlink_to(target, target_is_directory=True)
+        return root
+
+    def start(self) -> None:
+        if self.process.pid() is not None:
+            return
+        config_topics, offset_topic, status_topic = CONNECT_INTERNAL_TOPICS
+        properties = {
+            "bootstrap.servers": self.broker.address(),
+            "group.id": "cdc-lake-connect",
+            "config.storage.topic": config_topics,
+            "offset.storage.topic": offset_topic,
+            "status.storage.topic": status_topic,
+            "config.storage.replication.factor": "1",
+            "offset.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1",
+            "offset.storage.partitions": "1",
+            "status.storage.partitions": "1",
+            "offset.flush.interval.ms": "1000",
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "listeners": self.url,
+            "rest.advertised.host.name": HOST,
+            "rest.advertised.port": str(self.layout.ports.connect),
+            "plugin.path": str(self._plugin_path()),
+            "plugin.discovery": "hybrid_warn",
+            # Connector configs say ${env:VAR}; the worker resolves it, so no secret is stored in Kafka.
+            "config.providers": "env",
+            "config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+            "connector.client.config.override.policy": "All",
+            "scheduled.rebalance.max.delay.ms": "0",
+        }
+        config_file = self.layout.path("connect", "connect-distributed.properties")
+        _write_properties(config_file, properties)
+        creds = self.layout.credentials
+        self.process.start(
+            classpath_argv("768m", jvm.resolve(jvm.KAFKA_SERVER), "org.apache.kafka.connect.cli.ConnectDistributed",
+                      str(config_file)),
+            env={"CDC_LAKE_DB_PASSWORD": creds.db_password},
+        )
+
+    def healthy(self) -> bool:
+        response = requests.get(f"{self.url}/connector-plugins", timeout=3)
+        response.raise_for_status()
+        classes = {plugin["class"] for plugin in response.json()}
+        return all(cls in classes for cls in DEBEZIUM_CONNECTOR_CLASSES)

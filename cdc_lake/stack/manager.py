@@ -1,0 +1,79 @@
+"""Bring the whole local stack up, down, or report on it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cdc_lake.stack.kafka import KafkaBroker, KafkaConnect
+from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
+from cdc_lake.stack.objectstore import ObjectStore
+from cdc_lake.stack.postgres import PostgresPrimary, PostgresReplica
+from cdc_lake.stack.process import wait_until
+from cdc_lake.stack.registry import SchemaRegistry
+from cdc_lake.stack.service import Service, ServiceStatus, StackLayout, StackPorts
+
+HEALTH_TIMEOUT_SECONDS = 180.0
+
+
+@dataclass(frozen=True)
+class StackTimings:
+    """How long `up` took, split into installing (downloads, builds) and starting."""
+
+    install_seconds: float
+    start_seconds: float
+
+
+class LocalStack:
+    """Every service of the local stack, started in dependency waves."""
+
+    def __init__(self, data_dir: Path, ports: StackPorts | None = None) -> None:
+        self.layout = StackLayout(data_dir=data_dir, ports=ports or StackPorts())
+        self.postgres_primary = PostgresPrimary(self.layout)
+        self.postgres_replica = PostgresReplica(self.layout, self.postgres_primary)
+        self.mariadb_primary = MariaDbPrimary(self.layout)
+        self.mariadb_replica = MariaDbReplica(self.layout, self.mariadb_primary)
+        self.kafka = KafkaBroker(self.layout)
+        self.registry = SchemaRegistry(self.layout)
+        self.connect = KafkaConnect(self.layout, self.kafka)
+        self.object_store = ObjectStore(self.layout)
+        # Each wave starts together and must be healthy before the next one starts.
+        self.waves: tuple[tuple[Service, ...], ...] = (
+            (self.object_store, self.postgres_primary, self.mariadb_primary, self.kafka, self.registry),
+            (self.postgres_replica, self.mariadb_replica, self.connect),
+        )
+
+    @property
+    def services(self) -> list[Service]:
+        """All services in start order."""
+        return [service for wave in self.waves for service in wave]
+
+    def up(self, progress: Callable[[str], None] = lambda _: None) -> StackTimings:
+        """Install what is missing, start what is not running, and wait until everything is healthy."""
+        began = time.monotonic()
+        for service in self.services:
+            progress(f"installing {service.name}")
+            service.install()
+        installed = time.monotonic()
+        for wave in self.waves:
+            for service in wave:
+                progress(f"starting {service.name}")
+                service.start()
+            for service in wave:
+                progress(f"waiting for {service.name}")
+                wait_until(service.healthy, HEALTH_TIMEOUT_SECONDS, f"{service.name} ({service.address()})",
+                           on_timeout=lambda s=service: f"last lines of {s.process.log_file}:\n{s.process.log_tail()}")
+                service.after_healthy()
+        wait_until(self.mariadb_replica.replicating, HEALTH_TIMEOUT_SECONDS, "MariaDB replication",
+                   on_timeout=self.mariadb_replica.detail)
+        return StackTimings(install_seconds=installed - began, start_seconds=time.monotonic() - installed)
+
+    def down(self) -> list[str]:
+        """Stop the services this stack started (newest first); returns the names that were running."""
+        return [service.name for service in reversed(self.services) if service.stop()]
+
+    def status(self) -> list[ServiceStatus]:
+        """Each service's status."""
+        return [service.status() for service in self.services]

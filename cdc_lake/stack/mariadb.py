@@ -1,0 +1,177 @@
+"""MariaDB from Debian: a ROW-binlog, full-image, GTID primary and a replica following it by GTID."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from cdc_lake.stack.process import run_checked
+from cdc_lake.stack.service import DEMO_DATABASE, HOST, Service, StackLayout
+from cdc_lake.stack.system import ensure_debian_packages, which_or_none
+
+SERVER_BINARY_DIRS = ("/usr/sbin", "/usr/bin")
+
+
+def _quote_literal(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+class _MariaDbServer(Service):
+    role: str
+    server_id: int
+
+    def __init__(self, layout: StackLayout) -> None:
+        super().__init__(layout)
+        self.name = f"mariadb-{self.role}"
+
+    @property
+    @abstractmethod
+    def port(self) -> int:
+        """The server's TCP port."""
+
+    @property
+    def data_dir(self) -> Path:
+        return self.layout.path("mariadb", self.role)
+
+    @property
+    def socket(self) -> Path:
+        return self.layout.path("mariadb", f"{self.role}.sock")
+
+    def address(self) -> str:
+        return f"mysql://{self.layout.credentials.db_user}@{HOST}:{self.port}/{DEMO_DATABASE}"
+
+    def install(self) -> None:
+        ensure_debian_packages(
+            ["mariadb-server", "mariadb-client"],
+            lambda: which_or_none("mariadbd", *SERVER_BINARY_DIRS) is not None,
+            "MariaDB server",
+        )
+
+    def _server_flags(self) -> list[str]:
+        return [
+            f"--port={self.port}",
+            f"--bind-address={HOST}",
+            f"--socket={self.socket}",
+            f"--pid-file={self.layout.path('mariadb', f'{self.role}.pid')}",
+            "--user=root",
+            f"--server-id={self.server_id}",
+            "--log-bin=mysql-bin",
+            "--binlog-format=ROW",
+            "--binlog-row-image=FULL",
+            "--log-slave-updates=ON",
+            "--gtid-strict-mode=ON",
+            "--expire-logs-days=7",
+            "--innodb-buffer-pool-size=64M",
+            "--skip-name-resolve",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_unicode_ci",
+            "--default-time-zone=+00:00",
+        ]
+
+    def start(self) -> None:
+        if not (self.data_dir / "mysql").exists():
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            install_db = which_or_none("mariadb-install-db", *SERVER_BINARY_DIRS) or "mysql_install_db"
+            run_checked(
+                [
+                    install_db, "--no-defaults", f"--datadir={self.data_dir}", "--user=root",
+                    "--auth-root-authentication-method=socket", "--skip-test-db",
+                ],
+                f"mariadb-install-db for {self.name}",
+            )
+        if self.process.pid() is not None:
+            return
+        mariadbd = which_or_none("mariadbd", *SERVER_BINARY_DIRS) or "mariadbd"
+        self.process.start([mariadbd, "--no-defaults", f"--datadir={self.data_dir}", *self._server_flags()])
+
+    def root_connection(self) -> pymysql.connections.Connection[Any]:
+        """The local root account over the Unix socket (setup only)."""
+        return pymysql.connect(unix_socket=str(self.socket), user="root", autocommit=True, connect_timeout=3)
+
+    def connect(self, database: str | None = None) -> pymysql.connections.Connection[Any]:
+        """The stack's application user over TCP."""
+        creds = self.layout.credentials
+        return pymysql.connect(
+            host=HOST, port=self.port, user=creds.db_user, password=creds.db_password,
+            database=database, autocommit=True, connect_timeout=3,
+        )
+
+    def healthy(self) -> bool:
+        with self.root_connection() as conn, conn.cursor() as cur:
+            cur.execute("select 1")
+            return cur.fetchone() == (1,)
+
+
+class MariaDbPrimary(_MariaDbServer):
+    """The primary: binlog in ROW format with full row images; GTIDs are always on in MariaDB."""
+
+    role = "primary"
+    server_id = 1
+
+    @property
+    def port(self) -> int:
+        return self.layout.ports.mariadb_primary
+
+    def after_healthy(self) -> None:
+        creds = self.layout.credentials
+        user = f"{_quote_literal(creds.db_user)}@{_quote_literal('%')}"
+        with self.root_connection() as conn, conn.cursor() as cur:
+            cur.execute(f"create user if not exists {user} identified by {_quote_literal(creds.db_password)}")
+            cur.execute(f"grant all privileges on *.* to {user} with grant option")
+            cur.execute(f"create database if not exists `{DEMO_DATABASE}`")
+
+
+class MariaDbReplica(_MariaDbServer):
+    """A read-only replica of the primary, positioned by GTID (`MASTER_USE_GTID=slave_pos`)."""
+
+    role = "replica"
+    server_id = 2
+
+    def __init__(self, layout: StackLayout, primary: MariaDbPrimary) -> None:
+        super().__init__(layout)
+        self.primary = primary
+
+    @property
+    def port(self) -> int:
+        return self.layout.ports.mariadb_replica
+
+    def _server_flags(self) -> list[str]:
+        return [*super()._server_flags(), "--read-only=ON", "--relay-log=relay-bin"]
+
+    def after_healthy(self) -> None:
+        creds = self.layout.credentials
+        with self.root_connection() as conn, conn.cursor(pymysql.cursors.DictCursor) as cur:
+            cur.execute("show slave status")
+            row = cur.fetchone()
+            if row and row.get("Slave_IO_Running") == "Yes" and row.get("Slave_SQL_Running") == "Yes":
+                return
+            if not row:
+                cur.execute(
+                    "change master to "
+                    f"master_host={_quote_literal(HOST)}, master_port={self.primary.port}, "
+                    f"master_user={_quote_literal(creds.db_user)}, "
+                    f"master_password={_quote_literal(creds.db_password)}, "
+                    "master_use_gtid=slave_pos, master_connect_retry=1"
+                )
+            cur.execute("start slave")
+
+    def replicating(self) -> bool:
+        """Both replication threads are running."""
+        with self.root_connection() as conn, conn.cursor(pymysql.cursors.DictCursor) as cur:
+            cur.execute("show slave status")
+            row = cur.fetchone()
+        return bool(row) and row["Slave_IO_Running"] == "Yes" and row["Slave_SQL_Running"] == "Yes"
+
+    def detail(self) -> str:
+        with self.root_connection() as conn, conn.cursor(pymysql.cursors.DictCursor) as cur:
+            cur.execute("show slave status")
+            row = cur.fetchone()
+        if not row:
+            return "replication not configured"
+        return (
+            f"io={row['Slave_IO_Running']} sql={row['Slave_SQL_Running']} "
+            f"gtid={row.get('Gtid_IO_Pos', '')} behind={row.get('Seconds_Behind_Master')}"
+        )

@@ -1,0 +1,196 @@
+"""PostgreSQL 15 from Debian: a logical-decoding primary and a streaming read replica."""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+from abc import abstractmethod
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from cdc_lake.stack.process import ManagedProcess, run_checked
+from cdc_lake.stack.service import DEMO_DATABASE, HOST, Service, StackLayout
+from cdc_lake.stack.system import drop_privileges, ensure_debian_packages, own, service_user
+
+PG_MAJOR = "15"
+PG_BIN = Path(f"/usr/lib/postgresql/{PG_MAJOR}/bin")
+REPLICA_SLOT = "cdc_lake_replica"
+
+
+def _settings(port: int, socket_dir: Path) -> list[str]:
+    """Server settings, passed as -c flags so the data directory needs no edited config file."""
+    values = {
+        "listen_addresses": HOST,
+        "port": str(port),
+        "unix_socket_directories": str(socket_dir),
+        "wal_level": "logical",
+        "max_wal_senders": "20",
+        "max_replication_slots": "20",
+        "max_slot_wal_keep_size": "4GB",
+        "wal_keep_size": "256MB",
+        "hot_standby": "on",
+        "hot_standby_feedback": "on",
+        "shared_buffers": "64MB",
+        "max_connections": "200",
+        "logging_collector": "off",
+        "log_min_messages": "warning",
+    }
+    return [arg for key, value in values.items() for arg in ("-c", f"{key}={value}")]
+
+
+class _PostgresServer(Service):
+    role: str
+
+    def __init__(self, layout: StackLayout) -> None:
+        super().__init__(layout)
+        self.name = f"postgres-{self.role}"
+        self.user = service_user("postgres")
+
+    @property
+    def process(self) -> ManagedProcess:
+        # SIGINT is Postgres' fast shutdown; SIGTERM would wait for every client to leave.
+        return self.layout.process(self.name, stop_signal=signal.SIGINT)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.layout.path("postgres", self.role)
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.layout.path("postgres", f"{self.role}-socket")
+
+    @property
+    @abstractmethod
+    def port(self) -> int:
+        """The server's TCP port."""
+
+    def address(self) -> str:
+        return f"postgresql://{self.layout.credentials.db_user}@{HOST}:{self.port}/{DEMO_DATABASE}"
+
+    def install(self) -> None:
+        ensure_debian_packages(
+            [f"postgresql-{PG_MAJOR}", f"postgresql-client-{PG_MAJOR}"],
+            lambda: (PG_BIN / "postgres").exists(),
+            f"PostgreSQL {PG_MAJOR}",
+        )
+
+    def connect(self, dbname: str = "postgres") -> psycopg.Connection[tuple[object, ...]]:
+        """A superuser connection over TCP."""
+        creds = self.layout.credentials
+        return psycopg.connect(
+            host=HOST, port=self.port, user=creds.db_user, password=creds.db_password, dbname=dbname,
+            connect_timeout=3, autocommit=True,
+        )
+
+    def _start_server(self) -> None:
+        if self.process.pid() is not None:
+            return
+        self.socket_dir.mkdir(parents=True, exist_ok=True)
+        own(self.socket_dir, self.user)
+        self.process.start(
+            [str(PG_BIN / "postgres"), "-D", str(self.data_dir), *_settings(self.port, self.socket_dir)],
+            preexec=drop_privileges(self.user),
+            env={"HOME": str(self.data_dir)},
+        )
+
+    def _run_as_server_user(self, argv: list[str], what: str, env: dict[str, str] | None = None) -> None:
+        run_checked(argv, what, env=env, preexec_fn=drop_privileges(self.user), cwd="/")
+
+
+class PostgresPrimary(_PostgresServer):
+    """The primary: `wal_level=logical`, replication slots for Debezium and the replica."""
+
+    role = "primary"
+
+    @property
+    def port(self) -> int:
+        return self.layout.ports.postgres_primary
+
+    def start(self) -> None:
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb()
+        self._start_server()
+
+    def _initdb(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        own(self.data_dir, self.user)
+        creds = self.layout.credentials
+        with tempfile.NamedTemporaryFile("w", prefix="cdc-lake-pw-", delete=True) as pwfile:
+            pwfile.write(creds.db_password + "\n")
+            pwfile.flush()
+            own(Path(pwfile.name), self.user)
+            self._run_as_server_user(
+                [
+                    str(PG_BIN / "initdb"), "-D", str(self.data_dir), "-U", creds.db_user,
+                    f"--pwfile={pwfile.name}", "--auth-local=trust", "--auth-host=scram-sha-256",
+                    "--encoding=UTF8", "--locale=C.UTF-8",
+                ],
+                "initdb of the Postgres primary",
+            )
+        with (self.data_dir / "pg_hba.conf").open("a") as hba:
+            hba.write(f"host replication all {HOST}/32 scram-sha-256\n")
+
+    def healthy(self) -> bool:
+        with self.connect() as conn:
+            return conn.execute("select 1").fetchone() == (1,)
+
+    def after_healthy(self) -> None:
+        with self.connect() as conn:
+            exists = conn.execute("select 1 from pg_database where datname = %s", (DEMO_DATABASE,)).fetchone()
+            if not exists:
+                conn.execute(sql.SQL("create database {}").format(sql.Identifier(DEMO_DATABASE)))
+
+
+class PostgresReplica(_PostgresServer):
+    """A hot standby made with `pg_basebackup`, streaming from the primary through a physical slot."""
+
+    role = "replica"
+
+    def __init__(self, layout: StackLayout, primary: PostgresPrimary) -> None:
+        super().__init__(layout)
+        self.primary = primary
+
+    @property
+    def port(self) -> int:
+        return self.layout.ports.postgres_replica
+
+    def start(self) -> None:
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._basebackup()
+        self._start_server()
+
+    def _basebackup(self) -> None:
+        with self.primary.connect() as conn:
+            has_slot = conn.execute(
+                "select 1 from pg_replication_slots where slot_name = %s", (REPLICA_SLOT,)
+            ).fetchone()
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        own(self.data_dir.parent, self.user)
+        creds = self.layout.credentials
+        self._run_as_server_user(
+            [
+                str(PG_BIN / "pg_basebackup"), "-h", HOST, "-p", str(self.primary.port), "-U", creds.db_user,
+                "-D", str(self.data_dir), "-R", "-X", "stream", "-c", "fast", "-S", REPLICA_SLOT,
+                *([] if has_slot else ["-C"]),
+            ],
+            "pg_basebackup of the Postgres replica",
+            env={"PGPASSWORD": creds.db_password},
+        )
+
+    def healthy(self) -> bool:
+        with self.connect() as conn:
+            in_recovery = conn.execute("select pg_is_in_recovery()").fetchone()
+        with self.primary.connect() as conn:
+            streaming = conn.execute(
+                "select count(*) from pg_stat_replication where state = 'streaming'"
+            ).fetchone()
+        return in_recovery == (True,) and streaming is not None and int(str(streaming[0])) >= 1
+
+    def detail(self) -> str:
+        with self.connect() as conn:
+            row = conn.execute("select pg_last_wal_replay_lsn()::text").fetchone()
+        with self.primary.connect() as conn:
+            lag = conn.execute("select pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (row[0] if row else None,)).fetchone()
+        return f"replay lag {lag[0] if lag else '?'} bytes"
