@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterable, MutableMapping
-from typing import Any
+from typing import Any, TextIO
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 REDACTED = "***"
@@ -47,8 +47,16 @@ class SecretRedactingFilter(logging.Filter):
         return True
 
 
-class _CdcLakeHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """The stderr handler ``configure_logging`` owns, so a second call can find and replace it."""
+class _CdcLakeHandler(logging.StreamHandler[TextIO]):
+    """The stderr handler ``configure_logging`` owns, so a second call can find and replace it.
+
+    It writes to whatever ``sys.stderr`` is when a record arrives: test runners swap it per test.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write ``record`` to the current ``sys.stderr``."""
+        self.stream = sys.stderr
+        super().emit(record)
 
 
 def configure_logging(verbosity: int = 0) -> None:

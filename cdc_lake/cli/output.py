@@ -1,0 +1,60 @@
+"""How commands print: JSON for machines, rich tables for people."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from cdc_lake.state.status import TableStatus
+
+
+def emit_json(value: object) -> None:
+    """Print ``value`` as indented JSON on stdout."""
+    click.echo(json.dumps(value, indent=2, sort_keys=False))
+
+
+def format_seconds(seconds: float | None) -> str:
+    """``95.2`` as ``1m35s``; None as ``-``."""
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def render_status(statuses: Sequence[TableStatus]) -> None:
+    """Print one row per table and, below the table, the last error of each failed table."""
+    console = Console(soft_wrap=False)
+    if not statuses:
+        console.print("No tables onboarded yet: run [bold]cdc-lake onboard SOURCE[/bold].")
+        return
+    table = Table(title="cdc-lake tables")
+    for column in ("table", "state", "tier", "lake base path", "last commit", "applied offsets", "freshness"):
+        table.add_column(column, overflow="fold")
+    for status in statuses:
+        offsets = " ".join(f"{p}:{o}" for p, o in sorted(status.applied_offsets.items())) or "-"
+        cells = (
+            status.name,
+            status.state.value,
+            str(status.tier),
+            status.lake_base_path,
+            status.last_commit or "-",
+            offsets,
+            format_seconds(status.freshness_seconds),
+        )
+        # Text cells: names and paths are data, never rich markup.
+        table.add_row(*(Text(cell) for cell in cells))
+    console.print(table)
+    for status in statuses:
+        if status.last_error:
+            console.print(f"{status.name}: {status.last_error}", markup=False, highlight=False)

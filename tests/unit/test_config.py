@@ -1,0 +1,400 @@
+"""The YAML config: strict keys, environment expansion, secrets, defaults and path resolution."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cdc_lake.config import Config, find_config, load_config, resolve_config
+from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+PG_SOURCE = """
+sources:
+  pg:
+    engine: postgres
+    primary:
+      port: 15432
+      database: app
+      user: cdc
+      password: ${PG_PASSWORD}
+    tables:
+      - name: public.customers
+        tier: 0
+      - name: public.orders
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "cdc-lake.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _pg_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PG_PASSWORD", "s3cret-pg-pass")
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_defaults_are_the_local_stack(tmp_path: Path) -> None:
+    config = Config.default(tmp_path)
+
+    assert config.lake.base_path == str(tmp_path / ".cdc-lake" / "lake")
+    assert config.lake.table_type == "COPY_ON_WRITE"
+    assert config.lake.index == "GLOBAL_BLOOM"
+    assert config.state_store.url == f"sqlite:///{tmp_path}/.cdc-lake/state.db"
+    assert config.kafka.bootstrap_servers == "127.0.0.1:19092"
+    assert config.schema_registry.url == "http://127.0.0.1:18081/apis/ccompat/v7"
+    assert config.kafka_connect.url == "http://127.0.0.1:18083"
+    assert (config.spark.master, config.spark.driver_memory, config.spark.jars) == ("local[2]", "1g", [])
+    assert config.apply.batch_max_events == 500_000
+    assert config.apply.default_interval_seconds == {0: 0, 1: 900, 2: 3600}
+    assert config.bootstrap.replica_delay_seconds == 60
+    assert config.bootstrap.allow_primary_reads is False
+    assert config.stack.data_dir == tmp_path / ".cdc-lake" / "stack"
+    assert config.stack.ports.object_store == 17070
+    assert config.sources == {}
+
+
+def test_empty_file_gives_defaults_relative_to_the_file(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, ""))
+
+    assert config.state_store.url == f"sqlite:///{tmp_path}/.cdc-lake/state.db"
+
+
+def test_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CDC_LAKE_DB_PASSWORD", raising=False)
+
+    config = load_config(REPO_ROOT / "cdc-lake.example.yaml")
+
+    assert {name for name in config.sources} == {"pg", "maria"}
+    assert config.lake.base_path == str(REPO_ROOT / ".cdc-lake" / "lake")
+    assert config.sources["pg"].primary.password is not None
+    assert config.sources["pg"].primary.password.get_secret_value() == "cdc-lake-local"
+    assert config.spark.conf == {"spark.sql.shuffle.partitions": "4"}
+    assert [t.qualified_name("maria") for t in config.sources["maria"].tables] == [
+        "maria.app.products",
+        "maria.app.inventory",
+    ]
+
+
+def test_unknown_key_is_named_with_its_dotted_path_and_file(tmp_path: Path) -> None:
+    path = write(tmp_path, PG_SOURCE + "        teir: 2\n")
+
+    assert error_of(path) == f"{path}: sources.pg.tables[1].teir: unknown key"
+
+
+def test_unknown_top_level_section_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "lakes:\n  base_path: x\n")
+
+    assert error_of(path) == f"{path}: lakes: unknown key"
+
+
+def test_unknown_nested_setting_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "lake:\n  s3:\n    endpoint: http://x\n    acces_key: k\n")
+
+    assert error_of(path) == f"{path}: lake.s3.acces_key: unknown key"
+
+
+def test_missing_required_key_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, "sources:\n  pg:\n    engine: postgres\n    primary: {port: 1, database: d}\n")
+
+    assert "sources.pg.primary.user: required key is missing" in error_of(path)
+
+
+def test_bad_value_names_the_setting(tmp_path: Path) -> None:
+    path = write(tmp_path, "lake:\n  table_type: MERGE_ON_WRITE\n")
+
+    message = error_of(path)
+
+    assert message.startswith(f"{path}: lake.table_type: ")
+    assert "MERGE_ON_READ" in message
+
+
+def test_env_vars_expand_before_validation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PG_PORT", "25432")
+    path = write(tmp_path, PG_SOURCE.replace("port: 15432", "port: ${PG_PORT}"))
+
+    source = load_config(path).sources["pg"]
+
+    assert source.primary.port == 25432
+    assert source.primary.password is not None
+    assert source.primary.password.get_secret_value() == "s3cret-pg-pass"
+
+
+def test_env_default_applies_when_unset_or_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LAKE_ROOT", raising=False)
+    monkeypatch.setenv("EMPTY_SERVERS", "")
+    path = write(
+        tmp_path,
+        "lake:\n  base_path: s3a://${LAKE_ROOT:-lake}/cdc\n"
+        "kafka:\n  bootstrap_servers: ${EMPTY_SERVERS:-k:9092}\n",
+    )
+
+    config = load_config(path)
+
+    assert config.lake.base_path == "s3a://lake/cdc"
+    assert config.kafka.bootstrap_servers == "k:9092"
+
+
+def test_unset_env_var_names_var_and_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PG_PASSWORD")
+    path = write(tmp_path, PG_SOURCE)
+
+    assert (
+        error_of(path) == f"{path}: sources.pg.primary.password: environment variable PG_PASSWORD is not set"
+    )
+
+
+def test_malformed_env_reference_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "kafka:\n  bootstrap_servers: ${1BAD}\n")
+
+    assert "kafka.bootstrap_servers: malformed reference ${1BAD}" in error_of(path)
+
+
+def test_secrets_stay_out_of_repr_and_errors(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, PG_SOURCE))
+    assert "s3cret-pg-pass" not in repr(config)
+    assert "s3cret-pg-pass" not in str(config.sources["pg"])
+
+    broken = write(tmp_path, PG_SOURCE.replace("user: cdc", "user: [cdc]"), "broken.yaml")
+    message = error_of(broken)
+    assert "sources.pg.primary.user" in message
+    assert "s3cret-pg-pass" not in message
+
+    wrong_type = write(tmp_path, PG_SOURCE.replace("${PG_PASSWORD}", '{v: "${PG_PASSWORD}"}'), "wrong.yaml")
+    message = error_of(wrong_type)
+    assert "sources.pg.primary.password" in message
+    assert "s3cret-pg-pass" not in message
+
+
+def test_secret_values_collects_every_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATE_PW", "state-pw")
+    text = PG_SOURCE + textwrap.dedent(
+        """
+        state_store:
+          url: postgresql+psycopg://cdc:${STATE_PW}@db/cdc_lake
+        kafka:
+          consumer:
+            sasl.password: kafka-pw
+            session.timeout.ms: 45000
+        schema_registry:
+          user: reader
+          password: registry-pw
+        """
+    )
+
+    secrets = load_config(write(tmp_path, text)).secret_values()
+
+    assert secrets == {"s3cret-pg-pass", "state-pw", "kafka-pw", "registry-pw"}
+
+
+def test_duplicate_yaml_key_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "lake:\n  index: BLOOM\n  index: SIMPLE\n")
+
+    message = error_of(path)
+
+    assert message.startswith(f"{path}:3:")
+    assert "duplicate key 'index'" in message
+
+
+def test_invalid_yaml_reports_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "lake:\n  base_path: [unclosed\n")
+
+    assert error_of(path).startswith(f"{path}:3:")
+
+
+def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
+    assert "top level must be a mapping" in error_of(write(tmp_path, "- a\n- b\n"))
+
+
+@pytest.mark.parametrize(
+    ("table_yaml", "expected"),
+    [
+        ("[{name: customers}]", "sources.pg.tables[0].name: must be schema.table (exactly one dot)"),
+        ("[{name: a.b.c}]", "sources.pg.tables[0].name: must be schema.table (exactly one dot)"),
+        ("[{name: public.a}, {name: public.a}]", "sources.pg: table public.a is listed more than once"),
+        ("[{name: public.a, tier: -1}]", "sources.pg.tables[0].tier: Input should be greater than"),
+    ],
+)
+def test_table_rules(tmp_path: Path, table_yaml: str, expected: str) -> None:
+    text = f"""
+    sources:
+      pg:
+        engine: postgres
+        primary: {{port: 1, database: d, user: u}}
+        tables: {table_yaml}
+    """
+
+    assert expected in error_of(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("source_yaml", "expected"),
+    [
+        (
+            "Bad-Name:\n    engine: postgres\n    primary: {port: 1, database: d, user: u}",
+            "sources.Bad-Name.name: source names must be lowercase identifiers",
+        ),
+        ("pg:\n    engine: postgres\n    primary: {port: 1, user: u}", "primary.database is required"),
+        ("my:\n    engine: mysql\n    primary: {port: 1, user: u}", "sources.my: server_id is required"),
+        (
+            "pg:\n    engine: postgres\n    server_id: 5\n    primary: {port: 1, database: d, user: u}",
+            "sources.pg: server_id applies only to mysql/mariadb",
+        ),
+        (
+            "my:\n    engine: mariadb\n    server_id: 5\n    slot_name: s\n    primary: {port: 1, user: u}",
+            "sources.my: slot_name and publication_name apply only to postgres",
+        ),
+        ("pg:\n    engine: oracle\n    primary: {port: 1, user: u}", "sources.pg.engine: Input should be"),
+        (
+            "pg:\n    name: other\n    engine: postgres\n    primary: {port: 1, database: d, user: u}",
+            "sources.pg.name must equal its key pg",
+        ),
+    ],
+)
+def test_source_rules(tmp_path: Path, source_yaml: str, expected: str) -> None:
+    assert expected in error_of(write(tmp_path, "sources:\n  " + source_yaml + "\n"))
+
+
+def test_source_defaults_derive_from_its_name(tmp_path: Path) -> None:
+    text = PG_SOURCE + "  maria:\n    engine: mariadb\n    server_id: 7\n    primary: {port: 3306, user: u}\n"
+
+    config = load_config(write(tmp_path, text))
+
+    pg, maria = config.sources["pg"], config.sources["maria"]
+    assert (pg.name, pg.topic_prefix, pg.slot_name, pg.publication_name) == (
+        "pg",
+        "pg",
+        "cdc_lake_pg",
+        "cdc_lake_pg",
+    )
+    assert (maria.topic_prefix, maria.slot_name, maria.server_id) == ("maria", None, 7)
+
+
+def test_compaction_is_only_for_merge_on_read(tmp_path: Path) -> None:
+    cow = write(tmp_path, "lake:\n  compaction: {inline: false}\n")
+    mor = write(
+        tmp_path, "lake:\n  table_type: MERGE_ON_READ\n  compaction: {max_delta_commits: 3}\n", "m.yaml"
+    )
+
+    assert "lake: compaction applies only to table_type MERGE_ON_READ" in error_of(cow)
+    assert load_config(mor).lake.compaction.max_delta_commits == 3
+
+
+def test_table_lookup(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, PG_SOURCE))
+
+    source, table = config.table("pg.public.orders")
+
+    assert (source.name, table.name, table.tier) == ("pg", "public.orders", 1)
+    assert (table.schema_name, table.table_name) == ("public", "orders")
+    assert table.qualified_name(source) == "pg.public.orders"
+    assert [t.qualified_name(s) for s, t in config.iter_tables()] == [
+        "pg.public.customers",
+        "pg.public.orders",
+    ]
+    with pytest.raises(UnknownSourceError, match="source mysql is not in the config"):
+        config.table("mysql.public.orders")
+    with pytest.raises(UnknownTableError, match=re.escape("table pg.public.missing is not in the config")):
+        config.table("pg.public.missing")
+    with pytest.raises(UnknownTableError, match=re.escape("expected source.schema.table")):
+        config.table("pg.orders")
+
+
+def test_relative_paths_resolve_against_the_config_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config_dir = tmp_path / "conf"
+    config_dir.mkdir()
+    monkeypatch.chdir(tmp_path)
+    path = write(
+        config_dir,
+        """
+        lake: {base_path: data/lake}
+        state_store: {url: "sqlite:///state/cdc.db"}
+        spark: {jars: [jars/hudi.jar, "https://repo.example/x.jar", /opt/abs.jar]}
+        stack: {data_dir: stack-data}
+        """,
+    )
+
+    config = load_config(Path("conf/cdc-lake.yaml"))
+
+    assert config.lake.base_path == str(config_dir / "data" / "lake")
+    assert config.state_store.url == f"sqlite:///{config_dir}/state/cdc.db"
+    assert config.spark.jars == [
+        str(config_dir / "jars" / "hudi.jar"),
+        "https://repo.example/x.jar",
+        "/opt/abs.jar",
+    ]
+    assert config.stack.data_dir == config_dir / "stack-data"
+    assert path.is_file()
+
+
+def test_uris_and_server_urls_are_kept(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'lake: {base_path: "s3a://lake/cdc"}\nstate_store: {url: "postgresql+psycopg://u:p@db:5432/state"}\n',
+    )
+
+    config = load_config(path)
+
+    assert config.lake.base_path == "s3a://lake/cdc"
+    assert config.state_store.url == "postgresql+psycopg://u:p@db:5432/state"
+
+
+def test_lake_table_base_path() -> None:
+    lake = Config.default(Path("/srv")).lake
+
+    assert lake.table_base_path("pg.public.orders") == "/srv/.cdc-lake/lake/pg/public/orders"
+
+
+def test_passthrough_values_become_strings(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "spark:\n  conf:\n    spark.ui.enabled: false\n    spark.sql.shuffle.partitions: 8\n"
+    )
+
+    assert load_config(path).spark.conf == {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8"}
+
+
+def test_apply_intervals_merge_over_defaults(tmp_path: Path) -> None:
+    apply = load_config(write(tmp_path, "apply:\n  default_interval_seconds: {1: 60, 4: 86400}\n")).apply
+
+    assert apply.default_interval_seconds == {0: 0, 1: 60, 2: 3600, 4: 86400}
+    assert apply.interval_for(1) == 60
+    assert apply.interval_for(3) == 3600
+    assert apply.interval_for(9) == 86400
+
+
+def test_find_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert find_config(None) is None
+    with pytest.raises(ConfigError, match=re.escape("other.yaml: config file not found")):
+        find_config("other.yaml")
+
+    write(tmp_path, "")
+    assert find_config(None) == tmp_path / "cdc-lake.yaml"
+
+
+def test_resolve_config_uses_defaults_only_when_allowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    with pytest.raises(ConfigError, match=re.escape("cdc-lake.yaml: config file not found")):
+        resolve_config(None)
+    assert (
+        resolve_config(None, allow_default=True).state_store.url == f"sqlite:///{tmp_path}/.cdc-lake/state.db"
+    )
