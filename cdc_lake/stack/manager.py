@@ -13,7 +13,8 @@ from cdc_lake.stack.objectstore import ObjectStore
 from cdc_lake.stack.postgres import PostgresPrimary, PostgresReplica
 from cdc_lake.stack.process import wait_until
 from cdc_lake.stack.registry import SchemaRegistry
-from cdc_lake.stack.service import Service, ServiceStatus, StackLayout, StackPorts
+from cdc_lake.config import StackSettings
+from cdc_lake.stack.service import Service, ServiceStatus, StackLayout
 
 HEALTH_TIMEOUT_SECONDS = 180.0
 
@@ -29,8 +30,8 @@ class StackTimings:
 class LocalStack:
     """Every service of the local stack, started in dependency waves."""
 
-    def __init__(self, data_dir: Path, ports: StackPorts | None = None) -> None:
-        self.layout = StackLayout(data_dir=data_dir, ports=ports or StackPorts())
+    def __init__(self, settings: StackSettings) -> None:
+        self.layout = StackLayout(data_dir=Path(settings.data_dir), ports=settings.ports)
         self.postgres_primary = PostgresPrimary(self.layout)
         self.postgres_replica = PostgresReplica(self.layout, self.postgres_primary)
         self.mariadb_primary = MariaDbPrimary(self.layout)

@@ -7,22 +7,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cdc_lake.config import StackPorts
 from cdc_lake.stack.process import ManagedProcess
-
-
-@dataclass(frozen=True)
-class StackPorts:
-    """Loopback ports of the local stack; chosen away from the services' defaults to avoid clashes."""
-
-    postgres_primary: int = 15432
-    postgres_replica: int = 15433
-    mariadb_primary: int = 13306
-    mariadb_replica: int = 13307
-    kafka: int = 19092
-    kafka_controller: int = 19093
-    connect: int = 18083
-    registry: int = 18081
-    object_store: int = 17070
 
 
 @dataclass(frozen=True)
