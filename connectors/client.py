@@ -246,7 +246,8 @@ class KafkaConnectClient:
                 return response.json() if response.content else None
             except ValueError as exc:
                 raise _Rejected(f"HTTP {response.status_code} with a body that is not JSON") from exc
-        message = scrub(_error_message(response), [body] if body else [])
+        # Scrub before the message is cut, so no partial secret survives truncation.
+        message = _one_line(scrub(_error_text(response), [body] if body else []))
         if response.status_code == 409 or response.status_code >= 500:
             raise _Retryable(f"HTTP {response.status_code}: {message}")
         if response.status_code == 404:
@@ -258,13 +259,12 @@ def _seg(name: str) -> str:
     return quote(name, safe="")
 
 
-def _error_message(response: requests.Response) -> str:
+def _error_text(response: requests.Response) -> str:
     try:
         payload = response.json()
-        text = str(payload.get("message", payload)) if isinstance(payload, dict) else str(payload)
     except ValueError:
-        text = response.text or response.reason or ""
-    return _one_line(text)
+        return response.text or response.reason or ""
+    return str(payload.get("message", payload)) if isinstance(payload, dict) else str(payload)
 
 
 def _one_line(text: str) -> str:

@@ -228,6 +228,16 @@ def test_rejection_names_connector_and_masks_secret_values(
     assert fake.calls("PUT", "/connectors/pg1/config") == 1
 
 
+def test_secret_is_masked_before_a_long_message_is_cut(fake: FakeConnect, client: KafkaConnectClient) -> None:
+    secret = "correct-horse-battery-staple"
+    fake.inject("PUT", "/connectors/pg1/config", (400, "x" * 480 + secret))
+
+    with pytest.raises(ConnectError) as err:
+        client.create_or_update("pg1", {**CONFIG, "database.password": secret})
+
+    assert "correct-" not in str(err.value)
+
+
 def test_missing_connector(fake: FakeConnect, client: KafkaConnectClient) -> None:
     with pytest.raises(ConnectError, match="not found") as err:
         client.get_config("nope")
