@@ -1,0 +1,242 @@
+"""The ``cdc-lake`` command line through click's CliRunner: verbs, exit codes, status, config errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from cdc_lake.cli.group import CdcLakeGroup
+from cdc_lake.cli.main import cli
+from cdc_lake.state import StateStore, TableState
+
+NOT_YET = [
+    (["onboard", "pg"], "onboard", "the onboarding issue"),
+    (["onboard", "pg", "--tables", "public.a", "--dry-run"], "onboard", "the onboarding issue"),
+    (["offboard", "pg.public.a"], "offboard", "the onboarding issue"),
+    (["connectors", "status", "--json"], "connectors status", "the onboarding issue"),
+    (["connectors", "pause", "pg"], "connectors pause", "the onboarding issue"),
+    (["connectors", "resume", "pg"], "connectors resume", "the onboarding issue"),
+    (["connectors", "restart", "pg"], "connectors restart", "the onboarding issue"),
+    (["bootstrap", "pg.public.a", "pg.public.b"], "bootstrap", "the bootstrap issue"),
+    (["bootstrap", "--source", "pg", "--all-pending"], "bootstrap", "the bootstrap issue"),
+    (["apply", "--once", "--tables", "pg.public.a", "--tier", "1"], "apply", "the incremental apply issue"),
+    (["run"], "run", "the incremental apply issue"),
+    (["lag", "--json"], "lag", "the operations issue"),
+    (["validate", "pg.public.a"], "validate", "the operations issue"),
+    (["rebootstrap", "pg.public.a"], "rebootstrap", "the operations issue"),
+]
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "cdc-lake.yaml"
+    path.write_text("state_store:\n  url: sqlite:///state/cdc.db\n", encoding="utf-8")
+    return path
+
+
+def test_every_contract_verb_is_listed() -> None:
+    with click.Context(cli) as ctx:
+        names = set(cli.list_commands(ctx))
+
+    assert {
+        "onboard",
+        "offboard",
+        "connectors",
+        "bootstrap",
+        "apply",
+        "run",
+        "status",
+        "lag",
+        "validate",
+        "rebootstrap",
+        "demo",
+        "stack",
+    } <= names
+
+
+@pytest.mark.parametrize(("args", "verb", "issue"), NOT_YET, ids=[" ".join(a) for a, _, _ in NOT_YET])
+def test_not_yet_verbs_exit_3_with_one_line(
+    runner: CliRunner, args: list[str], verb: str, issue: str
+) -> None:
+    result = runner.invoke(cli, args)
+
+    assert result.exit_code == 3
+    assert result.stderr == f"error: cdc-lake {verb} is not implemented yet: it arrives with {issue}\n"
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("args", sorted({tuple(a[: len(v.split())]) for a, v, _ in NOT_YET}))
+def test_not_yet_verbs_say_so_in_their_help(runner: CliRunner, args: tuple[str, ...]) -> None:
+    result = runner.invoke(cli, [*args, "--help"])
+
+    assert result.exit_code == 0
+    assert "Not implemented yet: arrives with the" in result.stdout
+
+
+def test_status_json_on_an_empty_store(runner: CliRunner, config_file: Path) -> None:
+    result = runner.invoke(cli, ["--config", str(config_file), "status", "--json"])
+
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == []
+    assert (config_file.parent / "state" / "cdc.db").is_file()
+
+
+def test_status_json_lists_tables(runner: CliRunner, config_file: Path) -> None:
+    with StateStore.open(f"sqlite:///{config_file.parent}/state/cdc.db") as store:
+        store.upsert_source("pg", "postgres", ["cdc-lake-pg"])
+        store.upsert_table("pg.public.orders", "pg", 1, "/lake/pg/public/orders")
+        store.upsert_table("pg.public.customers", "pg", 0, "/lake/pg/public/customers")
+        store.transition("pg.public.orders", TableState.BOOTSTRAPPING)
+        store.record_applied_offsets("pg.public.orders", {0: 42}, "20250101120000000")
+
+    result = runner.invoke(cli, ["--config", str(config_file), "status", "--json"])
+
+    assert result.exit_code == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [row["name"] for row in rows] == ["pg.public.customers", "pg.public.orders"]
+    orders = rows[1]
+    assert {"name", "state", "lake_base_path", "last_commit", "applied_offsets", "freshness_seconds"} <= set(
+        orders
+    )
+    assert orders["state"] == "BOOTSTRAPPING"
+    assert orders["lake_base_path"] == "/lake/pg/public/orders"
+    assert orders["last_commit"] == "20250101120000000"
+    assert orders["applied_offsets"] == {"0": 42}
+    assert orders["freshness_seconds"] is None
+    assert rows[0]["state"] == "PENDING_BOOTSTRAP"
+
+
+def test_status_table_for_people(runner: CliRunner, config_file: Path) -> None:
+    with StateStore.open(f"sqlite:///{config_file.parent}/state/cdc.db") as store:
+        store.upsert_source("pg", "postgres")
+        store.upsert_table("pg.public.orders", "pg", 1, "/lake/o")
+        store.transition("pg.public.orders", TableState.FAILED, error="replica wait timed out")
+
+    result = runner.invoke(cli, ["--config", str(config_file), "status"], terminal_width=200)
+
+    assert result.exit_code == 0, result.stderr
+    assert "pg.public.orders" in result.stdout
+    assert "FAILED" in result.stdout
+    assert "pg.public.orders: replica wait timed out" in result.stdout
+
+
+def test_status_on_an_empty_store_says_what_to_do(runner: CliRunner, config_file: Path) -> None:
+    result = runner.invoke(cli, ["--config", str(config_file), "status"])
+
+    assert result.exit_code == 0
+    assert "No tables onboarded yet" in result.stdout
+
+
+def test_bad_config_key_exits_2_naming_the_key(runner: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("lake:\n  teir: 1\n", encoding="utf-8")
+
+    result = runner.invoke(cli, ["--config", str(bad), "status"])
+
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {bad}: lake.teir: unknown key\n"
+
+
+def test_missing_default_config_exits_2(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    result = runner.invoke(cli, ["status", "--json"])
+
+    assert result.exit_code == 2
+    assert "cdc-lake.yaml: config file not found" in result.stderr
+    assert "--config" in result.stderr
+
+
+def test_missing_explicit_config_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["--config", str(tmp_path / "nope.yaml"), "status"])
+
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {tmp_path / 'nope.yaml'}: config file not found\n"
+
+
+def test_default_config_in_the_working_directory_is_used(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cdc-lake.yaml").write_text("state_store:\n  url: sqlite:///here.db\n", encoding="utf-8")
+
+    result = runner.invoke(cli, ["status", "--json"])
+
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "here.db").is_file()
+
+
+def test_errors_never_show_secrets(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STATE_PW", "state-store-secret")
+    path = tmp_path / "cdc-lake.yaml"
+    path.write_text(
+        "state_store:\n  url: postgresql+psycopg://cdc:${STATE_PW}@127.0.0.1:1/state?connect_timeout=2\n",
+        encoding="utf-8",
+    )
+
+    result = runner.invoke(cli, ["--config", str(path), "-vv", "status"])
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: state store postgresql+psycopg://cdc:***@127.0.0.1:1/state")
+    assert "state-store-secret" not in result.output
+
+
+def test_usage_errors_exit_2(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["validate"])
+
+    assert result.exit_code == 2
+    assert "Missing argument" in result.stderr
+
+
+def test_lazy_subcommands_load_on_first_use(runner: CliRunner) -> None:
+    @click.group(cls=CdcLakeGroup, lazy_subcommands={"later": "cdc_lake.cli.main:lag"})
+    def group() -> None:
+        """A test group."""
+
+    assert "later" not in group.commands
+    result = runner.invoke(group, ["later", "--help"])
+
+    assert result.exit_code == 0
+    assert "Not implemented yet" in result.stdout
+    assert group.commands["later"].name == "lag"
+
+
+def test_lazy_subcommand_must_be_a_click_command(runner: CliRunner) -> None:
+    @click.group(cls=CdcLakeGroup, lazy_subcommands={"broken": "cdc_lake.cli.main:main"})
+    def group() -> None:
+        """A test group."""
+
+    result = runner.invoke(group, ["broken"])
+
+    assert isinstance(result.exception, TypeError)
+
+
+def test_python_m_cdc_lake_exits_with_the_error_code(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "cdc_lake", "status"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert completed.returncode == 2
+    assert (
+        completed.stderr == f"error: cdc-lake.yaml: config file not found in {tmp_path}; pass --config PATH\n"
+    )
