@@ -1,0 +1,30 @@
+"""Hudi tables: the spec and writer options, writes and reads, and the commit timeline."""
+
+from cdc_lake.hudi.options import (
+    COMMIT_METADATA_PREFIX,
+    DELETE_MARKER_COLUMN,
+    CompactionSpec,
+    HudiTableSpec,
+    IndexType,
+    TableType,
+    WriteOperation,
+    write_options,
+)
+from cdc_lake.hudi.timeline import CommitInfo, latest_commit, table_exists
+from cdc_lake.hudi.writer import read_table, write_batch
+
+__all__ = [
+    "COMMIT_METADATA_PREFIX",
+    "DELETE_MARKER_COLUMN",
+    "CommitInfo",
+    "CompactionSpec",
+    "HudiTableSpec",
+    "IndexType",
+    "TableType",
+    "WriteOperation",
+    "latest_commit",
+    "read_table",
+    "table_exists",
+    "write_batch",
+    "write_options",
+]

@@ -1,0 +1,186 @@
+"""What a cdc-lake Hudi table is (:class:`HudiTableSpec`) and the writer options derived from it.
+
+The options target Hudi 1.1 (table version 9).  Choices that are fixed when a
+table is created (key generator, ordering field, merge mode, index family)
+come only from the spec, so every write of a table sends the same values.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from cdc_lake.exceptions import ConfigError
+
+COMMIT_METADATA_PREFIX = "cdc_lake."
+"""Writer options starting with this prefix are stored as extra metadata in the Hudi commit."""
+
+DELETE_MARKER_COLUMN = "_hoodie_is_deleted"
+"""Boolean column: rows where it is true are hard-deleted by an upsert (deletes and upserts in one commit)."""
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class TableType(StrEnum):
+    """Hudi table types: rewrite base files on update, or append logs and compact later."""
+
+    COPY_ON_WRITE = "COPY_ON_WRITE"
+    MERGE_ON_READ = "MERGE_ON_READ"
+
+
+class IndexType(StrEnum):
+    """How the writer finds the file group holding an incoming key.
+
+    The global kinds (GLOBAL_BLOOM, GLOBAL_SIMPLE, RECORD_INDEX) enforce key
+    uniqueness across partitions and move a row whose partition value changes;
+    BLOOM, SIMPLE and BUCKET are per partition, so they suit only tables whose
+    partition value never changes for a key.
+    """
+
+    GLOBAL_BLOOM = "GLOBAL_BLOOM"
+    RECORD_INDEX = "RECORD_INDEX"
+    GLOBAL_SIMPLE = "GLOBAL_SIMPLE"
+    BLOOM = "BLOOM"
+    SIMPLE = "SIMPLE"
+    BUCKET = "BUCKET"
+
+
+class WriteOperation(StrEnum):
+    """Hudi write operations the product uses.
+
+    UPSERT merges by event-time ordering: an incoming row (or delete flagged in
+    ``_hoodie_is_deleted``) replaces the stored one only if its ordering value is
+    higher.  DELETE removes the given keys whatever their ordering value.
+    BULK_INSERT writes without looking keys up: for the snapshot into a new table.
+    """
+
+    UPSERT = "upsert"
+    DELETE = "delete"
+    BULK_INSERT = "bulk_insert"
+
+
+@dataclass(frozen=True)
+class CompactionSpec:
+    """MERGE_ON_READ compaction: inline after every ``max_delta_commits`` delta commits, or left to a job."""
+
+    inline: bool = True
+    max_delta_commits: int = 5
+
+
+@dataclass(frozen=True)
+class HudiTableSpec:
+    """Everything that identifies one Hudi table and how it is keyed, partitioned, ordered and indexed."""
+
+    table_name: str
+    base_path: str
+    record_key_fields: tuple[str, ...]
+    ordering_field: str
+    partition_fields: tuple[str, ...] = ()
+    table_type: TableType = TableType.COPY_ON_WRITE
+    index: IndexType = IndexType.GLOBAL_BLOOM
+    compaction: CompactionSpec = field(default_factory=CompactionSpec)
+    parallelism: int = 4
+    bucket_count: int = 4
+
+    def __post_init__(self) -> None:
+        if not self.record_key_fields:
+            raise ConfigError(f"table '{self.table_name}': a Hudi table needs at least one record key field")
+        if not self.ordering_field:
+            raise ConfigError(f"table '{self.table_name}': a Hudi table needs an ordering field")
+        if not self.base_path:
+            raise ConfigError(f"table '{self.table_name}': the lake base path is empty")
+        if self.parallelism < 1:
+            raise ConfigError(f"table '{self.table_name}': parallelism must be at least 1")
+        if self.compaction.max_delta_commits < 1:
+            raise ConfigError(f"table '{self.table_name}': compaction max_delta_commits must be at least 1")
+
+    @property
+    def hudi_table_name(self) -> str:
+        """The ``hoodie.table.name``: the spec name with non-word characters replaced by ``_``."""
+        name = re.sub(r"\W", "_", self.table_name)
+        return name if _IDENTIFIER.fullmatch(name) else f"t_{name}"
+
+
+def _key_generator(spec: HudiTableSpec) -> str:
+    if not spec.partition_fields:
+        return "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+    if len(spec.record_key_fields) == 1 and len(spec.partition_fields) == 1:
+        return "org.apache.hudi.keygen.SimpleKeyGenerator"
+    return "org.apache.hudi.keygen.ComplexKeyGenerator"
+
+
+def index_options(spec: HudiTableSpec) -> dict[str, str]:
+    """Index type plus the flags that make a global index move a row when its partition value changes."""
+    match spec.index:
+        case IndexType.GLOBAL_BLOOM:
+            return {"hoodie.index.type": "GLOBAL_BLOOM", "hoodie.bloom.index.update.partition.path": "true"}
+        case IndexType.GLOBAL_SIMPLE:
+            return {"hoodie.index.type": "GLOBAL_SIMPLE", "hoodie.simple.index.update.partition.path": "true"}
+        case IndexType.RECORD_INDEX:
+            # Hudi 1.1 name of the global record-level index (RECORD_INDEX is its deprecated alias).
+            return {
+                "hoodie.index.type": "GLOBAL_RECORD_LEVEL_INDEX",
+                "hoodie.metadata.global.record.level.index.enable": "true",
+                "hoodie.record.index.update.partition.path": "true",
+            }
+        case IndexType.BLOOM:
+            return {"hoodie.index.type": "BLOOM"}
+        case IndexType.SIMPLE:
+            return {"hoodie.index.type": "SIMPLE"}
+        case IndexType.BUCKET:
+            return {
+                "hoodie.index.type": "BUCKET",
+                "hoodie.index.bucket.engine": "SIMPLE",
+                "hoodie.bucket.index.num.buckets": str(spec.bucket_count),
+                "hoodie.bucket.index.hash.field": ",".join(spec.record_key_fields),
+            }
+
+
+def commit_metadata_options(commit_metadata: dict[str, str]) -> dict[str, str]:
+    """Writer options that Hudi copies into the commit's extra metadata (keys get the cdc-lake prefix)."""
+    options = {"hoodie.datasource.write.commitmeta.key.prefix": COMMIT_METADATA_PREFIX}
+    for key, value in commit_metadata.items():
+        if not key or key.startswith(COMMIT_METADATA_PREFIX):
+            raise ConfigError(f"commit metadata key '{key}' must be non-empty and unprefixed")
+        options[f"{COMMIT_METADATA_PREFIX}{key}"] = value
+    return options
+
+
+def write_options(
+    spec: HudiTableSpec, operation: WriteOperation, commit_metadata: dict[str, str] | None = None
+) -> dict[str, str]:
+    """All Hudi datasource options for one write of ``spec`` with ``operation``."""
+    parallelism = str(spec.parallelism)
+    options = {
+        "hoodie.table.name": spec.hudi_table_name,
+        "hoodie.datasource.write.table.name": spec.hudi_table_name,
+        "hoodie.datasource.write.table.type": spec.table_type.value,
+        "hoodie.datasource.write.operation": operation.value,
+        "hoodie.datasource.write.recordkey.field": ",".join(spec.record_key_fields),
+        "hoodie.datasource.write.partitionpath.field": ",".join(spec.partition_fields),
+        "hoodie.datasource.write.keygenerator.class": _key_generator(spec),
+        "hoodie.datasource.write.hive_style_partitioning": "true",
+        "hoodie.datasource.write.partitionpath.urlencode": "true",
+        # Event-time merging: the larger ordering value wins regardless of commit order, so snapshot
+        # rows (lowest ordering value) lose to every replayed change. Fixed at table creation.
+        "hoodie.datasource.write.precombine.field": spec.ordering_field,
+        "hoodie.table.ordering.fields": spec.ordering_field,
+        "hoodie.record.merge.mode": "EVENT_TIME_ORDERING",
+        "hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING",
+        "hoodie.combine.before.upsert": "true",
+        "hoodie.combine.before.delete": "true",
+        "hoodie.upsert.shuffle.parallelism": parallelism,
+        "hoodie.insert.shuffle.parallelism": parallelism,
+        "hoodie.delete.shuffle.parallelism": parallelism,
+        "hoodie.bulkinsert.shuffle.parallelism": parallelism,
+        "hoodie.metadata.enable": "true",
+        # Instant times are timestamps; UTC keeps them comparable across hosts and with freshness checks.
+        "hoodie.table.timeline.timezone": "UTC",
+    }
+    options.update(index_options(spec))
+    if spec.table_type is TableType.MERGE_ON_READ:
+        options["hoodie.compact.inline"] = "true" if spec.compaction.inline else "false"
+        options["hoodie.compact.inline.max.delta.commits"] = str(spec.compaction.max_delta_commits)
+    options.update(commit_metadata_options(commit_metadata or {}))
+    return options

@@ -1,0 +1,99 @@
+"""Reading a Hudi table's timeline through Hudi's own Java API (``HoodieTableMetaClient``).
+
+Hudi 1.x stores the timeline under ``.hoodie/timeline`` with completion times in
+the file names and Avro-encoded commit metadata; the meta client reads that (and
+older layouts) for any Hadoop filesystem the session is configured for, local
+or ``s3a://``.  Only completed instants are considered: an inflight commit is
+invisible to readers and rolled back by the next write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.hudi.options import COMMIT_METADATA_PREFIX
+from cdc_lake.spark.errors import JVM_ERRORS, root_cause
+
+# Operations that rewrite files without new data; their commits carry no cdc-lake metadata.
+_TABLE_SERVICE_OPERATIONS = frozenset({"COMPACT", "LOG_COMPACT", "CLUSTER"})
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """A completed Hudi write commit and the cdc-lake metadata stored in it (prefix removed)."""
+
+    instant: str
+    action: str
+    completion_time: str | None
+    operation: str
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def table_exists(spark: SparkSession, base_path: str) -> bool:
+    """Whether ``base_path`` holds a Hudi table (its ``.hoodie/hoodie.properties`` exists)."""
+    jvm: Any = spark._jvm
+    hadoop_conf = spark._jsc.hadoopConfiguration()
+    props = jvm.org.apache.hadoop.fs.Path(f"{base_path.rstrip('/')}/.hoodie/hoodie.properties")
+    return bool(props.getFileSystem(hadoop_conf).exists(props))
+
+
+def _meta_client(spark: SparkSession, base_path: str) -> Any:
+    jvm: Any = spark._jvm
+    storage_conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(
+        spark._jsc.hadoopConfiguration()
+    )
+    return (
+        jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder()
+        .setConf(storage_conf)
+        .setBasePath(base_path)
+        .setLoadActiveTimelineOnLoad(True)
+        .build()
+    )
+
+
+def _commit_info(timeline: Any, instant: Any) -> CommitInfo:
+    commit = timeline.readCommitMetadata(instant)
+    extra = commit.getExtraMetadata()
+    metadata = {
+        str(key)[len(COMMIT_METADATA_PREFIX) :]: str(value)
+        for key, value in dict(extra).items()
+        if str(key).startswith(COMMIT_METADATA_PREFIX) and value is not None
+    }
+    completion = instant.getCompletionTime()
+    return CommitInfo(
+        instant=str(instant.requestedTime()),
+        action=str(instant.getAction()),
+        completion_time=str(completion) if completion is not None else None,
+        operation=str(commit.getOperationType().name()),
+        metadata=metadata,
+    )
+
+
+def _latest_data_commit(spark: SparkSession, base_path: str) -> CommitInfo | None:
+    if not table_exists(spark, base_path):
+        return None
+    timeline = (
+        _meta_client(spark, base_path).getActiveTimeline().getCommitsTimeline().filterCompletedInstants()
+    )
+    for instant in reversed(list(timeline.getInstants())):
+        info = _commit_info(timeline, instant)
+        if info.operation not in _TABLE_SERVICE_OPERATIONS:
+            return info
+    return None
+
+
+def latest_commit(spark: SparkSession, base_path: str) -> CommitInfo | None:
+    """The latest completed data commit of the table at ``base_path``, or None if there is none.
+
+    Table-service commits (compaction, clustering) are skipped, so the answer is
+    the last commit a writer made, carrying the metadata it stored.  Raises
+    HudiWriteError when the timeline cannot be read.
+    """
+    try:
+        return _latest_data_commit(spark, base_path)
+    except JVM_ERRORS as exc:
+        raise HudiWriteError(f"reading the Hudi timeline at {base_path} failed: {root_cause(exc)}") from exc

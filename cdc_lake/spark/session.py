@@ -1,0 +1,186 @@
+"""One SparkSession per process, configured for Hudi and, when the lake is on S3, for S3A.
+
+The settings arrive as the config models (``SparkSettings`` and ``LakeSettings``);
+they are typed here with small read-only protocols so this module depends only on
+their shape.  :func:`spark_conf` is pure (it computes the Spark properties) and
+:func:`get_spark` starts or returns the cached session.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import pyspark
+from pyspark.sql import SparkSession
+
+from cdc_lake import jvm
+from cdc_lake.exceptions import ConfigError
+
+# Settings Hudi's Spark integration cannot work without; a user conf may not contradict them.
+HUDI_REQUIRED_CONF: Mapping[str, str] = {
+    "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+    "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
+    "spark.sql.extensions": "org.apache.spark.sql.hudi.HoodieSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
+}
+
+# Sized for a small machine (2 cores, 1 GB driver); every key can be overridden in ``spark.conf``.
+SMALL_FOOTPRINT_DEFAULTS: Mapping[str, str] = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+class SecretLike(Protocol):
+    """A secret that only reveals its value on request (pydantic ``SecretStr``)."""
+
+    def get_secret_value(self) -> str:
+        """Return the plain value."""
+        ...
+
+
+class S3SettingsLike(Protocol):
+    """The S3-compatible object store holding the lake."""
+
+    @property
+    def endpoint(self) -> str | None: ...
+
+    @property
+    def region(self) -> str | None: ...
+
+    @property
+    def access_key(self) -> SecretLike | None: ...
+
+    @property
+    def secret_key(self) -> SecretLike | None: ...
+
+    @property
+    def path_style_access(self) -> bool: ...
+
+
+class SparkSettingsLike(Protocol):
+    """The ``spark`` section of the config."""
+
+    @property
+    def master(self) -> str: ...
+
+    @property
+    def app_name(self) -> str: ...
+
+    @property
+    def driver_memory(self) -> str: ...
+
+    @property
+    def jars(self) -> Sequence[str | os.PathLike[str]]: ...
+
+    @property
+    def conf(self) -> Mapping[str, object]: ...
+
+
+class LakeSettingsLike(Protocol):
+    """The part of the ``lake`` section the session needs: where the object store is."""
+
+    @property
+    def s3(self) -> S3SettingsLike | None: ...
+
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+
+
+def _conf_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def s3a_conf(s3: S3SettingsLike) -> dict[str, str]:
+    """Hadoop S3A properties (as ``spark.hadoop.*``) for an S3-compatible endpoint."""
+    prefix = "spark.hadoop.fs.s3a."
+    conf = {
+        "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        f"{prefix}path.style.access": _conf_value(s3.path_style_access),
+    }
+    if s3.endpoint:
+        conf[f"{prefix}endpoint"] = s3.endpoint
+        conf[f"{prefix}connection.ssl.enabled"] = _conf_value(not s3.endpoint.startswith("http://"))
+    if s3.region:
+        conf[f"{prefix}endpoint.region"] = s3.region
+    if s3.access_key is not None and s3.secret_key is not None:
+        conf[f"{prefix}aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        conf[f"{prefix}access.key"] = s3.access_key.get_secret_value()
+        conf[f"{prefix}secret.key"] = s3.secret_key.get_secret_value()
+    return conf
+
+
+def spark_conf(
+    settings: SparkSettingsLike, lake: LakeSettingsLike, jars: Sequence[str | os.PathLike[str]]
+) -> dict[str, str]:
+    """Every Spark property the session is built with; the result holds secrets, never log it."""
+    conf: dict[str, str] = dict(SMALL_FOOTPRINT_DEFAULTS)
+    conf.update(
+        {
+            "spark.master": settings.master,
+            "spark.app.name": settings.app_name,
+            "spark.driver.memory": settings.driver_memory,
+            # Python workers must run the interpreter that has cdc_lake installed.
+            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.driver.python": sys.executable,
+        }
+    )
+    if settings.master.startswith("local"):
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+    if jars:
+        conf["spark.jars"] = ",".join(os.fspath(j) for j in jars)
+    if lake.s3 is not None:
+        conf.update(s3a_conf(lake.s3))
+    for key, value in settings.conf.items():
+        text = _conf_value(value)
+        required = HUDI_REQUIRED_CONF.get(key)
+        if required is not None and text != required:
+            raise ConfigError(f"spark.conf.{key}: Hudi needs '{required}', the config sets '{text}'")
+        conf[key] = text
+    conf.update(HUDI_REQUIRED_CONF)
+    return conf
+
+
+def _alive(session: SparkSession) -> bool:
+    return session.sparkContext._jsc is not None
+
+
+def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSession:
+    """Return the process-wide SparkSession, starting it with Hudi (and S3A) settings on first use.
+
+    Jars come from ``spark.jars`` when the config lists any, otherwise from the
+    Maven-resolved Hudi bundle, spark-avro and hadoop-aws set (downloaded once).
+    Later calls return the same session whatever settings they pass.
+    """
+    global _session
+    with _lock:
+        if _session is not None and _alive(_session):
+            return _session
+        jars = list(settings.jars) or jvm.resolve(jvm.spark_jars(pyspark.__version__))
+        builder = SparkSession.builder
+        for key, value in spark_conf(settings, lake, jars).items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("WARN")
+        _session = session
+        return session
+
+
+def stop_spark() -> None:
+    """Stop the process-wide session if one is running (the next :func:`get_spark` starts a new one)."""
+    global _session
+    with _lock:
+        if _session is not None:
+            _session.stop()
+            _session = None

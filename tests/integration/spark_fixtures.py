@@ -1,0 +1,55 @@
+"""One SparkSession (local[2], 1 GB driver, Hudi bundle) shared by every Spark test in the process.
+
+Use from a conftest or test module::
+
+    from spark_fixtures import spark_session_fixture  # noqa: F401  (registers the ``spark`` fixture)
+
+or call :func:`shared_spark` directly.  The first caller's settings win: the
+session is process-wide (see :func:`cdc_lake.spark.get_spark`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from cdc_lake.spark import get_spark, stop_spark
+from cdc_lake.spark.session import S3SettingsLike
+
+
+@dataclass(frozen=True)
+class LocalSparkSettings:
+    """The ``spark`` settings the tests run with: the config defaults for a 2-core machine."""
+
+    conf: Mapping[str, object]
+    master: str = "local[2]"
+    app_name: str = "cdc-lake-tests"
+    driver_memory: str = "1g"
+    jars: Sequence[str] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class LocalLakeSettings:
+    """The lake settings the session needs: an optional S3-compatible store."""
+
+    s3: S3SettingsLike | None = None
+
+
+def shared_spark(tmp_root: Path, s3: S3SettingsLike | None = None) -> SparkSession:
+    """Start (or return) the process-wide session, keeping Spark's scratch files under ``tmp_root``."""
+    conf = {
+        "spark.sql.warehouse.dir": str(tmp_root / "warehouse"),
+        "spark.local.dir": str(tmp_root / "scratch"),
+    }
+    return get_spark(LocalSparkSettings(conf=conf), LocalLakeSettings(s3=s3))
+
+
+@pytest.fixture(scope="session", name="spark")
+def spark_session_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """The shared SparkSession, stopped at the end of the test session."""
+    yield shared_spark(tmp_path_factory.mktemp("spark"))
+    stop_spark()

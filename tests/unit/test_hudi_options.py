@@ -1,0 +1,102 @@
+"""Hudi writer options derived from a table spec (no JVM needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc_lake.exceptions import ConfigError
+from cdc_lake.hudi.options import (
+    CompactionSpec,
+    HudiTableSpec,
+    IndexType,
+    TableType,
+    WriteOperation,
+    write_options,
+)
+
+
+def _spec(**kwargs: object) -> HudiTableSpec:
+    base: dict[str, object] = {
+        "table_name": "pg.public.orders",
+        "base_path": "s3a://lake/pg/public/orders",
+        "record_key_fields": ("id",),
+        "ordering_field": "_cdc_order",
+    }
+    base.update(kwargs)
+    return HudiTableSpec(**base)  # type: ignore[arg-type]
+
+
+def test_event_time_ordering_and_table_identity() -> None:
+    options = write_options(_spec(), WriteOperation.UPSERT)
+    assert options["hoodie.table.name"] == "pg_public_orders"
+    assert options["hoodie.datasource.write.operation"] == "upsert"
+    assert options["hoodie.record.merge.mode"] == "EVENT_TIME_ORDERING"
+    assert options["hoodie.table.ordering.fields"] == "_cdc_order"
+    assert options["hoodie.datasource.write.precombine.field"] == "_cdc_order"
+    assert options["hoodie.datasource.write.table.type"] == "COPY_ON_WRITE"
+    assert "hoodie.compact.inline" not in options
+
+
+@pytest.mark.parametrize(
+    ("keys", "partitions", "generator"),
+    [
+        (("id",), (), "NonpartitionedKeyGenerator"),
+        (("id", "tenant"), (), "NonpartitionedKeyGenerator"),
+        (("id",), ("region",), "SimpleKeyGenerator"),
+        (("id", "tenant"), ("region",), "ComplexKeyGenerator"),
+        (("id",), ("region", "day"), "ComplexKeyGenerator"),
+    ],
+)
+def test_key_generator_follows_keys_and_partitions(
+    keys: tuple[str, ...], partitions: tuple[str, ...], generator: str
+) -> None:
+    options = write_options(_spec(record_key_fields=keys, partition_fields=partitions), WriteOperation.UPSERT)
+    assert options["hoodie.datasource.write.keygenerator.class"].endswith(f".{generator}")
+    assert options["hoodie.datasource.write.recordkey.field"] == ",".join(keys)
+    assert options["hoodie.datasource.write.partitionpath.field"] == ",".join(partitions)
+
+
+@pytest.mark.parametrize(
+    ("index", "expected"),
+    [
+        (
+            IndexType.GLOBAL_BLOOM,
+            {"hoodie.index.type": "GLOBAL_BLOOM", "hoodie.bloom.index.update.partition.path": "true"},
+        ),
+        (IndexType.GLOBAL_SIMPLE, {"hoodie.simple.index.update.partition.path": "true"}),
+        (
+            IndexType.RECORD_INDEX,
+            {
+                "hoodie.index.type": "GLOBAL_RECORD_LEVEL_INDEX",
+                "hoodie.metadata.global.record.level.index.enable": "true",
+                "hoodie.record.index.update.partition.path": "true",
+            },
+        ),
+        (IndexType.BUCKET, {"hoodie.bucket.index.num.buckets": "4", "hoodie.bucket.index.hash.field": "id"}),
+    ],
+)
+def test_index_options(index: IndexType, expected: dict[str, str]) -> None:
+    options = write_options(_spec(index=index), WriteOperation.UPSERT)
+    assert expected.items() <= options.items()
+
+
+def test_commit_metadata_is_prefixed() -> None:
+    options = write_options(_spec(), WriteOperation.UPSERT, {"kafka.offsets": "0:5"})
+    assert options["hoodie.datasource.write.commitmeta.key.prefix"] == "cdc_lake."
+    assert options["cdc_lake.kafka.offsets"] == "0:5"
+    with pytest.raises(ConfigError, match="commit metadata key"):
+        write_options(_spec(), WriteOperation.UPSERT, {"": "x"})
+
+
+def test_merge_on_read_compaction() -> None:
+    spec = _spec(
+        table_type=TableType.MERGE_ON_READ, compaction=CompactionSpec(inline=False, max_delta_commits=3)
+    )
+    options = write_options(spec, WriteOperation.UPSERT)
+    assert options["hoodie.compact.inline"] == "false"
+    assert options["hoodie.compact.inline.max.delta.commits"] == "3"
+
+
+def test_spec_rejects_missing_keys() -> None:
+    with pytest.raises(ConfigError, match=r"pg\.public\.orders.*record key"):
+        _spec(record_key_fields=())

@@ -1,0 +1,75 @@
+"""The Spark properties the shared session is built with (no JVM needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+from pydantic import SecretStr
+
+from cdc_lake.exceptions import ConfigError
+from cdc_lake.spark.session import HUDI_REQUIRED_CONF, S3SettingsLike, spark_conf
+
+
+@dataclass(frozen=True)
+class Spark:
+    conf: Mapping[str, object] = field(default_factory=dict)
+    master: str = "local[2]"
+    app_name: str = "cdc-lake"
+    driver_memory: str = "1g"
+    jars: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class S3:
+    endpoint: str | None = "http://127.0.0.1:17070"
+    region: str | None = "us-east-1"
+    access_key: SecretStr | None = field(default_factory=lambda: SecretStr("AKIA-TEST"))
+    secret_key: SecretStr | None = field(default_factory=lambda: SecretStr("s3cr3t-value"))
+    path_style_access: bool = True
+
+
+@dataclass(frozen=True)
+class Lake:
+    s3: S3SettingsLike | None = None
+
+
+def test_local_session_has_hudi_settings_and_small_footprint() -> None:
+    conf = spark_conf(Spark(), Lake(), ["/jars/hudi.jar", "/jars/aws.jar"])
+    for key, value in HUDI_REQUIRED_CONF.items():
+        assert conf[key] == value
+    assert conf["spark.master"] == "local[2]"
+    assert conf["spark.driver.memory"] == "1g"
+    assert conf["spark.ui.enabled"] == "false"
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+    assert conf["spark.jars"] == "/jars/hudi.jar,/jars/aws.jar"
+    assert not any(key.startswith("spark.hadoop.fs.s3a.") for key in conf)
+
+
+def test_user_conf_overrides_defaults_but_not_hudi_requirements() -> None:
+    conf = spark_conf(Spark(conf={"spark.sql.shuffle.partitions": 8, "spark.ui.enabled": True}), Lake(), [])
+    assert conf["spark.sql.shuffle.partitions"] == "8"
+    assert conf["spark.ui.enabled"] == "true"
+    assert "spark.jars" not in conf
+    with pytest.raises(ConfigError, match=r"spark\.conf\.spark\.serializer"):
+        spark_conf(Spark(conf={"spark.serializer": "org.apache.spark.serializer.JavaSerializer"}), Lake(), [])
+
+
+def test_s3a_settings_for_an_http_endpoint() -> None:
+    conf = spark_conf(Spark(), Lake(s3=S3()), [])
+    s3a = {k.removeprefix("spark.hadoop.fs.s3a."): v for k, v in conf.items() if "fs.s3a." in k}
+    assert s3a["endpoint"] == "http://127.0.0.1:17070"
+    assert s3a["connection.ssl.enabled"] == "false"
+    assert s3a["path.style.access"] == "true"
+    assert s3a["endpoint.region"] == "us-east-1"
+    assert s3a["access.key"] == "AKIA-TEST"
+    assert s3a["secret.key"] == "s3cr3t-value"
+    assert s3a["aws.credentials.provider"].endswith("SimpleAWSCredentialsProvider")
+
+
+def test_s3a_without_keys_leaves_the_default_credential_chain() -> None:
+    conf = spark_conf(Spark(), Lake(s3=S3(endpoint="https://s3.example", access_key=None)), [])
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
+    assert "spark.hadoop.fs.s3a.access.key" not in conf
+    assert "spark.hadoop.fs.s3a.aws.credentials.provider" not in conf
