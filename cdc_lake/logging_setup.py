@@ -73,6 +73,8 @@ def configure_logging(verbosity: int = 0) -> None:
     handler.addFilter(SecretRedactingFilter())
     root.addHandler(handler)
     root.setLevel(level)
+    # py4j logs every Python-to-JVM call at DEBUG, which drowns cdc-lake's own -vv output.
+    logging.getLogger("py4j").setLevel(max(level, logging.INFO))
 
 
 class TableLoggerAdapter(logging.LoggerAdapter[logging.Logger]):

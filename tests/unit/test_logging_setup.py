@@ -55,6 +55,7 @@ def test_verbosity_levels_and_a_single_handler() -> None:
     ours = [h for h in root.handlers if isinstance(h.formatter, logging.Formatter) and h.filters]
     assert len(ours) == 1
     assert root.level == logging.DEBUG
+    assert logging.getLogger("py4j").level == logging.INFO
     configure_logging(0)
     assert root.level == logging.WARNING
 
