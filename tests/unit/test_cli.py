@@ -65,6 +65,14 @@ def test_every_contract_verb_is_listed() -> None:
     } <= names
 
 
+@pytest.mark.parametrize("verb", ["status", "stack", "demo"])
+def test_implemented_and_lazy_verbs_have_help(runner: CliRunner, verb: str) -> None:
+    result = runner.invoke(cli, [verb, "--help"])
+
+    assert result.exit_code == 0, result.output
+    assert f"Usage: cli {verb}" in result.stdout
+
+
 @pytest.mark.parametrize(("args", "verb", "issue"), NOT_YET, ids=[" ".join(a) for a, _, _ in NOT_YET])
 def test_not_yet_verbs_exit_3_with_one_line(
     runner: CliRunner, args: list[str], verb: str, issue: str
