@@ -55,6 +55,10 @@ class SchemaRegistryError(CdcLakeError):
     """Raised when the schema registry is unreachable or does not know a schema id."""
 
 
+class KafkaReadError(CdcLakeError):
+    """Raised when a topic's offsets or messages cannot be read; names the topic and partition."""
+
+
 class ConnectError(CdcLakeError):
     """Raised when Kafka Connect rejects a request, is unreachable, or a connector task FAILED."""
 

@@ -1,0 +1,1 @@
+"""The incremental applier: Debezium change events from Kafka into Hudi upserts and deletes."""

@@ -1,0 +1,113 @@
+"""Offsets of table topics: where each partition ends now, and ranges to read."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from cdc_lake.exceptions import KafkaReadError
+
+_RDKAFKA_LOGGER = logging.getLogger("cdc_lake.kafka.librdkafka")
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Messages ``[start, end)`` of one partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def count(self) -> int:
+        """How many offsets the range spans (compacted or aborted ones included)."""
+        return max(0, self.end - self.start)
+
+
+def _consumer(bootstrap_servers: str, extra: Mapping[str, str] | None = None) -> Consumer:
+    return Consumer({
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": "cdc-lake-reader",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "isolation.level": "read_committed",
+        "logger": _RDKAFKA_LOGGER,
+        **(extra or {}),
+    })
+
+
+def end_offsets(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
+    """The high watermark of every partition of `topic`; empty when the topic does not exist."""
+    consumer = _consumer(bootstrap_servers)
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout)
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None:
+            return {}
+        ends = {}
+        for partition in described.partitions:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            ends[partition] = int(high)
+        return ends
+    except KafkaException as exc:
+        raise KafkaReadError(f"cannot read end offsets of topic {topic!r}: {exc}") from exc
+    finally:
+        consumer.close()
+
+
+def read_ranges(
+    bootstrap_servers: str, ranges: list[OffsetRange], timeout: float = 60.0
+) -> list[Message]:
+    """Every message in `ranges`, read on this process (small ranges: tests, demos, probes)."""
+    pending = {(r.topic, r.partition): r for r in ranges if r.count > 0}
+    if not pending:
+        return []
+    consumer = _consumer(bootstrap_servers)
+    consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in pending.values()])
+    messages: list[Message] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while pending:
+            if time.monotonic() > deadline:
+                left = ", ".join(f"{t}[{p}] from {r.start} to {r.end}" for (t, p), r in pending.items())
+                raise KafkaReadError(f"timed out after {timeout:.0f}s reading {left}")
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            key = (message.topic(), message.partition())
+            if message.error() is not None:
+                if message.error().code() == -191:  # _PARTITION_EOF: nothing more right now
+                    continue
+                raise KafkaReadError(f"topic {key[0]!r} partition {key[1]}: {message.error()}")
+            wanted = pending.get(key)
+            if wanted is None:
+                continue
+            offset = message.offset()
+            if offset < wanted.end:
+                messages.append(message)
+            if offset + 1 >= wanted.end:
+                del pending[key]
+                consumer.incremental_unassign([TopicPartition(*key)])
+    finally:
+        consumer.close()
+    return messages
+
+
+def wait_for_messages(bootstrap_servers: str, topic: str, at_least: int, timeout: float) -> dict[int, int]:
+    """Wait until `topic` holds at least `at_least` messages in all; returns its end offsets."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ends = end_offsets(bootstrap_servers, topic)
+        if sum(ends.values()) >= at_least:
+            return ends
+        if time.monotonic() > deadline:
+            raise KafkaReadError(
+                f"topic {topic!r} has {sum(ends.values())} messages, expected at least {at_least} "
+                f"within {timeout:.0f}s"
+            )
+        time.sleep(0.5)

@@ -1,0 +1,63 @@
+"""Fixtures for tests against the real local stack and the shared SparkSession.
+
+The stack is started once per test run (``cdc-lake stack up`` semantics: idempotent, reuses a
+running stack) when the first ``integration`` test asks for it, and stopped at the end only if
+this run started it (set ``CDC_LAKE_KEEP_STACK=1`` to keep it).  A service that cannot start
+fails the run with its reason and log tail: nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from cdc_lake.config import Config, S3Settings
+from cdc_lake.spark import stop_spark
+from cdc_lake.stack.manager import LocalStack
+from cdc_lake.stack.service import LAKE_BUCKET
+from spark_fixtures import shared_spark
+
+
+@pytest.fixture(scope="session")
+def local_stack() -> Iterator[LocalStack]:
+    """The running local stack (started here if it was not running)."""
+    stack = LocalStack(Config.default(Path.cwd()).stack)
+    was_running = all(status.healthy for status in stack.status())
+    stack.up()
+    yield stack
+    if not was_running and os.environ.get("CDC_LAKE_KEEP_STACK") != "1":
+        stack.down()
+
+
+@pytest.fixture(autouse=True)
+def _stack_for_integration_tests(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("integration") is not None:
+        request.getfixturevalue("local_stack")
+
+
+@pytest.fixture(scope="session")
+def stack_s3_settings() -> S3Settings:
+    """Lake S3 settings pointing at the stack's object store (only its address; it may not run yet)."""
+    stack = LocalStack(Config.default(Path.cwd()).stack)
+    creds = stack.layout.credentials
+    return S3Settings(
+        endpoint=stack.object_store.endpoint, region="us-east-1", access_key=creds.s3_access_key,
+        secret_key=creds.s3_secret_key, path_style_access=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory, stack_s3_settings: S3Settings) -> Iterator[SparkSession]:
+    """The one SparkSession of the run, with the Hudi bundle and S3A set up for the stack's store."""
+    yield shared_spark(tmp_path_factory.mktemp("spark"), s3=stack_s3_settings)
+    stop_spark()
+
+
+@pytest.fixture(scope="session")
+def s3_lake_root(local_stack: LocalStack) -> str:
+    """An ``s3a://`` prefix in the stack's lake bucket."""
+    return f"s3a://{LAKE_BUCKET}/tests"
