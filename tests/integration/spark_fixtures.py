@@ -1,23 +1,19 @@
 """One SparkSession (local[2], 1 GB driver, Hudi bundle) shared by every Spark test in the process.
 
-Use from a conftest or test module::
-
-    from spark_fixtures import spark_session_fixture  # noqa: F401  (registers the ``spark`` fixture)
-
-or call :func:`shared_spark` directly.  The first caller's settings win: the
-session is process-wide (see :func:`cdc_lake.spark.get_spark`).
+``tests/integration/conftest.py`` builds its session-scoped ``spark`` fixture on
+:func:`shared_spark`.  The first caller's settings win: the session is
+process-wide (see :func:`cdc_lake.spark.get_spark`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 from pyspark.sql import SparkSession
 
-from cdc_lake.spark import get_spark, stop_spark
+from cdc_lake.spark import get_spark
 from cdc_lake.spark.session import S3SettingsLike
 
 
@@ -46,10 +42,3 @@ def shared_spark(tmp_root: Path, s3: S3SettingsLike | None = None) -> SparkSessi
         "spark.local.dir": str(tmp_root / "scratch"),
     }
     return get_spark(LocalSparkSettings(conf=conf), LocalLakeSettings(s3=s3))
-
-
-@pytest.fixture(scope="session", name="spark")
-def spark_session_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """The shared SparkSession, stopped at the end of the test session."""
-    yield shared_spark(tmp_path_factory.mktemp("spark"))
-    stop_spark()

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
-from spark_fixtures import spark_session_fixture  # noqa: F401  (registers the ``spark`` fixture)
 
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi import (
