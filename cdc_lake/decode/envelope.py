@@ -1,0 +1,221 @@
+"""Unwrapping Debezium's change-event envelope from a Kafka message.
+
+A Debezium value is a record ``{before, after, source, transaction, op, ts_ms, ...}`` where ``op`` is
+``c`` (insert), ``r`` (snapshot read), ``u`` (update), ``d`` (delete) or ``t`` (truncate).  A delete is
+followed by a tombstone (same key, null value) so Kafka compaction can drop the key; tombstones are
+returned as :class:`Tombstone`, not errors.  Truncate events have no key and no row images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from cdc_lake.decode.framing import MessageRef, parse_frame, read_avro_body
+from cdc_lake.decode.ordering import SourcePosition
+from cdc_lake.decode.schema import RegisteredSchema, SchemaLookup
+from cdc_lake.decode.types import UNAVAILABLE
+from cdc_lake.exceptions import DecodeError
+
+OPS: Final = frozenset({"c", "r", "u", "d", "t"})
+_NEEDS_AFTER: Final = frozenset({"c", "r", "u"})
+_POSTGRES: Final = "postgresql"
+_BINLOG_CONNECTORS: Final = frozenset({"mysql", "mariadb"})
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """The envelope's ``source`` block: where and when the change happened in the source database.
+
+    Postgres fills ``schema``, ``lsn``, ``tx_id`` and ``sequence``; MySQL/MariaDB fill ``file``, ``pos``,
+    ``row``, ``server_id`` and (with GTIDs) ``gtid``.  ``snapshot`` is Debezium's flag
+    (``true``, ``first``, ``last``, ``incremental``, ...; absent or ``false`` while streaming).
+    """
+
+    connector: str
+    name: str
+    db: str
+    table: str | None
+    ts_ms: int
+    snapshot: str | None = None
+    schema: str | None = None
+    lsn: int | None = None
+    tx_id: int | None = None
+    sequence: str | None = None
+    file: str | None = None
+    pos: int | None = None
+    row: int | None = None
+    server_id: int | None = None
+    gtid: str | None = None
+
+    @classmethod
+    def from_record(cls, raw: Mapping[str, Any]) -> SourceInfo:
+        """Build from the decoded ``source`` record."""
+        return cls(
+            connector=raw["connector"],
+            name=raw["name"],
+            db=raw["db"],
+            table=raw.get("table"),
+            ts_ms=raw["ts_ms"],
+            snapshot=raw.get("snapshot"),
+            schema=raw.get("schema"),
+            lsn=raw.get("lsn"),
+            tx_id=raw.get("txId"),
+            sequence=raw.get("sequence"),
+            file=raw.get("file"),
+            pos=raw.get("pos"),
+            row=raw.get("row"),
+            server_id=raw.get("server_id"),
+            gtid=raw.get("gtid"),
+        )
+
+    @property
+    def is_snapshot(self) -> bool:
+        """True for rows read by a Debezium snapshot (initial or incremental)."""
+        return self.snapshot not in (None, "false")
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """One decoded Debezium change.
+
+    ``before``/``after`` and ``key`` hold Spark-ready Python values (see :mod:`cdc_lake.decode.types`);
+    a column Debezium could not see (unchanged TOAST) holds :data:`~cdc_lake.decode.types.UNAVAILABLE`.
+    ``ts_ms`` is when Debezium processed the change; ``source.ts_ms`` when the database committed it;
+    ``timestamp_ms`` is the Kafka record timestamp.
+    """
+
+    ref: MessageRef
+    op: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    key: dict[str, Any] | None
+    source: SourceInfo
+    position: SourcePosition
+    ts_ms: int | None
+    timestamp_ms: int | None
+    value_schema: RegisteredSchema
+
+    @property
+    def is_delete(self) -> bool:
+        """True for ``op='d'``."""
+        return self.op == "d"
+
+    @property
+    def is_truncate(self) -> bool:
+        """True for ``op='t'``: every row of the table was removed."""
+        return self.op == "t"
+
+    @property
+    def is_snapshot(self) -> bool:
+        """True for snapshot reads, whose ordering value is the lowest."""
+        return self.position.is_snapshot
+
+    @property
+    def row(self) -> dict[str, Any] | None:
+        """The row image that identifies the change: ``after``, or ``before`` for deletes."""
+        return self.before if self.op == "d" else self.after
+
+    @property
+    def ordering_value(self) -> str:
+        """The Hudi ordering-field value of this change (see :mod:`cdc_lake.decode.ordering`)."""
+        return self.position.ordering_value()
+
+    @property
+    def unavailable_columns(self) -> frozenset[str]:
+        """Columns of ``after`` that Debezium did not receive; the applier keeps their stored values."""
+        if self.after is None:
+            return frozenset()
+        return frozenset(name for name, value in self.after.items() if value is UNAVAILABLE)
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """A Kafka tombstone (null value) that follows a delete; it carries only the key."""
+
+    ref: MessageRef
+    key: dict[str, Any] | None
+    timestamp_ms: int | None
+
+
+def _position(op: str, source: SourceInfo, ref: MessageRef) -> SourcePosition:
+    if op == "r" or source.is_snapshot:
+        return SourcePosition.snapshot()
+    try:
+        if source.connector == _POSTGRES:
+            if source.lsn is None:
+                raise DecodeError(f"Postgres {op!r} event has no source.lsn")
+            return SourcePosition.postgres(source.lsn)
+        if source.connector in _BINLOG_CONNECTORS:
+            if source.file is None or source.pos is None or source.row is None:
+                raise DecodeError(f"{source.connector} {op!r} event lacks source.file/pos/row")
+            return SourcePosition.binlog(source.file, source.pos, source.row)
+    except DecodeError as exc:
+        raise DecodeError(f"{ref}: {exc}") from exc
+    raise DecodeError(f"{ref}: connector {source.connector!r} is not supported (postgresql, mysql, mariadb)")
+
+
+def _decode(lookup: SchemaLookup, data: bytes, ref: MessageRef, part: str) -> tuple[RegisteredSchema, Any]:
+    schema_id, body = parse_frame(data, ref, part)
+    registered = lookup.get_schema(schema_id)
+    return registered, read_avro_body(body, registered.schema, ref, schema_id, part)
+
+
+def _convert(
+    registered: RegisteredSchema, raw: Mapping[str, Any] | None, ref: MessageRef
+) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        return registered.row_converter.convert(raw)
+    except DecodeError as exc:
+        raise DecodeError(f"{ref}: {exc}") from exc
+
+
+def decode_message(
+    registry: SchemaLookup,
+    topic: str,
+    partition: int,
+    offset: int,
+    key_bytes: bytes | None,
+    value_bytes: bytes | None,
+    timestamp_ms: int | None = None,
+) -> ChangeEvent | Tombstone:
+    """Decode one Kafka message of a Debezium table topic into a :class:`ChangeEvent` or :class:`Tombstone`.
+
+    Raises DecodeError (naming topic, partition and offset) for anything that is not a well-formed
+    Debezium change event, and SchemaRegistryError when a schema id cannot be fetched.
+    """
+    ref = MessageRef(topic, partition, offset)
+    key: dict[str, Any] | None = None
+    if key_bytes is not None:
+        key_schema, raw_key = _decode(registry, key_bytes, ref, "key")
+        key = _convert(key_schema, raw_key, ref)
+    if value_bytes is None:
+        return Tombstone(ref, key, timestamp_ms)
+
+    value_schema, raw = _decode(registry, value_bytes, ref, "value")
+    if not value_schema.is_envelope:
+        raise DecodeError(
+            f"{ref}: value schema id {value_schema.schema_id} ({value_schema.name}) is not a Debezium "
+            "envelope (a heartbeat, schema-change or transaction topic?)"
+        )
+    op = raw["op"]
+    if op not in OPS:
+        raise DecodeError(f"{ref}: unsupported Debezium op {op!r} (expected one of c, r, u, d, t)")
+    if op in _NEEDS_AFTER and raw["after"] is None:
+        raise DecodeError(f"{ref}: {op!r} event has no 'after' row")
+    source = SourceInfo.from_record(raw["source"])
+    return ChangeEvent(
+        ref=ref,
+        op=op,
+        before=_convert(value_schema, raw["before"], ref),
+        after=_convert(value_schema, raw["after"], ref),
+        key=key,
+        source=source,
+        position=_position(op, source, ref),
+        ts_ms=raw.get("ts_ms"),
+        timestamp_ms=timestamp_ms,
+        value_schema=value_schema,
+    )

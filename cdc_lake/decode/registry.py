@@ -1,0 +1,181 @@
+"""Client for the Confluent schema registry REST API (also served by Apicurio under ``/apis/ccompat/v7``).
+
+Only the two reads the decoder needs: ``GET /schemas/ids/{id}`` and
+``GET /subjects/{subject}/versions/latest``.  Schema ids are immutable, so parsed schemas are cached
+by id for the life of the client.  Connection errors, timeouts, HTTP 429 and 5xx are retried with
+exponential backoff; the password is a :class:`~pydantic.SecretStr` and never appears in a message,
+a log line or ``repr``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import requests
+from pydantic import SecretStr
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from cdc_lake.decode.schema import RegisteredSchema
+from cdc_lake.exceptions import ConfigError, SchemaRegistryError
+
+log = logging.getLogger(__name__)
+
+_ACCEPT = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
+
+
+class _TransientError(Exception):
+    """A failure worth retrying: no connection, a timeout, HTTP 429 or 5xx."""
+
+
+class SchemaRegistry:
+    """Cached, retrying client for a Confluent-compatible schema registry at ``url``.
+
+    Thread-safe: the cache is guarded by a lock, and the HTTP session is only used for GETs.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        username: str | None = None,
+        password: SecretStr | None = None,
+        timeout_seconds: float = 10.0,
+        attempts: int = 5,
+        backoff_seconds: float = 0.5,
+        max_backoff_seconds: float = 8.0,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"schema registry URL {url!r} is not an http(s) URL")
+        if parts.username or parts.password:
+            raise ConfigError("schema registry URL must not embed credentials; set username and password")
+        if attempts < 1:
+            raise ConfigError(f"schema registry attempts must be at least 1, not {attempts}")
+        self.url = url.rstrip("/")
+        self._username = username
+        self._password = password
+        self._timeout = timeout_seconds
+        self._attempts = attempts
+        self._backoff = backoff_seconds
+        self._max_backoff = max_backoff_seconds
+        self._cache: dict[int, RegisteredSchema] = {}
+        self._lock = threading.Lock()
+        self._session = self._new_session()
+
+    def _new_session(self) -> requests.Session:
+        session = requests.Session()
+        session.headers["Accept"] = _ACCEPT
+        if self._username is not None:
+            secret = self._password.get_secret_value() if self._password is not None else ""
+            session.auth = (self._username, secret)
+        return session
+
+    def get_schema(self, schema_id: int) -> RegisteredSchema:
+        """The schema registered under ``schema_id``, fetched once and then served from the cache."""
+        with self._lock:
+            cached = self._cache.get(schema_id)
+        if cached is not None:
+            return cached
+        body = self._get(f"/schemas/ids/{schema_id}", not_found=f"schema id {schema_id} is not registered")
+        return self._remember(schema_id, body, f"schema id {schema_id}")
+
+    def latest(self, subject: str) -> RegisteredSchema:
+        """The latest version of ``subject`` (e.g. ``<topic>-value``); its id is cached like any other."""
+        body = self._get(
+            f"/subjects/{quote(subject, safe='')}/versions/latest",
+            not_found=f"subject {subject!r} has no registered versions",
+        )
+        schema_id = body.get("id")
+        if not isinstance(schema_id, int):
+            raise SchemaRegistryError(f"schema registry at {self.url} returned no schema id for {subject!r}")
+        return self._remember(schema_id, body, f"subject {subject!r}")
+
+    def _remember(self, schema_id: int, body: dict[str, Any], what: str) -> RegisteredSchema:
+        schema_type = body.get("schemaType", "AVRO")
+        if schema_type != "AVRO":
+            raise SchemaRegistryError(f"{what} at {self.url} is a {schema_type} schema, not Avro")
+        definition = body.get("schema")
+        if not isinstance(definition, str):
+            raise SchemaRegistryError(f"schema registry at {self.url} returned no schema text for {what}")
+        registered = RegisteredSchema(schema_id, definition)
+        with self._lock:
+            return self._cache.setdefault(schema_id, registered)
+
+    def _get(self, path: str, *, not_found: str) -> dict[str, Any]:
+        retrying = Retrying(
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential(multiplier=self._backoff, max=self._max_backoff),
+            retry=retry_if_exception_type(_TransientError),
+            reraise=True,
+        )
+        try:
+            response = retrying(self._get_once, path)
+        except _TransientError as exc:
+            raise SchemaRegistryError(
+                f"schema registry at {self.url} is unreachable after {self._attempts} attempts: {exc}"
+            ) from exc
+        if response.status_code == 404:
+            raise SchemaRegistryError(f"{not_found} at {self.url}")
+        if response.status_code >= 400:
+            raise SchemaRegistryError(
+                f"schema registry at {self.url} answered HTTP {response.status_code} for {path}: "
+                f"{_error_message(response)}"
+            )
+        try:
+            body = response.json()
+        except ValueError as exc:
+            raise SchemaRegistryError(f"schema registry at {self.url} returned non-JSON for {path}") from exc
+        if not isinstance(body, dict):
+            raise SchemaRegistryError(f"schema registry at {self.url} returned a non-object for {path}")
+        return body
+
+    def _get_once(self, path: str) -> requests.Response:
+        try:
+            response = self._session.get(self.url + path, timeout=self._timeout)
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            log.debug("schema registry GET %s failed: %s", path, type(exc).__name__)
+            raise _TransientError(type(exc).__name__) from exc
+        if response.status_code == 429 or response.status_code >= 500:
+            log.debug("schema registry GET %s answered HTTP %s", path, response.status_code)
+            raise _TransientError(f"HTTP {response.status_code}")
+        return response
+
+    def close(self) -> None:
+        """Close the HTTP session."""
+        self._session.close()
+
+    def __enter__(self) -> SchemaRegistry:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        auth = f", username={self._username!r}" if self._username is not None else ""
+        return f"SchemaRegistry({self.url!r}{auth})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark ships the client to executors: the session, lock and compiled converters stay behind.
+        state = self.__dict__.copy()
+        for key in ("_session", "_lock", "_cache"):
+            del state[key]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._cache = {}
+        self._lock = threading.Lock()
+        self._session = self._new_session()
+
+
+def _error_message(response: requests.Response) -> str:
+    """The registry's own error text (Confluent: ``{"error_code": ..., "message": ...}``), shortened."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.reason or "no message"
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message)[:200] if message else response.reason or "no message"

@@ -1,0 +1,478 @@
+"""Exact mapping of Debezium's Avro types to Python values and Spark SQL types.
+
+Debezium writes each column with a Kafka Connect schema; Confluent's AvroConverter turns it into Avro and
+keeps the Connect semantic name in the ``connect.name`` property (``connect.type`` for int8/int16,
+``connect.parameters`` for decimal scale/precision).  This module reads those names, never guesses from
+the physical Avro type alone, and refuses what it cannot represent exactly: a value that does not fit
+its Spark type raises :class:`~cdc_lake.exceptions.DecodeError` naming the field.
+
+Records handed to :func:`convert_row` are raw Avro data as :func:`cdc_lake.decode.decode_message`
+reads it, with Avro logical types NOT applied (days as int, decimals as bytes, timestamps as long):
+:func:`stash_logical_types` moves each ``logicalType`` aside before the schema is parsed, so the Avro
+reader returns encoded values and invalid logical types that Java Avro tolerates (a Postgres
+``numeric(5,-2)`` gives a decimal with negative scale) do not stop parsing.
+
+The full table (Debezium type, Postgres and MySQL source types, Spark type, notes) is in
+``docs/type-mapping.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Context, Decimal, InvalidOperation
+from typing import Any, Final
+
+from fastavro.schema import SchemaParseException, expand_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from cdc_lake.exceptions import DecodeError
+
+#: Debezium's default ``unavailable.value.placeholder``: an unchanged TOASTed Postgres column.
+UNAVAILABLE_PLACEHOLDER: Final = "__debezium_unavailable_value"
+_PLACEHOLDER_BYTES: Final = UNAVAILABLE_PLACEHOLDER.encode()
+# Debezium's placeholder for int/bigint arrays is the placeholder's bytes as numbers.
+_PLACEHOLDER_INTS: Final = list(_PLACEHOLDER_BYTES)
+
+#: Scale of the Spark DecimalType(38, s) that holds Postgres unconstrained NUMERIC (VariableScaleDecimal):
+#: 20 integer digits and 18 fractional digits.  Values needing more of either raise DecodeError.
+VARIABLE_SCALE_DECIMAL_SCALE: Final = 18
+SPARK_MAX_PRECISION: Final = 38
+#: Where :func:`stash_logical_types` keeps an Avro ``logicalType``.
+STASHED_LOGICAL_TYPE: Final = "cdc_lake.logicalType"
+
+
+class Unavailable:
+    """Type of :data:`UNAVAILABLE`: a column whose value Debezium did not receive (unchanged TOAST).
+
+    It is never a value: the applier must keep the column's stored value.
+    """
+
+    _instance: Unavailable | None = None
+
+    def __new__(cls) -> Unavailable:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNAVAILABLE"
+
+    def __reduce__(self) -> str:
+        return "UNAVAILABLE"
+
+
+#: Sentinel standing in for an unchanged TOASTed column (Debezium's ``__debezium_unavailable_value``).
+UNAVAILABLE: Final = Unavailable()
+
+_EPOCH_DATE: Final = dt.date(1970, 1, 1)
+_EPOCH_NAIVE: Final = dt.datetime(1970, 1, 1)
+_DECIMAL_CONTEXT: Final = Context(prec=200, traps=[InvalidOperation])
+_ZONED_FRACTION: Final = re.compile(r"\.(\d+)")
+
+Converter = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class _Column:
+    """A compiled Avro type: its Spark type, whether Avro allows null, and its raw-to-Python converter."""
+
+    spark: DataType
+    nullable: bool
+    convert: Converter
+
+
+def stash_logical_types(node: Any) -> Any:
+    """A copy of an Avro schema with every ``logicalType`` key renamed to :data:`STASHED_LOGICAL_TYPE`."""
+    if isinstance(node, list):
+        return [stash_logical_types(item) for item in node]
+    if isinstance(node, dict):
+        return {
+            STASHED_LOGICAL_TYPE if k == "logicalType" else k: stash_logical_types(v) for k, v in node.items()
+        }
+    return node
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _field_error(path: str, message: str) -> DecodeError:
+    return DecodeError(f"field {path!r}: {message}")
+
+
+def fit_decimal(value: Decimal, precision: int, scale: int, path: str) -> Decimal:
+    """Return ``value`` with exactly ``scale`` fractional digits; raise if DECIMAL(p, s) cannot hold it."""
+    try:
+        exact = value.quantize(Decimal(1).scaleb(-scale), context=_DECIMAL_CONTEXT)
+    except InvalidOperation as exc:
+        raise _field_error(path, f"value {value} does not fit DECIMAL({precision},{scale})") from exc
+    if exact != value:
+        raise _field_error(
+            path,
+            f"value {value} has more than {scale} fractional digits: DECIMAL({precision},{scale}) rounds it",
+        )
+    if exact and exact.adjusted() + 1 > precision - scale:
+        raise _field_error(
+            path, f"value {value} has too many integer digits for DECIMAL({precision},{scale})"
+        )
+    return exact
+
+
+def _unscaled(raw: bytes, scale: int) -> Decimal:
+    # From a string, Decimal is exact whatever the context precision.
+    return Decimal(f"{int.from_bytes(raw, 'big', signed=True)}E{-scale}")
+
+
+def _spark_decimal(precision: int, scale: int, path: str) -> DecimalType:
+    """Smallest Spark decimal holding every DECIMAL(precision, scale) value, capped at 38 digits."""
+    if scale < 0:
+        # Postgres numeric(p, -s) holds integers of up to p + s digits.
+        precision, scale = precision - scale, 0
+    precision = max(precision, scale)
+    if scale > SPARK_MAX_PRECISION:
+        raise _field_error(path, f"decimal scale {scale} exceeds Spark's maximum of {SPARK_MAX_PRECISION}")
+    return DecimalType(min(precision, SPARK_MAX_PRECISION), scale)
+
+
+def _decimal_column(node: Mapping[str, Any], path: str) -> _Column:
+    params = node.get("connect.parameters") or {}
+    scale = int(node.get("scale", params.get("scale", 0)))
+    precision_param = node.get("precision", params.get("connect.decimal.precision"))
+    if precision_param is None:
+        raise _field_error(path, "decimal without a precision")
+    spark = _spark_decimal(int(precision_param), scale, path)
+
+    def convert(raw: bytes) -> Decimal:
+        return fit_decimal(_unscaled(raw, scale), spark.precision, spark.scale, path)
+
+    return _Column(spark, False, convert)
+
+
+def _variable_scale_decimal_column(path: str) -> _Column:
+    spark = DecimalType(SPARK_MAX_PRECISION, VARIABLE_SCALE_DECIMAL_SCALE)
+
+    def convert(raw: Mapping[str, Any]) -> Decimal:
+        return fit_decimal(_unscaled(raw["value"], int(raw["scale"])), spark.precision, spark.scale, path)
+
+    return _Column(spark, False, convert)
+
+
+def _date_column(path: str) -> _Column:
+    def convert(days: int) -> dt.date:
+        try:
+            return _EPOCH_DATE + dt.timedelta(days=days)
+        except OverflowError as exc:
+            raise _field_error(path, f"date {days} days from 1970-01-01 is outside years 1-9999") from exc
+
+    return _Column(DateType(), False, convert)
+
+
+def _micros(per_unit: int, divisor: int, path: str) -> Converter:
+    """Converter from a count of some unit to microseconds; refuses to drop sub-microsecond digits."""
+
+    def convert(value: int) -> int:
+        if divisor == 1:
+            return value * per_unit
+        micros, rest = divmod(value, divisor)
+        if rest:
+            raise _field_error(path, f"value {value} ns has sub-microsecond digits Spark cannot hold")
+        return micros
+
+    return convert
+
+
+def _time_column(per_unit: int, divisor: int, path: str) -> _Column:
+    return _Column(LongType(), False, _micros(per_unit, divisor, path))
+
+
+def _naive_timestamp_column(per_unit: int, divisor: int, path: str) -> _Column:
+    to_micros = _micros(per_unit, divisor, path)
+
+    def convert(value: int) -> dt.datetime:
+        micros = to_micros(value)
+        try:
+            return _EPOCH_NAIVE + dt.timedelta(microseconds=micros)
+        except OverflowError as exc:
+            raise _field_error(path, f"timestamp {micros} us from epoch is outside years 1-9999") from exc
+
+    return _Column(TimestampNTZType(), False, convert)
+
+
+def _instant_timestamp_column(per_unit: int, path: str) -> _Column:
+    naive = _naive_timestamp_column(per_unit, 1, path).convert
+    return _Column(TimestampType(), False, lambda value: naive(value).replace(tzinfo=dt.UTC))
+
+
+def _zoned_timestamp_column(path: str) -> _Column:
+    def convert(text: str) -> dt.datetime:
+        fraction = _ZONED_FRACTION.search(text)
+        if fraction and fraction.group(1)[6:].strip("0"):
+            raise _field_error(path, f"timestamp {text!r} has sub-microsecond digits Spark cannot hold")
+        try:
+            parsed = dt.datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise _field_error(path, f"{text!r} is not an ISO-8601 timestamp within years 1-9999") from exc
+        if parsed.tzinfo is None:
+            raise _field_error(path, f"zoned timestamp {text!r} has no offset")
+        return parsed.astimezone(dt.UTC)
+
+    return _Column(TimestampType(), False, convert)
+
+
+def _simple(spark: DataType) -> _Column:
+    return _Column(spark, False, _identity)
+
+
+# Debezium and Kafka Connect semantic types, by connect.name.
+_STRING_SEMANTICS: Final = frozenset(
+    {
+        "io.debezium.data.Json",
+        "io.debezium.data.Uuid",
+        "io.debezium.data.Enum",
+        "io.debezium.data.EnumSet",
+        "io.debezium.data.Xml",
+        "io.debezium.data.Ltree",
+        "io.debezium.time.ZonedTime",
+        "io.debezium.time.Interval",
+    }
+)
+_SEMANTICS: Final[dict[str, Callable[[Mapping[str, Any], str], _Column]]] = {
+    "io.debezium.data.VariableScaleDecimal": lambda node, path: _variable_scale_decimal_column(path),
+    "org.apache.kafka.connect.data.Decimal": _decimal_column,
+    "io.debezium.time.Date": lambda node, path: _date_column(path),
+    "org.apache.kafka.connect.data.Date": lambda node, path: _date_column(path),
+    "io.debezium.time.Time": lambda node, path: _time_column(1000, 1, path),
+    "org.apache.kafka.connect.data.Time": lambda node, path: _time_column(1000, 1, path),
+    "io.debezium.time.MicroTime": lambda node, path: _time_column(1, 1, path),
+    "io.debezium.time.NanoTime": lambda node, path: _time_column(1, 1000, path),
+    "io.debezium.time.Timestamp": lambda node, path: _naive_timestamp_column(1000, 1, path),
+    "org.apache.kafka.connect.data.Timestamp": lambda node, path: _naive_timestamp_column(1000, 1, path),
+    "io.debezium.time.MicroTimestamp": lambda node, path: _naive_timestamp_column(1, 1, path),
+    "io.debezium.time.NanoTimestamp": lambda node, path: _naive_timestamp_column(1, 1000, path),
+    "io.debezium.time.ZonedTimestamp": lambda node, path: _zoned_timestamp_column(path),
+    "io.debezium.time.MicroDuration": lambda node, path: _simple(LongType()),
+    "io.debezium.time.Year": lambda node, path: _simple(IntegerType()),
+    "io.debezium.data.Bits": lambda node, path: _simple(BinaryType()),
+}
+
+# Avro logical types without a Connect name (a converter with connect.meta.data=false keeps these).
+_LOGICAL: Final[dict[str, Callable[[Mapping[str, Any], str], _Column]]] = {
+    "decimal": _decimal_column,
+    "date": lambda node, path: _date_column(path),
+    "time-millis": lambda node, path: _time_column(1000, 1, path),
+    "time-micros": lambda node, path: _time_column(1, 1, path),
+    "timestamp-millis": lambda node, path: _instant_timestamp_column(1000, path),
+    "timestamp-micros": lambda node, path: _instant_timestamp_column(1, path),
+    "local-timestamp-millis": lambda node, path: _naive_timestamp_column(1000, 1, path),
+    "local-timestamp-micros": lambda node, path: _naive_timestamp_column(1, 1, path),
+}
+
+_PRIMITIVES: Final[dict[str, DataType]] = {
+    "boolean": BooleanType(),
+    "int": IntegerType(),
+    "long": LongType(),
+    "float": FloatType(),
+    "double": DoubleType(),
+    "string": StringType(),
+    "bytes": BinaryType(),
+}
+_CONNECT_INTS: Final[dict[str, DataType]] = {"int8": ByteType(), "int16": ShortType()}
+
+
+def _full_name(node: Mapping[str, Any]) -> str:
+    name: str = node["name"]
+    namespace = node.get("namespace")
+    return f"{namespace}.{name}" if namespace and "." not in name else name
+
+
+class _Compiler:
+    """Turns one Avro schema tree into :class:`_Column` objects, resolving named-type references."""
+
+    def __init__(self) -> None:
+        self._named: dict[str, Mapping[str, Any]] = {}
+
+    def column(self, node: Any, path: str) -> _Column:
+        if isinstance(node, list):
+            return self._union(node, path)
+        if isinstance(node, str):
+            if node in _PRIMITIVES:
+                return _simple(_PRIMITIVES[node])
+            if node in self._named:
+                return self.column(self._named[node], path)
+            raise _field_error(path, f"unknown Avro type {node!r}")
+        avro_type = node["type"]
+        if not isinstance(avro_type, str):
+            return self.column(avro_type, path)
+        if avro_type in ("record", "enum", "fixed"):
+            self._named[_full_name(node)] = node
+        semantic = node.get("connect.name") or (_full_name(node) if avro_type == "record" else None)
+        if semantic in _SEMANTICS:
+            return _SEMANTICS[semantic](node, path)
+        if semantic in _STRING_SEMANTICS:
+            return _simple(StringType())
+        logical = node.get("logicalType", node.get(STASHED_LOGICAL_TYPE))
+        if logical in _LOGICAL:
+            return _LOGICAL[logical](node, path)
+        if avro_type == "record":
+            return self.record(node, path)
+        if avro_type == "array":
+            return self._array(node, path)
+        if avro_type == "map":
+            values = self.column(node["values"], f"{path}.value")
+            return _Column(
+                MapType(StringType(), values.spark, values.nullable),
+                False,
+                lambda raw: {k: None if v is None else values.convert(v) for k, v in raw.items()},
+            )
+        if avro_type == "enum":
+            return _simple(StringType())
+        if avro_type == "fixed":
+            return _simple(BinaryType())
+        if avro_type == "int" and node.get("connect.type") in _CONNECT_INTS:
+            return _simple(_CONNECT_INTS[node["connect.type"]])
+        if avro_type in _PRIMITIVES:
+            return _simple(_PRIMITIVES[avro_type])
+        raise _field_error(path, f"unsupported Avro type {avro_type!r}")
+
+    def record(self, node: Mapping[str, Any], path: str) -> _Column:
+        """Compile a record into a Spark struct, keeping Avro's nullability of its fields."""
+        fields = [
+            (f["name"], self.column(f["type"], f"{path}.{f['name']}" if path else f["name"]))
+            for f in node["fields"]
+        ]
+        spark = StructType([StructField(name, col.spark, col.nullable) for name, col in fields])
+
+        def convert(raw: Mapping[str, Any]) -> dict[str, Any]:
+            return {name: None if raw.get(name) is None else col.convert(raw[name]) for name, col in fields}
+
+        return _Column(spark, False, convert)
+
+    def _union(self, branches: list[Any], path: str) -> _Column:
+        others = [b for b in branches if b != "null"]
+        if len(others) != 1:
+            raise _field_error(path, f"union {branches!r} is not supported (only a type with null)")
+        inner = self.column(others[0], path)
+        return _Column(inner.spark, "null" in branches, inner.convert)
+
+    def _array(self, node: Mapping[str, Any], path: str) -> _Column:
+        items = self.column(node["items"], f"{path}[]")
+        return _Column(
+            ArrayType(items.spark, items.nullable),
+            False,
+            lambda raw: [None if v is None else items.convert(v) for v in raw],
+        )
+
+
+def is_unavailable_placeholder(raw: Any) -> bool:
+    """True when a raw column value is Debezium's placeholder for an unchanged TOASTed value.
+
+    Debezium writes the placeholder as the string itself, its UTF-8 bytes (bytea), a one-element text
+    array, the placeholder's bytes as numbers (int/bigint arrays) or a one-entry map (hstore).
+    """
+    if isinstance(raw, str):
+        return raw == UNAVAILABLE_PLACEHOLDER
+    if isinstance(raw, bytes):
+        return raw == _PLACEHOLDER_BYTES
+    if isinstance(raw, list):
+        return raw == [UNAVAILABLE_PLACEHOLDER] or raw == _PLACEHOLDER_INTS
+    if isinstance(raw, dict):
+        return raw == {UNAVAILABLE_PLACEHOLDER: UNAVAILABLE_PLACEHOLDER}
+    return False
+
+
+class RowConverter:
+    """Compiled converter for one Avro row schema (the ``before``/``after`` record, or a key record).
+
+    Compile once per schema id and reuse: :meth:`convert` does no schema work.
+    """
+
+    def __init__(self, row_schema: Mapping[str, Any]) -> None:
+        if row_schema.get("type") != "record":
+            raise DecodeError(f"row schema {row_schema.get('name')!r} is not an Avro record")
+        compiler = _Compiler()
+        self.name: str = row_schema["name"]
+        self._columns = [(f["name"], compiler.column(f["type"], f["name"])) for f in row_schema["fields"]]
+        # Every top-level column is nullable: delete images with a default replica identity carry only the
+        # key, unchanged TOAST columns are filled from the lake later, and Hudi evolves nullable columns.
+        self.struct_type = StructType([StructField(name, col.spark, True) for name, col in self._columns])
+
+    @property
+    def column_names(self) -> list[str]:
+        """The row's columns, in schema order."""
+        return [name for name, _ in self._columns]
+
+    def convert(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Convert a raw Avro row into Python values Spark accepts for :attr:`struct_type`.
+
+        Unchanged TOAST columns become :data:`UNAVAILABLE` and are not values.
+        """
+        row: dict[str, Any] = {}
+        for name, col in self._columns:
+            raw = record.get(name)
+            if raw is None:
+                row[name] = None
+            elif is_unavailable_placeholder(raw):
+                row[name] = UNAVAILABLE
+            else:
+                row[name] = col.convert(raw)
+        return row
+
+
+def is_envelope(schema: Mapping[str, Any]) -> bool:
+    """True when ``schema`` is a Debezium envelope record (before/after/source/op)."""
+    names = {f["name"] for f in schema.get("fields", ())}
+    return schema.get("type") == "record" and {"before", "after", "op", "source"} <= names
+
+
+def row_schema(value_schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The self-contained Avro record schema of an envelope's ``after`` (and ``before``) row.
+
+    Named types are expanded, so the result can be compiled on its own; logical types are stashed.
+    """
+    if not is_envelope(value_schema):
+        raise DecodeError(f"schema {value_schema.get('name')!r} is not a Debezium envelope")
+    try:
+        expanded = expand_schema(stash_logical_types(dict(value_schema)))
+    except (ValueError, SchemaParseException) as exc:
+        raise DecodeError(f"envelope {value_schema.get('name')!r} is not a valid Avro schema: {exc}") from exc
+    assert isinstance(expanded, dict)
+    after = next(f for f in expanded["fields"] if f["name"] == "after")
+    branches = after["type"] if isinstance(after["type"], list) else [after["type"]]
+    records = [b for b in branches if isinstance(b, dict) and b.get("type") == "record"]
+    if len(records) != 1:
+        raise DecodeError(f"envelope {value_schema.get('name')!r} has no record type for 'after'")
+    row: dict[str, Any] = records[0]
+    return row
+
+
+def spark_schema_for(avro_value_schema: Mapping[str, Any]) -> StructType:
+    """Spark schema of the row described by a Debezium value (envelope) schema, or by a row/key record."""
+    row = row_schema(avro_value_schema) if is_envelope(avro_value_schema) else avro_value_schema
+    return RowConverter(row).struct_type
+
+
+def convert_row(record: Mapping[str, Any], avro_row_schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert one raw Avro row with its row schema; compile a :class:`RowConverter` instead for many rows."""
+    return RowConverter(avro_row_schema).convert(record)

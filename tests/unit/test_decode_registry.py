@@ -1,0 +1,162 @@
+"""The schema registry client against an in-process fake of the Confluent REST API."""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import threading
+
+import pytest
+from fixtures import debezium as dbz
+from fixtures.fake_registry import FakeRegistry, serve
+from fixtures.wire import framed
+from pydantic import SecretStr
+
+from cdc_lake.decode import SchemaRegistry, decode_message
+from cdc_lake.exceptions import ConfigError, SchemaRegistryError
+
+
+def client(url: str, username: str | None = None, password: str | None = None) -> SchemaRegistry:
+    """A registry client with three quick attempts."""
+    return SchemaRegistry(
+        url,
+        username=username,
+        password=None if password is None else SecretStr(password),
+        attempts=3,
+        backoff_seconds=0.001,
+        max_backoff_seconds=0.002,
+        timeout_seconds=2.0,
+    )
+
+
+@pytest.fixture
+def fake() -> FakeRegistry:
+    return FakeRegistry({1: dbz.pg_key(), 2: dbz.pg_envelope()}, {"pg.public.orders-value": 2})
+
+
+def test_schema_is_fetched_once_and_cached(fake: FakeRegistry) -> None:
+    with serve(fake), client(fake.url) as registry:
+        first = registry.get_schema(2)
+        assert registry.get_schema(2) is first
+        assert first.is_envelope and first.name == "pg.public.orders.Envelope"
+    assert [path for path, _ in fake.requests] == ["/schemas/ids/2"]
+
+
+def test_latest_version_of_a_subject_fills_the_id_cache(fake: FakeRegistry) -> None:
+    with serve(fake), client(fake.url + "/") as registry:
+        latest = registry.latest("pg.public.orders-value")
+        assert latest.schema_id == 2 and registry.get_schema(2) is latest
+        with pytest.raises(
+            SchemaRegistryError, match="subject 'nope-value' has no registered versions at http://"
+        ):
+            registry.latest("nope-value")
+    assert [path for path, _ in fake.requests] == [
+        "/subjects/pg.public.orders-value/versions/latest",
+        "/subjects/nope-value/versions/latest",
+    ]
+
+
+def test_unknown_id_names_id_and_registry(fake: FakeRegistry) -> None:
+    with (
+        serve(fake),
+        client(fake.url) as registry,
+        pytest.raises(SchemaRegistryError, match=f"schema id 404 is not registered at {fake.url}$"),
+    ):
+        registry.get_schema(404)
+
+
+def test_server_errors_are_retried(fake: FakeRegistry) -> None:
+    fake.fail_next = [503, 500]
+    with serve(fake), client(fake.url) as registry:
+        assert registry.get_schema(1).name == "pg.public.orders.Key"
+    assert len(fake.requests) == 3
+
+
+def test_persistent_outage_reports_unreachable(fake: FakeRegistry) -> None:
+    fake.fail_next = [503, 503, 503]
+    with (
+        serve(fake),
+        client(fake.url) as registry,
+        pytest.raises(SchemaRegistryError, match=r"is unreachable after 3 attempts: HTTP 503"),
+    ):
+        registry.get_schema(1)
+
+
+def test_refused_connection_reports_unreachable() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/apis/ccompat/v7"
+    with (
+        client(url) as registry,
+        pytest.raises(SchemaRegistryError, match=f"schema registry at {url} is unreachable after 3 attempts"),
+    ):
+        registry.get_schema(1)
+
+
+def test_basic_auth_is_sent_and_never_shown(fake: FakeRegistry) -> None:
+    fake.credentials = ("reader", "s3cr3t-pw")
+    with serve(fake):
+        with client(fake.url, "reader", "s3cr3t-pw") as registry:
+            assert registry.get_schema(1).schema_id == 1
+            assert "s3cr3t" not in repr(registry) and "reader" in repr(registry)
+        with client(fake.url, "reader", "wrong-pw") as registry:
+            with pytest.raises(SchemaRegistryError, match=r"answered HTTP 401 .*Unauthorized") as info:
+                registry.get_schema(1)
+            assert "wrong-pw" not in str(info.value)
+
+
+def test_other_client_errors_are_not_retried(fake: FakeRegistry) -> None:
+    fake.fail_next = [422]
+    with (
+        serve(fake),
+        client(fake.url) as registry,
+        pytest.raises(SchemaRegistryError, match="answered HTTP 422 for /schemas/ids/1: injected failure"),
+    ):
+        registry.get_schema(1)
+    assert len(fake.requests) == 1
+
+
+def test_non_avro_and_invalid_schemas_are_refused(fake: FakeRegistry) -> None:
+    fake.schemas[5] = {"type": "record", "name": "bad", "fields": [{"name": "a", "type": "no.such.Type"}]}
+    fake.schemas[6] = "string"  # type: ignore[assignment]
+    with serve(fake), client(fake.url) as registry:
+        with pytest.raises(SchemaRegistryError, match="schema id 5 is not a valid Avro schema"):
+            registry.get_schema(5)
+        with pytest.raises(SchemaRegistryError, match="schema id 6 is not an Avro record"):
+            registry.get_schema(6)
+
+
+def test_bad_urls_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="'ftp://registry' is not an http"):
+        SchemaRegistry("ftp://registry")
+    with pytest.raises(ConfigError, match="must not embed credentials") as info:
+        SchemaRegistry("http://user:hunter2@registry:8081")
+    assert "hunter2" not in str(info.value)
+
+
+def test_concurrent_lookups_share_one_schema(fake: FakeRegistry) -> None:
+    with serve(fake), client(fake.url) as registry:
+        seen: list[object] = []
+        threads = [threading.Thread(target=lambda: seen.append(registry.get_schema(2))) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(seen) == 8 and all(s is seen[0] for s in seen)
+
+
+def test_client_pickles_without_session_or_cache(fake: FakeRegistry) -> None:
+    with serve(fake), client(fake.url, "u", "p") as registry:
+        registry.get_schema(1)
+        clone = pickle.loads(pickle.dumps(registry))
+        assert clone.get_schema(2).schema_id == 2
+        clone.close()
+    assert [path for path, _ in fake.requests] == ["/schemas/ids/1", "/schemas/ids/2"]
+
+
+def test_decode_message_through_the_http_registry(fake: FakeRegistry) -> None:
+    value = framed(2, dbz.pg_envelope(), dbz.value("t", None, None, dbz.pg_source()))
+    with serve(fake), client(fake.url) as registry:
+        event = decode_message(registry, dbz.PG_TOPIC, 0, 1, None, value)
+    assert event.ref.offset == 1
