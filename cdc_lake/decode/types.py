@@ -412,7 +412,6 @@ class RowConverter:
         if row_schema.get("type") != "record":
             raise DecodeError(f"row schema {row_schema.get('name')!r} is not an Avro record")
         compiler = _Compiler()
-        self.name: str = row_schema["name"]
         self._columns = [(f["name"], compiler.column(f["type"], f["name"])) for f in row_schema["fields"]]
         # Every top-level column is nullable: delete images with a default replica identity carry only the
         # key, unchanged TOAST columns are filled from the lake later, and Hudi evolves nullable columns.
