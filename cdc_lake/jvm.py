@@ -34,6 +34,8 @@ KAFKA_VERSION = "4.1.1"  # the Kafka that Debezium 3.5 is built against
 DEBEZIUM_VERSION = "3.5.0.Final"
 APICURIO_VERSION = "2.6.13.Final"  # the newest line whose converter resolves completely from Maven Central
 LOG4J_VERSION = "2.24.3"
+SPARK_KAFKA_CLIENTS_VERSION = "3.4.1"  # the kafka-clients spark-sql-kafka-0-10 3.5.x is built against
+COMMONS_POOL2_VERSION = "2.11.1"  # likewise, for its consumer pool
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,13 @@ def spark_jars(spark_version: str) -> ArtifactSet:
             MavenArtifact("org.apache.spark", f"spark-avro_{SCALA_BINARY_VERSION}", spark_version),
             MavenArtifact("org.apache.hadoop", "hadoop-aws", HADOOP_VERSION),
             MavenArtifact("com.amazonaws", "aws-java-sdk-bundle", AWS_SDK_BUNDLE_VERSION),
+            # Spark's Kafka source (one of the applier's two readers) and what it needs that pyspark lacks.
+            MavenArtifact("org.apache.spark", f"spark-sql-kafka-0-10_{SCALA_BINARY_VERSION}", spark_version),
+            MavenArtifact(
+                "org.apache.spark", f"spark-token-provider-kafka-0-10_{SCALA_BINARY_VERSION}", spark_version
+            ),
+            MavenArtifact("org.apache.kafka", "kafka-clients", SPARK_KAFKA_CLIENTS_VERSION),
+            MavenArtifact("org.apache.commons", "commons-pool2", COMMONS_POOL2_VERSION),
         ),
         # pyspark already ships Scala, SLF4J and the Hadoop client; pulling them again would shadow its own.
         transitive=False,

@@ -16,16 +16,29 @@ OP_COLUMN = "_cdc_op"
 SOURCE_TS_COLUMN = "_cdc_source_ts"
 ORDERING_COLUMN = "_cdc_ordering"
 APPLIED_AT_COLUMN = "_cdc_applied_at"
+SOFT_DELETED_COLUMN = "_cdc_deleted"
 DELETED_COLUMN = "_hoodie_is_deleted"
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 METADATA_FIELDS = (
     StructField(OP_COLUMN, StringType(), nullable=False),
     StructField(SOURCE_TS_COLUMN, TimestampType(), nullable=True),
     StructField(ORDERING_COLUMN, StringType(), nullable=False),
     StructField(APPLIED_AT_COLUMN, TimestampType(), nullable=False),
+    StructField(SOFT_DELETED_COLUMN, BooleanType(), nullable=False),
     StructField(DELETED_COLUMN, BooleanType(), nullable=False),
 )
-"""Columns every lake table carries besides the source's: what happened, when, and in which order."""
+"""Columns every lake table carries besides the source's: what happened, when, and in which order.
+
+``_cdc_deleted`` is true for rows kept after a delete (soft-delete tables); ``_hoodie_is_deleted``
+tells Hudi to remove the row (hard-delete tables) and is never visible in the table.
+"""
+
+
+def source_time(ts_ms: int) -> dt.datetime:
+    """A source commit time in epoch milliseconds as an exact UTC datetime."""
+    return _EPOCH + dt.timedelta(milliseconds=ts_ms)
 
 
 def lake_struct(row_type: StructType) -> StructType:
@@ -33,8 +46,10 @@ def lake_struct(row_type: StructType) -> StructType:
     return StructType([*row_type.fields, *METADATA_FIELDS])
 
 
-def lake_row(event: ChangeEvent, applied_at: dt.datetime) -> dict[str, Any]:
+def lake_row(event: ChangeEvent, applied_at: dt.datetime, soft_deletes: bool = False) -> dict[str, Any]:
     """One lake row for `event`: its row image plus metadata; deletes keep the `before` image, flagged.
+
+    A delete is flagged for Hudi to remove the row, or with `soft_deletes` kept with `_cdc_deleted` set.
 
     Raises DecodeError when the image still holds an unavailable (TOAST) placeholder: such a
     column must be filled from the stored row before writing, never written as the placeholder.
@@ -51,10 +66,11 @@ def lake_row(event: ChangeEvent, applied_at: dt.datetime) -> dict[str, Any]:
     return {
         **image,
         OP_COLUMN: event.op,
-        SOURCE_TS_COLUMN: dt.datetime.fromtimestamp(event.source.ts_ms / 1000, tz=dt.UTC),
+        SOURCE_TS_COLUMN: source_time(event.source.ts_ms),
         ORDERING_COLUMN: event.ordering_value,
         APPLIED_AT_COLUMN: applied_at,
-        DELETED_COLUMN: event.is_delete,
+        SOFT_DELETED_COLUMN: soft_deletes and event.is_delete,
+        DELETED_COLUMN: event.is_delete and not soft_deletes,
     }
 
 

@@ -21,7 +21,6 @@ from cdc_lake.state.store import StateStore
 
 ONBOARDING_ISSUE = "the onboarding issue"
 BOOTSTRAP_ISSUE = "the bootstrap issue"
-APPLY_ISSUE = "the incremental apply issue"
 OPERATIONS_ISSUE = "the operations issue"
 
 
@@ -142,24 +141,44 @@ def bootstrap(tables: tuple[str, ...], source: str | None, all_pending: bool) ->
 
 
 @cli.command()
-@click.option("--once", is_flag=True, help="Apply what is in Kafka now, then exit.")
+@click.option("--once", is_flag=True, help="Catch up to the end offsets seen now, then exit.")
 @click.option("--tables", multiple=True, metavar="TABLE", help="Apply only these tables (repeatable).")
 @click.option("--tier", type=click.IntRange(min=0), help="Apply only tables of this tier.")
-def apply(once: bool, tables: tuple[str, ...], tier: int | None) -> None:
-    """Apply change events from Kafka to the Hudi tables.
+@click.option(
+    "--parallel", type=click.IntRange(min=1), default=4, show_default=True,
+    help="How many tables apply at once (one Spark application).",
+)
+@click.pass_context
+def apply(ctx: click.Context, once: bool, tables: tuple[str, ...], tier: int | None, parallel: int) -> None:
+    """Apply change events from Kafka to the Hudi tables, one Hudi commit per batch.
 
-    Not implemented yet: arrives with the incremental apply issue.
+    With --once, each table catches up to the end offsets seen at start and the command exits,
+    non-zero if any table failed.  Without it, the chosen tables apply continuously like `run`.
     """
-    raise _not_implemented("apply", APPLY_ISSUE)
+    from cdc_lake.apply.commands import apply_once_command, run_command
+
+    config = get_config(ctx)
+    if once:
+        apply_once_command(config, tables, tier, parallel, click.echo)
+    else:
+        run_command(config, tables, tier, parallel, click.echo)
 
 
 @cli.command()
-def run() -> None:
-    """Run continuously: apply every tier at its interval and measure lag and freshness.
+@click.option(
+    "--parallel", type=click.IntRange(min=1), default=4, show_default=True,
+    help="How many tables apply at once (one Spark application).",
+)
+@click.pass_context
+def run(ctx: click.Context, parallel: int) -> None:
+    """Run continuously: tier-0 tables apply without pause, other tiers at their interval.
 
-    Not implemented yet: arrives with the incremental apply issue.
+    Freshness and lag are recorded per table for `status`.  SIGTERM or Ctrl-C lets running batches
+    finish, then exits.
     """
-    raise _not_implemented("run", APPLY_ISSUE)
+    from cdc_lake.apply.commands import run_command
+
+    run_command(get_config(ctx), (), None, parallel, click.echo)
 
 
 @cli.command()

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from cdc_lake.exceptions import KafkaReadError
 
@@ -41,23 +41,36 @@ def _consumer(bootstrap_servers: str, extra: Mapping[str, str] | None = None) ->
     })
 
 
-def end_offsets(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
-    """The high watermark of every partition of `topic`; empty when the topic does not exist."""
-    consumer = _consumer(bootstrap_servers)
+def watermarks(
+    bootstrap_servers: str, topic: str, timeout: float = 10.0, extra: Mapping[str, str] | None = None
+) -> dict[int, tuple[int, int]]:
+    """The (low, high) watermark of every partition of `topic`; empty when the topic does not exist.
+
+    `low` is the first offset still stored (retention deletes older ones), `high` the next offset to be
+    written.  `extra` is librdkafka configuration (security settings) from the config's `kafka.consumer`.
+    """
+    consumer = _consumer(bootstrap_servers, extra)
     try:
         metadata = consumer.list_topics(topic, timeout=timeout)
         described = metadata.topics.get(topic)
         if described is None or described.error is not None:
             return {}
-        ends = {}
+        marks = {}
         for partition in described.partitions:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
-            ends[partition] = int(high)
-        return ends
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            marks[partition] = (int(low), int(high))
+        return marks
     except KafkaException as exc:
-        raise KafkaReadError(f"cannot read end offsets of topic {topic!r}: {exc}") from exc
+        raise KafkaReadError(f"cannot read the offsets of topic {topic!r}: {exc}") from exc
     finally:
         consumer.close()
+
+
+def end_offsets(
+    bootstrap_servers: str, topic: str, timeout: float = 10.0, extra: Mapping[str, str] | None = None
+) -> dict[int, int]:
+    """The high watermark of every partition of `topic`; empty when the topic does not exist."""
+    return {p: high for p, (_, high) in watermarks(bootstrap_servers, topic, timeout, extra).items()}
 
 
 def read_ranges(
@@ -79,20 +92,22 @@ def read_ranges(
             message = consumer.poll(0.5)
             if message is None:
                 continue
-            key = (message.topic(), message.partition())
-            if message.error() is not None:
-                if message.error().code() == -191:  # _PARTITION_EOF: nothing more right now
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise KafkaReadError(f"topic {key[0]!r} partition {key[1]}: {message.error()}")
-            wanted = pending.get(key)
+                raise KafkaReadError(f"topic {message.topic()!r} partition {message.partition()}: {error}")
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            if topic is None or partition is None or offset is None:
+                continue
+            wanted = pending.get((topic, partition))
             if wanted is None:
                 continue
-            offset = message.offset()
             if offset < wanted.end:
                 messages.append(message)
             if offset + 1 >= wanted.end:
-                del pending[key]
-                consumer.incremental_unassign([TopicPartition(*key)])
+                del pending[(topic, partition)]
+                consumer.incremental_unassign([TopicPartition(topic, partition)])
     finally:
         consumer.close()
     return messages

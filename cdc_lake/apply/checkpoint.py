@@ -1,0 +1,104 @@
+"""Where a table's apply resumes: the Kafka offsets stored in its last completed Hudi commit.
+
+Every apply commit carries, in its extra metadata, the topic and the next offset to apply per partition
+(HoodieStreamer's checkpoint idea): the data and the offsets become durable in one atomic commit, so a
+crash at any point resumes exactly after the last completed commit.  An inflight commit is invisible
+here and Hudi rolls it back on the next write.  Before the first apply commit the offsets come from the
+bootstrap's saved watermark, and a table never bootstrapped starts at the beginning of its topic.
+The state store's applied offsets are only a copy for ``status``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.hudi.timeline import CommitInfo, latest_commit
+from cdc_lake.state.store import StateStore
+
+TOPIC_KEY = "kafka.topic"
+OFFSETS_KEY = "kafka.offsets"
+SOURCE_TS_KEY = "source.newest_ts_ms"
+
+
+class Origin(enum.StrEnum):
+    """Where a checkpoint came from."""
+
+    COMMIT = "hudi commit"
+    WATERMARK = "bootstrap watermark"
+    TOPIC_START = "topic start"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The next offset to apply per partition of ``topic``, and the newest source time applied so far."""
+
+    topic: str
+    offsets: dict[int, int]
+    newest_source_ts_ms: int | None
+    origin: Origin
+    commit_instant: str | None = None
+
+    def commit_metadata(self) -> dict[str, str]:
+        """The extra metadata that stores this checkpoint in a Hudi commit."""
+        metadata = {
+            TOPIC_KEY: self.topic,
+            OFFSETS_KEY: json.dumps({str(p): o for p, o in sorted(self.offsets.items())}),
+        }
+        if self.newest_source_ts_ms is not None:
+            metadata[SOURCE_TS_KEY] = str(self.newest_source_ts_ms)
+        return metadata
+
+
+def checkpoint_from_commit(commit: CommitInfo, topic: str, where: str) -> Checkpoint | None:
+    """The checkpoint stored in ``commit``, or None when it carries no offsets (a bootstrap commit).
+
+    Raises HudiWriteError when the offsets belong to another topic or cannot be parsed.
+    """
+    raw = commit.metadata.get(OFFSETS_KEY)
+    if raw is None:
+        return None
+    stored_topic = commit.metadata.get(TOPIC_KEY, topic)
+    if stored_topic != topic:
+        raise HudiWriteError(
+            f"{where}: commit {commit.instant} holds offsets of topic {stored_topic!r}, not {topic!r}"
+        )
+    try:
+        offsets = {int(p): int(o) for p, o in json.loads(raw).items()}
+        newest = commit.metadata.get(SOURCE_TS_KEY)
+        newest_ts = int(newest) if newest is not None else None
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise HudiWriteError(f"{where}: commit {commit.instant} has malformed offsets {raw!r}") from exc
+    return Checkpoint(topic, offsets, newest_ts, Origin.COMMIT, commit.instant)
+
+
+def resume_checkpoint(
+    spark: SparkSession, base_path: str, topic: str, table: str, store: StateStore | None
+) -> Checkpoint:
+    """Where ``table`` resumes: its last completed commit's offsets, else its bootstrap watermark, else 0.
+
+    A table with commits but no offsets in them (a bootstrap's bulk insert) needs the watermark.
+    """
+    where = f"table {table} at {base_path}"
+    commit = latest_commit(spark, base_path)
+    if commit is not None:
+        stored = checkpoint_from_commit(commit, topic, where)
+        if stored is not None:
+            return stored
+    watermark = store.get_watermark(table) if store is not None else None
+    if watermark is not None:
+        if watermark.topic != topic:
+            raise HudiWriteError(
+                f"{where}: the bootstrap watermark is for topic {watermark.topic!r}, not {topic!r}"
+            )
+        return Checkpoint(topic, dict(watermark.offsets), watermark.ts_source_ms, Origin.WATERMARK)
+    if commit is not None:
+        raise HudiWriteError(
+            f"{where}: the lake table has commits but neither they nor a bootstrap watermark hold "
+            "Kafka offsets; re-bootstrap the table"
+        )
+    return Checkpoint(topic, {}, None, Origin.TOPIC_START)

@@ -1,0 +1,136 @@
+"""What ``cdc-lake apply`` and ``cdc-lake run`` do, behind the click verbs in :mod:`cdc_lake.cli.main`.
+
+``apply --once`` first compares each table's applied offsets (the state store's copy) with the topic's
+end offsets on the driver: when no table has anything new, it returns without starting Spark at all.
+The copy can only lag the Hudi commits, never lead them, so this never skips real work.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
+
+from cdc_lake.apply.runner import (
+    ApplyRunner,
+    TableOutcome,
+    applier_options,
+    apply_once,
+    failure_summary,
+    registry_client,
+    skip_reason,
+)
+from cdc_lake.apply.service import ApplyService
+from cdc_lake.apply.target import ApplyTarget, select_targets
+from cdc_lake.config import Config
+from cdc_lake.kafka.offsets import end_offsets
+from cdc_lake.spark import get_spark
+from cdc_lake.state.store import StateStore
+
+_LOG = logging.getLogger(__name__)
+
+
+def describe(outcome: TableOutcome) -> str:
+    """One line about a table's outcome, for people."""
+    if outcome.skipped:
+        return f"{outcome.table}: skipped ({outcome.skipped})"
+    if outcome.error:
+        return f"{outcome.table}: FAILED: {outcome.error}"
+    if not outcome.offsets:
+        return f"{outcome.table}: up to date"
+    lag = "" if outcome.lag_messages is None else f", lag {outcome.lag_messages}"
+    return (
+        f"{outcome.table}: {outcome.changes} changes from {outcome.offsets} messages in "
+        f"{outcome.batches} commits (last {outcome.commit_instant}){lag}"
+    )
+
+
+def _has_news(config: Config, store: StateStore, target: ApplyTarget) -> bool:
+    """False only when the state store shows every partition applied up to the topic's end now."""
+    applied = store.get_applied_offsets(target.qualified_name)
+    ends = end_offsets(config.kafka.bootstrap_servers, target.topic, extra=dict(config.kafka.consumer))
+    return not ends or any(applied.get(partition, 0) < end for partition, end in ends.items())
+
+
+def _runner(config: Config, store: StateStore, slices: int) -> ApplyRunner:
+    spark = get_spark(config.spark, config.lake)
+    return ApplyRunner(spark, store, applier_options(config, slices=slices), registry_client(config))
+
+
+def apply_once_command(
+    config: Config,
+    tables: Sequence[str],
+    tier: int | None,
+    workers: int,
+    echo: Callable[[str], None],
+) -> list[TableOutcome]:
+    """Catch the chosen tables up to the end offsets seen now, then return; raises ApplyError on failures."""
+    targets = select_targets(config, tuple(tables), tier)
+    with StateStore.open(config.state_store.url) as store:
+        outcomes: list[TableOutcome] = []
+        pending = []
+        for target in targets:
+            reason = skip_reason(store, target)
+            if reason is not None:
+                outcomes.append(TableOutcome(target.qualified_name, skipped=reason))
+            elif not _has_news(config, store, target):
+                outcomes.append(TableOutcome(target.qualified_name))
+            else:
+                pending.append(target)
+        for outcome in outcomes:
+            echo(describe(outcome))
+        if pending:
+            runner = _runner(config, store, slices=max(2, workers))
+            outcomes += apply_once(runner, pending, workers, on_done=lambda o: echo(describe(o)))
+    error = failure_summary(outcomes)
+    if error is not None:
+        raise error
+    return outcomes
+
+
+@contextmanager
+def _stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """Call ``stop`` on SIGTERM or SIGINT while the block runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        _LOG.info("received %s: finishing running batches", signal.Signals(signum).name)
+        stop()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_command(
+    config: Config,
+    tables: Sequence[str],
+    tier: int | None,
+    workers: int,
+    echo: Callable[[str], None],
+    poll_seconds: float = 1.0,
+) -> None:
+    """Run the applier service for the chosen tables until SIGTERM or SIGINT."""
+    targets = select_targets(config, tuple(tables), tier)
+    with StateStore.open(config.state_store.url) as store:
+        runner = _runner(config, store, slices=max(2, workers))
+        service = ApplyService(
+            runner, targets, lambda t: float(config.apply.interval_for(t)), workers, poll_seconds
+        )
+
+        def report(outcome: TableOutcome) -> None:
+            if outcome.offsets or outcome.error:
+                echo(describe(outcome))
+
+        echo(f"applying {len(targets)} tables; stop with SIGTERM or Ctrl-C")
+        with _stop_on_signals(service.stop):
+            service.run(on_outcome=report)
+        echo("stopped")

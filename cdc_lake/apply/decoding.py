@@ -1,0 +1,224 @@
+"""Decoding one batch's Kafka messages on the executors, and summarising what was decoded.
+
+Runs inside Spark tasks: every message becomes a :class:`DecodedChange` (a row image and its metadata),
+a :class:`BadMessage` (what could not be applied, and why), or nothing (tombstones, which only follow
+deletes).  Nothing here raises on bad input: a bad message is data, so the driver can stop the table
+exactly there, apply what precedes it, and name it.  Writer schemas are fetched by id from the registry
+and cached for the life of the executor's Python worker.
+
+Truncate policy: a Debezium truncate (``op='t'``, sent only when the connector is configured not to
+skip truncates) is a bad message.  The table stops before it with an error asking for a re-bootstrap,
+because a truncate is ordered against the other partitions' events only by source position and cannot
+be replayed as a per-key change.  See docs/applier.md.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from cdc_lake.decode.envelope import ChangeEvent, decode_message
+from cdc_lake.decode.framing import HEADER_SIZE, MessageRef
+from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.decode.schema import SchemaLookup
+from cdc_lake.decode.types import UNAVAILABLE
+from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.kafka.reader import RawMessage
+
+TRUNCATE_REASON = (
+    "TRUNCATE event: cdc-lake does not replay truncates (the table stops before it); "
+    "re-bootstrap the table"
+)
+
+
+class DecodedChange(NamedTuple):
+    """One change event, ready to become a lake row.
+
+    ``row`` is the after image (the before image for deletes) with unavailable columns set to None and
+    listed in ``unavailable``; they are filled from earlier changes or the stored row before writing.
+    """
+
+    partition: int
+    offset: int
+    op: str
+    value_schema_id: int
+    key_schema_id: int | None
+    ordering: str
+    source_ts_ms: int
+    row: dict[str, Any]
+    unavailable: tuple[str, ...]
+
+
+class BadMessage(NamedTuple):
+    """A message that cannot be applied: where it is, why, and its raw bytes (for a dead-letter topic)."""
+
+    partition: int
+    offset: int
+    reason: str
+    key: bytes | None
+    value: bytes | None
+
+
+Decoded = DecodedChange | BadMessage
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """What the executors need to decode a table's messages; shipped with every task.
+
+    ``key_fields`` are the configured record key columns, or None to use the message key's fields.
+    With ``soft_deletes``, the non-key columns a delete's before image leaves null are marked
+    unavailable, so the soft-deleted row keeps its last stored values.
+    """
+
+    topic: str
+    registry: SchemaLookup
+    key_fields: tuple[str, ...] | None
+    soft_deletes: bool
+
+
+_REGISTRIES: dict[tuple[str, str], SchemaLookup] = {}
+_REGISTRIES_LOCK = threading.Lock()
+
+
+def _shared(lookup: SchemaLookup) -> SchemaLookup:
+    """One registry client per executor process, so schemas are fetched once, not once per task."""
+    if not isinstance(lookup, SchemaRegistry):
+        return lookup
+    identity = (lookup.url, repr(lookup))
+    with _REGISTRIES_LOCK:
+        return _REGISTRIES.setdefault(identity, lookup)
+
+
+def _schema_id(frame: bytes | None) -> int | None:
+    if frame is None or len(frame) < HEADER_SIZE:
+        return None
+    return int.from_bytes(frame[1:HEADER_SIZE], "big")
+
+
+def _reason(exc: Exception, ref: MessageRef) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    prefix = f"{ref}: "
+    while text.startswith(prefix):
+        text = text[len(prefix) :]
+    if not isinstance(exc, CdcLakeError):
+        text = f"{type(exc).__name__}: {text}"
+    return " ".join(text.split())
+
+
+def _change(settings: DecodeSettings, event: ChangeEvent, message: RawMessage) -> Decoded:
+    def bad(reason: str) -> BadMessage:
+        return BadMessage(message.partition, message.offset, reason, message.key, message.value)
+
+    if event.is_truncate:
+        return bad(TRUNCATE_REASON)
+    image = event.row
+    if image is None:
+        return bad(f"{event.op!r} event has no row image")
+    key_fields = settings.key_fields or (tuple(event.key) if event.key else None)
+    if not key_fields:
+        return bad("message has no key (a table without a primary key?); set key: [...] for the table")
+    for name in key_fields:
+        if image.get(name) is None or image[name] is UNAVAILABLE:
+            return bad(f"key column {name!r} is missing or null in the row image")
+    row = {name: None if value is UNAVAILABLE else value for name, value in image.items()}
+    unavailable = [name for name, value in image.items() if value is UNAVAILABLE]
+    if settings.soft_deletes and event.is_delete:
+        keys = set(key_fields)
+        unavailable.extend(name for name, value in image.items() if value is None and name not in keys)
+    return DecodedChange(
+        partition=message.partition,
+        offset=message.offset,
+        op=event.op,
+        value_schema_id=event.value_schema.schema_id,
+        key_schema_id=_schema_id(message.key),
+        ordering=event.ordering_value,
+        source_ts_ms=event.source.ts_ms,
+        row=row,
+        unavailable=tuple(unavailable),
+    )
+
+
+def decode_messages(settings: DecodeSettings, messages: Iterable[RawMessage]) -> Iterator[Decoded]:
+    """Decode ``messages`` of ``settings.topic``; tombstones yield nothing, failures yield BadMessage."""
+    registry = _shared(settings.registry)
+    for message in messages:
+        ref = MessageRef(settings.topic, message.partition, message.offset)
+        try:
+            decoded = decode_message(
+                registry, settings.topic, message.partition, message.offset, message.key, message.value
+            )
+            if isinstance(decoded, ChangeEvent):
+                yield _change(settings, decoded, message)
+        except Exception as exc:  # every failure stops the table here, named
+            yield BadMessage(message.partition, message.offset, _reason(exc, ref), message.key, message.value)
+
+
+def _first(offsets: dict[int, int], partition: int, offset: int) -> None:
+    known = offsets.get(partition)
+    if known is None or offset < known:
+        offsets[partition] = offset
+
+
+@dataclass
+class BatchSummary:
+    """What a batch holds, gathered on the executors and merged on the driver.
+
+    ``value_schemas`` / ``key_schemas`` map each schema id to the first offset using it per partition;
+    ``first_bad`` holds the first bad message of each partition.
+    """
+
+    changes: int = 0
+    ops: dict[str, int] = field(default_factory=dict)
+    value_schemas: dict[int, dict[int, int]] = field(default_factory=dict)
+    key_schemas: dict[int, dict[int, int]] = field(default_factory=dict)
+    first_bad: dict[int, BadMessage] = field(default_factory=dict)
+    unavailable: set[str] = field(default_factory=set)
+    newest_source_ts_ms: int | None = None
+
+    def add(self, record: Decoded) -> None:
+        """Account for one decoded record."""
+        if isinstance(record, BadMessage):
+            known = self.first_bad.get(record.partition)
+            if known is None or record.offset < known.offset:
+                self.first_bad[record.partition] = record
+            return
+        self.changes += 1
+        self.ops[record.op] = self.ops.get(record.op, 0) + 1
+        _first(self.value_schemas.setdefault(record.value_schema_id, {}), record.partition, record.offset)
+        if record.key_schema_id is not None:
+            _first(self.key_schemas.setdefault(record.key_schema_id, {}), record.partition, record.offset)
+        self.unavailable.update(record.unavailable)
+        if self.newest_source_ts_ms is None or record.source_ts_ms > self.newest_source_ts_ms:
+            self.newest_source_ts_ms = record.source_ts_ms
+
+    def merge(self, other: BatchSummary) -> BatchSummary:
+        """Fold ``other`` into this summary and return it."""
+        self.changes += other.changes
+        for op, count in other.ops.items():
+            self.ops[op] = self.ops.get(op, 0) + count
+        pairs = ((self.value_schemas, other.value_schemas), (self.key_schemas, other.key_schemas))
+        for mine, theirs in pairs:
+            for schema_id, firsts in theirs.items():
+                for partition, offset in firsts.items():
+                    _first(mine.setdefault(schema_id, {}), partition, offset)
+        for bad in other.first_bad.values():
+            known = self.first_bad.get(bad.partition)
+            if known is None or bad.offset < known.offset:
+                self.first_bad[bad.partition] = bad
+        self.unavailable |= other.unavailable
+        if other.newest_source_ts_ms is not None and (
+            self.newest_source_ts_ms is None or other.newest_source_ts_ms > self.newest_source_ts_ms
+        ):
+            self.newest_source_ts_ms = other.newest_source_ts_ms
+        return self
+
+
+def summarize(records: Iterable[Decoded]) -> Iterator[BatchSummary]:
+    """One summary of ``records`` (a Spark partition's worth)."""
+    summary = BatchSummary()
+    for record in records:
+        summary.add(record)
+    yield summary

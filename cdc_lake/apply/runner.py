@@ -1,0 +1,242 @@
+"""Applying many tables concurrently in one Spark application, with lifecycle, offsets and freshness.
+
+Each table has one :class:`TableApplier` (its batches run one at a time); tables run in a thread pool,
+so their Spark jobs, Hudi commits and driver work overlap.  After every batch the state store gets the
+applied offsets (a copy; the Hudi commit is the source of truth), the freshness (source commit time of
+the newest applied change) and the lag in messages; a table that fails becomes FAILED with a one-line
+cause and the others keep going.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
+from cdc_lake.apply.target import ApplyTarget
+from cdc_lake.config import Config
+from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.exceptions import ApplyError, CdcLakeError
+from cdc_lake.kafka.offsets import end_offsets
+from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
+from cdc_lake.logging_setup import redact
+from cdc_lake.spark.errors import JVM_ERRORS, root_cause
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.store import StateStore
+
+_LOG = logging.getLogger(__name__)
+
+APPLIABLE_STATES = frozenset({TableState.CATCHING_UP, TableState.LIVE, TableState.FAILED})
+"""States whose tables the applier works on; FAILED tables are retried."""
+
+
+@dataclass(frozen=True)
+class TableOutcome:
+    """What applying one table did: batches, changes, where it stands, and why it stopped if it did."""
+
+    table: str
+    batches: int = 0
+    changes: int = 0
+    offsets: int = 0
+    commit_instant: str | None = None
+    lag_messages: int | None = None
+    newest_source_ts_ms: int | None = None
+    error: str | None = None
+    skipped: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True when the table stopped with an error."""
+        return self.error is not None
+
+
+def applier_options(
+    config: Config, reader: KafkaReader = KafkaReader.CONSUMER, slices: int = 4
+) -> ApplierOptions:
+    """Batch options from the config's ``kafka`` and ``apply`` sections."""
+    kafka = KafkaReadSettings(config.kafka.bootstrap_servers, dict(config.kafka.consumer))
+    return ApplierOptions(kafka=kafka, max_events=config.apply.batch_max_events, reader=reader, slices=slices)
+
+
+def registry_client(config: Config) -> SchemaRegistry:
+    """The schema registry client the driver and the executors use."""
+    settings = config.schema_registry
+    return SchemaRegistry(settings.url, username=settings.user, password=settings.password)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A one-line cause: a cdc-lake error's message, a JVM error's root cause, a Python task's last line."""
+    if isinstance(exc, CdcLakeError):
+        text = str(exc)
+    elif isinstance(exc, JVM_ERRORS):
+        text = root_cause(exc)
+        python_error = [line for line in str(exc).splitlines() if line.startswith("cdc_lake.exceptions.")]
+        if python_error:
+            text = python_error[-1].removeprefix("cdc_lake.exceptions.")
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return " ".join(redact(text).split()) or type(exc).__name__
+
+
+def skip_reason(store: StateStore, target: ApplyTarget) -> str | None:
+    """Why ``target`` is not applied now (not onboarded, or in a state the applier leaves alone)."""
+    info = store.get_table(target.qualified_name)
+    if info is None:
+        return "not onboarded"
+    if info.state not in APPLIABLE_STATES:
+        return f"state {info.state.value}"
+    return None
+
+
+class ApplyRunner:
+    """Applies configured tables, recording state; safe to call from many threads (one per table)."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        store: StateStore,
+        options: ApplierOptions,
+        registry: SchemaRegistry,
+    ) -> None:
+        self.spark = spark
+        self.store = store
+        self.options = options
+        self.registry = registry
+        self._appliers: dict[str, TableApplier] = {}
+        self._lock = threading.Lock()
+
+    def applier(self, target: ApplyTarget) -> TableApplier:
+        """The one applier of ``target`` (created on first use)."""
+        with self._lock:
+            found = self._appliers.get(target.qualified_name)
+            if found is None:
+                found = TableApplier(self.spark, target, self.options, self.registry, self.store)
+                self._appliers[target.qualified_name] = found
+            return found
+
+    def step(self, target: ApplyTarget, limit: dict[int, int] | None = None) -> TableOutcome:
+        """Apply one batch of ``target`` (up to ``limit``) and record it; failures are returned."""
+        name = target.qualified_name
+        skipped = skip_reason(self.store, target)
+        if skipped is not None:
+            return TableOutcome(name, skipped=skipped)
+        applier = self.applier(target)
+        context = self.spark.sparkContext
+        context.setJobGroup(name, f"cdc-lake apply {name}", interruptOnCancel=False)
+        try:
+            result = applier.apply_batch(limit)
+            self._record(target, result)
+        except Exception as exc:  # one table's failure must not stop the others
+            applier.forget()
+            cause = describe_failure(exc)
+            _LOG.warning("%s failed: %s", name, cause, exc_info=_LOG.isEnabledFor(logging.DEBUG))
+            self._fail(name, cause)
+            return TableOutcome(name, error=cause)
+        error = result.error()
+        if error is not None:
+            self._fail(name, error)
+        return TableOutcome(
+            name,
+            batches=1 if result.offsets else 0,
+            changes=result.changes,
+            offsets=result.offsets,
+            commit_instant=result.commit_instant,
+            lag_messages=result.lag_messages,
+            newest_source_ts_ms=result.newest_source_ts_ms,
+            error=error,
+        )
+
+    def catch_up(self, target: ApplyTarget, stop: threading.Event | None = None) -> TableOutcome:
+        """Apply batches until ``target`` reaches the end offsets seen when this call started."""
+        name = target.qualified_name
+        skipped = skip_reason(self.store, target)
+        if skipped is not None:
+            return TableOutcome(name, skipped=skipped)
+        try:
+            limit = end_offsets(
+                self.options.kafka.bootstrap_servers, target.topic, extra=self.options.kafka.consumer
+            )
+        except CdcLakeError as exc:
+            self._fail(name, str(exc))
+            return TableOutcome(name, error=str(exc))
+        total = TableOutcome(name)
+        while True:
+            outcome = self.step(target, limit)
+            total = _add(total, outcome)
+            if outcome.failed or outcome.skipped or outcome.offsets == 0 or (stop and stop.is_set()):
+                return total
+
+    def _record(self, target: ApplyTarget, result: BatchResult) -> None:
+        name = target.qualified_name
+        if result.commit_instant is not None:
+            self.store.record_applied_offsets(name, result.end, result.commit_instant)
+        self.store.record_freshness(name, result.newest_source_ts_ms, result.lag_messages)
+        if result.offsets:
+            _LOG.info(
+                "%s: %d offsets, %d changes -> commit %s in %.1fs (lag %d)",
+                name, result.offsets, result.changes, result.commit_instant, result.seconds,
+                result.lag_messages,
+            )
+        if result.bad is not None:
+            return
+        info = self.store.require_table(name)
+        if info.state is TableState.FAILED:
+            info = self.store.transition(name, TableState.CATCHING_UP)
+        if info.state is TableState.CATCHING_UP and result.lag_messages == 0:
+            self.store.transition(name, TableState.LIVE)
+
+    def _fail(self, name: str, cause: str) -> None:
+        try:
+            self.store.transition(name, TableState.FAILED, cause)
+        except CdcLakeError as exc:
+            _LOG.error("%s: cannot record the failure in the state store: %s", name, exc)
+
+
+def _add(total: TableOutcome, step: TableOutcome) -> TableOutcome:
+    return TableOutcome(
+        table=total.table,
+        batches=total.batches + step.batches,
+        changes=total.changes + step.changes,
+        offsets=total.offsets + step.offsets,
+        commit_instant=step.commit_instant or total.commit_instant,
+        lag_messages=step.lag_messages if step.lag_messages is not None else total.lag_messages,
+        newest_source_ts_ms=step.newest_source_ts_ms or total.newest_source_ts_ms,
+        error=step.error,
+        skipped=step.skipped,
+    )
+
+
+def apply_once(
+    runner: ApplyRunner,
+    targets: Sequence[ApplyTarget],
+    workers: int,
+    stop: threading.Event | None = None,
+    on_done: Callable[[TableOutcome], None] | None = None,
+) -> list[TableOutcome]:
+    """Catch every target up to the end offsets seen at its start, ``workers`` tables at a time."""
+    if not targets:
+        return []
+    pool_size = max(1, min(workers, len(targets)))
+    with ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="apply") as pool:
+        futures = [pool.submit(runner.catch_up, target, stop) for target in targets]
+        outcomes = []
+        for future in futures:
+            outcome = future.result()
+            if on_done is not None:
+                on_done(outcome)
+            outcomes.append(outcome)
+    return outcomes
+
+
+def failure_summary(outcomes: Sequence[TableOutcome]) -> ApplyError | None:
+    """One error naming every failed table and its cause, or None when none failed."""
+    failed = [o for o in outcomes if o.failed]
+    if not failed:
+        return None
+    causes = "; ".join(f"{o.table}: {o.error}" for o in failed)
+    return ApplyError(f"{len(failed)} of {len(outcomes)} tables failed: {causes}")

@@ -1,0 +1,298 @@
+"""Applying one table's Kafka backlog to its Hudi table, one batch (one Hudi commit) at a time.
+
+A batch: resume from the offsets of the last completed commit, plan a capped range up to the end offsets
+seen now, read and decode it on the executors, stop each partition before its first bad message, merge
+the writer schemas into the lake columns, keep the last change per key, fill unavailable columns, and
+write upserts and deletes with the new offsets in one commit.  Bad messages do not raise: the batch
+commits what precedes them and reports the first one, so the caller can stop the table with its name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from functools import reduce
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from cdc_lake.apply.changes import SOURCE_TS_COLUMN
+from cdc_lake.apply.checkpoint import Checkpoint, Origin, resume_checkpoint
+from cdc_lake.apply.decoding import BadMessage, BatchSummary, DecodeSettings, decode_messages, summarize
+from cdc_lake.apply.frame import change_frame, fill_from_lake, lake_frame, latest_changes
+from cdc_lake.apply.lake_schema import merge_columns, row_columns
+from cdc_lake.apply.plan import BatchPlan, plan_batch
+from cdc_lake.apply.target import ApplyTarget
+from cdc_lake.decode.framing import MessageRef
+from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.exceptions import CdcLakeError, SchemaChangeError
+from cdc_lake.hudi.options import WriteOperation
+from cdc_lake.hudi.timeline import table_exists
+from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.kafka.offsets import watermarks
+from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark, split_ranges
+from cdc_lake.state.store import StateStore
+
+_LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ApplierOptions:
+    """How batches are read: Kafka client settings, the batch cap, the reader, and how many slices."""
+
+    kafka: KafkaReadSettings
+    max_events: int
+    reader: KafkaReader = KafkaReader.CONSUMER
+    slices: int = 4
+
+
+@dataclass(frozen=True)
+class StoppedAt:
+    """The first message of a batch that could not be applied."""
+
+    partition: int
+    offset: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What one batch did.  ``bad`` is the first message it could not apply (the table must stop)."""
+
+    table: str
+    topic: str
+    start: dict[int, int]
+    end: dict[int, int]
+    high: dict[int, int]
+    changes: int = 0
+    commit_instant: str | None = None
+    newest_source_ts_ms: int | None = None
+    bad: StoppedAt | None = None
+    seconds: float = 0.0
+    ops: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def offsets(self) -> int:
+        """How many offsets the batch consumed."""
+        return sum(self.end[p] - self.start.get(p, 0) for p in self.end)
+
+    @property
+    def lag_messages(self) -> int:
+        """Offsets between the batch's end and the high watermarks seen at its start."""
+        return sum(max(0, self.high[p] - self.end.get(p, 0)) for p in self.high)
+
+    def error(self) -> str | None:
+        """The one-line cause naming topic, partition and offset, when the batch stopped at a bad message."""
+        if self.bad is None:
+            return None
+        return f"{MessageRef(self.topic, self.bad.partition, self.bad.offset)}: {self.bad.reason}"
+
+
+def use_driver_python(spark: SparkSession) -> None:
+    """In local mode, run the Python workers with the driver's interpreter (which has cdc_lake installed).
+
+    PySpark takes the workers' interpreter from ``PYSPARK_PYTHON`` (default ``python3`` on the PATH) when
+    it creates the context, not from ``spark.pyspark.python``; a virtualenv's packages would be missing.
+    On a cluster, ``PYSPARK_PYTHON`` must name an interpreter with cdc-lake installed.
+    """
+    context = spark.sparkContext
+    if (context.master or "").startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        context.pythonExec = sys.executable
+
+
+class TableApplier:
+    """Applies one table; not thread-safe (one batch at a time), but many appliers share one session."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        target: ApplyTarget,
+        options: ApplierOptions,
+        registry: SchemaRegistry,
+        store: StateStore | None = None,
+    ) -> None:
+        self.spark = spark
+        use_driver_python(spark)
+        self.target = target
+        self.options = options
+        self.registry = registry
+        self.store = store
+        self._checkpoint: Checkpoint | None = None
+        self._columns: StructType | None = None
+        self._exists = False
+
+    def forget(self) -> None:
+        """Drop cached offsets and schema: the next batch re-reads them from the table (after a failure)."""
+        self._checkpoint = None
+        self._columns = None
+        self._exists = False
+
+    def checkpoint(self) -> Checkpoint:
+        """The offsets the next batch starts from (read from the last completed commit once, then cached)."""
+        if self._checkpoint is None:
+            self._checkpoint = resume_checkpoint(
+                self.spark, self.target.base_path, self.target.topic, self.target.qualified_name, self.store
+            )
+            _LOG.info(
+                "%s resumes from %s %s", self.target.qualified_name, self._checkpoint.origin.value,
+                self._checkpoint.offsets,
+            )
+        return self._checkpoint
+
+    def plan(self, limit: dict[int, int] | None = None) -> BatchPlan:
+        """The next batch's offsets: from the checkpoint to the end offsets now (or ``limit``), capped."""
+        marks = watermarks(
+            self.options.kafka.bootstrap_servers, self.target.topic, extra=self.options.kafka.consumer
+        )
+        return plan_batch(self.target.topic, self.checkpoint().offsets, marks, self.options.max_events, limit)
+
+    def apply_batch(self, limit: dict[int, int] | None = None) -> BatchResult:
+        """Apply the next batch; costs no Spark job when there is nothing new."""
+        began = time.monotonic()
+        checkpoint = self.checkpoint()
+        plan = self.plan(limit)
+        result = BatchResult(
+            self.target.qualified_name, self.target.topic, dict(plan.start), dict(plan.end), dict(plan.high),
+            newest_source_ts_ms=checkpoint.newest_source_ts_ms,
+        )
+        if plan.offsets > 0:
+            result = self._apply(checkpoint, plan, result)
+        return replace(result, seconds=time.monotonic() - began)
+
+    def _apply(self, checkpoint: Checkpoint, plan: BatchPlan, result: BatchResult) -> BatchResult:
+        settings = DecodeSettings(
+            self.target.topic, self.registry, self.target.key_fields, self.target.soft_deletes
+        )
+        slices = split_ranges(plan.ranges, self.options.slices)
+        raw = read_ranges_in_spark(self.spark, self.options.kafka, slices, self.options.reader)
+        decoded = raw.mapPartitions(lambda messages: decode_messages(settings, messages))
+        decoded.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            summary = reduce(BatchSummary.merge, decoded.mapPartitions(summarize).collect(), BatchSummary())
+            bad = dict(summary.first_bad)
+            self._refresh_lake()
+            columns = self._merge_schemas(summary, bad)
+            key_fields = self._key_fields(summary, bad)
+            cut = {p: b.offset for p, b in bad.items()}
+            end = {p: min(plan.end[p], cut.get(p, plan.end[p])) for p in plan.end}
+            first = min(bad.values(), key=lambda b: (b.offset, b.partition)) if bad else None
+            first_bad = None if first is None else StoppedAt(first.partition, first.offset, first.reason)
+            result = replace(result, end=end, bad=first_bad, ops=dict(summary.ops))
+            if end == plan.start:
+                return result
+            if columns is None or key_fields is None or not (self._exists or _any_change(summary, cut)):
+                # Only tombstones, into a table that does not exist yet: nothing to create it with.
+                return replace(result, end=dict(plan.start))
+            changes = change_frame(self.spark, decoded, columns, cut)
+            count, newest = (summary.changes, summary.newest_source_ts_ms) if not cut else _stats(changes)
+            newest = max((t for t in (newest, checkpoint.newest_source_ts_ms) if t is not None), default=None)
+            fill = sorted(name for name in summary.unavailable if name in columns.fieldNames())
+            latest = latest_changes(changes, key_fields, fill)
+            if fill and self._exists:
+                stored = read_table(self.spark, self.target.base_path)
+                latest = fill_from_lake(latest, stored, key_fields, fill)
+            frame = lake_frame(latest, columns, dt.datetime.now(tz=dt.UTC), self.target.soft_deletes)
+            after = Checkpoint(self.target.topic, {**checkpoint.offsets, **end}, newest, Origin.COMMIT)
+            spec = self.target.spec(key_fields)
+            instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, after.commit_metadata())
+            self._checkpoint = replace(after, commit_instant=instant)
+            self._columns = columns
+            self._exists = True
+            return replace(result, commit_instant=instant, newest_source_ts_ms=newest, changes=count)
+        finally:
+            decoded.unpersist()
+
+    def _refresh_lake(self) -> None:
+        if self._columns is None and table_exists(self.spark, self.target.base_path):
+            self._columns = row_columns(read_table(self.spark, self.target.base_path).schema)
+            self._exists = True
+
+    def _restrict(self, struct: StructType) -> StructType:
+        if self.target.columns is None:
+            return struct
+        keep = set(self.target.columns) | set(self.target.key_fields or ())
+        return StructType([f for f in struct.fields if f.name in keep])
+
+    def _merge_schemas(self, summary: BatchSummary, bad: dict[int, BadMessage]) -> StructType | None:
+        """The lake columns after this batch; a schema that cannot be merged cuts the batch before it."""
+        columns = self._columns
+        for schema_id in sorted(summary.value_schemas):
+            firsts = _before_cut(summary.value_schemas[schema_id], bad)
+            if not firsts:
+                continue
+            try:
+                struct = self._restrict(self.registry.get_schema(schema_id).struct_type)
+                evolution = merge_columns(columns, struct)
+                if evolution.missing:
+                    self._check_not_dropped(evolution.missing)
+                if evolution.added and columns is not None:
+                    _LOG.info("%s: schema id %d adds columns %s", self.target.qualified_name, schema_id,
+                              list(evolution.added))
+                columns = evolution.columns
+            except CdcLakeError as exc:
+                _cut(bad, firsts, f"value schema id {schema_id}: {exc}")
+        return columns
+
+    def _check_not_dropped(self, missing: tuple[str, ...]) -> None:
+        """Columns an older writer schema lacks are fine; columns the newest one lacks were dropped."""
+        latest = self._restrict(self.registry.latest(f"{self.target.topic}-value").struct_type)
+        gone = [name for name in missing if name not in latest.fieldNames()]
+        if gone:
+            raise SchemaChangeError(
+                f"columns {gone} are no longer in the source table; dropping or renaming a column needs a "
+                "re-bootstrap"
+            )
+
+    def _key_fields(self, summary: BatchSummary, bad: dict[int, BadMessage]) -> tuple[str, ...] | None:
+        if self.target.key_fields:
+            return self.target.key_fields
+        chosen: tuple[str, ...] | None = None
+        for schema_id in sorted(summary.key_schemas):
+            firsts = _before_cut(summary.key_schemas[schema_id], bad)
+            if not firsts:
+                continue
+            try:
+                names = tuple(self.registry.get_schema(schema_id).row_converter.column_names)
+            except CdcLakeError as exc:
+                _cut(bad, firsts, f"key schema id {schema_id}: {exc}")
+                continue
+            if chosen is None:
+                chosen = names
+            elif names != chosen:
+                reason = f"the record key changes from {list(chosen)} to {list(names)}; re-bootstrap"
+                _cut(bad, firsts, reason)
+        return chosen
+
+
+def _before_cut(firsts: dict[int, int], bad: dict[int, BadMessage]) -> dict[int, int]:
+    """The first offsets (per partition) that lie before each partition's cut."""
+    return {p: o for p, o in firsts.items() if p not in bad or o < bad[p].offset}
+
+
+def _cut(bad: dict[int, BadMessage], firsts: dict[int, int], reason: str) -> None:
+    """Stop each partition at its first message in ``firsts``, with ``reason``."""
+    for partition, offset in firsts.items():
+        known = bad.get(partition)
+        if known is None or offset < known.offset:
+            bad[partition] = BadMessage(partition, offset, reason, None, None)
+
+
+def _any_change(summary: BatchSummary, cut: dict[int, int]) -> bool:
+    """Whether any change event lies before the cuts."""
+    return any(
+        p not in cut or o < cut[p] for firsts in summary.value_schemas.values() for p, o in firsts.items()
+    )
+
+
+def _stats(changes: DataFrame) -> tuple[int, int | None]:
+    """How many changes a cut batch applies, and the newest source time among them (epoch ms)."""
+    row = changes.agg(F.count(F.lit(1)), F.max(F.unix_millis(F.col(SOURCE_TS_COLUMN)))).first()
+    if row is None:
+        return 0, None
+    return int(row[0]), None if row[1] is None else int(row[1])

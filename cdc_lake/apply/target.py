@@ -1,0 +1,82 @@
+"""One configured table as the applier sees it: its topic, its lake path and its Hudi table settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cdc_lake.apply.changes import ORDERING_COLUMN
+from cdc_lake.config import Config, Source, Table
+from cdc_lake.hudi.options import CompactionSpec, HudiTableSpec, IndexType, TableType
+
+
+def topic_for(source: Source, table: Table) -> str:
+    """The Debezium topic of ``table``: ``<topic_prefix>.<schema>.<table>``."""
+    return f"{source.topic_prefix or source.name}.{table.schema_name}.{table.table_name}"
+
+
+@dataclass(frozen=True)
+class ApplyTarget:
+    """Everything the applier needs to know about one table, derived from the config.
+
+    ``key_fields`` is None when the config names no key: the Debezium message key's columns are used.
+    ``columns`` is the frozen column list, if the config has one.
+    """
+
+    qualified_name: str
+    engine: str
+    topic: str
+    tier: int
+    base_path: str
+    key_fields: tuple[str, ...] | None
+    partition_fields: tuple[str, ...]
+    columns: tuple[str, ...] | None
+    table_type: TableType
+    index: IndexType
+    compaction: CompactionSpec
+    soft_deletes: bool
+
+    def spec(self, key_fields: tuple[str, ...]) -> HudiTableSpec:
+        """The Hudi table spec, ordered by the source position column (``_cdc_ordering``)."""
+        return HudiTableSpec(
+            table_name=self.qualified_name,
+            base_path=self.base_path,
+            record_key_fields=key_fields,
+            ordering_field=ORDERING_COLUMN,
+            partition_fields=self.partition_fields,
+            table_type=self.table_type,
+            index=self.index,
+            compaction=self.compaction,
+        )
+
+
+def target_for(config: Config, source: Source, table: Table) -> ApplyTarget:
+    """The apply target of ``table`` of ``source`` under ``config``'s lake settings."""
+    qualified = table.qualified_name(source)
+    lake = config.lake
+    return ApplyTarget(
+        qualified_name=qualified,
+        engine=source.engine,
+        topic=topic_for(source, table),
+        tier=table.tier,
+        base_path=lake.table_base_path(qualified),
+        key_fields=tuple(table.key) if table.key else None,
+        partition_fields=tuple(table.partition_by or ()),
+        columns=tuple(table.columns) if table.columns else None,
+        table_type=TableType(lake.table_type),
+        index=IndexType(lake.index),
+        compaction=CompactionSpec(lake.compaction.inline, lake.compaction.max_delta_commits),
+        soft_deletes=lake.soft_deletes,
+    )
+
+
+def select_targets(
+    config: Config, tables: tuple[str, ...] = (), tier: int | None = None
+) -> list[ApplyTarget]:
+    """The configured tables to apply: those named (``source.schema.table``), else all; of ``tier`` if given.
+
+    Raises UnknownTableError / UnknownSourceError for a name not in the config.
+    """
+    named = [config.table(name) for name in dict.fromkeys(tables)]
+    chosen = named or list(config.iter_tables())
+    targets = [target_for(config, source, table) for source, table in chosen]
+    return [t for t in targets if tier is None or t.tier == tier]
