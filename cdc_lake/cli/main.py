@@ -13,13 +13,26 @@ import click
 
 from cdc_lake.cli.context import CliContext, get_config
 from cdc_lake.cli.group import CdcLakeGroup
+from cdc_lake.cli.onboard_output import (
+    render_checks,
+    render_connector_statuses,
+    render_offboard_report,
+    render_onboard_report,
+    render_plan,
+)
 from cdc_lake.cli.output import emit_json, render_status
-from cdc_lake.exceptions import NotImplementedYetError
+from cdc_lake.config import find_config
+from cdc_lake.exceptions import ConfigError, NotImplementedYetError
 from cdc_lake.logging_setup import configure_logging
+from cdc_lake.onboard.control import Action, control, statuses
+from cdc_lake.onboard.offboard import OffboardRequest, source_of
+from cdc_lake.onboard.offboard import offboard as offboard_target
+from cdc_lake.onboard.preflight import raise_for_failures
+from cdc_lake.onboard.run import DEFAULT_TIMEOUT, OnboardRequest, execute_onboarding, plan_onboarding
+from cdc_lake.onboard.secrets import password_env
 from cdc_lake.state.status import table_statuses
 from cdc_lake.state.store import StateStore
 
-ONBOARDING_ISSUE = "the onboarding issue"
 BOOTSTRAP_ISSUE = "the bootstrap issue"
 OPERATIONS_ISSUE = "the operations issue"
 
@@ -60,72 +73,154 @@ def cli(ctx: click.Context, config_path: Path | None, verbose: int) -> None:
     metavar="SCHEMA.TABLE",
     help="Onboard only these tables (repeatable; default: every table of SOURCE in the config).",
 )
-@click.option("--dry-run", is_flag=True, help="Check and print what would be done, change nothing.")
-def onboard(source: str, tables: tuple[str, ...], dry_run: bool) -> None:
-    """Onboard SOURCE: check readiness, create slot and publication, register its Debezium connector.
+@click.option("--dry-run", is_flag=True, help="Check and print the connector configs, change nothing.")
+@click.option(
+    "--replica-identity-full",
+    is_flag=True,
+    help="Postgres: set REPLICA IDENTITY FULL where the default identity lacks old keys or TOASTed values.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="Seconds to wait for each connector to run and stream.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@click.pass_context
+def onboard(
+    ctx: click.Context,
+    source: str,
+    tables: tuple[str, ...],
+    dry_run: bool,
+    replica_identity_full: bool,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Onboard SOURCE: check readiness, create its publication, register and start its Debezium connectors.
 
-    Not implemented yet: arrives with the onboarding issue.
+    Tier-0 tables get a connector (and Postgres slot) of their own. Re-running changes nothing;
+    adding tables to the config and re-running adds them. Tables end up PENDING_BOOTSTRAP.
     """
-    raise _not_implemented("onboard", ONBOARDING_ISSUE)
+    config = get_config(ctx)
+    request = OnboardRequest(
+        source=config.source(source).name,
+        password_env=password_env(_config_file(ctx), source),
+        tables=tables,
+        replica_identity_full=replica_identity_full,
+        timeout=timeout,
+    )
+    plan = plan_onboarding(config, request)
+    if dry_run:
+        if as_json:
+            emit_json({**plan.to_json(), "dry_run": True, "would_change": plan.planned_changes()})
+        else:
+            render_checks(source, plan.checks)
+            render_plan(plan)
+        raise_for_failures(source, plan.checks)
+        return
+    if as_json:
+        if plan.failed:
+            emit_json(plan.to_json())
+    else:
+        render_checks(source, plan.checks)
+    report = execute_onboarding(plan)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        render_onboard_report(report)
 
 
 @cli.command()
 @click.argument("target", metavar="SOURCE|TABLE")
-def offboard(target: str) -> None:
+@click.option(
+    "--drop-slot",
+    is_flag=True,
+    help="Postgres: also drop the replication slots of deleted connectors (a kept slot holds WAL).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="Seconds to wait for a changed connector to run and stream.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@click.pass_context
+def offboard(ctx: click.Context, target: str, drop_slot: bool, timeout: float, as_json: bool) -> None:
     """Stop replicating a source or one table (source.schema.table); the lake copy is kept.
 
-    Not implemented yet: arrives with the onboarding issue.
+    The table leaves its publication and connector; a tier-0 table's connector is deleted.
+    Replication slots are kept unless --drop-slot: a kept slot holds WAL on the primary.
     """
-    raise _not_implemented("offboard", ONBOARDING_ISSUE)
+    config = get_config(ctx)
+    source = config.source(source_of(target)).name
+    request = OffboardRequest(
+        target=target,
+        password_env=password_env(_config_file(ctx), source),
+        drop_slot=drop_slot,
+        timeout=timeout,
+    )
+    report = offboard_target(config, request)
+    if as_json:
+        emit_json(report.to_json())
+    else:
+        render_offboard_report(report)
+
+
+def _config_file(ctx: click.Context) -> Path:
+    """The config file the command loaded (``get_config`` has already required one)."""
+    found = find_config((ctx.find_object(CliContext) or CliContext()).config_path)
+    if found is None:
+        raise ConfigError("no config file: pass --config PATH")
+    return found
 
 
 @cli.group()
 def connectors() -> None:
-    """Inspect and control the Debezium connectors in Kafka Connect.
-
-    Not implemented yet: arrives with the onboarding issue.
-    """
+    """Inspect and control the Debezium connectors of onboarded sources in Kafka Connect."""
 
 
 @connectors.command("status")
 @click.argument("source", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def connectors_status(source: str | None, as_json: bool) -> None:
-    """Show connector and task states (of SOURCE, or all).
+@click.pass_context
+def connectors_status(ctx: click.Context, source: str | None, as_json: bool) -> None:
+    """Show connector and task states (of SOURCE, or of every onboarded source), with failure traces."""
+    rows = statuses(get_config(ctx), source)
+    if as_json:
+        emit_json(rows)
+    else:
+        render_connector_statuses(rows)
 
-    Not implemented yet: arrives with the onboarding issue.
-    """
-    raise _not_implemented("connectors status", ONBOARDING_ISSUE)
+
+def _control(ctx: click.Context, source: str, action: Action, done: str) -> None:
+    for name in control(get_config(ctx), source, action):
+        click.echo(f"{done} {name}")
 
 
 @connectors.command("pause")
 @click.argument("source")
-def connectors_pause(source: str) -> None:
-    """Pause the connectors of SOURCE.
-
-    Not implemented yet: arrives with the onboarding issue.
-    """
-    raise _not_implemented("connectors pause", ONBOARDING_ISSUE)
+@click.pass_context
+def connectors_pause(ctx: click.Context, source: str) -> None:
+    """Pause the connectors of SOURCE (their slots keep WAL until they resume)."""
+    _control(ctx, source, "pause", "paused")
 
 
 @connectors.command("resume")
 @click.argument("source")
-def connectors_resume(source: str) -> None:
-    """Resume the paused connectors of SOURCE.
-
-    Not implemented yet: arrives with the onboarding issue.
-    """
-    raise _not_implemented("connectors resume", ONBOARDING_ISSUE)
+@click.pass_context
+def connectors_resume(ctx: click.Context, source: str) -> None:
+    """Resume the paused connectors of SOURCE."""
+    _control(ctx, source, "resume", "resumed")
 
 
 @connectors.command("restart")
 @click.argument("source")
-def connectors_restart(source: str) -> None:
-    """Restart the connectors of SOURCE and their failed tasks.
-
-    Not implemented yet: arrives with the onboarding issue.
-    """
-    raise _not_implemented("connectors restart", ONBOARDING_ISSUE)
+@click.pass_context
+def connectors_restart(ctx: click.Context, source: str) -> None:
+    """Restart the connectors of SOURCE and their failed tasks."""
+    _control(ctx, source, "restart", "restarted")
 
 
 @cli.command()

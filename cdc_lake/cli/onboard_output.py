@@ -1,0 +1,120 @@
+"""How ``onboard``, ``offboard`` and ``connectors`` print for people: rich tables and plain lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from cdc_lake.onboard.offboard import OffboardReport
+from cdc_lake.onboard.preflight import CheckResult, Outcome
+from cdc_lake.onboard.run import OnboardPlan, OnboardReport
+from connectors.masking import redact
+
+_OUTCOME_STYLE = {Outcome.PASS: "green", Outcome.WARN: "yellow", Outcome.FAIL: "bold red"}
+
+
+def _console() -> Console:
+    return Console(soft_wrap=False)
+
+
+def _table(title: str, columns: Iterable[str], rows: Iterable[Sequence[str | Text]]) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        # Names, details and traces are data, never rich markup.
+        table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
+    return table
+
+
+def render_checks(source: str, checks: Sequence[CheckResult]) -> None:
+    """One row per preflight check: result, what was found, and the fix when it did not pass."""
+    rows = [
+        (
+            check.name,
+            Text(check.outcome.value.upper(), style=_OUTCOME_STYLE[check.outcome]),
+            check.detail,
+            check.fix or "",
+        )
+        for check in checks
+    ]
+    _console().print(_table(f"preflight: {source}", ("check", "result", "detail", "fix"), rows))
+
+
+def render_plan(plan: OnboardPlan) -> None:
+    """The connectors a dry run would register (configs redacted) and the changes it would make."""
+    console = _console()
+    rows = [
+        (
+            connector.name,
+            "0" if connector.tier0 else "shared",
+            ", ".join(connector.capture.table_names),
+            connector.capture.slot_name or f"server id {connector.capture.server_id}",
+            connector.heartbeat_topic,
+        )
+        for connector in plan.connectors
+    ]
+    console.print(_table("connectors", ("connector", "tier", "tables", "slot", "heartbeat topic"), rows))
+    for connector in plan.connectors:
+        console.print(f"connector config {connector.name}:", markup=False, highlight=False)
+        dump = json.dumps(redact(plan.configs[connector.name]), indent=2)
+        console.print(dump, markup=False, highlight=False)
+    _lines("dry run, would change:", plan.planned_changes(), "dry run: nothing would change")
+
+
+def _lines(title: str, lines: Sequence[str], empty: str | None = None) -> None:
+    console = _console()
+    if lines or empty is not None:
+        console.print(title if lines else empty, markup=False, highlight=False)
+    for line in lines:
+        console.print(f"  - {line}", markup=False, highlight=False)
+
+
+def render_onboard_report(report: OnboardReport) -> None:
+    """Connectors and what this run changed (nothing, on a re-run)."""
+    _console().print(
+        _table(
+            f"connectors: {report.source}",
+            ("connector", "outcome"),
+            sorted(report.connectors.items()),
+        )
+    )
+    _lines("changed:", report.actions, "nothing changed: the source was already onboarded as configured")
+    _lines("warnings:", report.warnings)
+
+
+def render_offboard_report(report: OffboardReport) -> None:
+    """Connectors touched, what changed, and warnings about kept slots."""
+    rows = sorted(report.connectors.items())
+    _console().print(_table(f"offboard: {report.target}", ("connector", "outcome"), rows))
+    _lines("changed:", report.actions, "nothing changed")
+    _lines("warnings:", report.warnings)
+
+
+def render_connector_statuses(rows: Sequence[Mapping[str, Any]]) -> None:
+    """One row per connector with its task states; failed traces below the table."""
+    console = _console()
+    if not rows:
+        console.print("No onboarded connectors: run cdc-lake onboard SOURCE.", markup=False, highlight=False)
+        return
+    table_rows = [
+        (
+            str(row["source"]),
+            str(row["name"]),
+            str(row["state"]),
+            " ".join(f"{task['id']}:{task['state']}" for task in row["tasks"]) or "-",
+            str(row["worker"] or "-"),
+        )
+        for row in rows
+    ]
+    console.print(_table("connectors", ("source", "connector", "state", "tasks", "worker"), table_rows))
+    for row in rows:
+        traces = [row.get("trace"), *(task.get("trace") for task in row["tasks"])]
+        for trace in filter(None, traces):
+            first = str(trace).strip().splitlines()[0]
+            console.print(f"{row['name']}: {first}", markup=False, highlight=False)

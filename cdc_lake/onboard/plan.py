@@ -1,0 +1,184 @@
+"""Which connectors a source gets, what they are called, and their rendered Kafka Connect configs.
+
+Tier-0 tables each get a connector of their own (and, on Postgres, their own slot and
+publication), so a busy or stuck shared connector cannot delay them; every other table of
+the source shares one connector.  Every connector of a source keeps the source's
+``topic.prefix``, so a table's topic (``<prefix>.<schema>.<table>``) never depends on its tier.
+
+Names are stable functions of the source and table names, so re-running onboarding plans
+exactly the same connectors:
+
+* connectors: ``cdc-lake.<source>`` and ``cdc-lake.<source>.tier0.<schema>.<table>``
+* slots and publications: the source's ``slot_name`` / ``publication_name``, and for tier 0
+  ``<slot_name>_t0_<schema>_<table>_<hash>``, at most 63 characters
+* MySQL/MariaDB server ids: the source's ``server_id``; tier 0 a stable id derived from it
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cdc_lake.config import Source, Table
+from cdc_lake.exceptions import ConfigError
+from cdc_lake.sources.base import Capture
+from connectors.render import ConnectorParams, render_connector
+from connectors.streaming import HEARTBEAT_TOPIC_PREFIX, heartbeat_topic
+
+CONNECTOR_PREFIX = "cdc-lake"
+PG_NAME_MAX = 63
+_HASH_CHARS = 8
+_TIER0_SERVER_ID_SPREAD = 100_000
+_MAX_SERVER_ID = 2**32 - 1
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+_UNSAFE_PG_CHARS = re.compile(r"[^a-z0-9_]")
+
+
+@dataclass(frozen=True)
+class ConnectorPlan:
+    """One connector of a source: what it captures and where its heartbeats go.
+
+    ``heartbeat_key`` is what :func:`connectors.streaming.heartbeat_topic` turns into this
+    connector's heartbeat topic; tier-0 connectors set Debezium's ``topic.heartbeat.prefix``
+    (``heartbeat_prefix``) so that each has a heartbeat topic of its own.
+    """
+
+    name: str
+    capture: Capture
+    tier0: bool
+    heartbeat_key: str
+    heartbeat_prefix: str | None = None
+
+    @property
+    def heartbeat_topic(self) -> str:
+        """The topic this connector's heartbeats land in."""
+        return heartbeat_topic(self.heartbeat_key)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()[:_HASH_CHARS]
+
+
+def name_slug(table_name: str) -> str:
+    """``schema.table`` made safe for connector and topic names (a hash marks any character replaced)."""
+    safe = _UNSAFE_NAME_CHARS.sub("_", table_name)
+    return safe if safe == table_name else f"{safe}-{_digest(table_name)}"
+
+
+def tier0_pg_name(base: str, table_name: str) -> str:
+    """A tier-0 slot or publication name: ``<base>_t0_<schema>_<table>_<hash>``, at most 63 characters.
+
+    The hash of the table name keeps names distinct when lower-casing, replacing characters
+    or truncating would make two tables' names equal.
+    """
+    readable = _UNSAFE_PG_CHARS.sub("_", f"{base}_t0_{table_name.replace('.', '_')}".lower())
+    suffix = f"_{_digest(table_name)}"
+    return readable[: PG_NAME_MAX - len(suffix)] + suffix
+
+
+def shared_connector_name(source: Source) -> str:
+    """The connector of a source's tables outside tier 0."""
+    return f"{CONNECTOR_PREFIX}.{source.name}"
+
+
+def tier0_connector_name(source: Source, table_name: str) -> str:
+    """The connector of one tier-0 table (``schema.table``)."""
+    return f"{CONNECTOR_PREFIX}.{source.name}.tier0.{name_slug(table_name)}"
+
+
+def table_topic(source: Source, table: Table) -> str:
+    """The Kafka topic Debezium writes ``table``'s change events to."""
+    return f"{source.topic_prefix or source.name}.{table.name}"
+
+
+def plan_source(source: Source, tables: Sequence[Table]) -> list[ConnectorPlan]:
+    """The connectors for ``tables`` of ``source``: one per tier-0 table (by name), then the shared one."""
+    prefix = source.topic_prefix or source.name
+    tier0 = sorted((table for table in tables if table.tier == 0), key=lambda table: table.name)
+    shared = [table for table in tables if table.tier != 0]
+    server_ids = _tier0_server_ids(source, [table.name for table in tier0])
+    plans = []
+    for table in tier0:
+        slug = name_slug(table.name)
+        plans.append(
+            ConnectorPlan(
+                name=tier0_connector_name(source, table.name),
+                capture=Capture(
+                    connector=tier0_connector_name(source, table.name),
+                    tables=(table,),
+                    slot_name=tier0_pg_name(source.slot_name, table.name) if source.slot_name else None,
+                    publication_name=(
+                        tier0_pg_name(source.publication_name, table.name)
+                        if source.publication_name
+                        else None
+                    ),
+                    server_id=server_ids.get(table.name),
+                ),
+                tier0=True,
+                heartbeat_key=f"tier0.{slug}.{prefix}",
+                heartbeat_prefix=f"{HEARTBEAT_TOPIC_PREFIX}.tier0.{slug}",
+            )
+        )
+    if shared:
+        name = shared_connector_name(source)
+        plans.append(
+            ConnectorPlan(
+                name=name,
+                capture=Capture(
+                    connector=name,
+                    tables=tuple(sorted(shared, key=lambda table: table.name)),
+                    slot_name=source.slot_name,
+                    publication_name=source.publication_name,
+                    server_id=source.server_id,
+                ),
+                tier0=False,
+                heartbeat_key=prefix,
+            )
+        )
+    return plans
+
+
+def _tier0_server_ids(source: Source, table_names: Sequence[str]) -> dict[str, int]:
+    """A stable server id per tier-0 table: the source's id plus an offset hashed from the table name."""
+    if source.server_id is None:
+        return {}
+    taken = {source.server_id}
+    ids = {}
+    for name in table_names:
+        candidate = source.server_id + 1 + int(_digest(name), 16) % _TIER0_SERVER_ID_SPREAD
+        while candidate in taken or candidate > _MAX_SERVER_ID:
+            candidate = candidate + 1 if candidate < _MAX_SERVER_ID else 1
+        taken.add(candidate)
+        ids[name] = candidate
+    return ids
+
+
+def render_config(engine: str, plan: ConnectorPlan, params: ConnectorParams) -> dict[str, str]:
+    """The template's config for ``plan`` plus the settings the plan decides per connector.
+
+    * ``custom.metric.tags`` names the connector in Debezium's JMX metrics: connectors of one
+      source share ``topic.prefix``, and without a distinct tag a second connector waits a
+      minute for the first one's metrics name to free up.
+    * ``topic.heartbeat.prefix`` gives a tier-0 connector its own heartbeat topic.
+    * ``message.key.columns`` keys the events of tables with a configured key.
+    """
+    config = render_connector(engine, plan.name, params)
+    config["custom.metric.tags"] = f"connector={plan.name}"
+    if plan.heartbeat_prefix is not None:
+        config["topic.heartbeat.prefix"] = plan.heartbeat_prefix
+    keyed = [table for table in plan.capture.tables if table.key]
+    if keyed:
+        config["message.key.columns"] = ";".join(_key_columns(plan.name, table) for table in keyed)
+    return config
+
+
+def _key_columns(connector: str, table: Table) -> str:
+    columns = table.key or []
+    bad = [column for column in columns if not column or "," in column or ";" in column]
+    if bad:
+        raise ConfigError(
+            f"connector {connector}: key column {bad[0]!r} of {table.name} has a comma or semicolon"
+        )
+    return f"{re.escape(table.schema_name)}\\.{re.escape(table.table_name)}:{','.join(columns)}"

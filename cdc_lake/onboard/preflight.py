@@ -1,0 +1,228 @@
+"""Preflight checks: each one a pass, warning or failure with what it found and how to fix it.
+
+Source engines check their database (:meth:`cdc_lake.sources.base.SourceEngine.preflight`);
+this module holds the result type and the checks of the services every source needs:
+Kafka Connect with the engine's Debezium plugin, the schema registry, Kafka, and connector
+names that are free or already ours.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from cdc_lake.config import Config
+from cdc_lake.exceptions import ConnectError, PreflightError
+from connectors.client import KafkaConnectClient
+from connectors.render import registry_api_url
+
+# Connector settings that say which database and topics a connector captures: when a
+# registered connector differs from ours in one of them, it belongs to someone else.
+IDENTITY_KEYS = (
+    "connector.class",
+    "database.hostname",
+    "database.port",
+    "database.dbname",
+    "topic.prefix",
+    "slot.name",
+)
+
+CONNECTOR_CLASSES = {
+    "postgres": "io.debezium.connector.postgresql.PostgresConnector",
+    "mysql": "io.debezium.connector.mysql.MySqlConnector",
+    "mariadb": "io.debezium.connector.mariadb.MariaDbConnector",
+}
+
+_SERVICE_TIMEOUT = 5.0
+_NAMES_SHOWN = 5
+
+
+class Outcome(enum.StrEnum):
+    """How a check ended: a warning is reported but does not stop onboarding."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One preflight check: its name, outcome, what was found, and the fix when it did not pass."""
+
+    name: str
+    outcome: Outcome
+    detail: str
+    fix: str | None = None
+
+    @classmethod
+    def ok(cls, name: str, detail: str) -> CheckResult:
+        """A passed check."""
+        return cls(name, Outcome.PASS, detail)
+
+    @classmethod
+    def warn(cls, name: str, detail: str, fix: str) -> CheckResult:
+        """A check that found a risk worth knowing about but not worth stopping for."""
+        return cls(name, Outcome.WARN, detail, fix)
+
+    @classmethod
+    def fail(cls, name: str, detail: str, fix: str) -> CheckResult:
+        """A failed check: onboarding stops."""
+        return cls(name, Outcome.FAIL, detail, fix)
+
+    @property
+    def failed(self) -> bool:
+        """Whether this check stops onboarding."""
+        return self.outcome is Outcome.FAIL
+
+    def to_json(self) -> dict[str, str | None]:
+        """The check as a JSON object."""
+        return {"check": self.name, "outcome": self.outcome.value, "detail": self.detail, "fix": self.fix}
+
+
+def raise_for_failures(source: str, results: Sequence[CheckResult]) -> None:
+    """Raise :class:`PreflightError` naming every failed check of ``source``, if any failed."""
+    failed = [result for result in results if result.failed]
+    if failed:
+        found = "; ".join(f"{result.name}: {result.detail}" for result in failed)
+        raise PreflightError(f"source {source}: {len(failed)} preflight check(s) failed: {found}")
+
+
+def name_list(names: Iterable[str]) -> str:
+    """Names joined by commas, the first few only, with how many more there are."""
+    items = list(names)
+    shown = ", ".join(items[:_NAMES_SHOWN])
+    more = len(items) - _NAMES_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def shown_url(url: str) -> str:
+    """``url`` without user info, fit for a message."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port is not None:
+        netloc = f"{netloc}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+
+def registry_base_url(url: str) -> str:
+    """The registry server's base URL (``scheme://host:port``) from the configured Confluent API URL."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+
+
+def check_connect(client: KafkaConnectClient, engine: str) -> CheckResult:
+    """Kafka Connect answers and has the Debezium plugin of ``engine`` installed."""
+    name = "kafka connect"
+    try:
+        plugins = {plugin.class_name: plugin.version for plugin in client.plugins()}
+    except ConnectError as exc:
+        return CheckResult.fail(
+            name, f"unreachable: {exc}", "start Kafka Connect or fix kafka_connect.url in the config"
+        )
+    wanted = CONNECTOR_CLASSES[engine]
+    if wanted not in plugins:
+        return CheckResult.fail(
+            name,
+            f"{client.url} has no {wanted} plugin",
+            f"install the Debezium {engine} connector on every Connect worker (plugin.path)",
+        )
+    return CheckResult.ok(name, f"{client.url}: {wanted} {plugins[wanted]}")
+
+
+def check_registry(config: Config) -> CheckResult:
+    """The schema registry answers on its Confluent API (the applier) and its native API (the converter)."""
+    name = "schema registry"
+    settings = config.schema_registry
+    auth = None
+    if settings.user is not None:
+        password = settings.password.get_secret_value() if settings.password is not None else ""
+        auth = (settings.user, password)
+    urls = (
+        settings.url.rstrip("/") + "/subjects",
+        registry_api_url(registry_base_url(settings.url)) + "/system/info",
+    )
+    for url in urls:
+        try:
+            response = requests.get(url, timeout=_SERVICE_TIMEOUT, auth=auth)
+        except requests.RequestException as exc:
+            return CheckResult.fail(
+                name,
+                f"{shown_url(url)} unreachable ({type(exc).__name__})",
+                "start the schema registry or fix schema_registry.url in the config",
+            )
+        if response.status_code != 200:
+            return CheckResult.fail(
+                name,
+                f"{shown_url(url)} answered HTTP {response.status_code}",
+                "point schema_registry.url at the registry's Confluent API (…/apis/ccompat/v7)",
+            )
+    return CheckResult.ok(name, shown_url(settings.url))
+
+
+def check_kafka(config: Config) -> CheckResult:
+    """The Kafka cluster answers a metadata request."""
+    name = "kafka"
+    servers = config.kafka.bootstrap_servers
+    admin = kafka_admin(config)
+    try:
+        metadata = admin.list_topics(timeout=_SERVICE_TIMEOUT)
+    except KafkaException as exc:
+        return CheckResult.fail(
+            name, f"{servers} unreachable: {exc}", "start Kafka or fix kafka.bootstrap_servers in the config"
+        )
+    return CheckResult.ok(name, f"{servers}: {len(metadata.brokers)} broker(s)")
+
+
+def kafka_admin(config: Config) -> AdminClient:
+    """An admin client for the configured cluster, with the consumer settings (security, etc.) too."""
+    return AdminClient({**config.kafka.consumer, "bootstrap.servers": config.kafka.bootstrap_servers})
+
+
+def check_connector_names(
+    client: KafkaConnectClient, desired: Mapping[str, Mapping[str, str]]
+) -> tuple[CheckResult, dict[str, dict[str, str]]]:
+    """Each planned connector name is free in Connect or registered with our identity.
+
+    Returns the check and the configs of the planned connectors already registered.
+    """
+    name = "connector names"
+    try:
+        existing = set(client.list_connectors())
+        registered = {
+            connector: client.get_config(connector) for connector in desired if connector in existing
+        }
+    except ConnectError as exc:
+        return CheckResult.fail(name, f"cannot list connectors: {exc}", "start Kafka Connect"), {}
+    clashes = []
+    for connector, current in registered.items():
+        differs = [
+            f"{key}={current.get(key, '')}"
+            for key in IDENTITY_KEYS
+            if key in desired[connector] and current.get(key) != desired[connector][key]
+        ]
+        if differs:
+            clashes.append(f"{connector} ({', '.join(differs)})")
+    if clashes:
+        return (
+            CheckResult.fail(
+                name,
+                f"registered in Kafka Connect for another source: {name_list(clashes)}",
+                "delete or rename that connector, or give this source another name",
+            ),
+            {},
+        )
+    fresh = [connector for connector in desired if connector not in registered]
+    detail = f"{len(registered)} already ours, {len(fresh)} new"
+    return CheckResult.ok(name, detail), registered
+
+
+def results_json(results: Sequence[CheckResult]) -> list[dict[str, Any]]:
+    """Every check as JSON."""
+    return [result.to_json() for result in results]

@@ -1,0 +1,211 @@
+"""Bringing one source's connectors, publications and slots in line with a plan, one undoable step at a time.
+
+For each planned connector: create what it needs on the source, register or update it in
+Kafka Connect, wait until its task is RUNNING and it streams (a heartbeat newer than the
+registration), then align the publication and make sure its topics exist.  An existing
+connector whose config changes is stopped first, so the heartbeat that proves streaming can
+only come from the new configuration, and only then does the publication gain tables: no
+change is filtered out by a connector that does not know its table yet.
+
+Every step is journaled with its undo, so a failed onboarding can take back what it made.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from cdc_lake.config import Config, Source, Table
+from cdc_lake.exceptions import CdcLakeError, ConnectError
+from cdc_lake.onboard.plan import (
+    ConnectorPlan,
+    render_config,
+    table_topic,
+    tier0_connector_name,
+    tier0_pg_name,
+)
+from cdc_lake.onboard.topics import ensure_topics
+from cdc_lake.sources.base import Change, ConnectorEndpoints, PreflightOptions, SourceEngine
+from connectors.client import KafkaConnectClient
+from connectors.streaming import heartbeat_count, wait_streaming
+
+STOPPED = "STOPPED"
+_POLL_SECONDS = 0.5
+
+
+@dataclass
+class Journal:
+    """What a run changed, in order, with warnings for what it deliberately left behind."""
+
+    changes: list[Change] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, *changes: Change) -> None:
+        """Record changes that were made."""
+        self.changes.extend(changes)
+
+    @property
+    def actions(self) -> list[str]:
+        """Descriptions of every change, in order."""
+        return [change.description for change in self.changes]
+
+    def rollback(self) -> tuple[list[str], list[str]]:
+        """Undo the undoable changes, newest first; returns (what was undone, what is left)."""
+        undone: list[str] = []
+        left: list[str] = []
+        for change in reversed(self.changes):
+            if change.undo is None:
+                left.append(change.description)
+                continue
+            try:
+                undone.append(change.undo())
+            except CdcLakeError as exc:
+                left.append(f"{change.description} (undo failed: {exc})")
+        return undone, left
+
+
+class Reconciler:
+    """Applies connector plans for one source, journaling every change."""
+
+    def __init__(
+        self,
+        config: Config,
+        source: Source,
+        engine: SourceEngine,
+        connect: KafkaConnectClient,
+        options: PreflightOptions,
+        endpoints: ConnectorEndpoints,
+        timeout: float,
+    ) -> None:
+        self.config = config
+        self.source = source
+        self.engine = engine
+        self.connect = connect
+        self.options = options
+        self.endpoints = endpoints
+        self.timeout = timeout
+        self.journal = Journal()
+
+    def render(self, plan: ConnectorPlan) -> dict[str, str]:
+        """The Connect config of ``plan``."""
+        params = self.engine.connector_params(plan.capture, self.endpoints)
+        return render_config(self.source.engine, plan, params)
+
+    def ensure(self, plan: ConnectorPlan) -> str:
+        """Make ``plan``'s connector exist, stream, and read exactly its tables; returns what happened.
+
+        The answer is ``created``, ``updated`` or ``unchanged``.
+        """
+        desired = {**self.render(plan), "name": plan.name}
+        capture = plan.capture
+        self.journal.add(*self.engine.prepare(capture, self.options))
+        previous = self.connect.get_config(plan.name) if plan.name in self.connect.list_connectors() else None
+        bootstrap = self.config.kafka.bootstrap_servers
+        if previous == desired:
+            outcome = "unchanged"
+            self.connect.wait_running(plan.name, timeout=self.timeout)
+            if heartbeat_count(bootstrap, plan.heartbeat_key) == 0:
+                wait_streaming(bootstrap, plan.name, plan.heartbeat_key, 0, self.timeout)
+        else:
+            if previous is None:
+                outcome = "created"
+                slot_before = capture.slot_name is not None and self.engine.slot_exists(capture.slot_name)
+                baseline = heartbeat_count(bootstrap, plan.heartbeat_key)
+                self.connect.create_or_update(plan.name, desired)
+                self.journal.add(
+                    Change(
+                        f"registered connector {plan.name}",
+                        undo=lambda: self._undo_new(plan.name, capture.slot_name, slot_before),
+                    )
+                )
+            else:
+                outcome = "updated"
+                self._stop(plan.name)
+                baseline = heartbeat_count(bootstrap, plan.heartbeat_key)
+                self.connect.create_or_update(plan.name, desired)
+                old = previous
+                self.journal.add(
+                    Change(f"updated connector {plan.name}", undo=lambda: self._restore(plan.name, old))
+                )
+                self.connect.resume(plan.name)
+            self.connect.wait_running(plan.name, timeout=self.timeout)
+            wait_streaming(bootstrap, plan.name, plan.heartbeat_key, baseline, self.timeout)
+        self.journal.add(*self.engine.publish(capture))
+        topics = [table_topic(self.source, table) for table in capture.tables]
+        created = ensure_topics(
+            self.config,
+            topics,
+            partitions=int(desired["topic.creation.default.partitions"]),
+            replication_factor=int(desired["topic.creation.default.replication.factor"]),
+        )
+        if created:
+            self.journal.add(Change(f"created topics {', '.join(created)}"))
+        return outcome
+
+    def retire(self, name: str, tables: Sequence[Table], drop_slot: bool) -> None:
+        """Delete connector ``name`` and drop its publication (and its slot if ``drop_slot``).
+
+        Slot and publication names come from the registered config, else from the naming rules
+        applied to ``tables`` (the source's tables the connector may have captured).
+        """
+        registered = name in self.connect.list_connectors()
+        stored: Mapping[str, str] = self.connect.get_config(name) if registered else {}
+        slot, publication = self._fallback_names(name, tables)
+        if registered:
+            self.connect.delete(name)
+            self.journal.add(Change(f"deleted connector {name}"))
+        done, warnings = self.engine.release(
+            stored.get("slot.name", slot), stored.get("publication.name", publication), drop_slot
+        )
+        self.journal.add(*(Change(line) for line in done))
+        self.journal.warnings.extend(warnings)
+
+    def sweep(self, tables: Sequence[Table], drop_slot: bool) -> None:
+        """Drop the publications (and slots if ``drop_slot``) any connector of ``tables`` may have left."""
+        names = [self._fallback_names(tier0_connector_name(self.source, t.name), tables) for t in tables]
+        for slot, publication in dict.fromkeys(
+            [*names, (self.source.slot_name, self.source.publication_name)]
+        ):
+            done, warnings = self.engine.release(slot, publication, drop_slot)
+            self.journal.add(*(Change(line) for line in done))
+            self.journal.warnings.extend(warnings)
+
+    def _fallback_names(self, name: str, tables: Sequence[Table]) -> tuple[str | None, str | None]:
+        for table in tables:
+            if tier0_connector_name(self.source, table.name) == name:
+                slot = tier0_pg_name(self.source.slot_name, table.name) if self.source.slot_name else None
+                publication = (
+                    tier0_pg_name(self.source.publication_name, table.name)
+                    if self.source.publication_name
+                    else None
+                )
+                return slot, publication
+        return self.source.slot_name, self.source.publication_name
+
+    def _stop(self, name: str) -> None:
+        """Stop the connector and wait until its tasks are gone, so no old task emits another heartbeat."""
+        self.connect.stop(name)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            status = self.connect.status(name)
+            if status.state == STOPPED and not status.tasks:
+                return
+            if time.monotonic() > deadline:
+                raise ConnectError(
+                    f"connector {name!r} did not stop within {self.timeout:.0f}s: {status.describe()}"
+                )
+            time.sleep(_POLL_SECONDS)
+
+    def _undo_new(self, name: str, slot_name: str | None, slot_before: bool) -> str:
+        self.connect.delete(name)
+        done = [f"deleted connector {name}"]
+        if slot_name is not None and not slot_before:
+            released, _ = self.engine.release(slot_name, None, drop_slot=True)
+            done += released
+        return "; ".join(done)
+
+    def _restore(self, name: str, previous: Mapping[str, str]) -> str:
+        self.connect.create_or_update(name, previous)
+        self.connect.resume(name)
+        return f"restored the previous config of connector {name}"

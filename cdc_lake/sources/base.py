@@ -1,0 +1,133 @@
+"""What every source engine (Postgres, MySQL, MariaDB) offers onboarding and bootstrap.
+
+An engine wraps one configured :class:`~cdc_lake.config.Source`.  Onboarding asks it for
+preflight checks, for the database objects a connector needs (prepared before the connector
+is registered, published after it streams), and for the connector's template parameters.
+Bootstrap asks it for positions: where the primary is now, where the read replica is, and
+to wait until the replica has replayed past a primary position.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from cdc_lake.config import Source, Table
+from cdc_lake.onboard.preflight import CheckResult
+from connectors.render import ConnectorParams
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What one connector captures: its tables and, per engine, its slot/publication or server id."""
+
+    connector: str
+    tables: tuple[Table, ...]
+    slot_name: str | None = None
+    publication_name: str | None = None
+    server_id: int | None = None
+
+    @property
+    def table_names(self) -> tuple[str, ...]:
+        """The captured tables as ``schema.table``."""
+        return tuple(table.name for table in self.tables)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change made to a source database, and how to undo it (None when it stays on purpose)."""
+
+    description: str
+    undo: Callable[[], str] | None = None
+
+
+@dataclass(frozen=True)
+class PreflightOptions:
+    """What the checks must know beyond the captures.
+
+    ``registered`` names the planned connectors Kafka Connect already runs for this source
+    (their slots are ours); ``replica_required`` is False when bootstrap may read the
+    primary; ``replica_identity_full`` means onboarding will set REPLICA IDENTITY FULL
+    where the default identity is not enough (Postgres); ``server_ids_in_use`` maps the
+    server ids of other connectors reading this source to their names (MySQL/MariaDB).
+    """
+
+    registered: frozenset[str] = field(default_factory=frozenset)
+    replica_required: bool = True
+    replica_identity_full: bool = False
+    server_ids_in_use: Mapping[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConnectorEndpoints:
+    """Where the connector's converters and schema history live, and the password's variable name."""
+
+    password_env: str
+    registry_url: str
+    kafka_bootstrap: str
+
+
+class SourceEngine(ABC):
+    """One source database engine; subclasses register under :attr:`engine` in :mod:`cdc_lake.sources`.
+
+    Every method opens its own short-lived connections, so an engine holds nothing to close.
+    """
+
+    engine: ClassVar[str]
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+
+    @abstractmethod
+    def preflight(self, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
+        """Check the primary (and replica) for everything ``captures`` need; never changes anything."""
+
+    @abstractmethod
+    def planned_changes(self, capture: Capture, options: PreflightOptions) -> list[str]:
+        """What :meth:`prepare` and :meth:`publish` would change for ``capture``, for a dry run."""
+
+    @abstractmethod
+    def prepare(self, capture: Capture, options: PreflightOptions) -> list[Change]:
+        """Create what the connector needs before it is registered (Postgres: heartbeat, publication)."""
+
+    @abstractmethod
+    def publish(self, capture: Capture) -> list[Change]:
+        """Align what the connector reads with ``capture`` once it streams (Postgres: the publication).
+
+        Tables are added only after the connector's include list has them, so no change is
+        filtered out by a connector that does not know the table yet.
+        """
+
+    @abstractmethod
+    def release(
+        self, slot_name: str | None, publication_name: str | None, drop_slot: bool
+    ) -> tuple[list[str], list[str]]:
+        """Drop what a deleted connector used: its publication and, if ``drop_slot``, its slot.
+
+        Returns what was done, and warnings (a slot kept holds WAL until it is dropped).
+        """
+
+    @abstractmethod
+    def slot_exists(self, slot_name: str) -> bool:
+        """Whether the replication slot ``slot_name`` exists (engines without slots: never)."""
+
+    @abstractmethod
+    def connector_params(self, capture: Capture, endpoints: ConnectorEndpoints) -> ConnectorParams:
+        """The parameters of the engine's connector template for ``capture``."""
+
+    @abstractmethod
+    def current_position(self) -> str:
+        """The primary's position now (Postgres: WAL LSN; MySQL/MariaDB: GTID set)."""
+
+    @abstractmethod
+    def replica_position(self) -> str:
+        """The position the read replica has replayed (same form as :meth:`current_position`)."""
+
+    @abstractmethod
+    def wait_replica_past(self, position: str, timeout: float) -> str:
+        """Block until the replica has replayed ``position``; returns its position then.
+
+        Raises :class:`~cdc_lake.exceptions.SourceEngineError` after ``timeout`` seconds.
+        """

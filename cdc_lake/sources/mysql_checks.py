@@ -1,0 +1,276 @@
+"""MySQL/MariaDB preflight: facts read from the primary and replica, and the checks judged from them.
+
+Like the Postgres checks, :class:`MySqlFacts` is plain data so every check can be tested on
+recorded values, including server settings a shared server cannot change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cdc_lake.onboard.preflight import CheckResult, name_list
+from cdc_lake.sources.base import Capture, PreflightOptions
+
+MIN_BINLOG_RETENTION_SECONDS = 3 * 86_400
+"""Shorter retention risks a purged binlog (and a re-bootstrap) after a weekend-long outage."""
+
+# Each needed global privilege, with the names servers report it under (MariaDB 10.5+
+# reports REPLICATION CLIENT as BINLOG MONITOR).
+_NEEDED_PRIVILEGES = {
+    "REPLICATION SLAVE": ("REPLICATION SLAVE",),
+    "REPLICATION CLIENT": ("REPLICATION CLIENT", "BINLOG MONITOR"),
+    "RELOAD": ("RELOAD",),
+}
+
+
+@dataclass(frozen=True)
+class MyTableFacts:
+    """One table on the primary; ``exists`` is False when it is missing or invisible to the user."""
+
+    name: str
+    exists: bool = False
+    columns: tuple[str, ...] = ()
+    primary_key: tuple[str, ...] = ()
+    can_select: bool = False
+
+
+@dataclass(frozen=True)
+class MyReplicaFacts:
+    """The read replica's replication status; ``error`` is set when it could not be read."""
+
+    configured: bool
+    address: str = ""
+    error: str | None = None
+    is_replica: bool = False
+    io_running: str = ""
+    sql_running: str = ""
+    last_error: str = ""
+    seconds_behind: int | None = None
+    primary: str = ""
+
+
+@dataclass(frozen=True)
+class MySqlFacts:
+    """Everything the MySQL/MariaDB checks judge; ``flavor`` is ``mysql`` or ``mariadb``."""
+
+    flavor: str
+    user: str
+    variables: Mapping[str, str]
+    privileges: frozenset[str]
+    tables: Mapping[str, MyTableFacts]
+    server_ids_in_use: Mapping[int, str]
+    replica: MyReplicaFacts
+
+
+def evaluate(facts: MySqlFacts, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
+    """Every MySQL/MariaDB check for ``captures``, in the order they are reported."""
+    keys = {table.name: tuple(table.key or ()) for capture in captures for table in capture.tables}
+    in_use = {**facts.server_ids_in_use, **options.server_ids_in_use}
+    return [
+        check_log_bin(facts),
+        check_binlog_format(facts),
+        check_binlog_row_image(facts),
+        check_gtid(facts),
+        check_binlog_retention(facts),
+        check_grants(facts),
+        check_server_ids(in_use, captures),
+        check_tables(facts, keys),
+        check_primary_keys(facts, keys),
+        check_replica(facts.replica, options.replica_required),
+    ]
+
+
+def _on(value: str | None) -> bool:
+    return (value or "").upper() in ("ON", "1")
+
+
+def check_log_bin(facts: MySqlFacts) -> CheckResult:
+    """The binary log is enabled."""
+    if _on(facts.variables.get("log_bin")):
+        return CheckResult.ok("log_bin", "ON")
+    return CheckResult.fail(
+        "log_bin", "is OFF: there is no binlog to capture", "start the server with --log-bin (restart)"
+    )
+
+
+def check_binlog_format(facts: MySqlFacts) -> CheckResult:
+    """Rows, not statements, are logged."""
+    value = facts.variables.get("binlog_format", "")
+    if value.upper() == "ROW":
+        return CheckResult.ok("binlog_format", "ROW")
+    return CheckResult.fail(
+        "binlog_format",
+        f"is {value or 'unknown'}, Debezium needs ROW",
+        "SET PERSIST binlog_format = 'ROW' (MariaDB: binlog_format=ROW in my.cnf) and restart clients",
+    )
+
+
+def check_binlog_row_image(facts: MySqlFacts) -> CheckResult:
+    """Every column of every changed row is logged."""
+    value = facts.variables.get("binlog_row_image", "")
+    if value.upper() == "FULL":
+        return CheckResult.ok("binlog_row_image", "FULL")
+    return CheckResult.fail(
+        "binlog_row_image",
+        f"is {value or 'unknown'}: events would miss unchanged columns",
+        "SET GLOBAL binlog_row_image = 'FULL' (and in my.cnf)",
+    )
+
+
+def check_gtid(facts: MySqlFacts) -> CheckResult:
+    """GTIDs are on, so the connector can follow a failover and bootstrap can wait by position."""
+    if facts.flavor == "mariadb":
+        position = facts.variables.get("gtid_binlog_pos", "")
+        return CheckResult.ok(
+            "gtid mode", f"MariaDB GTIDs are always on (gtid_binlog_pos {position or 'empty'})"
+        )
+    mode = facts.variables.get("gtid_mode", "")
+    consistency = facts.variables.get("enforce_gtid_consistency", "")
+    if mode.upper() == "ON" and consistency.upper() == "ON":
+        return CheckResult.ok("gtid mode", "gtid_mode=ON, enforce_gtid_consistency=ON")
+    return CheckResult.fail(
+        "gtid mode",
+        f"gtid_mode={mode or 'unknown'}, enforce_gtid_consistency={consistency or 'unknown'}",
+        "set enforce_gtid_consistency=ON and gtid_mode=ON (step through OFF_PERMISSIVE, ON_PERMISSIVE)",
+    )
+
+
+def retention_seconds(variables: Mapping[str, str]) -> int:
+    """Binlog retention in seconds (0: never purged automatically)."""
+    seconds = int(float(variables.get("binlog_expire_logs_seconds", "0") or "0"))
+    if seconds:
+        return seconds
+    return int(float(variables.get("expire_logs_days", "0") or "0") * 86_400)
+
+
+def check_binlog_retention(facts: MySqlFacts) -> CheckResult:
+    """Binlogs are kept longer than a plausible outage of the connector."""
+    seconds = retention_seconds(facts.variables)
+    if seconds == 0:
+        return CheckResult.ok("binlog retention", "never purged automatically (watch the disk)")
+    hours = seconds / 3600
+    if seconds < MIN_BINLOG_RETENTION_SECONDS:
+        days = MIN_BINLOG_RETENTION_SECONDS // 86_400
+        return CheckResult.fail(
+            "binlog retention",
+            f"{hours:g} h: an outage longer than that purges binlogs the connector needs",
+            f"SET GLOBAL binlog_expire_logs_seconds = {MIN_BINLOG_RETENTION_SECONDS} (at least {days} days; "
+            "on RDS: CALL mysql.rds_set_configuration('binlog retention hours', 72))",
+        )
+    return CheckResult.ok("binlog retention", f"{hours:g} h")
+
+
+def check_grants(facts: MySqlFacts) -> CheckResult:
+    """The user holds the global privileges the connector needs."""
+    missing = [
+        needed
+        for needed, names in _NEEDED_PRIVILEGES.items()
+        if not any(name in facts.privileges for name in names)
+    ]
+    if missing:
+        return CheckResult.fail(
+            "grants",
+            f"{facts.user} lacks {', '.join(missing)}",
+            f"GRANT {', '.join(missing)} ON *.* TO {facts.user}",
+        )
+    return CheckResult.ok("grants", f"{facts.user} has {', '.join(_NEEDED_PRIVILEGES)}")
+
+
+def check_server_ids(in_use: Mapping[int, str], captures: Sequence[Capture]) -> CheckResult:
+    """Each connector's server id differs from every server and binlog client of this source."""
+    clashes = [
+        f"{capture.server_id} ({in_use[capture.server_id]})"
+        for capture in captures
+        if capture.server_id is not None and capture.server_id in in_use
+    ]
+    if clashes:
+        return CheckResult.fail(
+            "server id",
+            f"already used by {name_list(clashes)}",
+            "set server_id in the source config to an id no server or connector of this source uses",
+        )
+    ids = ", ".join(str(capture.server_id) for capture in captures)
+    return CheckResult.ok("server id", f"{ids} unused")
+
+
+def check_tables(facts: MySqlFacts, keys: Mapping[str, tuple[str, ...]]) -> CheckResult:
+    """Every table exists and the user may SELECT it."""
+    missing = [name for name in keys if not facts.tables[name].exists]
+    if missing:
+        return CheckResult.fail(
+            "tables",
+            f"not found, or not visible to {facts.user}: {name_list(missing)}",
+            f"create the tables, fix their names in the config, or GRANT SELECT ON them TO {facts.user}",
+        )
+    denied = [name for name in keys if not facts.tables[name].can_select]
+    if denied:
+        return CheckResult.fail(
+            "tables",
+            f"{facts.user} may not SELECT {name_list(denied)}",
+            f"GRANT SELECT ON <each table> TO {facts.user}",
+        )
+    return CheckResult.ok("tables", f"{len(keys)} found and readable")
+
+
+def check_primary_keys(facts: MySqlFacts, keys: Mapping[str, tuple[str, ...]]) -> CheckResult:
+    """Every table has a primary key, or a configured key whose columns exist."""
+    keyless, bad_keys = [], []
+    for name, configured in keys.items():
+        table = facts.tables[name]
+        if not table.exists:
+            continue
+        if configured:
+            unknown = [column for column in configured if column not in table.columns]
+            if unknown:
+                bad_keys.append(f"{name} ({', '.join(unknown)})")
+        elif not table.primary_key:
+            keyless.append(name)
+    if bad_keys:
+        return CheckResult.fail(
+            "primary keys",
+            f"configured key columns not in the table: {name_list(bad_keys)}",
+            "fix tables[].key in the config",
+        )
+    if keyless:
+        return CheckResult.fail(
+            "primary keys",
+            f"no primary key and no configured key: {name_list(keyless)}",
+            "add a primary key, or set tables[].key in the config",
+        )
+    return CheckResult.ok("primary keys", f"{len(keys)} tables keyed")
+
+
+def check_replica(replica: MyReplicaFacts, required: bool) -> CheckResult:
+    """The read replica answers and both its replication threads run."""
+    name = "replica"
+    if not replica.configured:
+        if required:
+            return CheckResult.fail(
+                name,
+                "no replica configured: bootstrap reads from a replica",
+                "set replica: in the source config (or bootstrap.allow_primary_reads: true)",
+            )
+        return CheckResult.ok(name, "none configured; bootstrap.allow_primary_reads is on")
+    if replica.error is not None:
+        return CheckResult.fail(
+            name,
+            f"{replica.address}: {replica.error}",
+            "start the replica, fix replica: in the config, or grant the user REPLICATION CLIENT there",
+        )
+    if not replica.is_replica:
+        return CheckResult.fail(
+            name,
+            f"{replica.address} replicates from nowhere (no replication status)",
+            "point replica: at a replica of the primary",
+        )
+    if replica.io_running.upper() != "YES" or replica.sql_running.upper() != "YES":
+        error = f": {replica.last_error}" if replica.last_error else ""
+        return CheckResult.fail(
+            name,
+            f"{replica.address} is not applying (IO thread {replica.io_running}, "
+            f"SQL thread {replica.sql_running}){error}",
+            "fix the replication error and START SLAVE / START REPLICA on the replica",
+        )
+    behind = "unknown" if replica.seconds_behind is None else f"{replica.seconds_behind}s"
+    return CheckResult.ok(name, f"{replica.address} applying from {replica.primary}, {behind} behind")

@@ -1,0 +1,547 @@
+"""The Postgres engine: pgoutput logical decoding through one publication and one slot per connector.
+
+Onboarding creates the heartbeat table and each connector's publication (filtered to its
+tables); the connector creates its own slot when it first starts.  Tables join an existing
+publication only after the connector's include list has them (see :meth:`PostgresEngine.publish`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from cdc_lake.config import Connection, Source, Table
+from cdc_lake.exceptions import SourceEngineError
+from cdc_lake.onboard.preflight import CheckResult
+from cdc_lake.sources.base import Capture, Change, ConnectorEndpoints, PreflightOptions, SourceEngine
+from cdc_lake.sources.postgres_checks import (
+    PgHeartbeatFacts,
+    PgPublicationFacts,
+    PgReplicaFacts,
+    PgSlotFacts,
+    PgTableFacts,
+    PostgresFacts,
+    evaluate,
+)
+from connectors.render import ConnectorParams, heartbeat_table_ddl
+
+_Conn = psycopg.Connection[tuple[Any, ...]]
+
+HEARTBEAT_TABLE = "cdc_lake.heartbeat"
+"""Written by every connector's heartbeat query (one row per connector) and in every publication."""
+
+_SETTINGS = ("wal_level", "max_replication_slots", "max_wal_senders", "max_slot_wal_keep_size")
+_CONNECT_TIMEOUT = 5
+_POLL_SECONDS = 0.5
+_SLOT_RELEASE_SECONDS = 30.0
+
+_TABLES_QUERY = """
+select n.nspname || '.' || c.relname, c.relkind::text, c.relreplident::text,
+       has_table_privilege(c.oid, 'SELECT'), pg_has_role(c.relowner, 'USAGE'),
+       array(select a.attname::text from pg_attribute a
+             where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped order by a.attnum),
+       array(select a.attname::text from pg_index i
+             cross join lateral unnest(i.indkey) with ordinality as k(attnum, ord)
+             join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+             where i.indrelid = c.oid and i.indisprimary order by k.ord),
+       array(select a.attname::text from pg_attribute a
+             where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped and a.attstorage <> 'p'
+             order by a.attnum)
+from pg_class c join pg_namespace n on n.oid = c.relnamespace
+where (n.nspname, c.relname) in (select * from unnest(%s::text[], %s::text[]))
+"""
+
+
+def _split(qualified: str) -> tuple[str, str]:
+    schema, _, table = qualified.partition(".")
+    return schema, table
+
+
+def _ident(qualified: str) -> sql.Identifier:
+    return sql.Identifier(*_split(qualified))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+class PostgresEngine(SourceEngine):
+    """A Postgres source: primary for CDC, streaming standby for bootstrap."""
+
+    engine = "postgres"
+
+    def __init__(self, source: Source) -> None:
+        super().__init__(source)
+        self.database = source.primary.database or ""
+
+    # Connections
+
+    def _where(self, role: str, connection: Connection) -> str:
+        return f"source {self.source.name}: {role} {connection.host}:{connection.port}/{self.database}"
+
+    @contextmanager
+    def _connect(self, role: str = "primary") -> Iterator[_Conn]:
+        connection = self.source.primary if role == "primary" else self.source.replica
+        if connection is None:
+            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
+        password = connection.password.get_secret_value() if connection.password is not None else None
+        try:
+            conn = psycopg.connect(
+                host=connection.host,
+                port=connection.port,
+                dbname=connection.database or self.database,
+                user=connection.user,
+                password=password,
+                connect_timeout=_CONNECT_TIMEOUT,
+                autocommit=True,
+                application_name="cdc-lake",
+            )
+        except psycopg.Error as exc:
+            raise SourceEngineError(
+                f"{self._where(role, connection)}: cannot connect as {connection.user}: {_first_line(exc)}"
+            ) from None
+        try:
+            with conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise SourceEngineError(f"{self._where(role, connection)}: {_first_line(exc)}") from None
+
+    # Preflight
+
+    def preflight(self, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
+        """Connect to the primary (a failure is the only result) and judge the facts read there."""
+        try:
+            facts = self.read_facts(captures)
+        except SourceEngineError as exc:
+            return [
+                CheckResult.fail(
+                    "primary connection",
+                    str(exc),
+                    "check host, port, database, user and the password variable",
+                )
+            ]
+        address = f"{self.source.primary.host}:{self.source.primary.port}/{self.database}"
+        connected = CheckResult.ok("primary connection", f"{address} as {facts.user}")
+        return [connected, *evaluate(facts, captures, options)]
+
+    def read_facts(self, captures: Sequence[Capture]) -> PostgresFacts:
+        """Everything the checks judge, read from the primary and the replica."""
+        tables = [table for capture in captures for table in capture.tables]
+        slot_names = [c.slot_name for c in captures if c.slot_name]
+        publication_names = [c.publication_name for c in captures if c.publication_name]
+        with self._connect() as conn:
+            settings = dict(
+                conn.execute(
+                    "select name, setting from pg_settings where name = any(%s)", (list(_SETTINGS),)
+                ).fetchall()
+            )
+            user, superuser, replication, create_db = _one(
+                conn.execute(
+                    "select current_user::text, r.rolsuper, r.rolreplication or "
+                    "(case when exists (select 1 from pg_roles where rolname = 'rds_replication') "
+                    "then pg_has_role('rds_replication', 'MEMBER') else false end), "
+                    "has_database_privilege(current_database(), 'CREATE') "
+                    "from pg_roles r where r.rolname = current_user"
+                ).fetchone()
+            )
+            slots_used = _one(conn.execute("select count(*) from pg_replication_slots").fetchone())[0]
+            senders_used = _one(
+                conn.execute(
+                    "select count(*) from pg_stat_activity where backend_type = 'walsender'"
+                ).fetchone()
+            )[0]
+            primary_lsn = str(_one(conn.execute("select pg_current_wal_lsn()::text").fetchone())[0])
+            facts = PostgresFacts(
+                database=self.database,
+                user=str(user),
+                settings={str(k): str(v) for k, v in settings.items()},
+                slots_used=int(str(slots_used)),
+                wal_senders_used=int(str(senders_used)),
+                superuser=bool(superuser),
+                replication_role=bool(replication),
+                can_create_in_database=bool(create_db),
+                heartbeat=self._heartbeat_facts(conn),
+                tables=_table_facts(conn, [table.name for table in tables]),
+                replica=PgReplicaFacts(configured=False),
+                slots=_slot_facts(conn, slot_names),
+                publications=_publication_facts(conn, publication_names),
+            )
+        return replace(facts, replica=self._replica_facts(primary_lsn))
+
+    def _heartbeat_facts(self, conn: _Conn) -> PgHeartbeatFacts:
+        schema, table = _split(HEARTBEAT_TABLE)
+        row = _one(
+            conn.execute(
+                "select n.oid is not null, coalesce(has_schema_privilege(n.oid, 'CREATE'), false), "
+                "c.oid is not null, coalesce(has_table_privilege(c.oid, 'INSERT') "
+                "and has_table_privilege(c.oid, 'UPDATE'), false) "
+                "from (select 1) one left join pg_namespace n on n.nspname = %s "
+                "left join pg_class c on c.relnamespace = n.oid and c.relname = %s",
+                (schema, table),
+            ).fetchone()
+        )
+        return PgHeartbeatFacts(
+            name=HEARTBEAT_TABLE,
+            schema_exists=bool(row[0]),
+            can_create_in_schema=bool(row[1]),
+            exists=bool(row[2]),
+            can_write=bool(row[3]),
+        )
+
+    def _replica_facts(self, primary_lsn: str) -> PgReplicaFacts:
+        replica = self.source.replica
+        if replica is None:
+            return PgReplicaFacts(configured=False)
+        address = f"{replica.host}:{replica.port}"
+        try:
+            with self._connect("replica") as conn:
+                in_recovery, receive_lsn, replay_lsn, paused, lag = _one(
+                    conn.execute(
+                        "select pg_is_in_recovery(), pg_last_wal_receive_lsn()::text, "
+                        "pg_last_wal_replay_lsn()::text, "
+                        "case when pg_is_in_recovery() then pg_is_wal_replay_paused() else false end, "
+                        "pg_wal_lsn_diff(%s::pg_lsn, pg_last_wal_replay_lsn())::bigint",
+                        (primary_lsn,),
+                    ).fetchone()
+                )
+        except SourceEngineError as exc:
+            return PgReplicaFacts(configured=True, address=address, error=str(exc).rsplit(": ", 1)[-1])
+        return PgReplicaFacts(
+            configured=True,
+            address=address,
+            in_recovery=bool(in_recovery),
+            receive_lsn=None if receive_lsn is None else str(receive_lsn),
+            replay_lsn=None if replay_lsn is None else str(replay_lsn),
+            replay_paused=bool(paused),
+            lag_bytes=None if lag is None else max(0, int(str(lag))),
+        )
+
+    # Database objects
+
+    def planned_changes(self, capture: Capture, options: PreflightOptions) -> list[str]:
+        """The heartbeat table, REPLICA IDENTITY, and publication statements this capture would need."""
+        with self._connect() as conn:
+            changes = []
+            if not self._heartbeat_facts(conn).exists:
+                changes.append(f"create heartbeat table {HEARTBEAT_TABLE}")
+            if options.replica_identity_full:
+                changes += [
+                    f"ALTER TABLE {name} REPLICA IDENTITY FULL"
+                    for name in _needs_full_identity(conn, capture.tables)
+                ]
+            publication = capture.publication_name or ""
+            current = _publication_tables(conn, publication)
+            if current is None:
+                listed = ", ".join([HEARTBEAT_TABLE, *capture.table_names])
+                changes.append(f"CREATE PUBLICATION {publication} FOR TABLE {listed}")
+            else:
+                changes += _publication_diff_text(publication, current, capture)
+        return changes
+
+    def prepare(self, capture: Capture, options: PreflightOptions) -> list[Change]:
+        """Create the heartbeat table, set REPLICA IDENTITY FULL if asked, and create the publication."""
+        changes: list[Change] = []
+        publication = capture.publication_name or ""
+        with self._connect() as conn:
+            if not self._heartbeat_facts(conn).exists:
+                schema, _ = _split(HEARTBEAT_TABLE)
+                conn.execute(sql.SQL("create schema if not exists {}").format(sql.Identifier(schema)))
+                conn.execute(sql.SQL(heartbeat_table_ddl(HEARTBEAT_TABLE)))  # type: ignore[arg-type]
+                changes.append(Change(f"created heartbeat table {HEARTBEAT_TABLE}"))
+            if options.replica_identity_full:
+                for name in _needs_full_identity(conn, capture.tables):
+                    conn.execute(sql.SQL("alter table {} replica identity full").format(_ident(name)))
+                    changes.append(Change(f"set REPLICA IDENTITY FULL on {name}"))
+            if _publication_tables(conn, publication) is None:
+                listed = sql.SQL(", ").join(_ident(t) for t in [HEARTBEAT_TABLE, *capture.table_names])
+                conn.execute(
+                    sql.SQL(
+                        "create publication {} for table {} with (publish = 'insert, update, delete')"
+                    ).format(sql.Identifier(publication), listed)
+                )
+                changes.append(
+                    Change(
+                        f"created publication {publication} ({len(capture.tables)} tables)",
+                        undo=lambda: self._drop_publication(publication),
+                    )
+                )
+        return changes
+
+    def publish(self, capture: Capture) -> list[Change]:
+        """Add the capture's missing tables to its publication and drop those it no longer captures."""
+        publication = capture.publication_name or ""
+        changes: list[Change] = []
+        with self._connect() as conn:
+            current = _publication_tables(conn, publication)
+            if current is None:
+                raise SourceEngineError(
+                    f"source {self.source.name}: publication {publication} disappeared during onboarding"
+                )
+            wanted = {HEARTBEAT_TABLE, *capture.table_names}
+            added = sorted(wanted - current)
+            dropped = sorted(current - wanted)
+            if added:
+                self._alter_publication(conn, publication, "add", added)
+                changes.append(
+                    Change(
+                        f"added {', '.join(added)} to publication {publication}",
+                        undo=lambda: self._alter_publication_now(publication, "drop", added),
+                    )
+                )
+            if dropped:
+                self._alter_publication(conn, publication, "drop", dropped)
+                changes.append(
+                    Change(
+                        f"dropped {', '.join(dropped)} from publication {publication}",
+                        undo=lambda: self._alter_publication_now(publication, "add", dropped),
+                    )
+                )
+        return changes
+
+    def _alter_publication(self, conn: _Conn, publication: str, verb: str, tables: list[str]) -> None:
+        statement = (
+            "alter publication {} add table {}" if verb == "add" else "alter publication {} drop table {}"
+        )
+        conn.execute(
+            sql.SQL(statement).format(  # type: ignore[arg-type]
+                sql.Identifier(publication), sql.SQL(", ").join(_ident(t) for t in tables)
+            )
+        )
+
+    def _alter_publication_now(self, publication: str, verb: str, tables: list[str]) -> str:
+        with self._connect() as conn:
+            self._alter_publication(conn, publication, verb, tables)
+        done = "added {} to" if verb == "add" else "dropped {} from"
+        return f"{done.format(', '.join(tables))} publication {publication}"
+
+    def _drop_publication(self, publication: str) -> str:
+        with self._connect() as conn:
+            conn.execute(sql.SQL("drop publication if exists {}").format(sql.Identifier(publication)))
+        return f"dropped publication {publication}"
+
+    def release(
+        self, slot_name: str | None, publication_name: str | None, drop_slot: bool
+    ) -> tuple[list[str], list[str]]:
+        """Drop the publication, and the slot if ``drop_slot`` (waiting for its walsender to exit).
+
+        Returns what was done and warnings (a slot kept, which holds WAL until dropped).
+        """
+        done: list[str] = []
+        warnings: list[str] = []
+        if publication_name:
+            with self._connect() as conn:
+                exists = _publication_tables(conn, publication_name) is not None
+            if exists:
+                done.append(self._drop_publication(publication_name))
+        if not slot_name:
+            return done, warnings
+        with self._connect() as conn:
+            present = conn.execute(
+                "select 1 from pg_replication_slots where slot_name = %s", (slot_name,)
+            ).fetchone()
+        if present is None:
+            return done, warnings
+        if drop_slot:
+            done.append(self._drop_slot(slot_name))
+        else:
+            warnings.append(
+                f"replication slot {slot_name} kept: it holds WAL on the primary until dropped "
+                f"(offboard with --drop-slot, or SELECT pg_drop_replication_slot('{slot_name}'))"
+            )
+        return done, warnings
+
+    def _drop_slot(self, slot_name: str) -> str:
+        deadline = time.monotonic() + _SLOT_RELEASE_SECONDS
+        with self._connect() as conn:
+            while True:
+                row = conn.execute(
+                    "select active from pg_replication_slots where slot_name = %s", (slot_name,)
+                ).fetchone()
+                if row is None:
+                    return f"replication slot {slot_name} was already gone"
+                if not row[0]:
+                    conn.execute("select pg_drop_replication_slot(%s)", (slot_name,))
+                    return f"dropped replication slot {slot_name}"
+                if time.monotonic() > deadline:
+                    raise SourceEngineError(
+                        f"source {self.source.name}: replication slot {slot_name} still in use after "
+                        f"{_SLOT_RELEASE_SECONDS:.0f}s; stop its client and drop it"
+                    )
+                time.sleep(_POLL_SECONDS)
+
+    def slot_exists(self, slot_name: str) -> bool:
+        """Whether a replication slot called ``slot_name`` exists on the primary."""
+        with self._connect() as conn:
+            row = conn.execute(
+                "select 1 from pg_replication_slots where slot_name = %s", (slot_name,)
+            ).fetchone()
+        return row is not None
+
+    def connector_params(self, capture: Capture, endpoints: ConnectorEndpoints) -> ConnectorParams:
+        """Template parameters of the Postgres connector for ``capture``."""
+        primary = self.source.primary
+        return ConnectorParams(
+            host=primary.host,
+            port=primary.port,
+            user=primary.user,
+            password_env=endpoints.password_env,
+            topic_prefix=self.source.topic_prefix or self.source.name,
+            tables=list(capture.table_names),
+            registry_url=endpoints.registry_url,
+            database=self.database,
+            columns={t.name: t.columns for t in capture.tables if t.columns},
+            slot_name=capture.slot_name,
+            publication_name=capture.publication_name,
+            heartbeat_table=HEARTBEAT_TABLE,
+        )
+
+    # Positions
+
+    def current_position(self) -> str:
+        """The primary's current WAL write position (an LSN such as ``0/16B3748``)."""
+        with self._connect() as conn:
+            return str(_one(conn.execute("select pg_current_wal_lsn()::text").fetchone())[0])
+
+    def replica_position(self) -> str:
+        """The last WAL position the replica has replayed."""
+        with self._connect("replica") as conn:
+            value = _one(conn.execute("select pg_last_wal_replay_lsn()::text").fetchone())[0]
+        if value is None:
+            raise SourceEngineError(
+                f"source {self.source.name}: the replica is not a standby (no replay LSN)"
+            )
+        return str(value)
+
+    def wait_replica_past(self, position: str, timeout: float) -> str:
+        """Poll the replica until its replay LSN is at or past ``position``."""
+        deadline = time.monotonic() + timeout
+        with self._connect("replica") as conn:
+            while True:
+                reached, replayed = _one(
+                    conn.execute(
+                        "select pg_wal_lsn_diff(pg_last_wal_replay_lsn(), %s::pg_lsn) >= 0, "
+                        "pg_last_wal_replay_lsn()::text",
+                        (position,),
+                    ).fetchone()
+                )
+                if replayed is None:
+                    raise SourceEngineError(
+                        f"source {self.source.name}: the replica is not a standby (no replay LSN)"
+                    )
+                if reached:
+                    return str(replayed)
+                if time.monotonic() > deadline:
+                    raise SourceEngineError(
+                        f"source {self.source.name}: replica replayed {replayed}, not past {position}, "
+                        f"after {timeout:.0f}s"
+                    )
+                time.sleep(_POLL_SECONDS)
+
+
+def _one(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    if row is None:
+        raise SourceEngineError("a catalog query returned no row")
+    return row
+
+
+def _table_facts(conn: _Conn, names: Sequence[str]) -> dict[str, PgTableFacts]:
+    schemas, tables = zip(*(_split(name) for name in names), strict=True) if names else ((), ())
+    found: dict[str, PgTableFacts] = {}
+    for row in conn.execute(_TABLES_QUERY, (list(schemas), list(tables))).fetchall():
+        name, kind, identity, can_select, owned, columns, primary_key, toastable = row
+        found[str(name)] = PgTableFacts(
+            name=str(name),
+            kind=str(kind),
+            replica_identity=str(identity),
+            can_select=bool(can_select),
+            owned=bool(owned),
+            columns=tuple(columns),
+            primary_key=tuple(primary_key),
+            toastable=tuple(toastable),
+        )
+    return {name: found.get(name, PgTableFacts(name=name)) for name in names}
+
+
+def _needs_full_identity(conn: _Conn, tables: Sequence[Table]) -> list[str]:
+    """Tables whose DEFAULT/NOTHING identity leaves updates without a key or TOASTed values out."""
+    facts = _table_facts(conn, [table.name for table in tables])
+    return [
+        name
+        for name, table in facts.items()
+        if table.kind is not None
+        and (
+            table.replica_identity == "n"
+            or (table.replica_identity == "d" and (not table.primary_key or bool(table.toastable)))
+        )
+    ]
+
+
+def _slot_facts(conn: _Conn, names: Sequence[str]) -> dict[str, PgSlotFacts]:
+    rows = conn.execute(
+        "select slot_name::text, slot_type, plugin::text, database::text, active "
+        "from pg_replication_slots where slot_name = any(%s)",
+        (list(names),),
+    ).fetchall()
+    return {
+        str(name): PgSlotFacts(
+            name=str(name),
+            slot_type=str(slot_type),
+            plugin=None if plugin is None else str(plugin),
+            database=None if database is None else str(database),
+            active=bool(active),
+        )
+        for name, slot_type, plugin, database, active in rows
+    }
+
+
+def _publication_facts(conn: _Conn, names: Sequence[str]) -> dict[str, PgPublicationFacts]:
+    rows = conn.execute(
+        "select pubname::text, puballtables, pubinsert, pubupdate, pubdelete, pg_has_role(pubowner, 'USAGE') "
+        "from pg_publication where pubname = any(%s)",
+        (list(names),),
+    ).fetchall()
+    facts = {}
+    for name, all_tables, inserts, updates, deletes, owned in rows:
+        publishes = tuple(
+            verb for verb, on in (("insert", inserts), ("update", updates), ("delete", deletes)) if on
+        )
+        facts[str(name)] = PgPublicationFacts(
+            name=str(name),
+            all_tables=bool(all_tables),
+            publishes=publishes,
+            tables=frozenset(_publication_tables(conn, str(name)) or ()),
+            owned=bool(owned),
+        )
+    return facts
+
+
+def _publication_tables(conn: _Conn, publication: str) -> set[str] | None:
+    """The tables of ``publication`` as ``schema.table``; None when it does not exist."""
+    if conn.execute("select 1 from pg_publication where pubname = %s", (publication,)).fetchone() is None:
+        return None
+    rows = conn.execute(
+        "select schemaname::text || '.' || tablename::text from pg_publication_tables where pubname = %s",
+        (publication,),
+    ).fetchall()
+    return {str(row[0]) for row in rows}
+
+
+def _publication_diff_text(publication: str, current: set[str], capture: Capture) -> list[str]:
+    wanted = {HEARTBEAT_TABLE, *capture.table_names}
+    changes = []
+    added = sorted(wanted - current)
+    dropped = sorted(current - wanted)
+    if added:
+        changes.append(
+            f"ALTER PUBLICATION {publication} ADD TABLE {', '.join(added)} (after the connector streams)"
+        )
+    if dropped:
+        changes.append(f"ALTER PUBLICATION {publication} DROP TABLE {', '.join(dropped)}")
+    return changes

@@ -1,0 +1,455 @@
+"""Postgres preflight: the facts read from the primary and replica, and the checks judged from them.
+
+:class:`PostgresFacts` is plain data, so every check can be tested against recorded query
+results, including the settings a shared server cannot change (``wal_level``,
+``max_replication_slots``, ``max_slot_wal_keep_size``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from cdc_lake.onboard.preflight import CheckResult, name_list
+from cdc_lake.sources.base import Capture, PreflightOptions
+
+PLUGIN = "pgoutput"
+
+# relkind values: only ordinary tables are published as themselves.
+_ORDINARY_TABLE = "r"
+_PARTITIONED_TABLE = "p"
+_IDENTITY = {"d": "DEFAULT", "n": "NOTHING", "f": "FULL", "i": "INDEX"}
+
+
+@dataclass(frozen=True)
+class PgTableFacts:
+    """One table on the primary; ``kind`` is None when it does not exist.
+
+    ``toastable`` lists columns whose storage is not PLAIN (their values may be TOASTed);
+    ``owned`` says whether the current user may ALTER the table (owner, member, superuser).
+    """
+
+    name: str
+    kind: str | None = None
+    columns: tuple[str, ...] = ()
+    primary_key: tuple[str, ...] = ()
+    replica_identity: str = "d"
+    toastable: tuple[str, ...] = ()
+    can_select: bool = False
+    owned: bool = False
+
+
+@dataclass(frozen=True)
+class PgSlotFacts:
+    """A replication slot that already exists under a planned name."""
+
+    name: str
+    slot_type: str
+    plugin: str | None
+    database: str | None
+    active: bool
+
+
+@dataclass(frozen=True)
+class PgPublicationFacts:
+    """A publication that already exists under a planned name."""
+
+    name: str
+    all_tables: bool
+    publishes: tuple[str, ...]
+    tables: frozenset[str]
+    owned: bool
+
+
+@dataclass(frozen=True)
+class PgHeartbeatFacts:
+    """The heartbeat table and whether the user may create or write it."""
+
+    name: str
+    exists: bool
+    can_write: bool
+    schema_exists: bool
+    can_create_in_schema: bool
+
+
+@dataclass(frozen=True)
+class PgReplicaFacts:
+    """The read replica as seen by the configured user; ``error`` is set when it was unreachable."""
+
+    configured: bool
+    address: str = ""
+    error: str | None = None
+    in_recovery: bool = False
+    receive_lsn: str | None = None
+    replay_lsn: str | None = None
+    replay_paused: bool = False
+    lag_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class PostgresFacts:
+    """Everything the Postgres checks judge, read in one pass over the primary and replica."""
+
+    database: str
+    user: str
+    settings: Mapping[str, str]
+    slots_used: int
+    wal_senders_used: int
+    superuser: bool
+    replication_role: bool
+    can_create_in_database: bool
+    heartbeat: PgHeartbeatFacts
+    tables: Mapping[str, PgTableFacts]
+    replica: PgReplicaFacts
+    slots: Mapping[str, PgSlotFacts] = field(default_factory=dict)
+    publications: Mapping[str, PgPublicationFacts] = field(default_factory=dict)
+
+
+def evaluate(
+    facts: PostgresFacts, captures: Sequence[Capture], options: PreflightOptions
+) -> list[CheckResult]:
+    """Every Postgres check for ``captures``, in the order they are reported."""
+    keys = {table.name: tuple(table.key or ()) for capture in captures for table in capture.tables}
+    return [
+        check_wal_level(facts),
+        check_replication_slots(facts, captures),
+        check_wal_senders(facts, captures, options),
+        check_wal_keep_size(facts),
+        check_replication_privilege(facts),
+        check_tables(facts, keys),
+        check_select(facts, keys),
+        check_primary_keys(facts, keys),
+        check_replica_identity(facts, keys, options.replica_identity_full),
+        check_publications(facts, captures),
+        check_heartbeat(facts),
+        check_slots(facts, captures, options),
+        check_replica(facts.replica, options.replica_required),
+    ]
+
+
+def check_wal_level(facts: PostgresFacts) -> CheckResult:
+    """``wal_level`` must be ``logical`` for logical decoding."""
+    level = facts.settings.get("wal_level", "")
+    if level == "logical":
+        return CheckResult.ok("wal_level", "logical")
+    return CheckResult.fail(
+        "wal_level",
+        f"is {level or 'unknown'}, logical decoding needs logical",
+        "ALTER SYSTEM SET wal_level = logical; then restart Postgres",
+    )
+
+
+def _new_slots(facts: PostgresFacts, captures: Sequence[Capture]) -> list[str]:
+    return [c.slot_name for c in captures if c.slot_name is not None and c.slot_name not in facts.slots]
+
+
+def check_replication_slots(facts: PostgresFacts, captures: Sequence[Capture]) -> CheckResult:
+    """``max_replication_slots`` leaves room for the slots the new connectors will create."""
+    limit = int(facts.settings.get("max_replication_slots", "0"))
+    free = limit - facts.slots_used
+    needed = len(_new_slots(facts, captures))
+    detail = f"{facts.slots_used} of {limit} used, {needed} needed"
+    if needed > free:
+        return CheckResult.fail(
+            "replication slots",
+            detail,
+            f"raise max_replication_slots to at least {facts.slots_used + needed} (restart), "
+            "or drop unused slots",
+        )
+    return CheckResult.ok("replication slots", detail)
+
+
+def check_wal_senders(
+    facts: PostgresFacts, captures: Sequence[Capture], options: PreflightOptions
+) -> CheckResult:
+    """``max_wal_senders`` leaves room for one walsender per connector not yet streaming."""
+    limit = int(facts.settings.get("max_wal_senders", "0"))
+    free = limit - facts.wal_senders_used
+    needed = sum(
+        1
+        for capture in captures
+        if not (capture.connector in options.registered and _slot_active(facts, capture.slot_name))
+    )
+    detail = f"{facts.wal_senders_used} of {limit} used, {needed} needed"
+    if needed > free:
+        return CheckResult.fail(
+            "wal senders",
+            detail,
+            f"raise max_wal_senders to at least {facts.wal_senders_used + needed} (restart)",
+        )
+    return CheckResult.ok("wal senders", detail)
+
+
+def _slot_active(facts: PostgresFacts, slot_name: str | None) -> bool:
+    slot = facts.slots.get(slot_name or "")
+    return slot is not None and slot.active
+
+
+def check_wal_keep_size(facts: PostgresFacts) -> CheckResult:
+    """``max_slot_wal_keep_size`` bounds the WAL a stuck slot can hold on the primary's disk."""
+    value = facts.settings.get("max_slot_wal_keep_size", "-1")
+    if value in ("-1", ""):
+        return CheckResult.fail(
+            "max_slot_wal_keep_size",
+            "is -1: a stopped connector's slot can fill the primary's disk with WAL",
+            "ALTER SYSTEM SET max_slot_wal_keep_size = '50GB' (size it above the longest outage's WAL); "
+            "SELECT pg_reload_conf()",
+        )
+    return CheckResult.ok("max_slot_wal_keep_size", f"{value} MB")
+
+
+def check_replication_privilege(facts: PostgresFacts) -> CheckResult:
+    """The connector user may open a replication connection."""
+    if facts.superuser:
+        return CheckResult.ok("replication privilege", f"{facts.user} is a superuser")
+    if facts.replication_role:
+        return CheckResult.ok("replication privilege", f"{facts.user} has REPLICATION")
+    role = _quote(facts.user)
+    return CheckResult.fail(
+        "replication privilege",
+        f"{facts.user} lacks REPLICATION",
+        f"ALTER ROLE {role} WITH REPLICATION (on RDS: GRANT rds_replication TO {role})",
+    )
+
+
+def check_tables(facts: PostgresFacts, keys: Mapping[str, tuple[str, ...]]) -> CheckResult:
+    """Every table exists on the primary as an ordinary table."""
+    missing = [name for name in keys if facts.tables[name].kind is None]
+    if missing:
+        return CheckResult.fail(
+            "tables",
+            f"not found in database {facts.database}: {name_list(missing)}",
+            "create the tables or fix the table names in the config",
+        )
+    partitioned = [name for name in keys if facts.tables[name].kind == _PARTITIONED_TABLE]
+    if partitioned:
+        return CheckResult.fail(
+            "tables",
+            f"partitioned tables are not supported: {name_list(partitioned)}",
+            "onboard the partitions as tables of their own",
+        )
+    other = [name for name in keys if facts.tables[name].kind != _ORDINARY_TABLE]
+    if other:
+        return CheckResult.fail(
+            "tables", f"not tables (views or other relations): {name_list(other)}", "onboard tables only"
+        )
+    return CheckResult.ok("tables", f"{len(keys)} found")
+
+
+def check_select(facts: PostgresFacts, keys: Mapping[str, tuple[str, ...]]) -> CheckResult:
+    """The user may SELECT every table (the connector reads structures; bootstrap reads rows)."""
+    denied = [
+        name for name in keys if facts.tables[name].kind is not None and not facts.tables[name].can_select
+    ]
+    if denied:
+        return CheckResult.fail(
+            "select privilege",
+            f"{facts.user} may not SELECT {name_list(denied)}",
+            f"GRANT SELECT ON <each table> TO {_quote(facts.user)}",
+        )
+    return CheckResult.ok("select privilege", f"{facts.user} may SELECT every table")
+
+
+def check_primary_keys(facts: PostgresFacts, keys: Mapping[str, tuple[str, ...]]) -> CheckResult:
+    """Every table has a primary key, or a configured key whose columns exist."""
+    keyless, bad_keys = [], []
+    for name, configured in keys.items():
+        table = facts.tables[name]
+        if table.kind is None:
+            continue
+        if configured:
+            unknown = [column for column in configured if column not in table.columns]
+            if unknown:
+                bad_keys.append(f"{name} ({', '.join(unknown)})")
+        elif not table.primary_key:
+            keyless.append(name)
+    if bad_keys:
+        return CheckResult.fail(
+            "primary keys",
+            f"configured key columns not in the table: {name_list(bad_keys)}",
+            "fix tables[].key in the config",
+        )
+    if keyless:
+        return CheckResult.fail(
+            "primary keys",
+            f"no primary key and no configured key: {name_list(keyless)}",
+            "add a primary key, or set tables[].key in the config and use --replica-identity-full",
+        )
+    return CheckResult.ok("primary keys", f"{len(keys)} tables keyed")
+
+
+def check_replica_identity(
+    facts: PostgresFacts, keys: Mapping[str, tuple[str, ...]], set_full: bool
+) -> CheckResult:
+    """Updates and deletes carry enough of the old row: fail without an identity, warn on TOAST loss."""
+    name = "replica identity"
+    broken: list[str] = []
+    toasty: list[str] = []
+    to_set: list[str] = []
+    not_owned: list[str] = []
+    for table_name in keys:
+        table = facts.tables[table_name]
+        if table.kind is None:
+            continue
+        identity = table.replica_identity
+        no_identity = identity == "n" or (identity == "d" and not table.primary_key)
+        loses_toast = identity == "d" and bool(table.primary_key) and bool(table.toastable)
+        if not (no_identity or loses_toast):
+            continue
+        if set_full:
+            (to_set if table.owned else not_owned).append(table_name)
+        elif no_identity:
+            broken.append(f"{table_name} ({_IDENTITY.get(identity, identity)})")
+        else:
+            toasty.append(f"{table_name} ({', '.join(table.toastable)})")
+    if not_owned:
+        return CheckResult.fail(
+            name,
+            f"{facts.user} cannot set REPLICA IDENTITY FULL on tables it does not own: "
+            f"{name_list(not_owned)}",
+            "run ALTER TABLE … REPLICA IDENTITY FULL as the owner",
+        )
+    if broken:
+        return CheckResult.fail(
+            name,
+            f"updates and deletes would have no old key: {name_list(broken)}",
+            "ALTER TABLE … REPLICA IDENTITY FULL (or USING INDEX), or onboard with --replica-identity-full",
+        )
+    if toasty:
+        return CheckResult.warn(
+            name,
+            "DEFAULT with TOASTable columns, unchanged large values arrive as placeholders: "
+            f"{name_list(toasty)}",
+            "onboard with --replica-identity-full, or let the applier keep the stored values",
+        )
+    if to_set:
+        return CheckResult.ok(name, f"will set FULL on {name_list(to_set)}")
+    return CheckResult.ok(name, "every table identifies its old rows")
+
+
+def check_publications(facts: PostgresFacts, captures: Sequence[Capture]) -> CheckResult:
+    """Each connector's publication can be created, or exists as a table list we may alter."""
+    name = "publication"
+    problems = []
+    for capture in captures:
+        publication = capture.publication_name or ""
+        existing = facts.publications.get(publication)
+        current = existing.tables if existing is not None else frozenset()
+        to_add = [t for t in capture.table_names if t not in current]
+        if existing is None and not facts.can_create_in_database:
+            problems.append(f"{publication}: {facts.user} lacks CREATE on database {facts.database}")
+        elif existing is not None and existing.all_tables:
+            problems.append(f"{publication} exists FOR ALL TABLES")
+        elif existing is not None and not existing.owned:
+            problems.append(f"{publication} exists and is owned by another role")
+        elif existing is not None and not {"insert", "update", "delete"} <= set(existing.publishes):
+            problems.append(f"{publication} publishes only {', '.join(existing.publishes) or 'nothing'}")
+        not_owned = [t for t in to_add if t in facts.tables and not facts.tables[t].owned]
+        if not_owned:
+            problems.append(f"{publication}: {facts.user} does not own {name_list(not_owned)}")
+    if problems:
+        return CheckResult.fail(
+            name,
+            "; ".join(problems),
+            "drop the conflicting publication or set publication_name; grant CREATE on the database; "
+            "tables must be owned by the user (or create the publication as their owner)",
+        )
+    states = [
+        f"{c.publication_name} {'exists' if c.publication_name in facts.publications else 'will be created'}"
+        for c in captures
+    ]
+    return CheckResult.ok(name, name_list(states))
+
+
+def check_heartbeat(facts: PostgresFacts) -> CheckResult:
+    """The heartbeat table exists and is writable, or can be created."""
+    heartbeat = facts.heartbeat
+    if heartbeat.exists:
+        if heartbeat.can_write:
+            return CheckResult.ok("heartbeat table", f"{heartbeat.name} exists")
+        return CheckResult.fail(
+            "heartbeat table",
+            f"{facts.user} may not INSERT and UPDATE {heartbeat.name}",
+            f"GRANT INSERT, UPDATE ON {heartbeat.name} TO {_quote(facts.user)}",
+        )
+    creatable = heartbeat.can_create_in_schema if heartbeat.schema_exists else facts.can_create_in_database
+    if creatable:
+        return CheckResult.ok("heartbeat table", f"{heartbeat.name} will be created")
+    return CheckResult.fail(
+        "heartbeat table",
+        f"{facts.user} cannot create {heartbeat.name}",
+        f"create it (see docs/onboarding.md) and GRANT INSERT, UPDATE ON it TO {_quote(facts.user)}",
+    )
+
+
+def check_slots(facts: PostgresFacts, captures: Sequence[Capture], options: PreflightOptions) -> CheckResult:
+    """A planned slot that already exists must be a pgoutput slot of this database, unused by others."""
+    problems, resumed = [], []
+    for capture in captures:
+        slot = facts.slots.get(capture.slot_name or "")
+        if slot is None:
+            continue
+        if slot.slot_type != "logical":
+            problems.append(f"{slot.name} is a {slot.slot_type} slot")
+        elif slot.plugin != PLUGIN:
+            problems.append(f"{slot.name} exists with plugin {slot.plugin}")
+        elif slot.database != facts.database:
+            problems.append(f"{slot.name} exists on database {slot.database}")
+        elif slot.active and capture.connector not in options.registered:
+            problems.append(f"{slot.name} is in use by another client")
+        else:
+            resumed.append(slot.name)
+    if problems:
+        return CheckResult.fail(
+            "replication slot",
+            f"belongs to someone else: {'; '.join(problems)}",
+            "set slot_name in the config to a free name, or drop that slot if it is abandoned",
+        )
+    created = _new_slots(facts, captures)
+    parts = []
+    if created:
+        parts.append(f"the connector creates {name_list(created)}")
+    if resumed:
+        parts.append(f"resumes from {name_list(resumed)}")
+    return CheckResult.ok("replication slot", "; ".join(parts))
+
+
+def check_replica(replica: PgReplicaFacts, required: bool) -> CheckResult:
+    """The read replica answers, is a standby, and replays WAL it receives from a primary."""
+    name = "replica"
+    if not replica.configured:
+        if required:
+            return CheckResult.fail(
+                name,
+                "no replica configured: bootstrap reads from a replica",
+                "set replica: in the source config (or bootstrap.allow_primary_reads: true)",
+            )
+        return CheckResult.ok(name, "none configured; bootstrap.allow_primary_reads is on")
+    if replica.error is not None:
+        return CheckResult.fail(
+            name,
+            f"{replica.address} unreachable: {replica.error}",
+            "start the replica or fix replica: in the config",
+        )
+    if not replica.in_recovery:
+        return CheckResult.fail(
+            name,
+            f"{replica.address} is not a standby (pg_is_in_recovery() is false)",
+            "point replica: at a streaming standby of the primary",
+        )
+    if replica.receive_lsn is None:
+        return CheckResult.fail(
+            name,
+            f"{replica.address} receives no WAL from a primary",
+            "check primary_conninfo and the standby's log",
+        )
+    if replica.replay_paused:
+        return CheckResult.fail(
+            name, f"{replica.address} has WAL replay paused", "SELECT pg_wal_replay_resume() on the replica"
+        )
+    lag = "unknown" if replica.lag_bytes is None else f"{replica.lag_bytes} bytes"
+    return CheckResult.ok(name, f"{replica.address} replaying, {lag} behind")
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
