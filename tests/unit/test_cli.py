@@ -16,13 +16,6 @@ from cdc_lake.cli.main import cli
 from cdc_lake.state import StateStore, TableState
 
 NOT_YET = [
-    (["onboard", "pg"], "onboard", "the onboarding issue"),
-    (["onboard", "pg", "--tables", "public.a", "--dry-run"], "onboard", "the onboarding issue"),
-    (["offboard", "pg.public.a"], "offboard", "the onboarding issue"),
-    (["connectors", "status", "--json"], "connectors status", "the onboarding issue"),
-    (["connectors", "pause", "pg"], "connectors pause", "the onboarding issue"),
-    (["connectors", "resume", "pg"], "connectors resume", "the onboarding issue"),
-    (["connectors", "restart", "pg"], "connectors restart", "the onboarding issue"),
     (["bootstrap", "pg.public.a", "pg.public.b"], "bootstrap", "the bootstrap issue"),
     (["bootstrap", "--source", "pg", "--all-pending"], "bootstrap", "the bootstrap issue"),
     (["apply", "--once", "--tables", "pg.public.a", "--tier", "1"], "apply", "the incremental apply issue"),
