@@ -107,6 +107,10 @@ def s3a_conf(s3: S3SettingsLike) -> dict[str, str]:
     conf = {
         "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
         f"{prefix}path.style.access": _conf_value(s3.path_style_access),
+        # Keep directory markers: S3A otherwise bulk-deletes every parent marker after each write,
+        # which costs a request per file on any store and fails on stores that map markers to real
+        # directories (e.g. file-system-backed gateways) while the directory has children.
+        f"{prefix}directory.marker.retention": "keep",
     }
     if s3.endpoint:
         conf[f"{prefix}endpoint"] = s3.endpoint
