@@ -32,6 +32,7 @@ from connectors.client import KafkaConnectClient
 from connectors.render import ConnectorParams, heartbeat_table_ddl, render_connector
 
 OUT_DIR = Path(__file__).resolve().parent.parent / "tests" / "unit" / "data" / "recorded"
+SLOT = "cdc_lake_recorder"
 TOAST_TEXT = "".join(f"{i:05d}-toast-value-that-does-not-compress-" for i in range(400))
 
 PG_SETUP = [
@@ -50,7 +51,7 @@ PG_SETUP = [
          '00:00:00', '[]', 'b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12', false, null, null, '{}', 'sad')""",
 ]
 PG_CHANGES = [
-    f"""insert into rec.all_types values (3, 99999999.99, 1e-20, now(), now(), current_date, current_time,
+    f"""insert into rec.all_types values (3, 99999999.99, 0.000000000000000001, now(), now(), current_date, current_time,
         '{{"nested": {{"k": [1, 2]}}}}', gen_random_uuid(), null, '{TOAST_TEXT}', '\\xdeadbeef', '{{a}}', 'happy')""",
     "update rec.all_types set amount = 1.50 where id = 3",
     "delete from rec.all_types where id = 2",
@@ -110,7 +111,8 @@ def _run_mariadb(stack: LocalStack, statements: list[str]) -> None:
 
 
 def _connector(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> tuple[str, str]:
-    name = f"record-{engine}"
+    # A fresh name per run: Connect keeps a deleted connector's offsets, which would point into a dropped slot.
+    name = f"record-{engine}-{int(time.time())}"
     creds = stack.layout.credentials
     common = {"user": creds.db_user, "password_env": "CDC_LAKE_DB_PASSWORD", "topic_prefix": name,
               "tables": ["rec.all_types"], "registry_url": stack.registry.base_url}
@@ -119,7 +121,7 @@ def _connector(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> t
                               "drop publication if exists record_pub",
                               "create publication record_pub for table rec.all_types, rec.heartbeat"])
         params = ConnectorParams(host=HOST, port=stack.layout.ports.postgres_primary, database=DEMO_DATABASE,
-                                 slot_name="record_slot", publication_name="record_pub",
+                                 slot_name=SLOT, publication_name="record_pub",
                                  heartbeat_table="rec.heartbeat", **common)  # type: ignore[arg-type]
     else:
         params = ConnectorParams(host=HOST, port=stack.layout.ports.mariadb_primary, server_id=9101,
@@ -180,7 +182,7 @@ def record(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> Path:
     connect.delete(name)
     if engine == "postgres":
         time.sleep(2)
-        _run_postgres(stack, ["select pg_drop_replication_slot('record_slot')"])
+        _run_postgres(stack, [f"select pg_drop_replication_slot('{SLOT}')"])
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / f"{engine}.jsonl"
     path.write_text("\n".join(lines) + "\n")
