@@ -1,0 +1,214 @@
+"""MySQL/MariaDB preflight checks judged on recorded server values.
+
+``MARIADB`` holds what the local stack's MariaDB 10.11 primary and replica reported; the server
+settings a shared stack cannot change during a test (``log_bin``, ``binlog_format``,
+``binlog_row_image``, GTID mode, binlog retention, a stopped replica thread) are only tested here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from cdc_lake.config import Table
+from cdc_lake.onboard.preflight import CheckResult, Outcome
+from cdc_lake.sources.base import Capture, PreflightOptions
+from cdc_lake.sources.mysql_checks import (
+    MIN_BINLOG_RETENTION_SECONDS,
+    MyReplicaFacts,
+    MySqlFacts,
+    MyTableFacts,
+    evaluate,
+    retention_seconds,
+)
+
+PRODUCTS = MyTableFacts(
+    name="app.products", exists=True, columns=("id", "sku"), primary_key=("id",), can_select=True
+)
+MARIADB = MySqlFacts(
+    flavor="mariadb",
+    user="cdc@%",
+    variables={
+        "log_bin": "ON",
+        "binlog_format": "ROW",
+        "binlog_row_image": "FULL",
+        "gtid_binlog_pos": "0-1-16",
+        "binlog_expire_logs_seconds": "604800",
+        "expire_logs_days": "7.000000",
+        "server_id": "1",
+    },
+    privileges=frozenset({"SELECT", "RELOAD", "REPLICATION SLAVE", "BINLOG MONITOR", "SLAVE MONITOR"}),
+    tables={"app.products": PRODUCTS},
+    server_ids_in_use={1: "the primary", 2: "the replica 127.0.0.1:13307"},
+    replica=MyReplicaFacts(
+        configured=True,
+        address="127.0.0.1:13307",
+        is_replica=True,
+        io_running="Yes",
+        sql_running="Yes",
+        seconds_behind=0,
+        primary="127.0.0.1:13306",
+    ),
+)
+MYSQL = replace(
+    MARIADB,
+    flavor="mysql",
+    variables={**MARIADB.variables, "gtid_mode": "ON", "enforce_gtid_consistency": "ON"},
+    privileges=frozenset({"SELECT", "RELOAD", "REPLICATION SLAVE", "REPLICATION CLIENT"}),
+)
+CAPTURE = Capture(connector="cdc-lake.maria", tables=(Table(name="app.products"),), server_id=5401)
+
+
+def check(
+    name: str,
+    facts: MySqlFacts = MARIADB,
+    capture: Capture = CAPTURE,
+    options: PreflightOptions | None = None,
+) -> CheckResult:
+    results = {result.name: result for result in evaluate(facts, [capture], options or PreflightOptions())}
+    return results[name]
+
+
+def with_variables(facts: MySqlFacts, **values: str) -> MySqlFacts:
+    return replace(facts, variables={**facts.variables, **values})
+
+
+@pytest.mark.parametrize("facts", [MARIADB, MYSQL], ids=["mariadb", "mysql"])
+def test_healthy_sources_pass_every_check(facts: MySqlFacts) -> None:
+    results = evaluate(facts, [CAPTURE], PreflightOptions())
+
+    assert [r.name for r in results if r.outcome is not Outcome.PASS] == []
+
+
+def test_binlog_off_fails() -> None:
+    result = check("log_bin", with_variables(MARIADB, log_bin="OFF"))
+
+    assert result.failed
+    assert "--log-bin" in (result.fix or "")
+
+
+@pytest.mark.parametrize("value", ["STATEMENT", "MIXED"])
+def test_binlog_format_must_be_row(value: str) -> None:
+    result = check("binlog_format", with_variables(MARIADB, binlog_format=value))
+
+    assert result.failed
+    assert result.detail == f"is {value}, Debezium needs ROW"
+
+
+def test_minimal_row_image_fails() -> None:
+    result = check("binlog_row_image", with_variables(MARIADB, binlog_row_image="MINIMAL"))
+
+    assert result.failed
+    assert result.detail == "is MINIMAL: events would miss unchanged columns"
+
+
+def test_mysql_without_gtids_fails_and_mariadb_always_has_them() -> None:
+    off = check("gtid mode", with_variables(MYSQL, gtid_mode="OFF_PERMISSIVE"))
+    maria = check("gtid mode", with_variables(MARIADB, gtid_mode="OFF"))
+
+    assert off.failed
+    assert off.detail == "gtid_mode=OFF_PERMISSIVE, enforce_gtid_consistency=ON"
+    assert not maria.failed
+    assert "0-1-16" in maria.detail
+
+
+def test_retention_reads_seconds_then_days() -> None:
+    assert retention_seconds({"binlog_expire_logs_seconds": "7200", "expire_logs_days": "7"}) == 7200
+    assert retention_seconds({"binlog_expire_logs_seconds": "0", "expire_logs_days": "2.5"}) == 216_000
+    assert retention_seconds({"expire_logs_days": "0"}) == 0
+
+
+def test_short_binlog_retention_fails_and_none_passes() -> None:
+    short = check(
+        "binlog retention", with_variables(MARIADB, binlog_expire_logs_seconds="3600", expire_logs_days="0")
+    )
+    never = check(
+        "binlog retention", with_variables(MARIADB, binlog_expire_logs_seconds="0", expire_logs_days="0")
+    )
+    enough = check(
+        "binlog retention",
+        with_variables(MARIADB, binlog_expire_logs_seconds=str(MIN_BINLOG_RETENTION_SECONDS)),
+    )
+
+    assert short.failed
+    assert short.detail == "1 h: an outage longer than that purges binlogs the connector needs"
+    assert not never.failed
+    assert not enough.failed
+
+
+def test_missing_grants_are_named() -> None:
+    result = check("grants", replace(MARIADB, privileges=frozenset({"SELECT"})))
+
+    assert result.failed
+    assert result.detail == "cdc@% lacks REPLICATION SLAVE, REPLICATION CLIENT, RELOAD"
+    assert result.fix == "GRANT REPLICATION SLAVE, REPLICATION CLIENT, RELOAD ON *.* TO cdc@%"
+
+
+def test_server_id_used_by_a_server_or_another_connector_fails() -> None:
+    primary = check("server id", capture=replace(CAPTURE, server_id=1))
+    connector = check("server id", options=PreflightOptions(server_ids_in_use={5401: "connector other"}))
+
+    assert primary.failed
+    assert primary.detail == "already used by 1 (the primary)"
+    assert connector.failed
+    assert connector.detail == "already used by 5401 (connector other)"
+
+
+def test_missing_or_unreadable_tables_fail() -> None:
+    missing = replace(MARIADB, tables={"app.products": MyTableFacts(name="app.products")})
+    unreadable = replace(MARIADB, tables={"app.products": replace(PRODUCTS, can_select=False)})
+
+    assert check("tables", missing).detail == "not found, or not visible to cdc@%: app.products"
+    assert check("tables", unreadable).detail == "cdc@% may not SELECT app.products"
+
+
+def test_keyless_table_fails_unless_a_key_is_configured() -> None:
+    keyless = replace(MARIADB, tables={"app.products": replace(PRODUCTS, primary_key=())})
+    keyed = replace(CAPTURE, tables=(Table(name="app.products", key=["sku"]),))
+
+    assert check("primary keys", keyless).failed
+    assert not check("primary keys", keyless, keyed).failed
+
+
+@pytest.mark.parametrize(
+    ("replica", "failed", "detail"),
+    [
+        (MyReplicaFacts(configured=True, address="h:1", error="Can't connect"), True, "h:1: Can't connect"),
+        (
+            MyReplicaFacts(configured=True, address="h:1"),
+            True,
+            "h:1 replicates from nowhere (no replication status)",
+        ),
+        (
+            MyReplicaFacts(
+                configured=True,
+                address="h:1",
+                is_replica=True,
+                io_running="Yes",
+                sql_running="No",
+                last_error="Duplicate entry '1' for key 'PRIMARY'",
+            ),
+            True,
+            "h:1 is not applying (IO thread Yes, SQL thread No): Duplicate entry '1' for key 'PRIMARY'",
+        ),
+        (
+            MyReplicaFacts(
+                configured=True,
+                address="h:1",
+                is_replica=True,
+                io_running="Yes",
+                sql_running="Yes",
+                seconds_behind=3,
+                primary="p:2",
+            ),
+            False,
+            "h:1 applying from p:2, 3s behind",
+        ),
+    ],
+)
+def test_replica_reachable_and_applying(replica: MyReplicaFacts, failed: bool, detail: str) -> None:
+    result = check("replica", replace(MARIADB, replica=replica))
+
+    assert result.failed is failed
+    assert result.detail == detail

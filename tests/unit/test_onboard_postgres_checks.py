@@ -1,0 +1,412 @@
+"""Postgres preflight checks judged on recorded catalog values.
+
+``HEALTHY`` is what the local stack's primary and replica reported for a fresh database with a
+tier-0 and a shared table; each test changes the one fact a check is about.  Settings that a
+shared server cannot change during a test run (``wal_level``, ``max_replication_slots``,
+``max_wal_senders``, ``max_slot_wal_keep_size``, paused replay) are only tested here; the
+integration tests provoke the rest on the real stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from cdc_lake.config import Table
+from cdc_lake.onboard.preflight import CheckResult, Outcome
+from cdc_lake.sources.base import Capture, PreflightOptions
+from cdc_lake.sources.postgres_checks import (
+    PgHeartbeatFacts,
+    PgPublicationFacts,
+    PgReplicaFacts,
+    PgSlotFacts,
+    PgTableFacts,
+    PostgresFacts,
+    evaluate,
+)
+
+CUSTOMERS = PgTableFacts(
+    name="shop.customers",
+    kind="r",
+    columns=("id", "name"),
+    primary_key=("id",),
+    replica_identity="d",
+    toastable=(),
+    can_select=True,
+    owned=True,
+)
+ORDERS = PgTableFacts(
+    name="shop.orders",
+    kind="r",
+    columns=("id", "amount"),
+    primary_key=("id",),
+    replica_identity="d",
+    toastable=("amount",),
+    can_select=True,
+    owned=True,
+)
+HEALTHY = PostgresFacts(
+    database="app",
+    user="cdc",
+    settings={
+        "wal_level": "logical",
+        "max_replication_slots": "20",
+        "max_wal_senders": "20",
+        "max_slot_wal_keep_size": "4096",
+    },
+    slots_used=1,
+    wal_senders_used=1,
+    superuser=False,
+    replication_role=True,
+    can_create_in_database=True,
+    heartbeat=PgHeartbeatFacts(
+        name="cdc_lake.heartbeat",
+        exists=False,
+        can_write=False,
+        schema_exists=False,
+        can_create_in_schema=False,
+    ),
+    tables={"shop.customers": CUSTOMERS, "shop.orders": ORDERS},
+    replica=PgReplicaFacts(
+        configured=True,
+        address="127.0.0.1:15433",
+        in_recovery=True,
+        receive_lsn="0/3000148",
+        replay_lsn="0/3000148",
+        replay_paused=False,
+        lag_bytes=0,
+    ),
+)
+TIER0 = Capture(
+    connector="cdc-lake.pg.tier0.shop.customers",
+    tables=(Table(name="shop.customers", tier=0),),
+    slot_name="cdc_lake_pg_t0_shop_customers_1a2b3c4d",
+    publication_name="cdc_lake_pg_t0_shop_customers_1a2b3c4d",
+)
+SHARED = Capture(
+    connector="cdc-lake.pg",
+    tables=(Table(name="shop.orders"),),
+    slot_name="cdc_lake_pg",
+    publication_name="cdc_lake_pg",
+)
+CAPTURES = [TIER0, SHARED]
+
+
+def check(
+    name: str,
+    facts: PostgresFacts = HEALTHY,
+    captures: list[Capture] = CAPTURES,
+    options: PreflightOptions | None = None,
+) -> CheckResult:
+    results = {result.name: result for result in evaluate(facts, captures, options or PreflightOptions())}
+    return results[name]
+
+
+def with_table(facts: PostgresFacts, **changes: object) -> PostgresFacts:
+    return replace(facts, tables={**facts.tables, "shop.orders": replace(ORDERS, **changes)})  # type: ignore[arg-type]
+
+
+def test_healthy_source_passes_every_check_but_warns_about_toast() -> None:
+    results = evaluate(HEALTHY, CAPTURES, PreflightOptions())
+
+    assert [r.name for r in results if r.outcome is not Outcome.PASS] == ["replica identity"]
+    assert check("replica identity").outcome is Outcome.WARN
+    assert "shop.orders (amount)" in check("replica identity").detail
+
+
+def test_wal_level_replica_fails_with_the_fix() -> None:
+    facts = replace(HEALTHY, settings={**HEALTHY.settings, "wal_level": "replica"})
+
+    result = check("wal_level", facts)
+
+    assert result.failed
+    assert result.detail == "is replica, logical decoding needs logical"
+    assert "wal_level = logical" in (result.fix or "")
+
+
+def test_no_free_replication_slot_for_the_new_connectors() -> None:
+    facts = replace(HEALTHY, slots_used=19)
+
+    result = check("replication slots", facts)
+
+    assert result.failed
+    assert result.detail == "19 of 20 used, 2 needed"
+    assert "at least 21" in (result.fix or "")
+
+
+def test_existing_slots_need_no_room() -> None:
+    slot = PgSlotFacts(
+        name="cdc_lake_pg", slot_type="logical", plugin="pgoutput", database="app", active=False
+    )
+    facts = replace(HEALTHY, slots_used=19, slots={"cdc_lake_pg": slot})
+
+    assert not check("replication slots", facts).failed
+
+
+def test_no_free_wal_sender() -> None:
+    facts = replace(HEALTHY, wal_senders_used=20)
+
+    result = check("wal senders", facts)
+
+    assert result.failed
+    assert result.detail == "20 of 20 used, 2 needed"
+
+
+def test_a_streaming_registered_connector_needs_no_new_wal_sender() -> None:
+    slot = PgSlotFacts(
+        name="cdc_lake_pg", slot_type="logical", plugin="pgoutput", database="app", active=True
+    )
+    facts = replace(HEALTHY, wal_senders_used=19, slots={"cdc_lake_pg": slot})
+
+    result = check("wal senders", facts, options=PreflightOptions(registered=frozenset({"cdc-lake.pg"})))
+
+    assert not result.failed
+    assert result.detail == "19 of 20 used, 1 needed"
+
+
+def test_unbounded_slot_wal_fails() -> None:
+    facts = replace(HEALTHY, settings={**HEALTHY.settings, "max_slot_wal_keep_size": "-1"})
+
+    result = check("max_slot_wal_keep_size", facts)
+
+    assert result.failed
+    assert "fill the primary's disk" in result.detail
+
+
+def test_user_without_replication_fails_and_superuser_passes() -> None:
+    denied = check("replication privilege", replace(HEALTHY, replication_role=False))
+    superuser = check("replication privilege", replace(HEALTHY, replication_role=False, superuser=True))
+
+    assert denied.failed
+    assert denied.detail == "cdc lacks REPLICATION"
+    assert 'ALTER ROLE "cdc" WITH REPLICATION' in (denied.fix or "")
+    assert not superuser.failed
+
+
+@pytest.mark.parametrize(
+    ("kind", "detail"),
+    [
+        (None, "not found in database app: shop.orders"),
+        ("p", "partitioned tables are not supported: shop.orders"),
+        ("v", "not tables (views or other relations): shop.orders"),
+    ],
+)
+def test_tables_must_exist_as_ordinary_tables(kind: str | None, detail: str) -> None:
+    result = check("tables", with_table(HEALTHY, kind=kind))
+
+    assert result.failed
+    assert result.detail == detail
+
+
+def test_select_privilege_names_the_table() -> None:
+    result = check("select privilege", with_table(HEALTHY, can_select=False))
+
+    assert result.failed
+    assert result.detail == "cdc may not SELECT shop.orders"
+
+
+def test_table_without_primary_key_fails() -> None:
+    result = check("primary keys", with_table(HEALTHY, primary_key=()))
+
+    assert result.failed
+    assert result.detail == "no primary key and no configured key: shop.orders"
+
+
+def test_configured_key_stands_in_for_a_primary_key_if_its_columns_exist() -> None:
+    facts = with_table(HEALTHY, primary_key=())
+    keyed = [TIER0, replace(SHARED, tables=(Table(name="shop.orders", key=["id"]),))]
+    bad = [TIER0, replace(SHARED, tables=(Table(name="shop.orders", key=["order_id"]),))]
+
+    assert not check("primary keys", facts, keyed).failed
+    assert (
+        check("primary keys", facts, bad).detail
+        == "configured key columns not in the table: shop.orders (order_id)"
+    )
+
+
+def test_keyless_table_with_default_identity_fails_unless_full_is_set() -> None:
+    facts = with_table(HEALTHY, primary_key=())
+    keyed = [TIER0, replace(SHARED, tables=(Table(name="shop.orders", key=["id"]),))]
+
+    refused = check("replica identity", facts, keyed)
+    fixed = check("replica identity", facts, keyed, PreflightOptions(replica_identity_full=True))
+
+    assert refused.failed
+    assert refused.detail == "updates and deletes would have no old key: shop.orders (DEFAULT)"
+    assert fixed.outcome is Outcome.PASS
+    assert fixed.detail == "will set FULL on shop.orders"
+
+
+def test_replica_identity_nothing_fails() -> None:
+    result = check("replica identity", with_table(HEALTHY, replica_identity="n"))
+
+    assert result.failed
+    assert "shop.orders (NOTHING)" in result.detail
+
+
+def test_setting_full_needs_ownership() -> None:
+    result = check(
+        "replica identity",
+        with_table(HEALTHY, owned=False),
+        options=PreflightOptions(replica_identity_full=True),
+    )
+
+    assert result.failed
+    assert "does not own: shop.orders" in result.detail
+
+
+@pytest.mark.parametrize("identity", ["f", "i"])
+def test_full_or_index_identity_passes(identity: str) -> None:
+    assert check("replica identity", with_table(HEALTHY, replica_identity=identity)).outcome is Outcome.PASS
+
+
+@pytest.mark.parametrize(
+    ("publication", "detail"),
+    [
+        (
+            PgPublicationFacts("cdc_lake_pg", True, ("insert", "update", "delete"), frozenset(), True),
+            "cdc_lake_pg exists FOR ALL TABLES",
+        ),
+        (
+            PgPublicationFacts("cdc_lake_pg", False, ("insert", "update", "delete"), frozenset(), False),
+            "cdc_lake_pg exists and is owned by another role",
+        ),
+        (
+            PgPublicationFacts("cdc_lake_pg", False, ("insert",), frozenset(), True),
+            "cdc_lake_pg publishes only insert",
+        ),
+    ],
+)
+def test_existing_publication_we_cannot_use(publication: PgPublicationFacts, detail: str) -> None:
+    result = check("publication", replace(HEALTHY, publications={"cdc_lake_pg": publication}))
+
+    assert result.failed
+    assert result.detail == detail
+
+
+def test_publication_needs_create_on_the_database_and_owned_tables() -> None:
+    no_create = check("publication", replace(HEALTHY, can_create_in_database=False))
+    not_owner = check("publication", with_table(HEALTHY, owned=False))
+
+    assert no_create.failed
+    assert "cdc lacks CREATE on database app" in no_create.detail
+    assert not_owner.failed
+    assert "cdc does not own shop.orders" in not_owner.detail
+
+
+def test_existing_publication_with_our_tables_passes() -> None:
+    publication = PgPublicationFacts(
+        "cdc_lake_pg", False, ("insert", "update", "delete"), frozenset({"shop.orders"}), True
+    )
+
+    result = check("publication", replace(HEALTHY, publications={"cdc_lake_pg": publication}))
+
+    assert not result.failed
+    assert "cdc_lake_pg exists" in result.detail
+
+
+def test_heartbeat_table_must_be_writable_or_creatable() -> None:
+    unwritable = replace(HEALTHY.heartbeat, exists=True, schema_exists=True, can_write=False)
+    uncreatable = replace(HEALTHY.heartbeat, schema_exists=True, can_create_in_schema=False)
+
+    assert check("heartbeat table", replace(HEALTHY, heartbeat=unwritable)).failed
+    assert check("heartbeat table", replace(HEALTHY, heartbeat=uncreatable)).failed
+    assert check("heartbeat table").detail == "cdc_lake.heartbeat will be created"
+
+
+@pytest.mark.parametrize(
+    ("slot", "problem"),
+    [
+        (PgSlotFacts("cdc_lake_pg", "physical", None, None, False), "cdc_lake_pg is a physical slot"),
+        (
+            PgSlotFacts("cdc_lake_pg", "logical", "test_decoding", "app", False),
+            "cdc_lake_pg exists with plugin test_decoding",
+        ),
+        (
+            PgSlotFacts("cdc_lake_pg", "logical", "pgoutput", "other", False),
+            "cdc_lake_pg exists on database other",
+        ),
+        (
+            PgSlotFacts("cdc_lake_pg", "logical", "pgoutput", "app", True),
+            "cdc_lake_pg is in use by another client",
+        ),
+    ],
+)
+def test_slot_belonging_to_someone_else_fails(slot: PgSlotFacts, problem: str) -> None:
+    result = check("replication slot", replace(HEALTHY, slots={"cdc_lake_pg": slot}))
+
+    assert result.failed
+    assert result.detail == f"belongs to someone else: {problem}"
+
+
+def test_our_own_slot_is_resumed() -> None:
+    slot = PgSlotFacts("cdc_lake_pg", "logical", "pgoutput", "app", True)
+    facts = replace(HEALTHY, slots={"cdc_lake_pg": slot})
+
+    result = check("replication slot", facts, options=PreflightOptions(registered=frozenset({"cdc-lake.pg"})))
+
+    assert not result.failed
+    assert "resumes from cdc_lake_pg" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("replica", "required", "failed", "detail"),
+    [
+        (
+            PgReplicaFacts(configured=False),
+            True,
+            True,
+            "no replica configured: bootstrap reads from a replica",
+        ),
+        (
+            PgReplicaFacts(configured=False),
+            False,
+            False,
+            "none configured; bootstrap.allow_primary_reads is on",
+        ),
+        (
+            PgReplicaFacts(configured=True, address="h:1", error="connection refused"),
+            True,
+            True,
+            "h:1 unreachable: connection refused",
+        ),
+        (
+            PgReplicaFacts(configured=True, address="h:1", in_recovery=False),
+            True,
+            True,
+            "h:1 is not a standby (pg_is_in_recovery() is false)",
+        ),
+        (
+            PgReplicaFacts(configured=True, address="h:1", in_recovery=True, receive_lsn=None),
+            True,
+            True,
+            "h:1 receives no WAL from a primary",
+        ),
+        (
+            PgReplicaFacts(
+                configured=True, address="h:1", in_recovery=True, receive_lsn="0/1", replay_paused=True
+            ),
+            True,
+            True,
+            "h:1 has WAL replay paused",
+        ),
+        (
+            PgReplicaFacts(
+                configured=True, address="h:1", in_recovery=True, receive_lsn="0/1", lag_bytes=512
+            ),
+            True,
+            False,
+            "h:1 replaying, 512 bytes behind",
+        ),
+    ],
+)
+def test_replica_reachable_and_replaying(
+    replica: PgReplicaFacts, required: bool, failed: bool, detail: str
+) -> None:
+    result = check(
+        "replica", replace(HEALTHY, replica=replica), options=PreflightOptions(replica_required=required)
+    )
+
+    assert result.failed is failed
+    assert result.detail == detail

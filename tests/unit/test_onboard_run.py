@@ -1,0 +1,93 @@
+"""Which tables an onboarding captures, how a failed run rolls back, and lazy source engines."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc_lake.config import Connection, Source, Table
+from cdc_lake.exceptions import ConnectError, SourceEngineError, UnknownTableError
+from cdc_lake.onboard.reconcile import Journal
+from cdc_lake.onboard.run import planned_tables
+from cdc_lake.sources import ENGINES, engine_for
+from cdc_lake.sources.base import Change
+
+SOURCE = Source(
+    name="pg",
+    engine="postgres",
+    primary=Connection(port=5432, database="app", user="cdc"),
+    tables=[Table(name="shop.a"), Table(name="shop.b", tier=0), Table(name="shop.c")],
+)
+
+
+def test_default_is_every_configured_table() -> None:
+    assert [t.name for t in planned_tables(SOURCE, (), [])] == ["shop.a", "shop.b", "shop.c"]
+
+
+def test_tables_asked_for_join_those_already_onboarded() -> None:
+    tables = planned_tables(SOURCE, ("shop.c",), ["pg.shop.a", "pg.shop.c"])
+
+    assert [t.name for t in tables] == ["shop.c", "shop.a"]
+
+
+def test_a_table_asked_for_must_be_configured() -> None:
+    with pytest.raises(UnknownTableError, match=r"table pg\.shop\.zz is not in the config"):
+        planned_tables(SOURCE, ("shop.zz",), [])
+
+
+def test_an_onboarded_table_that_left_the_config_must_be_offboarded_first() -> None:
+    with pytest.raises(UnknownTableError) as raised:
+        planned_tables(SOURCE, (), ["pg.shop.gone"])
+
+    assert str(raised.value) == (
+        "table pg.shop.gone is onboarded but no longer in the config: "
+        "put it back or run cdc-lake offboard pg.shop.gone"
+    )
+
+
+def test_rollback_undoes_newest_first_and_reports_what_is_left() -> None:
+    undone: list[str] = []
+
+    def undo(what: str) -> str:
+        undone.append(what)
+        return f"undid {what}"
+
+    def broken() -> str:
+        raise ConnectError("connector 'x' at http://c: unreachable")
+
+    journal = Journal()
+    journal.add(
+        Change("created heartbeat table"),
+        Change("created publication p", undo=lambda: undo("publication")),
+        Change("registered connector c", undo=lambda: undo("connector")),
+        Change("added t to publication p", undo=broken),
+    )
+
+    assert journal.rollback() == (
+        ["undid connector", "undid publication"],
+        [
+            "added t to publication p (undo failed: connector 'x' at http://c: unreachable)",
+            "created heartbeat table",
+        ],
+    )
+    assert undone == ["connector", "publication"]
+
+
+def test_missing_driver_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(
+        ENGINES,
+        "postgres",
+        ("cdc_lake_missing_driver_probe", "Engine", "cdc_lake_missing_driver_probe", "probe-pkg"),
+    )
+
+    with pytest.raises(SourceEngineError) as raised:
+        engine_for(SOURCE)
+
+    assert str(raised.value) == (
+        "source pg: the postgres engine needs the cdc_lake_missing_driver_probe driver: pip install 'probe-pkg'"
+    )
+
+
+def test_engines_are_found_by_name() -> None:
+    assert type(engine_for(SOURCE)).__name__ == "PostgresEngine"
+    maria = Source(name="m", engine="mariadb", primary=Connection(port=3306, user="cdc"), server_id=7)
+    assert type(engine_for(maria)).__name__ == "MariaDbEngine"

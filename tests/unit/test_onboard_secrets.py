@@ -1,0 +1,44 @@
+"""The password variable handed to Kafka Connect comes from the config file's ${VAR} reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cdc_lake.exceptions import ConfigError
+from cdc_lake.onboard.secrets import password_env
+
+
+def config_file(tmp_path: Path, password: str | None) -> Path:
+    line = "" if password is None else f"      password: {password}\n"
+    path = tmp_path / "cdc-lake.yaml"
+    path.write_text(
+        "sources:\n  pg:\n    engine: postgres\n    primary:\n      port: 5432\n      database: app\n"
+        f"      user: cdc\n{line}",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize("value", ["${PG_PW}", "'${PG_PW:-local}'", '"${PG_PW:-}"'])
+def test_variable_reference_names_the_variable(tmp_path: Path, value: str) -> None:
+    assert password_env(config_file(tmp_path, value), "pg") == "PG_PW"
+
+
+def test_literal_password_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        password_env(config_file(tmp_path, "hunter2secret"), "pg")
+
+    assert "sources.pg.primary.password must be exactly ${VAR}" in str(raised.value)
+    assert "hunter2secret" not in str(raised.value)
+
+
+def test_embedded_reference_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="must be exactly"):
+        password_env(config_file(tmp_path, "pre${PG_PW}"), "pg")
+
+
+def test_missing_password_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="sources.pg.primary.password is not set"):
+        password_env(config_file(tmp_path, None), "pg")
