@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up a development machine (Debian 12): system tools, the virtualenv, the package.
+# Idempotent; the local stack's servers and jars are installed on first `cdc-lake stack up`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || need_apt+=(maven)
+python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
+if ((${#need_apt[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "setup: missing ${need_apt[*]}; run: sudo apt-get install -y ${need_apt[*]}" >&2
+        exit 1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need_apt[@]}"
+fi
+if ! command -v go >/dev/null && [[ ! -x /usr/local/go/bin/go ]]; then
+    echo "setup: Go (>= 1.24) is needed to build the local object store; install it from go.dev or your distribution" >&2
+    exit 1
+fi
+
+python_version=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "setup: Python >= 3.11 is required, found $python_version" >&2
+    exit 1
+fi
+[[ -x .venv/bin/python ]] || python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -e ".[dev]"
+echo "setup: ready (.venv with cdc-lake $(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("cdc-lake"))'))"
