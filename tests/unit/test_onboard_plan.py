@@ -163,7 +163,7 @@ def test_key_column_with_a_separator_is_refused() -> None:
     source = postgres([Table(name="shop.events", key=["a,b"])])
     (shared,) = plan_source(source, source.tables)
 
-    with pytest.raises(ConfigError, match="key column 'a,b' of shop.events"):
+    with pytest.raises(ConfigError, match=r"key column 'a,b' of shop\.events"):
         render_config(
             "postgres",
             shared,

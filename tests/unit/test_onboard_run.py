@@ -83,7 +83,8 @@ def test_missing_driver_says_what_to_install(monkeypatch: pytest.MonkeyPatch) ->
         engine_for(SOURCE)
 
     assert str(raised.value) == (
-        "source pg: the postgres engine needs the cdc_lake_missing_driver_probe driver: pip install 'probe-pkg'"
+        "source pg: the postgres engine needs the cdc_lake_missing_driver_probe driver: "
+        "pip install 'probe-pkg'"
     )
 
 

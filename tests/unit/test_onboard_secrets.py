@@ -40,5 +40,5 @@ def test_embedded_reference_is_refused(tmp_path: Path) -> None:
 
 
 def test_missing_password_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="sources.pg.primary.password is not set"):
+    with pytest.raises(ConfigError, match=r"sources\.pg\.primary\.password is not set"):
         password_env(config_file(tmp_path, None), "pg")
