@@ -107,7 +107,9 @@ def spark_jars(spark_version: str) -> ArtifactSet:
         name="spark",
         artifacts=(
             MavenArtifact(
-                "org.apache.hudi", f"hudi-spark{SPARK_VERSION_LINE}-bundle_{SCALA_BINARY_VERSION}", HUDI_VERSION
+                "org.apache.hudi",
+                f"hudi-spark{SPARK_VERSION_LINE}-bundle_{SCALA_BINARY_VERSION}",
+                HUDI_VERSION,
             ),
             MavenArtifact("org.apache.spark", f"spark-avro_{SCALA_BINARY_VERSION}", spark_version),
             MavenArtifact("org.apache.hadoop", "hadoop-aws", HADOOP_VERSION),
@@ -141,7 +143,9 @@ DEBEZIUM_PLUGINS = {
     engine: ArtifactSet(
         name=f"debezium-{engine}",
         artifacts=(
-            MavenArtifact("io.debezium", f"debezium-connector-{engine}", DEBEZIUM_VERSION, exclusions=_kafka_excluded()),
+            MavenArtifact(
+                "io.debezium", f"debezium-connector-{engine}", DEBEZIUM_VERSION, exclusions=_kafka_excluded()
+            ),
         ),
     )
     for engine in ("postgres", "mysql", "mariadb")
@@ -161,7 +165,8 @@ APICURIO_CONVERTER = ArtifactSet(
 APICURIO_REGISTRY_APP = MavenArtifact(
     "io.apicurio", "apicurio-registry-app", APICURIO_VERSION, type="tar.gz", classifier="all"
 )
-"""The schema registry server (a Quarkus app) that serves the Confluent REST API under /apis/ccompat/v7 (and its own v2 API the converter uses)."""
+"""The schema registry server (a Quarkus app): the Confluent REST API under /apis/ccompat/v7,
+and its own v2 API, which the converter uses."""
 
 
 def cache_root() -> Path:
@@ -183,7 +188,9 @@ def _pom(artifact_set: ArtifactSet) -> str:
 def _run_maven(args: list[str], cwd: Path, what: str) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise JvmArtifactError(f"cannot resolve {what}: Maven ('mvn') is not on PATH; install it (apt-get install maven)")
+        raise JvmArtifactError(
+            f"cannot resolve {what}: Maven ('mvn') is not on PATH; install it (apt-get install maven)"
+        )
     proc = subprocess.run([mvn, "-B", "-q", *args], cwd=cwd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
@@ -209,7 +216,9 @@ def resolve(artifact_set: ArtifactSet) -> list[Path]:
     jars = sorted(p.name for p in target.glob("*.jar"))
     if not jars:
         raise JvmArtifactError(f"Maven resolved no jars for artifact set '{artifact_set.name}' into {target}")
-    manifest.write_text(json.dumps({"jars": jars, "coordinates": [a.coordinate for a in artifact_set.artifacts]}))
+    manifest.write_text(
+        json.dumps({"jars": jars, "coordinates": [a.coordinate for a in artifact_set.artifacts]})
+    )
     return [target / name for name in jars]
 
 
@@ -223,7 +232,12 @@ def fetch_archive(artifact: MavenArtifact) -> Path:
         return path
     with tempfile.TemporaryDirectory(prefix="cdc-lake-mvn-") as work:
         _run_maven(
-            ["dependency:copy", f"-Dartifact={artifact.coordinate}", f"-DoutputDirectory={work}", "-Dmdep.useBaseVersion=true"],
+            [
+                "dependency:copy",
+                f"-Dartifact={artifact.coordinate}",
+                f"-DoutputDirectory={work}",
+                "-Dmdep.useBaseVersion=true",
+            ],
             Path(work),
             artifact.coordinate,
         )

@@ -77,9 +77,19 @@ MARIADB_CHANGES = [
 EXPECT: dict[str, list[dict[str, Any]]] = {
     # In topic order: snapshot rows 1 and 2, insert 3, update 3, delete 2 and its tombstone.
     "postgres": [
-        {"op": "r", "after": {"id": 1, "amount": "12.34", "doc": '{"a": 1}', "flag": True, "mood": "happy",
-                              "uid": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "d": "2024-02-29",
-                              "created_at": "2024-02-29T23:59:59.123456+00:00"}},
+        {
+            "op": "r",
+            "after": {
+                "id": 1,
+                "amount": "12.34",
+                "doc": '{"a": 1}',
+                "flag": True,
+                "mood": "happy",
+                "uid": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+                "d": "2024-02-29",
+                "created_at": "2024-02-29T23:59:59.123456+00:00",
+            },
+        },
         {"op": "r", "after": {"id": 2, "amount": "-0.01", "big": None, "tags": []}},
         {"op": "c", "after": {"id": 3, "amount": "99999999.99", "big": TOAST_TEXT}},
         {"op": "u", "after": {"id": 3, "amount": "1.50", "big": "__debezium_unavailable_value"}},
@@ -87,8 +97,17 @@ EXPECT: dict[str, list[dict[str, Any]]] = {
         {"tombstone": True, "key": {"id": 2}},
     ],
     "mariadb": [
-        {"op": "r", "after": {"id": 1, "amount": "12.34", "doc": '{"a": 1}', "mood": "happy", "d": "2024-02-29",
-                              "u": "18446744073709551615"}},
+        {
+            "op": "r",
+            "after": {
+                "id": 1,
+                "amount": "12.34",
+                "doc": '{"a": 1}',
+                "mood": "happy",
+                "d": "2024-02-29",
+                "u": "18446744073709551615",
+            },
+        },
         {"op": "r", "after": {"id": 2, "amount": "-0.01", "big": None}},
         {"op": "c", "after": {"id": 3, "amount": "99999999.99", "big": "x"}},
         {"op": "u", "before": {"amount": "99999999.99"}, "after": {"id": 3, "amount": "1.50"}},
@@ -114,18 +133,39 @@ def _connector(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> t
     # A fresh name per run: Connect keeps a deleted connector's offsets, which would point into a dropped slot.
     name = f"record-{engine}-{int(time.time())}"
     creds = stack.layout.credentials
-    common = {"user": creds.db_user, "password_env": "CDC_LAKE_DB_PASSWORD", "topic_prefix": name,
-              "tables": ["rec.all_types"], "registry_url": stack.registry.base_url}
+    common = {
+        "user": creds.db_user,
+        "password_env": "CDC_LAKE_DB_PASSWORD",
+        "topic_prefix": name,
+        "tables": ["rec.all_types"],
+        "registry_url": stack.registry.base_url,
+    }
     if engine == "postgres":
-        _run_postgres(stack, [heartbeat_table_ddl("rec.heartbeat"),
-                              "drop publication if exists record_pub",
-                              "create publication record_pub for table rec.all_types, rec.heartbeat"])
-        params = ConnectorParams(host=HOST, port=stack.layout.ports.postgres_primary, database=DEMO_DATABASE,
-                                 slot_name=SLOT, publication_name="record_pub",
-                                 heartbeat_table="rec.heartbeat", **common)  # type: ignore[arg-type]
+        _run_postgres(
+            stack,
+            [
+                heartbeat_table_ddl("rec.heartbeat"),
+                "drop publication if exists record_pub",
+                "create publication record_pub for table rec.all_types, rec.heartbeat",
+            ],
+        )
+        params = ConnectorParams(
+            host=HOST,
+            port=stack.layout.ports.postgres_primary,
+            database=DEMO_DATABASE,
+            slot_name=SLOT,
+            publication_name="record_pub",
+            heartbeat_table="rec.heartbeat",
+            **common,
+        )  # type: ignore[arg-type]
     else:
-        params = ConnectorParams(host=HOST, port=stack.layout.ports.mariadb_primary, server_id=9101,
-                                 kafka_bootstrap=stack.kafka.address(), **common)  # type: ignore[arg-type]
+        params = ConnectorParams(
+            host=HOST,
+            port=stack.layout.ports.mariadb_primary,
+            server_id=9101,
+            kafka_bootstrap=stack.kafka.address(),
+            **common,
+        )  # type: ignore[arg-type]
     config = render_connector(engine, name, params)
     config["snapshot.mode"] = "initial"
     connect.create_or_update(name, config)
@@ -134,8 +174,9 @@ def _connector(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> t
 
 
 def _drain(topic: str, expected: int, bootstrap: str) -> list[Any]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"recorder-{time.time()}",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"recorder-{time.time()}", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     messages: list[Any] = []
     deadline = time.monotonic() + 120
@@ -172,13 +213,20 @@ def record(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> Path:
                 response.raise_for_status()
                 schemas[str(schema_id)] = response.json()["schema"]
                 seen.add(schema_id)
-        lines.append(json.dumps({
-            "topic": message.topic(), "partition": message.partition(), "offset": message.offset(),
-            "timestamp_ms": message.timestamp()[1],
-            "key": message.key().hex() if message.key() else None,
-            "value": message.value().hex() if message.value() else None,
-            "schemas": schemas, "expect": expect,
-        }))
+        lines.append(
+            json.dumps(
+                {
+                    "topic": message.topic(),
+                    "partition": message.partition(),
+                    "offset": message.offset(),
+                    "timestamp_ms": message.timestamp()[1],
+                    "key": message.key().hex() if message.key() else None,
+                    "value": message.value().hex() if message.value() else None,
+                    "schemas": schemas,
+                    "expect": expect,
+                }
+            )
+        )
     connect.delete(name)
     if engine == "postgres":
         time.sleep(2)

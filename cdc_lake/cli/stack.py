@@ -25,8 +25,10 @@ def _print_statuses(statuses: list[ServiceStatus]) -> None:
     for column in ("service", "state", "address", "log", "detail"):
         table.add_column(column)
     for status in statuses:
-        state = "[green]healthy[/green]" if status.healthy else (
-            "[yellow]unhealthy[/yellow]" if status.running else "[red]stopped[/red]"
+        state = (
+            "[green]healthy[/green]"
+            if status.healthy
+            else ("[yellow]unhealthy[/yellow]" if status.running else "[red]stopped[/red]")
         )
         table.add_row(status.name, state, status.address, status.log, status.detail)
     Console(soft_wrap=True).print(table)

@@ -26,9 +26,15 @@ def _log4j_config() -> str:
 def classpath_argv(heap: str, classpath: list[Path], main_class: str, *args: str) -> list[str]:
     """argv running `main_class` from `classpath` with a fixed heap and our Log4j2 settings."""
     return [
-        java_binary(), f"-Xms{heap}", f"-Xmx{heap}", *_COMMON_FLAGS,
+        java_binary(),
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
+        *_COMMON_FLAGS,
         f"-Dlog4j2.configurationFile={_log4j_config()}",
-        "-cp", ":".join(str(p) for p in classpath), main_class, *args,
+        "-cp",
+        ":".join(str(p) for p in classpath),
+        main_class,
+        *args,
     ]
 
 

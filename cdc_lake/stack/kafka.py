@@ -6,6 +6,7 @@ import base64
 import logging
 import uuid
 from pathlib import Path
+from typing import Any
 
 import requests
 from confluent_kafka.admin import AdminClient
@@ -23,7 +24,11 @@ DEBEZIUM_CONNECTOR_CLASSES = (
 # librdkafka reports every refused connection while the broker boots; health polling expects those.
 _QUIET_LOGGER = logging.getLogger("cdc_lake.stack.kafka.librdkafka")
 _QUIET_LOGGER.setLevel(logging.CRITICAL)
-CONNECT_INTERNAL_TOPICS = ("_cdc_lake_connect_configs", "_cdc_lake_connect_offsets", "_cdc_lake_connect_status")
+CONNECT_INTERNAL_TOPICS = (
+    "_cdc_lake_connect_configs",
+    "_cdc_lake_connect_offsets",
+    "_cdc_lake_connect_status",
+)
 
 
 def _write_properties(path: Path, values: dict[str, str]) -> None:
@@ -81,17 +86,28 @@ class KafkaBroker(Service):
         if not self.layout.path("kafka", "data", "meta.properties").exists():
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             run_checked(
-                classpath_argv("256m", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-                          "-c", str(self.config_file)),
+                classpath_argv(
+                    "256m",
+                    classpath,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    cluster_id,
+                    "-c",
+                    str(self.config_file),
+                ),
                 "formatting Kafka KRaft storage",
             )
         self.process.start(classpath_argv("512m", classpath, "kafka.Kafka", str(self.config_file)))
 
     def admin(self) -> AdminClient:
         """An admin client for this broker."""
-        return AdminClient(
-            {"bootstrap.servers": self.address(), "socket.timeout.ms": 3000, "logger": _QUIET_LOGGER}
-        )
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.address(),
+            "socket.timeout.ms": 3000,
+            "logger": _QUIET_LOGGER,
+        }
+        return AdminClient(config)
 
     def healthy(self) -> bool:
         metadata = self.admin().list_topics(timeout=3)
@@ -99,7 +115,7 @@ class KafkaBroker(Service):
 
 
 class KafkaConnect(Service):
-    """A distributed Connect worker with the Debezium connectors and the Apicurio Avro converter as plugins."""
+    """A distributed Connect worker; Debezium connectors and the Apicurio Avro converter are plugins."""
 
     name = "kafka-connect"
 
@@ -120,7 +136,7 @@ class KafkaConnect(Service):
             jvm.resolve(plugin)
 
     def _plugin_path(self) -> Path:
-        """A directory with one sub-directory per plugin, linked to the resolved jars (isolated classloaders)."""
+        """One sub-directory per plugin, linked to its resolved jars (isolated classloaders)."""
         root = self.layout.path("connect", "plugins")
         root.mkdir(parents=True, exist_ok=True)
         for plugin in (*jvm.DEBEZIUM_PLUGINS.values(), jvm.APICURIO_CONVERTER):
@@ -165,8 +181,12 @@ class KafkaConnect(Service):
         _write_properties(config_file, properties)
         creds = self.layout.credentials
         self.process.start(
-            classpath_argv("768m", jvm.resolve(jvm.KAFKA_SERVER), "org.apache.kafka.connect.cli.ConnectDistributed",
-                      str(config_file)),
+            classpath_argv(
+                "768m",
+                jvm.resolve(jvm.KAFKA_SERVER),
+                "org.apache.kafka.connect.cli.ConnectDistributed",
+                str(config_file),
+            ),
             env={"CDC_LAKE_DB_PASSWORD": creds.db_password},
         )
 

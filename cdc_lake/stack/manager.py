@@ -7,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cdc_lake.config import StackSettings
 from cdc_lake.stack.kafka import KafkaBroker, KafkaConnect
 from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
 from cdc_lake.stack.objectstore import ObjectStore
 from cdc_lake.stack.postgres import PostgresPrimary, PostgresReplica
 from cdc_lake.stack.process import wait_until
 from cdc_lake.stack.registry import SchemaRegistry
-from cdc_lake.config import StackSettings
 from cdc_lake.stack.service import Service, ServiceStatus, StackLayout
 
 HEALTH_TIMEOUT_SECONDS = 180.0
@@ -64,11 +64,19 @@ class LocalStack:
                 service.start()
             for service in wave:
                 progress(f"waiting for {service.name}")
-                wait_until(service.healthy, HEALTH_TIMEOUT_SECONDS, f"{service.name} ({service.address()})",
-                           on_timeout=lambda s=service: f"last lines of {s.process.log_file}:\n{s.process.log_tail()}")
+                wait_until(
+                    service.healthy,
+                    HEALTH_TIMEOUT_SECONDS,
+                    f"{service.name} ({service.address()})",
+                    on_timeout=service.log_excerpt,
+                )
                 service.after_healthy()
-        wait_until(self.mariadb_replica.replicating, HEALTH_TIMEOUT_SECONDS, "MariaDB replication",
-                   on_timeout=self.mariadb_replica.detail)
+        wait_until(
+            self.mariadb_replica.replicating,
+            HEALTH_TIMEOUT_SECONDS,
+            "MariaDB replication",
+            on_timeout=self.mariadb_replica.detail,
+        )
         return StackTimings(install_seconds=installed - began, start_seconds=time.monotonic() - installed)
 
     def down(self) -> list[str]:

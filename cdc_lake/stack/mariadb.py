@@ -77,8 +77,12 @@ class _MariaDbServer(Service):
             install_db = which_or_none("mariadb-install-db", *SERVER_BINARY_DIRS) or "mysql_install_db"
             run_checked(
                 [
-                    install_db, "--no-defaults", f"--datadir={self.data_dir}", "--user=root",
-                    "--auth-root-authentication-method=socket", "--skip-test-db",
+                    install_db,
+                    "--no-defaults",
+                    f"--datadir={self.data_dir}",
+                    "--user=root",
+                    "--auth-root-authentication-method=socket",
+                    "--skip-test-db",
                 ],
                 f"mariadb-install-db for {self.name}",
             )
@@ -95,14 +99,19 @@ class _MariaDbServer(Service):
         """The stack's application user over TCP."""
         creds = self.layout.credentials
         return pymysql.connect(
-            host=HOST, port=self.port, user=creds.db_user, password=creds.db_password,
-            database=database, autocommit=True, connect_timeout=3,
+            host=HOST,
+            port=self.port,
+            user=creds.db_user,
+            password=creds.db_password,
+            database=database,
+            autocommit=True,
+            connect_timeout=3,
         )
 
     def healthy(self) -> bool:
         with self.root_connection() as conn, conn.cursor() as cur:
             cur.execute("select 1")
-            return cur.fetchone() == (1,)
+            return bool(cur.fetchone() == (1,))
 
 
 class MariaDbPrimary(_MariaDbServer):
@@ -163,7 +172,7 @@ class MariaDbReplica(_MariaDbServer):
         with self.root_connection() as conn, conn.cursor(pymysql.cursors.DictCursor) as cur:
             cur.execute("show slave status")
             row = cur.fetchone()
-        return bool(row) and row["Slave_IO_Running"] == "Yes" and row["Slave_SQL_Running"] == "Yes"
+        return bool(row) and bool(row["Slave_IO_Running"] == "Yes" and row["Slave_SQL_Running"] == "Yes")
 
     def detail(self) -> str:
         with self.root_connection() as conn, conn.cursor(pymysql.cursors.DictCursor) as cur:

@@ -31,9 +31,14 @@ def versitygw_binary() -> Path:
         return binary
     go = which_or_none("go", "/usr/local/go/bin", "/usr/lib/go/bin")
     if go is None:
-        raise StackError("the object store is built with Go, which is not installed (apt-get install golang-go)")
-    run_checked([go, "install", f"{VERSITYGW_MODULE}@{VERSITYGW_VERSION}"], "building versitygw",
-                env={"GOBIN": str(bin_dir), "CGO_ENABLED": "0"})
+        raise StackError(
+            "the object store is built with Go, which is not installed (apt-get install golang-go)"
+        )
+    run_checked(
+        [go, "install", f"{VERSITYGW_MODULE}@{VERSITYGW_VERSION}"],
+        "building versitygw",
+        env={"GOBIN": str(bin_dir), "CGO_ENABLED": "0"},
+    )
     return binary
 
 
@@ -59,7 +64,13 @@ class ObjectStore(Service):
         root.mkdir(parents=True, exist_ok=True)
         creds = self.layout.credentials
         self.process.start(
-            [str(versitygw_binary()), "--port", f"{HOST}:{self.layout.ports.object_store}", "posix", str(root)],
+            [
+                str(versitygw_binary()),
+                "--port",
+                f"{HOST}:{self.layout.ports.object_store}",
+                "posix",
+                str(root),
+            ],
             # Keys go through the environment: a command line is visible to every user in `ps`.
             env={"ROOT_ACCESS_KEY": creds.s3_access_key, "ROOT_SECRET_KEY": creds.s3_secret_key},
         )
@@ -68,10 +79,17 @@ class ObjectStore(Service):
         """A boto3 S3 client for this store."""
         creds = self.layout.credentials
         return boto3.client(
-            "s3", endpoint_url=self.endpoint, aws_access_key_id=creds.s3_access_key,
-            aws_secret_access_key=creds.s3_secret_key, region_name="us-east-1",
-            config=BotoConfig(s3={"addressing_style": "path"}, retries={"max_attempts": 2},
-                              connect_timeout=3, read_timeout=10),
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=creds.s3_access_key,
+            aws_secret_access_key=creds.s3_secret_key,
+            region_name="us-east-1",
+            config=BotoConfig(
+                s3={"addressing_style": "path"},
+                retries={"max_attempts": 2},
+                connect_timeout=3,
+                read_timeout=10,
+            ),
         )
 
     def healthy(self) -> bool:

@@ -80,8 +80,13 @@ class _PostgresServer(Service):
         """A superuser connection over TCP."""
         creds = self.layout.credentials
         return psycopg.connect(
-            host=HOST, port=self.port, user=creds.db_user, password=creds.db_password, dbname=dbname,
-            connect_timeout=3, autocommit=True,
+            host=HOST,
+            port=self.port,
+            user=creds.db_user,
+            password=creds.db_password,
+            dbname=dbname,
+            connect_timeout=3,
+            autocommit=True,
         )
 
     def _start_server(self) -> None:
@@ -123,9 +128,16 @@ class PostgresPrimary(_PostgresServer):
             own(Path(pwfile.name), self.user)
             self._run_as_server_user(
                 [
-                    str(PG_BIN / "initdb"), "-D", str(self.data_dir), "-U", creds.db_user,
-                    f"--pwfile={pwfile.name}", "--auth-local=trust", "--auth-host=scram-sha-256",
-                    "--encoding=UTF8", "--locale=C.UTF-8",
+                    str(PG_BIN / "initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "-U",
+                    creds.db_user,
+                    f"--pwfile={pwfile.name}",
+                    "--auth-local=trust",
+                    "--auth-host=scram-sha-256",
+                    "--encoding=UTF8",
+                    "--locale=C.UTF-8",
                 ],
                 "initdb of the Postgres primary",
             )
@@ -171,8 +183,22 @@ class PostgresReplica(_PostgresServer):
         creds = self.layout.credentials
         self._run_as_server_user(
             [
-                str(PG_BIN / "pg_basebackup"), "-h", HOST, "-p", str(self.primary.port), "-U", creds.db_user,
-                "-D", str(self.data_dir), "-R", "-X", "stream", "-c", "fast", "-S", REPLICA_SLOT,
+                str(PG_BIN / "pg_basebackup"),
+                "-h",
+                HOST,
+                "-p",
+                str(self.primary.port),
+                "-U",
+                creds.db_user,
+                "-D",
+                str(self.data_dir),
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "-S",
+                REPLICA_SLOT,
                 *([] if has_slot else ["-C"]),
             ],
             "pg_basebackup of the Postgres replica",
@@ -192,5 +218,7 @@ class PostgresReplica(_PostgresServer):
         with self.connect() as conn:
             row = conn.execute("select pg_last_wal_replay_lsn()::text").fetchone()
         with self.primary.connect() as conn:
-            lag = conn.execute("select pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (row[0] if row else None,)).fetchone()
+            lag = conn.execute(
+                "select pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (row[0] if row else None,)
+            ).fetchone()
         return f"replay lag {lag[0] if lag else '?'} bytes"

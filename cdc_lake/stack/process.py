@@ -7,6 +7,7 @@ or in its environment, so a recycled pid is never signalled.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -106,10 +107,8 @@ class ManagedProcess:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def wait_until(
@@ -121,14 +120,16 @@ def wait_until(
         try:
             if check():
                 return
-        except Exception:  # noqa: BLE001 - a service that is still starting fails its checks in many ways
+        except Exception:
             pass
         time.sleep(0.5)
     detail = f"\n{on_timeout()}" if on_timeout else ""
     raise StackError(f"{what} did not become healthy within {timeout:.0f}s{detail}")
 
 
-def run_checked(argv: Sequence[str], what: str, env: Mapping[str, str] | None = None, **kwargs: object) -> str:
+def run_checked(
+    argv: Sequence[str], what: str, env: Mapping[str, str] | None = None, **kwargs: object
+) -> str:
     """Run a short setup command; raise StackError with its output when it fails."""
     proc = subprocess.run(
         list(argv),

@@ -98,6 +98,10 @@ class Service(ABC):
     def after_healthy(self) -> None:  # noqa: B027 - optional hook, most services need nothing
         """One-time setup once the service is healthy (users, buckets, replication); idempotent."""
 
+    def log_excerpt(self) -> str:
+        """The end of the service log, for errors about a service that failed to start."""
+        return f"last lines of {self.process.log_file}:\n{self.process.log_tail()}"
+
     def detail(self) -> str:
         """Extra facts for `stack status` (replication lag, ...); empty by default."""
         return ""
@@ -113,6 +117,6 @@ class Service(ABC):
         try:
             healthy = running and self.healthy()
             detail = self.detail() if healthy else ""
-        except Exception as exc:  # noqa: BLE001 - any failure to answer means unhealthy
+        except Exception as exc:
             healthy, detail = False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return ServiceStatus(self.name, running, healthy, self.address(), str(self.process.log_file), detail)

@@ -11,7 +11,9 @@ from pathlib import Path
 from cdc_lake.exceptions import StackError
 from cdc_lake.stack.process import run_checked
 
-_NO_SERVICE_START = "#!/bin/sh\n# cdc-lake: keep Debian from starting system services during package installs\nexit 101\n"
+_NO_SERVICE_START = (
+    "#!/bin/sh\n# cdc-lake: keep Debian from starting system services during package installs\nexit 101\n"
+)
 
 
 def ensure_debian_packages(packages: list[str], present: Callable[[], bool], what: str) -> None:
@@ -33,7 +35,11 @@ def ensure_debian_packages(packages: list[str], present: Callable[[], bool], wha
     try:
         env = {"DEBIAN_FRONTEND": "noninteractive"}
         run_checked(["apt-get", "update", "-q"], "apt-get update", env=env)
-        run_checked(["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages], f"installing {what}", env=env)
+        run_checked(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages],
+            f"installing {what}",
+            env=env,
+        )
     finally:
         if not had_policy:
             policy.unlink(missing_ok=True)
@@ -48,7 +54,10 @@ def service_user(name: str) -> pwd.struct_passwd | None:
     try:
         return pwd.getpwnam(name)
     except KeyError:
-        run_checked(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], f"useradd {name}")
+        run_checked(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+            f"useradd {name}",
+        )
         return pwd.getpwnam(name)
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from spark_fixtures import shared_spark
 
 from cdc_lake.config import Config, S3Settings
 from cdc_lake.spark import stop_spark
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.service import LAKE_BUCKET
-from spark_fixtures import shared_spark
 
 
 @pytest.fixture(scope="session")
@@ -45,8 +45,11 @@ def stack_s3_settings() -> S3Settings:
     stack = LocalStack(Config.default(Path.cwd()).stack)
     creds = stack.layout.credentials
     return S3Settings(
-        endpoint=stack.object_store.endpoint, region="us-east-1", access_key=creds.s3_access_key,
-        secret_key=creds.s3_secret_key, path_style_access=True,
+        endpoint=stack.object_store.endpoint,
+        region="us-east-1",
+        access_key=creds.s3_access_key,
+        secret_key=creds.s3_secret_key,
+        path_style_access=True,
     )
 
 

@@ -41,10 +41,11 @@ EXPECTED_MESSAGES = 5
 def _postgres_changes(stack: LocalStack, schema: str) -> Callable[[], None]:
     def run() -> None:
         with stack.postgres_primary.connect(DEMO_DATABASE) as conn:
-            conn.execute(f'insert into "{schema}".items values (1, 10.50, \'{{"k": 1}}\', now(), \'keep\')')
-            conn.execute(f'insert into "{schema}".items values (2, 20.00, null, now(), \'gone\')')
+            conn.execute(f"insert into \"{schema}\".items values (1, 10.50, '{{\"k\": 1}}', now(), 'keep')")
+            conn.execute(f"insert into \"{schema}\".items values (2, 20.00, null, now(), 'gone')")
             conn.execute(f'update "{schema}".items set amount = 11.25, doc = \'{{"k": 2}}\' where id = 1')
             conn.execute(f'delete from "{schema}".items where id = 2')
+
     return run
 
 
@@ -55,6 +56,7 @@ def _mariadb_changes(stack: LocalStack, database: str) -> Callable[[], None]:
             cur.execute("insert into items values (2, 20.00, null, now(6), 'gone')")
             cur.execute("update items set amount = 11.25, doc = '{\"k\": 2}' where id = 1")
             cur.execute("delete from items where id = 2")
+
     return run
 
 
@@ -64,7 +66,9 @@ def connect(local_stack: LocalStack) -> KafkaConnectClient:
 
 
 @pytest.fixture
-def postgres_source(local_stack: LocalStack, connect: KafkaConnectClient) -> Iterator[tuple[str, Callable[[], None]]]:
+def postgres_source(
+    local_stack: LocalStack, connect: KafkaConnectClient
+) -> Iterator[tuple[str, Callable[[], None]]]:
     """A captured Postgres table; yields its topic and the function that changes it."""
     schema, name = f"slice_{RUN}", f"slice-pg-{RUN}"
     slot, publication = f"slice_{RUN}", f"slice_{RUN}"
@@ -78,10 +82,18 @@ def postgres_source(local_stack: LocalStack, connect: KafkaConnectClient) -> Ite
         conn.execute(f'create publication "{publication}" for table "{schema}".items, "{schema}".heartbeat')
     creds = local_stack.layout.credentials
     params = ConnectorParams(
-        host=HOST, port=local_stack.layout.ports.postgres_primary, user=creds.db_user,
-        password_env="CDC_LAKE_DB_PASSWORD", topic_prefix=name, tables=[f"{schema}.items"],
-        registry_url=local_stack.registry.base_url, database=DEMO_DATABASE, slot_name=slot,
-        publication_name=publication, heartbeat_table=f"{schema}.heartbeat", heartbeat_interval_ms=1000,
+        host=HOST,
+        port=local_stack.layout.ports.postgres_primary,
+        user=creds.db_user,
+        password_env="CDC_LAKE_DB_PASSWORD",
+        topic_prefix=name,
+        tables=[f"{schema}.items"],
+        registry_url=local_stack.registry.base_url,
+        database=DEMO_DATABASE,
+        slot_name=slot,
+        publication_name=publication,
+        heartbeat_table=f"{schema}.heartbeat",
+        heartbeat_interval_ms=1000,
     )
     _start_connector(local_stack, connect, "postgres", name, params)
     yield f"{name}.{schema}.items", _postgres_changes(local_stack, schema)
@@ -89,14 +101,17 @@ def postgres_source(local_stack: LocalStack, connect: KafkaConnectClient) -> Ite
     with local_stack.postgres_primary.connect(DEMO_DATABASE) as conn:
         conn.execute(
             "select pg_drop_replication_slot(slot_name) from pg_replication_slots "
-            "where slot_name = %s and not active", (slot,),
+            "where slot_name = %s and not active",
+            (slot,),
         )
         conn.execute(f'drop schema "{schema}" cascade')
         conn.execute(f'drop publication "{publication}"')
 
 
 @pytest.fixture
-def mariadb_source(local_stack: LocalStack, connect: KafkaConnectClient) -> Iterator[tuple[str, Callable[[], None]]]:
+def mariadb_source(
+    local_stack: LocalStack, connect: KafkaConnectClient
+) -> Iterator[tuple[str, Callable[[], None]]]:
     """A captured MariaDB table; yields its topic and the function that changes it."""
     database, name = f"slice_{RUN}", f"slice-maria-{RUN}"
     with local_stack.mariadb_primary.connect() as conn, conn.cursor() as cur:
@@ -107,10 +122,16 @@ def mariadb_source(local_stack: LocalStack, connect: KafkaConnectClient) -> Iter
         )
     creds = local_stack.layout.credentials
     params = ConnectorParams(
-        host=HOST, port=local_stack.layout.ports.mariadb_primary, user=creds.db_user,
-        password_env="CDC_LAKE_DB_PASSWORD", topic_prefix=name, tables=[f"{database}.items"],
-        registry_url=local_stack.registry.base_url, server_id=7000 + int(RUN[:4], 16) % 1000,
-        kafka_bootstrap=local_stack.kafka.address(), heartbeat_interval_ms=1000,
+        host=HOST,
+        port=local_stack.layout.ports.mariadb_primary,
+        user=creds.db_user,
+        password_env="CDC_LAKE_DB_PASSWORD",
+        topic_prefix=name,
+        tables=[f"{database}.items"],
+        registry_url=local_stack.registry.base_url,
+        server_id=7000 + int(RUN[:4], 16) % 1000,
+        kafka_bootstrap=local_stack.kafka.address(),
+        heartbeat_interval_ms=1000,
     )
     _start_connector(local_stack, connect, "mariadb", name, params)
     yield f"{name}.{database}.items", _mariadb_changes(local_stack, database)
@@ -134,7 +155,9 @@ def _decode_topic(stack: LocalStack, topic: str) -> list[ChangeEvent | Tombstone
     registry = SchemaRegistry(stack.registry.confluent_url)
     try:
         return [
-            decode_message(registry, m.topic(), m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1])
+            decode_message(
+                registry, m.topic(), m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1]
+            )
             for m in messages
         ]
     finally:
@@ -148,13 +171,16 @@ def _apply(spark: SparkSession, base_path: str, topic: str, events: list[ChangeE
     df = spark.createDataFrame(
         [lake_row(event, applied_at) for event in latest], lake_struct(changes[-1].value_schema.struct_type)
     )
-    spec = HudiTableSpec(table_name=topic, base_path=base_path, record_key_fields=("id",),
-                         ordering_field="_cdc_ordering")
+    spec = HudiTableSpec(
+        table_name=topic, base_path=base_path, record_key_fields=("id",), ordering_field="_cdc_ordering"
+    )
     offsets = {str(e.ref.partition): e.ref.offset + 1 for e in events}
     return write_batch(spark, spec, df, WriteOperation.UPSERT, {"kafka.offsets": json.dumps(offsets)})
 
 
-def _check_slice(spark: SparkSession, base_path: str, topic: str, events: list[ChangeEvent | Tombstone]) -> None:
+def _check_slice(
+    spark: SparkSession, base_path: str, topic: str, events: list[ChangeEvent | Tombstone]
+) -> None:
     ops = [e.op if isinstance(e, ChangeEvent) else "tombstone" for e in events]
     assert ops == ["c", "c", "u", "d", "tombstone"]
     instant = _apply(spark, base_path, topic, events)
@@ -175,22 +201,29 @@ def _check_slice(spark: SparkSession, base_path: str, topic: str, events: list[C
 
 
 def test_postgres_changes_reach_hudi_on_s3(
-    spark: SparkSession, postgres_source: tuple[str, Callable[[], None]], local_stack: LocalStack, s3_lake_root: str
+    spark: SparkSession,
+    postgres_source: tuple[str, Callable[[], None]],
+    local_stack: LocalStack,
+    s3_lake_root: str,
 ) -> None:
     topic, make_changes = postgres_source
     make_changes()
     events = _decode_topic(local_stack, topic)
     _check_slice(spark, f"{s3_lake_root}/slice/{RUN}/postgres", topic, events)
-    listed = local_stack.object_store.client().list_objects_v2(Bucket="lake", Prefix=f"tests/slice/{RUN}/postgres/")
+    listed = local_stack.object_store.client().list_objects_v2(
+        Bucket="lake", Prefix=f"tests/slice/{RUN}/postgres/"
+    )
     assert listed["KeyCount"] > 0
 
 
 def test_mariadb_changes_reach_hudi_on_local_fs(
-    spark: SparkSession, mariadb_source: tuple[str, Callable[[], None]], local_stack: LocalStack, tmp_path: Path
+    spark: SparkSession,
+    mariadb_source: tuple[str, Callable[[], None]],
+    local_stack: LocalStack,
+    tmp_path: Path,
 ) -> None:
     topic, make_changes = mariadb_source
     make_changes()
     events = _decode_topic(local_stack, topic)
     _check_slice(spark, str(tmp_path / "mariadb"), topic, events)
     assert (tmp_path / "mariadb" / ".hoodie").is_dir()
-
