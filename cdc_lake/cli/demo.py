@@ -1,16 +1,43 @@
-"""``cdc-lake demo``: the whole flow on local defaults (the lead owns it; this version reserves the verb)."""
+"""``cdc-lake demo``: the whole flow on the local stack, with the commands an operator would run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from cdc_lake.exceptions import NotImplementedYetError
+from cdc_lake.cli.context import get_config
 
 
 @click.command()
-def demo() -> None:
-    """Run the whole flow on the local stack: onboard, bootstrap, apply, status.
-
-    Not implemented yet: arrives with the demo issue.
+@click.option(
+    "--seconds",
+    type=click.IntRange(min=10),
+    default=40,
+    show_default=True,
+    help="How long changes stream while `cdc-lake run` applies them.",
+)
+@click.option(
+    "--rows",
+    type=click.IntRange(min=1),
+    default=20_000,
+    show_default=True,
+    help="Rows in the source table before onboarding (bootstrapped from the replica).",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(path_type=Path),
+    default=Path(".cdc-lake/demo"),
+    show_default=True,
+    help="Where the demo writes its config, state store and lake (replaced on every run).",
+)
+@click.pass_context
+def demo(ctx: click.Context, seconds: int, rows: int, work_dir: Path) -> None:
+    """Run the whole flow on the local stack: start it, create a Postgres table, onboard it,
+    bootstrap it from the replica, stream inserts/updates/deletes through Debezium and Kafka into
+    a Hudi table while `cdc-lake run` applies them with freshness shown, then compare lake and source.
     """
-    raise NotImplementedYetError("cdc-lake demo is not implemented yet: it arrives with the demo issue")
+    from cdc_lake.demo import DemoSettings, run_demo
+
+    settings = DemoSettings(seed_rows=rows, stream_seconds=seconds)
+    run_demo(get_config(ctx, allow_default=True), work_dir, settings, click.echo)
