@@ -36,6 +36,10 @@ APICURIO_VERSION = "2.6.13.Final"  # the newest line whose converter resolves co
 LOG4J_VERSION = "2.24.3"
 SPARK_KAFKA_CLIENTS_VERSION = "3.4.1"  # the kafka-clients spark-sql-kafka-0-10 3.5.x is built against
 COMMONS_POOL2_VERSION = "2.11.1"  # likewise, for its consumer pool
+# JDBC drivers of the bootstrap's partitioned replica reads (each a self-contained jar).
+POSTGRES_JDBC_VERSION = "42.7.7"
+MARIADB_JDBC_VERSION = "3.5.3"
+MYSQL_JDBC_VERSION = "9.1.0"
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ def _kafka_excluded() -> tuple[str, ...]:
 
 
 def spark_jars(spark_version: str) -> ArtifactSet:
-    """Jars a Spark job needs on top of pyspark: Hudi, Avro and S3A support."""
+    """Jars a Spark job needs on top of pyspark: Hudi, Avro, S3A, Kafka and JDBC support."""
     return ArtifactSet(
         name="spark",
         artifacts=(
@@ -121,6 +125,10 @@ def spark_jars(spark_version: str) -> ArtifactSet:
             ),
             MavenArtifact("org.apache.kafka", "kafka-clients", SPARK_KAFKA_CLIENTS_VERSION),
             MavenArtifact("org.apache.commons", "commons-pool2", COMMONS_POOL2_VERSION),
+            # JDBC drivers for the bootstrap's reads from Postgres, MariaDB and MySQL replicas.
+            MavenArtifact("org.postgresql", "postgresql", POSTGRES_JDBC_VERSION),
+            MavenArtifact("org.mariadb.jdbc", "mariadb-java-client", MARIADB_JDBC_VERSION),
+            MavenArtifact("com.mysql", "mysql-connector-j", MYSQL_JDBC_VERSION),
         ),
         # pyspark already ships Scala, SLF4J and the Hadoop client; pulling them again would shadow its own.
         transitive=False,
