@@ -292,12 +292,12 @@ def execute_onboarding(plan: OnboardPlan) -> OnboardReport:
 def _failure_message(source: str, exc: CdcLakeError, undone: list[str], left: list[str]) -> str:
     parts = [f"source {source}: onboarding failed: {exc}"]
     if undone:
-        parts.append(f"rolled back: {'; '.join(undone)}")
+        parts.append(f"Rolled back: {'; '.join(undone)}")
     if left:
-        parts.append(f"left in place: {'; '.join(left)}")
+        parts.append(f"Left in place: {'; '.join(left)}")
     if not undone and not left:
-        parts.append("nothing was changed")
-    parts.append(f"fix the cause and re-run cdc-lake onboard {source}")
+        parts.append("Nothing was changed")
+    parts.append(f"Fix the cause and re-run cdc-lake onboard {source}")
     return ". ".join(parts)
 
 

@@ -103,9 +103,10 @@ class MySqlEngine(SourceEngine):
         try:
             facts = self.read_facts(captures)
         except SourceEngineError as exc:
+            found = str(exc).removeprefix(f"source {self.source.name}: ")
             return [
                 CheckResult.fail(
-                    "primary connection", str(exc), "check host, port, user and the password variable"
+                    "primary connection", found, "check host, port, user and the password variable"
                 )
             ]
         address = f"{self.source.primary.host}:{self.source.primary.port}"
@@ -156,7 +157,7 @@ class MySqlEngine(SourceEngine):
                 cur.execute(self.replica_status_query)
                 status = cur.fetchone()
         except SourceEngineError as exc:
-            return MyReplicaFacts(configured=True, address=address, error=str(exc).rsplit(": ", 1)[-1]), None
+            return MyReplicaFacts(configured=True, address=address, error=str(exc).split(": ", 2)[-1]), None
         if not status:
             return MyReplicaFacts(configured=True, address=address), server_id
         behind = _field(status, "Seconds_Behind_Source", "Seconds_Behind_Master")

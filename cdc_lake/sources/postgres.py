@@ -120,10 +120,11 @@ class PostgresEngine(SourceEngine):
         try:
             facts = self.read_facts(captures)
         except SourceEngineError as exc:
+            found = str(exc).removeprefix(f"source {self.source.name}: ")
             return [
                 CheckResult.fail(
                     "primary connection",
-                    str(exc),
+                    found,
                     "check host, port, database, user and the password variable",
                 )
             ]
@@ -212,7 +213,7 @@ class PostgresEngine(SourceEngine):
                     ).fetchone()
                 )
         except SourceEngineError as exc:
-            return PgReplicaFacts(configured=True, address=address, error=str(exc).rsplit(": ", 1)[-1])
+            return PgReplicaFacts(configured=True, address=address, error=str(exc).split(": ", 2)[-1])
         return PgReplicaFacts(
             configured=True,
             address=address,

@@ -344,7 +344,7 @@ def check_publications(facts: PostgresFacts, captures: Sequence[Capture]) -> Che
             problems.append(f"{publication} exists and is owned by another role")
         elif existing is not None and not {"insert", "update", "delete"} <= set(existing.publishes):
             problems.append(f"{publication} publishes only {', '.join(existing.publishes) or 'nothing'}")
-        not_owned = [t for t in to_add if t in facts.tables and not facts.tables[t].owned]
+        not_owned = [t for t in to_add if facts.tables[t].kind is not None and not facts.tables[t].owned]
         if not_owned:
             problems.append(f"{publication}: {facts.user} does not own {name_list(not_owned)}")
     if problems:

@@ -1,0 +1,530 @@
+"""``cdc-lake onboard`` / ``offboard`` / ``connectors`` against the stack's Postgres, Connect and Kafka.
+
+Each run gets its own database (``onb_<suffix>``) and source names, and removes its connectors,
+slots, roles and database at the end.  Preflight failures that the shared server cannot be put
+into (``wal_level``, slot and sender limits, ``max_slot_wal_keep_size``, paused replay) are covered
+by tests/unit/test_onboard_postgres_checks.py on recorded values instead.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import requests
+from onboard_fixtures import (
+    CONNECT,
+    PASSWORD_REF,
+    assert_one_line_failure,
+    connectors_of,
+    delete_connectors,
+    run,
+    run_json,
+    suffix,
+    wait_for_keys,
+    wait_until,
+    write_config,
+)
+from psycopg import sql
+
+from cdc_lake.onboard.plan import tier0_pg_name
+from cdc_lake.stack.manager import LocalStack
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = """
+create schema shop;
+create table shop.customers (id int primary key, name text);
+create table shop.orders (id int primary key, amount numeric(10, 2));
+create table shop.events (id int primary key, kind text);
+create table shop.nopk (x int);
+create table shop.keyless (code int not null, v int);
+create table shop.nothing (id int primary key);
+alter table shop.nothing replica identity nothing;
+"""
+
+
+@dataclass
+class PgEnv:
+    """This run's database on the stack's primary, and the roles tests created."""
+
+    stack: LocalStack
+    database: str
+    suffix: str
+    roles: list[str] = field(default_factory=list)
+
+    def connect(self, database: str | None = None) -> psycopg.Connection[tuple[Any, ...]]:
+        return self.stack.postgres_primary.connect(database or self.database)
+
+    def execute(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self.connect() as conn:
+            cursor = conn.execute(statement, params)  # type: ignore[arg-type]
+            return cursor.fetchall() if cursor.description else []
+
+    def source(self, tables: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
+        ports = self.stack.layout.ports
+        primary = {
+            "port": ports.postgres_primary,
+            "database": self.database,
+            "user": "cdc",
+            "password": PASSWORD_REF,
+        }
+        replica = {**primary, "port": ports.postgres_replica}
+        return {"engine": "postgres", "primary": primary, "replica": replica, "tables": tables, **overrides}
+
+    def slots(self, source: str) -> dict[str, bool]:
+        rows = self.execute(
+            "select slot_name::text, active from pg_replication_slots where slot_name like %s",
+            (f"cdc_lake_{source}%",),
+        )
+        return {str(name): bool(active) for name, active in rows}
+
+    def publications(self, source: str) -> dict[str, set[str]]:
+        rows = self.execute(
+            "select p.pubname::text, t.schemaname || '.' || t.tablename from pg_publication p "
+            "left join pg_publication_tables t on t.pubname = p.pubname where p.pubname like %s",
+            (f"cdc_lake_{source}%",),
+        )
+        found: dict[str, set[str]] = {}
+        for name, table in rows:
+            found.setdefault(str(name), set()).update([str(table)] if table else [])
+        return found
+
+    def assert_nothing_made(self, source: str) -> None:
+        assert connectors_of(source) == []
+        assert self.slots(source) == {}
+        assert self.publications(source) == {}
+
+
+@pytest.fixture(scope="module")
+def pg(local_stack: LocalStack) -> Iterator[PgEnv]:
+    unique = suffix()
+    env = PgEnv(stack=local_stack, database=f"onb_{unique}", suffix=unique)
+    with local_stack.postgres_primary.connect() as admin:
+        admin.execute(sql.SQL("create database {}").format(sql.Identifier(env.database)))
+    with env.connect() as conn:
+        conn.execute(SCHEMA)  # type: ignore[arg-type]
+    yield env
+    delete_connectors(env.suffix)
+    with local_stack.postgres_primary.connect() as admin:
+        deadline = time.monotonic() + 60
+        while True:
+            slots = admin.execute(
+                "select slot_name, active from pg_replication_slots where slot_name like %s",
+                (f"%{env.suffix}%",),
+            ).fetchall()
+            for name, active in slots:
+                if not active:
+                    admin.execute("select pg_drop_replication_slot(%s)", (name,))
+            if all(not active for _, active in slots) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        admin.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(env.database)))
+        for role in env.roles:
+            admin.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(role)))
+
+
+def test_onboard_streams_every_table_reruns_without_change_and_adds_tables(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}"
+    shared = f"cdc-lake.{source}"
+    tier0 = f"cdc-lake.{source}.tier0.shop.customers"
+    tier0_slot = tier0_pg_name(f"cdc_lake_{source}", "shop.customers")
+    tables: list[dict[str, Any]] = [{"name": "shop.customers", "tier": 0}, {"name": "shop.orders"}]
+    config = write_config(tmp_path, {source: pg.source(tables)})
+
+    first = run_json(config, "onboard", source)
+
+    assert first["connectors"] == {tier0: "created", shared: "created"}
+    assert pg.slots(source) == {f"cdc_lake_{source}": True, tier0_slot: True}
+    assert pg.publications(source) == {
+        f"cdc_lake_{source}": {"cdc_lake.heartbeat", "shop.orders"},
+        tier0_slot: {"cdc_lake.heartbeat", "shop.customers"},
+    }
+    statuses = {row["name"]: row["state"] for row in run_json(config, "status")}
+    assert statuses == {
+        f"{source}.shop.customers": "PENDING_BOOTSTRAP",
+        f"{source}.shop.orders": "PENDING_BOOTSTRAP",
+    }
+    connectors = run_json(config, "connectors", "status", source)
+    assert {(row["name"], row["state"], row["tasks"][0]["state"]) for row in connectors} == {
+        (tier0, "RUNNING", "RUNNING"),
+        (shared, "RUNNING", "RUNNING"),
+    }
+
+    pg.execute(
+        "insert into shop.customers values (1, 'ann'), (2, 'bob');"
+        "update shop.customers set name = 'cy' where id = 1;"
+        "delete from shop.customers where id = 2; insert into shop.orders values (10, 1.50)"
+    )
+    wait_for_keys(f"{source}.shop.customers", {1, 2})
+    wait_for_keys(f"{source}.shop.orders", {10})
+
+    registered = {
+        name: requests.get(f"{CONNECT}/connectors/{name}/config", timeout=10).json()
+        for name in (tier0, shared)
+    }
+    again = run_json(config, "onboard", source)
+
+    assert again["connectors"] == {tier0: "unchanged", shared: "unchanged"}
+    assert again["actions"] == []
+    assert {
+        name: requests.get(f"{CONNECT}/connectors/{name}/config", timeout=10).json() for name in registered
+    } == (registered)
+    assert pg.slots(source) == {f"cdc_lake_{source}": True, tier0_slot: True}
+
+    # Add a table while the shared connector's other table keeps changing: no event may be lost.
+    config = write_config(tmp_path, {source: pg.source([*tables, {"name": "shop.events"}])})
+    written: list[int] = []
+    stop = threading.Event()
+
+    def write_orders() -> None:
+        with pg.connect() as conn:
+            order_id = 100
+            while not stop.is_set():
+                conn.execute("insert into shop.orders values (%s, 2.00)", (order_id,))
+                written.append(order_id)
+                order_id += 1
+                time.sleep(0.1)
+
+    writer = threading.Thread(target=write_orders)
+    writer.start()
+    try:
+        added = run_json(config, "onboard", source)
+    finally:
+        stop.set()
+        writer.join()
+
+    assert added["connectors"] == {tier0: "unchanged", shared: "updated"}
+    assert f"added shop.events to publication cdc_lake_{source}" in added["actions"]
+    assert pg.publications(source)[f"cdc_lake_{source}"] == {
+        "cdc_lake.heartbeat",
+        "shop.orders",
+        "shop.events",
+    }
+    pg.execute("insert into shop.events values (7, 'click'); insert into shop.customers values (3, 'dee')")
+    wait_for_keys(f"{source}.shop.events", {7})
+    wait_for_keys(f"{source}.shop.customers", {3})
+    assert len(written) > 20
+    wait_for_keys(f"{source}.shop.orders", written)
+
+    offboarded = run_json(config, "offboard", f"{source}.shop.orders")
+
+    assert offboarded["connectors"] == {tier0: "unchanged", shared: "updated"}
+    assert pg.publications(source)[f"cdc_lake_{source}"] == {"cdc_lake.heartbeat", "shop.events"}
+    assert {row["name"]: row["state"] for row in run_json(config, "status")}[
+        f"{source}.shop.orders"
+    ] == "OFFBOARDED"
+
+    kept = run_json(config, "offboard", source)
+
+    assert connectors_of(source) == []
+    assert pg.publications(source) == {}
+    assert sorted(kept["warnings"]) == sorted(
+        f"replication slot {slot} kept: it holds WAL on the primary until dropped "
+        f"(offboard with --drop-slot, or SELECT pg_drop_replication_slot('{slot}'))"
+        for slot in (f"cdc_lake_{source}", tier0_slot)
+    )
+    wait_until(lambda: not any(pg.slots(source).values()), 30, "slots released by the deleted connectors")
+
+    dropped = run_json(config, "offboard", source, "--drop-slot")
+
+    assert sorted(dropped["actions"]) == sorted(
+        f"dropped replication slot {slot}" for slot in (f"cdc_lake_{source}", tier0_slot)
+    )
+    pg.assert_nothing_made(source)
+
+
+def test_dry_run_prints_checks_and_redacted_configs_and_changes_nothing(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_dry"
+    config = write_config(
+        tmp_path, {source: pg.source([{"name": "shop.customers", "tier": 0}, {"name": "shop.orders"}])}
+    )
+
+    result = run(config, "onboard", source, "--dry-run")
+    as_json = run_json(config, "onboard", source, "--dry-run")
+
+    assert result.exit_code == 0, result.stderr
+    assert '"database.password": "******"' in result.stdout
+    assert "cdc-lake-local" not in result.stdout
+    assert "register connector" in result.stdout
+    assert [c["name"] for c in as_json["connectors"]] == [
+        f"cdc-lake.{source}.tier0.shop.customers",
+        f"cdc-lake.{source}",
+    ]
+    assert {c["config"]["database.password"] for c in as_json["connectors"]} == {"******"}
+    assert {check["outcome"] for check in as_json["checks"]} <= {"pass", "warn"}
+    pg.assert_nothing_made(source)
+
+
+def test_configured_key_with_replica_identity_full(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_key"
+    config = write_config(tmp_path, {source: pg.source([{"name": "shop.keyless", "key": ["code"]}])})
+
+    refused = run(config, "onboard", source)
+    assert_one_line_failure(
+        refused, "replica identity: updates and deletes would have no old key: shop.keyless (DEFAULT)"
+    )
+    pg.assert_nothing_made(source)
+
+    report = run_json(config, "onboard", source, "--replica-identity-full")
+
+    assert "set REPLICA IDENTITY FULL on shop.keyless" in report["actions"]
+    assert pg.execute("select relreplident::text from pg_class where oid = 'shop.keyless'::regclass") == [
+        ("f",)
+    ]
+    pg.execute("insert into shop.keyless values (41, 1); update shop.keyless set v = 2 where code = 41")
+    wait_for_keys(f"{source}.shop.keyless", {41})
+    run_json(config, "offboard", source, "--drop-slot")
+    pg.assert_nothing_made(source)
+
+
+def test_failed_connector_is_rolled_back(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_rb"
+    # Preflight reads the default; the Connect worker has no such variable, so the connector cannot log in.
+    sources = {source: pg.source([{"name": "shop.orders"}])}
+    for role in ("primary", "replica"):
+        sources[source][role]["password"] = "${ONB_NOT_ON_THE_WORKER:-cdc-lake-local}"
+    config = write_config(tmp_path, sources)
+
+    result = run(config, "onboard", source, "--timeout", "60")
+
+    assert_one_line_failure(
+        result,
+        f"source {source}: onboarding failed:",
+        "Rolled back:",
+        f"dropped publication cdc_lake_{source}",
+    )
+    assert "Fix the cause and re-run cdc-lake onboard" in result.stderr
+    pg.assert_nothing_made(source)
+    assert run_json(config, "status") == []
+
+
+def test_table_without_primary_key(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_nopk"
+    config = write_config(tmp_path, {source: pg.source([{"name": "shop.orders"}, {"name": "shop.nopk"}])})
+
+    result = run(config, "onboard", source)
+
+    assert_one_line_failure(result, "primary keys: no primary key and no configured key: shop.nopk")
+    assert "FAIL" in result.stdout
+    pg.assert_nothing_made(source)
+
+
+def test_replica_identity_nothing(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_nothing"
+    config = write_config(tmp_path, {source: pg.source([{"name": "shop.nothing"}])})
+
+    assert_one_line_failure(
+        run(config, "onboard", source),
+        "replica identity: updates and deletes would have no old key: shop.nothing (NOTHING)",
+    )
+    pg.assert_nothing_made(source)
+
+
+def test_table_missing_from_the_database(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_missing"
+    config = write_config(tmp_path, {source: pg.source([{"name": "shop.nowhere"}])})
+
+    assert_one_line_failure(
+        run(config, "onboard", source), f"tables: not found in database {pg.database}: shop.nowhere"
+    )
+    pg.assert_nothing_made(source)
+
+
+def test_unknown_source_and_unknown_table(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_known"
+    config = write_config(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
+
+    assert_one_line_failure(
+        run(config, "onboard", "nosuch"), f"source nosuch is not in the config (configured: {source})"
+    )
+    assert_one_line_failure(
+        run(config, "onboard", source, "--tables", "shop.ghost"),
+        f"table {source}.shop.ghost is not in the config",
+    )
+    assert_one_line_failure(
+        run(config, "offboard", f"{source}.shop.orders"), f"source {source} is not onboarded"
+    )
+
+
+def test_user_without_replication_or_select(
+    pg: PgEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    role = f"onb_{pg.suffix}_limited"
+    pg.roles.append(role)
+    password = f"limited-{pg.suffix}"
+    with pg.connect() as conn:
+        conn.execute(
+            sql.SQL("create role {} login password {}").format(sql.Identifier(role), sql.Literal(password))
+        )
+        conn.execute(sql.SQL("grant usage on schema shop to {}").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("grant select on shop.customers to {}").format(sql.Identifier(role)))
+    monkeypatch.setenv("ONB_LIMITED_PASSWORD", password)
+    source = f"onb_pg_{pg.suffix}_limited"
+    definition = pg.source([{"name": "shop.customers"}, {"name": "shop.orders"}])
+    for side in ("primary", "replica"):
+        definition[side] |= {"user": role, "password": "${ONB_LIMITED_PASSWORD}"}
+    config = write_config(tmp_path, {source: definition})
+
+    result = run(config, "onboard", source)
+
+    assert_one_line_failure(
+        result,
+        f"replication privilege: {role} lacks REPLICATION",
+        f"select privilege: {role} may not SELECT shop.orders",
+        f"{role} does not own shop.customers, shop.orders",
+    )
+    assert password not in result.output
+    pg.assert_nothing_made(source)
+
+
+def test_wrong_password(pg: PgEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ONB_WRONG_PASSWORD", "not-the-password")
+    source = f"onb_pg_{pg.suffix}_badpw"
+    definition = pg.source([{"name": "shop.orders"}])
+    definition["primary"]["password"] = "${ONB_WRONG_PASSWORD}"
+    config = write_config(tmp_path, {source: definition})
+
+    result = run(config, "onboard", source)
+
+    assert_one_line_failure(result, "primary connection:", 'password authentication failed for user "cdc"')
+    assert "not-the-password" not in result.output
+    pg.assert_nothing_made(source)
+
+
+def test_literal_password_is_refused(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_literal"
+    definition = pg.source([{"name": "shop.orders"}])
+    definition["primary"]["password"] = "cdc-lake-local"
+    config = write_config(tmp_path, {source: definition})
+
+    result = run(config, "onboard", source)
+
+    assert_one_line_failure(
+        result, f"sources.{source}.primary.password must be exactly ${{VAR}}", exit_code=2
+    )
+    assert "cdc-lake-local" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("plugin", "database", "problem"),
+    [
+        ("test_decoding", None, "exists with plugin test_decoding"),
+        ("pgoutput", "postgres", "exists on database postgres"),
+    ],
+)
+def test_slot_that_belongs_to_someone_else(
+    pg: PgEnv, tmp_path: Path, plugin: str, database: str | None, problem: str
+) -> None:
+    source = f"onb_pg_{pg.suffix}_{plugin}"
+    slot = f"cdc_lake_{source}"
+    with pg.connect(database) as conn:
+        conn.execute("select pg_create_logical_replication_slot(%s, %s)", (slot, plugin))
+    try:
+        config = write_config(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
+
+        result = run(config, "onboard", source)
+
+        assert_one_line_failure(result, f"replication slot: belongs to someone else: {slot} {problem}")
+        assert pg.slots(source) == {slot: False}
+        assert connectors_of(source) == []
+        assert pg.publications(source) == {}
+    finally:
+        pg.execute("select pg_drop_replication_slot(%s)", (slot,))
+
+
+def test_publication_for_all_tables_under_our_name(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_pub"
+    pg.execute(
+        sql.SQL("create publication {} for all tables")
+        .format(sql.Identifier(f"cdc_lake_{source}"))
+        .as_string()
+    )
+    config = write_config(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
+
+    result = run(config, "onboard", source)
+
+    assert_one_line_failure(result, f"publication: cdc_lake_{source} exists FOR ALL TABLES")
+    assert connectors_of(source) == []
+    assert pg.slots(source) == {}
+
+
+@pytest.mark.parametrize(
+    ("replica_port", "detail"),
+    [(1, "replica: 127.0.0.1:1 unreachable:"), (None, "is not a standby (pg_is_in_recovery() is false)")],
+)
+def test_replica_unreachable_or_not_a_standby(
+    pg: PgEnv, tmp_path: Path, replica_port: int | None, detail: str
+) -> None:
+    source = f"onb_pg_{pg.suffix}_replica{replica_port or 0}"
+    definition = pg.source([{"name": "shop.orders"}])
+    definition["replica"]["port"] = replica_port or pg.stack.layout.ports.postgres_primary
+    config = write_config(tmp_path, {source: definition})
+
+    assert_one_line_failure(run(config, "onboard", source), detail)
+    pg.assert_nothing_made(source)
+
+
+def test_kafka_connect_unreachable(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_noconnect"
+    config = write_config(
+        tmp_path, {source: pg.source([{"name": "shop.orders"}])}, kafka_connect={"url": "http://127.0.0.1:1"}
+    )
+
+    result = run(config, "onboard", source)
+
+    assert_one_line_failure(result, "kafka connect: unreachable: Kafka Connect at http://127.0.0.1:1")
+    pg.assert_nothing_made(source)
+
+
+def test_schema_registry_at_a_wrong_url(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_noregistry"
+    config = write_config(
+        tmp_path,
+        {source: pg.source([{"name": "shop.orders"}])},
+        schema_registry={"url": "http://127.0.0.1:1/apis/ccompat/v7"},
+    )
+
+    result = run(config, "onboard", source)
+
+    assert_one_line_failure(
+        result, "schema registry: http://127.0.0.1:1/apis/ccompat/v7/subjects unreachable"
+    )
+    pg.assert_nothing_made(source)
+
+
+def test_connector_name_taken_by_another_source(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_taken"
+    name = f"cdc-lake.{source}"
+    config = write_config(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
+    planned = run_json(config, "onboard", source, "--dry-run")["connectors"][0]["config"]
+    foreign = {**planned, "database.dbname": "postgres", "database.password": "${env:CDC_LAKE_DB_PASSWORD}"}
+    response = requests.post(
+        f"{CONNECT}/connectors",
+        data=json.dumps({"name": name, "config": foreign, "initial_state": "STOPPED"}),
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+    try:
+        result = run(config, "onboard", source)
+
+        assert_one_line_failure(
+            result,
+            "connector names: registered in Kafka Connect for another source: "
+            f"{name} (database.dbname=postgres)",
+        )
+        assert (
+            requests.get(f"{CONNECT}/connectors/{name}/config", timeout=10).json()["database.dbname"]
+            == "postgres"
+        )
+        assert pg.publications(source) == {}
+    finally:
+        requests.delete(f"{CONNECT}/connectors/{name}", timeout=30)
