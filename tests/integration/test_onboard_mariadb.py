@@ -32,6 +32,9 @@ from onboard_fixtures import (
     write_config,
 )
 
+from cdc_lake.config import Connection, Source
+from cdc_lake.exceptions import SourceEngineError
+from cdc_lake.sources import engine_for
 from cdc_lake.stack.manager import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -255,3 +258,26 @@ def test_replica_unreachable_or_not_a_replica(
 
     assert_one_line_failure(run(config, "onboard", source), detail)
     assert connectors_of(source) == []
+
+
+def test_positions_of_the_primary_and_the_replica(maria: MariaEnv) -> None:
+    ports = maria.stack.layout.ports
+    password = maria.stack.layout.credentials.db_password
+    primary = Connection(port=ports.mariadb_primary, user="cdc", password=password)
+    source = Source(
+        name="onb_positions",
+        engine="mariadb",
+        server_id=maria.server_id,
+        primary=primary,
+        replica=primary.model_copy(update={"port": ports.mariadb_replica}),
+    )
+    engine = engine_for(source)
+    maria.execute("insert into orders values (9000, 9.99)")
+
+    position = engine.current_position()
+    reached = engine.wait_replica_past(position, timeout=60)
+
+    domain, server, sequence = position.split(",")[0].split("-")
+    assert int(reached.split(",")[0].split("-")[2]) >= int(sequence)
+    with pytest.raises(SourceEngineError, match=rf"not {domain}-{server}-999999999, after 1s"):
+        engine.wait_replica_past(f"{domain}-{server}-999999999", timeout=1)

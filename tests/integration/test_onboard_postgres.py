@@ -34,7 +34,10 @@ from onboard_fixtures import (
 )
 from psycopg import sql
 
+from cdc_lake.config import Connection, Source
+from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.onboard.plan import tier0_pg_name
+from cdc_lake.sources import engine_for
 from cdc_lake.stack.manager import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -528,3 +531,39 @@ def test_connector_name_taken_by_another_source(pg: PgEnv, tmp_path: Path) -> No
         assert pg.publications(source) == {}
     finally:
         requests.delete(f"{CONNECT}/connectors/{name}", timeout=30)
+
+
+def test_kafka_unreachable(pg: PgEnv, tmp_path: Path) -> None:
+    source = f"onb_pg_{pg.suffix}_nokafka"
+    config = write_config(
+        tmp_path, {source: pg.source([{"name": "shop.orders"}])}, kafka={"bootstrap_servers": "127.0.0.1:1"}
+    )
+
+    result = run(config, "onboard", source)
+
+    assert_one_line_failure(result, "kafka: 127.0.0.1:1 unreachable:")
+    pg.assert_nothing_made(source)
+
+
+def test_positions_of_the_primary_and_the_replica(pg: PgEnv) -> None:
+    ports = pg.stack.layout.ports
+    password = pg.stack.layout.credentials.db_password
+    primary = Connection(port=ports.postgres_primary, database=pg.database, user="cdc", password=password)
+    source = Source(
+        name="onb_positions",
+        engine="postgres",
+        primary=primary,
+        replica=primary.model_copy(update={"port": ports.postgres_replica}),
+    )
+    engine = engine_for(source)
+    pg.execute("insert into shop.events values (9000, 'position')")
+
+    position = engine.current_position()
+    reached = engine.wait_replica_past(position, timeout=60)
+
+    assert pg.execute("select pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn) >= 0", (reached, position)) == [(True,)]
+    assert pg.execute(
+        "select pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn) >= 0", (engine.replica_position(), position)
+    ) == [(True,)]
+    with pytest.raises(SourceEngineError, match=r"replica replayed \S+, not past FFFFFFFF/0, after 1s"):
+        engine.wait_replica_past("FFFFFFFF/0", timeout=1)
