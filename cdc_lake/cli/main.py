@@ -136,7 +136,7 @@ def onboard(
 @click.option(
     "--drop-slot",
     is_flag=True,
-    help="Postgres: also drop the replication slots of deleted connectors (a kept slot holds WAL).",
+    help="Postgres: drop the slots and publications of deleted connectors (a kept slot holds WAL).",
 )
 @click.option(
     "--timeout",
@@ -151,7 +151,8 @@ def offboard(ctx: click.Context, target: str, drop_slot: bool, timeout: float, a
     """Stop replicating a source or one table (source.schema.table); the lake copy is kept.
 
     The table leaves its publication and connector; a tier-0 table's connector is deleted.
-    Replication slots are kept unless --drop-slot: a kept slot holds WAL on the primary.
+    A deleted connector's slot is kept (onboard resumes from it) unless --drop-slot: a kept
+    slot holds WAL on the primary until dropped.
     """
     config = get_config(ctx)
     source = config.source(source_of(target)).name

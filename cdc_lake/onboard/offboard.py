@@ -1,10 +1,10 @@
 """``cdc-lake offboard SOURCE|TABLE``: stop capturing a source or one table; the lake copy is kept.
 
-Offboarding a table re-plans the source without it: a tier-0 table's connector is deleted
-with its publication, a shared table leaves the shared connector and then its publication.
-Offboarding a source deletes all its connectors and publications, and sweeps up slots and
-publications left by earlier offboards of its tables.  Slots are dropped only
-with ``drop_slot``; a kept slot holds WAL on the primary, and the report warns about it.
+Offboarding a table re-plans the source without it: a tier-0 table's connector is deleted, a
+shared table leaves the shared connector and then its publication.  Offboarding a source
+deletes all its connectors.  A deleted connector's slot and publication are dropped only with
+``drop_slot`` (which also sweeps up those left by earlier offboards); otherwise they are kept so
+a later onboard resumes from the slot, and the report warns that the slot holds WAL.
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ class Reconciler:
         return outcome
 
     def retire(self, name: str, tables: Sequence[Table], drop_slot: bool) -> None:
-        """Delete connector ``name`` and drop its publication (and its slot if ``drop_slot``).
+        """Delete connector ``name``; drop its slot and publication if ``drop_slot``, else keep both.
 
         Slot and publication names come from the registered config, else from the naming rules
         applied to ``tables`` (the source's tables the connector may have captured).
@@ -162,7 +162,7 @@ class Reconciler:
         self.journal.warnings.extend(warnings)
 
     def sweep(self, tables: Sequence[Table], drop_slot: bool) -> None:
-        """Drop the publications (and slots if ``drop_slot``) any connector of ``tables`` may have left."""
+        """Release the slots and publications any connector of ``tables`` may have left behind."""
         names = [self._fallback_names(tier0_connector_name(self.source, t.name), tables) for t in tables]
         for slot, publication in dict.fromkeys(
             [*names, (self.source.slot_name, self.source.publication_name)]

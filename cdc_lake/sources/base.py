@@ -104,7 +104,7 @@ class SourceEngine(ABC):
     def release(
         self, slot_name: str | None, publication_name: str | None, drop_slot: bool
     ) -> tuple[list[str], list[str]]:
-        """Drop what a deleted connector used: its publication and, if ``drop_slot``, its slot.
+        """Drop what a deleted connector used (its slot and publication), or keep them to resume from.
 
         Returns what was done, and warnings (a slot kept holds WAL until it is dropped).
         """

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
+from urllib.parse import quote as url_quote
 
 import psycopg
 from psycopg import sql
@@ -29,6 +30,7 @@ from cdc_lake.sources.postgres_checks import (
     PostgresFacts,
     evaluate,
 )
+from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
 from connectors.render import ConnectorParams, heartbeat_table_ddl
 
 _Conn = psycopg.Connection[tuple[Any, ...]]
@@ -330,32 +332,30 @@ class PostgresEngine(SourceEngine):
     def release(
         self, slot_name: str | None, publication_name: str | None, drop_slot: bool
     ) -> tuple[list[str], list[str]]:
-        """Drop the publication, and the slot if ``drop_slot`` (waiting for its walsender to exit).
+        """Drop the slot (waiting for its walsender to exit) and the publication, or keep both.
 
-        Returns what was done and warnings (a slot kept, which holds WAL until dropped).
+        A kept slot keeps its publication too: decoding the slot's retained WAL later needs the
+        publication as it was then, so a re-created one could not serve it.  Returns what was
+        done and warnings (a kept slot holds WAL until it is dropped).
         """
         done: list[str] = []
         warnings: list[str] = []
+        slot_present = bool(slot_name) and self.slot_exists(slot_name or "")
+        if slot_present and not drop_slot:
+            also = f" and publication {publication_name}" if publication_name else ""
+            warnings.append(
+                f"replication slot {slot_name}{also} kept: the slot holds WAL on the primary until dropped, "
+                f"and onboard resumes from it (offboard with --drop-slot, "
+                f"or SELECT pg_drop_replication_slot('{slot_name}'))"
+            )
+            return done, warnings
+        if slot_present:
+            done.append(self._drop_slot(slot_name or ""))
         if publication_name:
             with self._connect() as conn:
                 exists = _publication_tables(conn, publication_name) is not None
             if exists:
                 done.append(self._drop_publication(publication_name))
-        if not slot_name:
-            return done, warnings
-        with self._connect() as conn:
-            present = conn.execute(
-                "select 1 from pg_replication_slots where slot_name = %s", (slot_name,)
-            ).fetchone()
-        if present is None:
-            return done, warnings
-        if drop_slot:
-            done.append(self._drop_slot(slot_name))
-        else:
-            warnings.append(
-                f"replication slot {slot_name} kept: it holds WAL on the primary until dropped "
-                f"(offboard with --drop-slot, or SELECT pg_drop_replication_slot('{slot_name}'))"
-            )
         return done, warnings
 
     def _drop_slot(self, slot_name: str) -> str:
@@ -444,6 +444,176 @@ class PostgresEngine(SourceEngine):
                         f"after {timeout:.0f}s"
                     )
                 time.sleep(_POLL_SECONDS)
+
+    # Bootstrap reads (see cdc_lake.sources.snapshot)
+
+    row_comparisons = True
+
+    def quote_identifier(self, name: str) -> str:
+        """``name`` as a Postgres identifier in double quotes."""
+        return '"' + name.replace('"', '""') + '"'
+
+    def quote_table(self, qualified: str) -> str:
+        """``schema.table`` as a quoted Postgres table reference."""
+        schema, table = _split(qualified)
+        return f"{self.quote_identifier(schema)}.{self.quote_identifier(table)}"
+
+    def jdbc_access(self, role: str) -> JdbcAccess:
+        """JDBC access to ``role`` with a read-only, UTC, ISO-formatted session."""
+        connection = self.source.primary if role == "primary" else self.source.replica
+        if connection is None:
+            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
+        database = url_quote(connection.database or self.database, safe="")
+        url = (
+            f"jdbc:postgresql://{connection.host}:{connection.port}/{database}"
+            "?ApplicationName=cdc-lake-bootstrap&connectTimeout=10&tcpKeepAlive=true&readOnly=true"
+        )
+        properties = {"driver": "org.postgresql.Driver", "user": connection.user}
+        if connection.password is not None:
+            properties["password"] = connection.password.get_secret_value()
+        session_init = (
+            "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY; SET TimeZone = 'UTC'; "
+            "SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'postgres'; "
+            "SET standard_conforming_strings = on; SET extra_float_digits = 3"
+        )
+        return JdbcAccess(url, properties, session_init)
+
+    def table_shape(self, table: str, role: str) -> TableShape:
+        """Columns (numeric precision and scale decoded from the type modifier), key and size of ``table``."""
+        schema, name = _split(table)
+        with self._connect(role) as conn:
+            found = conn.execute(
+                "select c.oid, c.reltuples::bigint, pg_table_size(c.oid) from pg_class c "
+                "join pg_namespace n on n.oid = c.relnamespace "
+                "where n.nspname = %s and c.relname = %s and c.relkind in ('r', 'p')",
+                (schema, name),
+            ).fetchone()
+            if found is None:
+                raise SourceEngineError(
+                    f"source {self.source.name}: table {table} does not exist on the {role}"
+                )
+            oid, reltuples, size = found
+            columns = [
+                SourceColumn(
+                    name=str(column),
+                    type_name=str(type_name),
+                    declared=str(declared),
+                    nullable=bool(nullable),
+                    precision=None if precision is None else int(precision),
+                    scale=None if scale is None else int(scale),
+                    kind={"e": "enum", "b": "array" if category == "A" else "base"}.get(str(kind), "other"),
+                    element=None if element is None else str(element),
+                )
+                for column, type_name, declared, nullable, precision, scale, kind, category, element in (
+                    conn.execute(_COLUMNS_QUERY, (oid,)).fetchall()
+                )
+            ]
+            primary_key = tuple(
+                str(row[0])
+                for row in conn.execute(
+                    "select a.attname::text from pg_index i "
+                    "cross join lateral unnest(i.indkey) with ordinality as k(attnum, ord) "
+                    "join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum "
+                    "where i.indrelid = %s and i.indisprimary order by k.ord",
+                    (oid,),
+                ).fetchall()
+            )
+            rows = int(reltuples)
+            if rows < _EXACT_COUNT_BELOW:
+                counted = conn.execute(sql.SQL("select count(*) from {}").format(_ident(table))).fetchone()
+                rows = int(_one(counted)[0])
+        return TableShape(table, tuple(columns), primary_key, rows, int(size))
+
+    def sample_key_literals(
+        self, table: str, key: tuple[str, ...], sample_rows: int, estimated_rows: int, role: str
+    ) -> list[tuple[str, ...]]:
+        """A Bernoulli sample of the key, sorted, each value as ``'text'::type`` (exact for every type)."""
+        columns = [sql.Identifier(name) for name in key]
+        literals = sql.SQL(", ").join(
+            sql.SQL("format('%L::%s', {}::text, pg_typeof({}))").format(c, c) for c in columns
+        )
+        percent = 100.0 * sample_rows / max(estimated_rows, 1)
+        sample = (
+            sql.SQL("")
+            if percent >= 100
+            else sql.SQL(" tablesample bernoulli ({}) repeatable (7)").format(sql.Literal(percent))
+        )
+        query = sql.SQL("select {} from {}{} order by {}").format(
+            literals, _ident(table), sample, sql.SQL(", ").join(columns)
+        )
+        with self._connect(role) as conn:
+            return [tuple(str(v) for v in row) for row in conn.execute(query).fetchall()]
+
+    def check_replica(self) -> str:
+        """The standby's address and replay position; not in recovery or replay paused is an error."""
+        replica = self.source.replica
+        if replica is None:
+            raise SourceEngineError(f"source {self.source.name}: no replica configured")
+        address = f"{replica.host}:{replica.port}"
+        with self._connect("replica") as conn:
+            in_recovery, replayed, paused = _one(
+                conn.execute(
+                    "select pg_is_in_recovery(), pg_last_wal_replay_lsn()::text, "
+                    "case when pg_is_in_recovery() then pg_is_wal_replay_paused() else false end"
+                ).fetchone()
+            )
+        if not in_recovery:
+            raise SourceEngineError(
+                f"source {self.source.name}: replica {address} is not a standby "
+                "(pg_is_in_recovery() is false)"
+            )
+        if paused:
+            raise SourceEngineError(f"source {self.source.name}: replica {address} has WAL replay paused")
+        return f"standby {address} replayed {replayed}"
+
+    def primary_clock_ms(self) -> int:
+        """The primary's clock in epoch milliseconds."""
+        with self._connect() as conn:
+            row = _one(
+                conn.execute("select (extract(epoch from clock_timestamp()) * 1000)::bigint").fetchone()
+            )
+        return int(row[0])
+
+    def replica_replay_time_ms(self) -> int | None:
+        """Commit time of the last transaction the standby replayed (None before the first)."""
+        with self._connect("replica") as conn:
+            row = _one(
+                conn.execute(
+                    "select (extract(epoch from pg_last_xact_replay_timestamp()) * 1000)::bigint"
+                ).fetchone()
+            )
+        return None if row[0] is None else int(row[0])
+
+    def replica_lag(self, position: str) -> str:
+        """Bytes of WAL between the standby's replay position and ``position``, and its replay age."""
+        with self._connect("replica") as conn:
+            replayed, behind, age = _one(
+                conn.execute(
+                    "select pg_last_wal_replay_lsn()::text, "
+                    "pg_wal_lsn_diff(%s::pg_lsn, pg_last_wal_replay_lsn())::bigint, "
+                    "extract(epoch from clock_timestamp() - pg_last_xact_replay_timestamp())::bigint",
+                    (position,),
+                ).fetchone()
+            )
+        age_text = "" if age is None else f"; last replayed commit {age}s ago"
+        return f"replayed {replayed}, {max(0, int(behind or 0))} bytes of WAL behind {position}{age_text}"
+
+
+# Below this many rows (by the statistics) a table is counted exactly when planning its bootstrap.
+_EXACT_COUNT_BELOW = 100_000
+
+_COLUMNS_QUERY = """
+select a.attname::text, t.typname::text, format_type(a.atttypid, a.atttypmod), not a.attnotnull,
+       case when t.typname = 'numeric' and a.atttypmod >= 4 then ((a.atttypmod - 4) >> 16) & 65535 end,
+       case when t.typname = 'numeric' and a.atttypmod >= 4
+            then (((a.atttypmod - 4) & 2047) # 1024) - 1024 end,
+       t.typtype::text, t.typcategory::text, e.typname::text
+from pg_attribute a
+join pg_type t on t.oid = a.atttypid
+left join pg_type e on e.oid = t.typelem and t.typcategory = 'A'
+where a.attrelid = %s and a.attnum > 0 and not a.attisdropped
+order by a.attnum
+"""
 
 
 def _one(row: tuple[Any, ...] | None) -> tuple[Any, ...]:

@@ -228,19 +228,30 @@ def test_onboard_streams_every_table_reruns_without_change_and_adds_tables(pg: P
     kept = run_json(config, "offboard", source)
 
     assert connectors_of(source) == []
-    assert pg.publications(source) == {}
+    assert set(pg.publications(source)) == {f"cdc_lake_{source}", tier0_slot}
     assert sorted(kept["warnings"]) == sorted(
-        f"replication slot {slot} kept: it holds WAL on the primary until dropped "
-        f"(offboard with --drop-slot, or SELECT pg_drop_replication_slot('{slot}'))"
+        f"replication slot {slot} and publication {slot} kept: the slot holds WAL on the primary "
+        "until dropped, and onboard resumes from it (offboard with --drop-slot, "
+        f"or SELECT pg_drop_replication_slot('{slot}'))"
         for slot in (f"cdc_lake_{source}", tier0_slot)
     )
     wait_until(lambda: not any(pg.slots(source).values()), 30, "slots released by the deleted connectors")
 
+    # Changes made while offboarded stay in the kept slots; onboarding again resumes from them.
+    pg.execute(
+        "insert into shop.events values (8, 'offboarded'); insert into shop.customers values (4, 'eve')"
+    )
+    resumed = run_json(config, "onboard", source)
+
+    assert resumed["connectors"] == {tier0: "created", shared: "created"}
+    wait_for_keys(f"{source}.shop.events", {8})
+    wait_for_keys(f"{source}.shop.customers", {4})
+    assert {row["state"] for row in run_json(config, "status")} == {"PENDING_BOOTSTRAP"}
+
     dropped = run_json(config, "offboard", source, "--drop-slot")
 
-    assert sorted(dropped["actions"]) == sorted(
-        f"dropped replication slot {slot}" for slot in (f"cdc_lake_{source}", tier0_slot)
-    )
+    assert set(dropped["connectors"].values()) == {"deleted"}
+    assert dropped["warnings"] == []
     pg.assert_nothing_made(source)
 
 
