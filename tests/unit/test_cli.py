@@ -18,8 +18,6 @@ from cdc_lake.state import StateStore, TableState
 NOT_YET = [
     (["bootstrap", "pg.public.a", "pg.public.b"], "bootstrap", "the bootstrap issue"),
     (["bootstrap", "--source", "pg", "--all-pending"], "bootstrap", "the bootstrap issue"),
-    (["apply", "--once", "--tables", "pg.public.a", "--tier", "1"], "apply", "the incremental apply issue"),
-    (["run"], "run", "the incremental apply issue"),
     (["lag", "--json"], "lag", "the operations issue"),
     (["validate", "pg.public.a"], "validate", "the operations issue"),
     (["rebootstrap", "pg.public.a"], "rebootstrap", "the operations issue"),
