@@ -1,0 +1,410 @@
+"""Captured source tables, applier configs and lake-versus-source comparison for the apply tests.
+
+A capture creates a table on the stack's Postgres or MariaDB primary and a Debezium connector for it
+(rendered from the reviewed templates, registered through Kafka Connect, waited on until it streams),
+and drops both afterwards.  :func:`write_config` writes a cdc-lake config file naming the captured
+tables, :func:`onboard` records them in the state store as CATCHING_UP (what onboarding and bootstrap
+leave behind), and :func:`assert_lake_matches` compares every row and value of the lake table with the
+source table, column by column through the type of the lake column.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import struct
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    FloatType,
+    LongType,
+    StringType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from cdc_lake.apply.changes import METADATA_FIELDS
+from cdc_lake.config import Config, load_config
+from cdc_lake.hudi.writer import read_table
+from cdc_lake.kafka.offsets import end_offsets
+from cdc_lake.stack.manager import LocalStack
+from cdc_lake.stack.service import DEMO_DATABASE, HOST
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.store import StateStore
+from connectors.client import KafkaConnectClient
+from connectors.render import ConnectorParams, heartbeat_table_ddl, render_connector
+from connectors.streaming import heartbeat_count, wait_streaming
+
+PASSWORD_ENV = "CDC_LAKE_DB_PASSWORD"
+METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS)
+
+
+def run_id() -> str:
+    """A short unique suffix for names created by one test."""
+    return uuid.uuid4().hex[:8]
+
+
+@dataclass
+class Capture:
+    """A captured source table and its connector."""
+
+    engine: str
+    source_name: str
+    schema: str
+    table: str
+    connector: str
+    stack: LocalStack
+    key: tuple[str, ...] = ("id",)
+    server_id: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def topic_prefix(self) -> str:
+        """The connector's topic prefix (also its name)."""
+        return self.connector
+
+    @property
+    def topic(self) -> str:
+        """The table's Debezium topic."""
+        return f"{self.topic_prefix}.{self.schema}.{self.table}"
+
+    @property
+    def qualified_name(self) -> str:
+        """``source.schema.table``."""
+        return f"{self.source_name}.{self.schema}.{self.table}"
+
+    def execute(self, *statements: str | tuple[str, Sequence[Any]]) -> None:
+        """Run statements (each SQL, or SQL with parameters) on the primary, autocommitted one by one."""
+        if self.engine == "postgres":
+            with self.stack.postgres_primary.connect(DEMO_DATABASE) as conn:
+                for statement in statements:
+                    sql, params = statement if isinstance(statement, tuple) else (statement, ())
+                    conn.execute(sql, params)  # type: ignore[arg-type]
+        else:
+            with self.stack.mariadb_primary.connect(self.schema) as conn, conn.cursor() as cur:
+                for statement in statements:
+                    sql, params = statement if isinstance(statement, tuple) else (statement, ())
+                    cur.execute(sql, params)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row of the source table, ordered by key."""
+        order = ", ".join(self.key)
+        if self.engine == "postgres":
+            with self.stack.postgres_primary.connect(DEMO_DATABASE) as conn:
+                cur = conn.execute(f'select * from "{self.schema}"."{self.table}" order by {order}')
+                names = [d.name for d in cur.description or ()]
+                return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        with self.stack.mariadb_primary.connect(self.schema) as conn, conn.cursor() as cur:
+            cur.execute(f"select * from `{self.table}` order by {order}")
+            names = [d[0] for d in cur.description or ()]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def end_offset(self) -> int:
+        """Messages in the table's topic so far (all partitions)."""
+        return sum(end_offsets(self.stack.kafka.address(), self.topic).values())
+
+    def wait_for(self, at_least: int, timeout: float = 120.0) -> None:
+        """Wait until the topic holds at least ``at_least`` messages."""
+        deadline = time.monotonic() + timeout
+        while self.end_offset() < at_least:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.topic}: {self.end_offset()} messages, expected {at_least}")
+            time.sleep(0.5)
+
+
+def _start(
+    stack: LocalStack, connect: KafkaConnectClient, engine: str, name: str, params: ConnectorParams
+) -> None:
+    baseline = heartbeat_count(stack.kafka.address(), name)
+    connect.create_or_update(name, render_connector(engine, name, params))
+    connect.wait_running(name, timeout=120)
+    wait_streaming(stack.kafka.address(), name, name, baseline=baseline, timeout=120)
+
+
+@contextmanager
+def postgres_capture(
+    stack: LocalStack, table_ddl: str, table: str = "items", **extra: Any
+) -> Iterator[Capture]:
+    """A Postgres table created by ``table_ddl`` (``{table}`` is the qualified name) and its connector."""
+    run = run_id()
+    schema, name = f"apply_{run}", f"apply-pg-{run}"
+    qualified = f'"{schema}"."{table}"'
+    connect = KafkaConnectClient(stack.connect.url)
+    with stack.postgres_primary.connect(DEMO_DATABASE) as conn:
+        conn.execute(f'create schema "{schema}"')
+        conn.execute(table_ddl.format(table=qualified, schema=f'"{schema}"'))  # type: ignore[arg-type]
+        conn.execute(heartbeat_table_ddl(f"{schema}.heartbeat"))  # type: ignore[arg-type]
+        conn.execute(f'create publication "{schema}" for table {qualified}, "{schema}".heartbeat')  # type: ignore[arg-type]
+    creds = stack.layout.credentials
+    params = ConnectorParams(
+        host=HOST,
+        port=stack.layout.ports.postgres_primary,
+        user=creds.db_user,
+        password_env=PASSWORD_ENV,
+        topic_prefix=name,
+        tables=[f"{schema}.{table}"],
+        registry_url=stack.registry.base_url,
+        database=DEMO_DATABASE,
+        slot_name=schema,
+        publication_name=schema,
+        heartbeat_table=f"{schema}.heartbeat",
+        heartbeat_interval_ms=1000,
+    )
+    _start(stack, connect, "postgres", name, params)
+    try:
+        yield Capture("postgres", f"pg_{run}", schema, table, name, stack, extra=extra)
+    finally:
+        connect.delete(name)
+        with stack.postgres_primary.connect(DEMO_DATABASE) as conn:
+            for _ in range(30):
+                active = conn.execute(
+                    "select active from pg_replication_slots where slot_name = %s", (schema,)
+                ).fetchone()
+                if active is None or not active[0]:
+                    break
+                time.sleep(1)
+            conn.execute(
+                "select pg_drop_replication_slot(slot_name) from pg_replication_slots "
+                "where slot_name = %s and not active",
+                (schema,),
+            )
+            conn.execute(f'drop publication if exists "{schema}"')  # type: ignore[arg-type]
+            conn.execute(f'drop schema "{schema}" cascade')  # type: ignore[arg-type]
+
+
+@contextmanager
+def mariadb_capture(
+    stack: LocalStack, table_ddl: str, table: str = "items", **extra: Any
+) -> Iterator[Capture]:
+    """A MariaDB table created by ``table_ddl`` (``{table}`` is the qualified name) and its connector."""
+    run = run_id()
+    database, name = f"apply_{run}", f"apply-maria-{run}"
+    connect = KafkaConnectClient(stack.connect.url)
+    with stack.mariadb_primary.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"create database `{database}`")
+        cur.execute(table_ddl.format(table=f"`{database}`.`{table}`", schema=f"`{database}`"))
+    creds = stack.layout.credentials
+    server_id = 10_000 + int(run[:6], 16) % 100_000
+    params = ConnectorParams(
+        host=HOST,
+        port=stack.layout.ports.mariadb_primary,
+        user=creds.db_user,
+        password_env=PASSWORD_ENV,
+        topic_prefix=name,
+        tables=[f"{database}.{table}"],
+        registry_url=stack.registry.base_url,
+        server_id=server_id,
+        kafka_bootstrap=stack.kafka.address(),
+        heartbeat_interval_ms=1000,
+    )
+    _start(stack, connect, "mariadb", name, params)
+    try:
+        yield Capture(
+            "mariadb", f"maria_{run}", database, table, name, stack, server_id=server_id, extra=extra
+        )
+    finally:
+        connect.delete(name)
+        with stack.mariadb_primary.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"drop database `{database}`")
+
+
+def config_dict(
+    stack: LocalStack,
+    captures: Sequence[Capture],
+    lake_base: str,
+    state_url: str,
+    tables: dict[str, dict[str, Any]] | None = None,
+    lake: dict[str, Any] | None = None,
+    apply: dict[str, Any] | None = None,
+    spark_conf: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A cdc-lake config (as YAML-ready data) for ``captures``; ``tables`` adds per-table settings by name."""
+    ports = stack.layout.ports
+    sources: dict[str, Any] = {}
+    for capture in captures:
+        table_entry = {
+            "name": f"{capture.schema}.{capture.table}",
+            **(tables or {}).get(capture.qualified_name, {}),
+        }
+        if capture.engine == "postgres":
+            primary = {
+                "host": HOST,
+                "port": ports.postgres_primary,
+                "database": DEMO_DATABASE,
+                "user": stack.layout.credentials.db_user,
+                "password": "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}",
+            }
+            source: dict[str, Any] = {"engine": "postgres", "primary": primary}
+        else:
+            primary = {
+                "host": HOST,
+                "port": ports.mariadb_primary,
+                "user": stack.layout.credentials.db_user,
+                "password": "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}",
+            }
+            source = {"engine": "mariadb", "primary": primary, "server_id": capture.server_id}
+        source.update({"topic_prefix": capture.topic_prefix, "tables": [table_entry]})
+        sources[capture.source_name] = source
+    creds = stack.layout.credentials
+    config: dict[str, Any] = {
+        "lake": {"base_path": lake_base, **(lake or {})},
+        "state_store": {"url": state_url},
+        "kafka": {"bootstrap_servers": stack.kafka.address()},
+        "schema_registry": {"url": stack.registry.confluent_url},
+        "kafka_connect": {"url": stack.connect.url},
+        "spark": {"conf": spark_conf or {}},
+        "apply": apply or {},
+        "sources": sources,
+    }
+    if lake_base.startswith("s3a://"):
+        config["lake"]["s3"] = {
+            "endpoint": stack.object_store.endpoint,
+            "region": "us-east-1",
+            "access_key": creds.s3_access_key,
+            "secret_key": creds.s3_secret_key,
+            "path_style_access": True,
+        }
+    return config
+
+
+def write_config(path: Path, data: dict[str, Any]) -> Config:
+    """Write ``data`` as the YAML config file at ``path`` and load it back."""
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_config(path)
+
+
+def onboard(config: Config) -> None:
+    """Record every configured table as CATCHING_UP, as onboarding and an empty bootstrap leave it."""
+    with StateStore.open(config.state_store.url) as store:
+        for source, table in config.iter_tables():
+            qualified = table.qualified_name(source)
+            store.upsert_source(source.name, source.engine, [source.topic_prefix or source.name])
+            store.upsert_table(qualified, source.name, table.tier, config.lake.table_base_path(qualified))
+            if store.require_table(qualified).state is TableState.PENDING_BOOTSTRAP:
+                store.transition(qualified, TableState.BOOTSTRAPPING)
+                store.transition(qualified, TableState.CATCHING_UP)
+
+
+def lake_rows(spark: SparkSession, base_path: str, key: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
+    """Every row of the lake table (all columns, metadata included), ordered by key."""
+    frame = read_table(spark, base_path)
+    return [row.asDict(recursive=True) for row in frame.orderBy(*key).collect()]
+
+
+def _float32(value: float) -> float:
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
+def _micros(value: Any) -> int:
+    if isinstance(value, dt.timedelta):
+        return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    if isinstance(value, dt.time):
+        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+    return int(value)
+
+
+def _utc_time_of_day(value: dt.time) -> int:
+    """Microseconds past midnight UTC of a time with a zone (Debezium sends timetz in UTC)."""
+    offset = value.utcoffset() or dt.timedelta()
+    return (_micros(value) - _micros(offset)) % (86_400 * 1_000_000)
+
+
+def _instant(value: dt.datetime) -> dt.datetime:
+    """An aware UTC datetime; a naive one from Spark is in the Python process's local time zone."""
+    return value.astimezone(dt.UTC)
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def normalize(value: Any, spark_type: DataType, source_value: bool, naive_utc: bool = False) -> Any:
+    """A comparable form of a lake (``source_value=False``) or source value of a column of ``spark_type``."""
+    if value is None:
+        return None
+    if isinstance(spark_type, TimestampType):
+        if source_value and naive_utc and value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return _instant(value)
+    if isinstance(spark_type, TimestampNTZType | DateType):
+        return value
+    if isinstance(spark_type, BinaryType):
+        return bytes(value)
+    if isinstance(spark_type, BooleanType) and isinstance(value, bytes):
+        return bool(int.from_bytes(value, "big"))
+    if isinstance(spark_type, FloatType):
+        return _float32(float(value))
+    if isinstance(spark_type, DecimalType):
+        return Decimal(value)
+    if isinstance(spark_type, LongType) and isinstance(value, dt.time | dt.timedelta):
+        return _micros(value)
+    if isinstance(spark_type, StringType):
+        if isinstance(value, dt.time):
+            return _utc_time_of_day(value)
+        if not source_value and isinstance(value, str) and value.endswith("Z") and ":" in value[:3]:
+            return _utc_time_of_day(dt.time.fromisoformat(value[:-1] + "+00:00"))
+        if isinstance(value, dict | list):
+            return value
+        if isinstance(value, uuid.UUID):
+            return str(value)
+        if isinstance(value, set):
+            return ",".join(sorted(value))
+    return value
+
+
+def assert_lake_matches(
+    spark: SparkSession,
+    capture: Capture,
+    base_path: str,
+    json_columns: Sequence[str] = (),
+    naive_utc_columns: Sequence[str] = (),
+    live_only: bool = False,
+) -> list[dict[str, Any]]:
+    """The lake table equals the source table row for row and value for value; returns the lake rows.
+
+    ``json_columns`` are compared as parsed JSON (the source's text formatting may differ);
+    ``naive_utc_columns`` are source timestamps the driver returns naive in UTC (MariaDB TIMESTAMP);
+    ``live_only`` compares only rows not flagged ``_cdc_deleted`` (soft-delete tables).
+    """
+    frame = read_table(spark, base_path)
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    lake = [r for r in lake_rows(spark, base_path, capture.key) if not (live_only and r["_cdc_deleted"])]
+    source = capture.rows()
+    keys = [tuple(r[k] for k in capture.key) for r in lake]
+    assert len(keys) == len(set(keys)), f"duplicate keys in the lake: {len(keys) - len(set(keys))}"
+    assert [tuple(r[k] for k in capture.key) for r in source] == keys, "lake keys differ from source keys"
+    for source_row, lake_row in zip(source, lake, strict=True):
+        for column, value in source_row.items():
+            spark_type = types[column]
+            expected = normalize(value, spark_type, True, column in naive_utc_columns)
+            actual = normalize(lake_row[column], spark_type, False)
+            if column in json_columns:
+                expected, actual = _json(expected), _json(actual)
+            assert actual == expected, (
+                f"{capture.qualified_name} key {[source_row[k] for k in capture.key]} column {column}: "
+                f"lake {actual!r} != source {expected!r}"
+            )
+    return lake
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` every half second until it holds, or fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.5)
