@@ -92,3 +92,16 @@ class SchemaChangeError(CdcLakeError):
 
 class ApplyError(CdcLakeError):
     """Raised by ``cdc-lake apply`` when one or more tables failed; names each failed table and its cause."""
+
+
+class BootstrapError(CdcLakeError):
+    """Raised when a bootstrap cannot start or stops part-way.
+
+    A table without a usable key or with a column type it cannot map, a replica that is not one or
+    does not catch up, a lake path already in use, a failed read or Hudi write.  The message names the
+    table; what was written stays recorded, so running the bootstrap again resumes it.
+    """
+
+
+class BootstrapBusyError(CdcLakeError):
+    """Raised when a second bootstrap starts on a table whose bootstrap is still running elsewhere."""

@@ -7,6 +7,7 @@ their own modules and are imported only when used.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -33,7 +34,6 @@ from cdc_lake.onboard.secrets import password_env
 from cdc_lake.state.status import table_statuses
 from cdc_lake.state.store import StateStore
 
-BOOTSTRAP_ISSUE = "the bootstrap issue"
 OPERATIONS_ISSUE = "the operations issue"
 
 
@@ -227,13 +227,67 @@ def connectors_restart(ctx: click.Context, source: str) -> None:
 @cli.command()
 @click.argument("tables", nargs=-1, metavar="[TABLE]...")
 @click.option("--source", help="Bootstrap the tables of this source instead of naming them.")
-@click.option("--all-pending", is_flag=True, help="With --source: only tables still PENDING_BOOTSTRAP.")
-def bootstrap(tables: tuple[str, ...], source: str | None, all_pending: bool) -> None:
+@click.option(
+    "--all-pending",
+    is_flag=True,
+    help="With --source: only tables awaiting bootstrap (PENDING_BOOTSTRAP, or interrupted BOOTSTRAPPING).",
+)
+@click.option(
+    "--apply",
+    "apply_backlog",
+    is_flag=True,
+    help="Then apply each table's backlog here until it is LIVE (not while `cdc-lake run` applies it).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of results instead of lines.")
+@click.pass_context
+def bootstrap(
+    ctx: click.Context,
+    tables: tuple[str, ...],
+    source: str | None,
+    all_pending: bool,
+    apply_backlog: bool,
+    as_json: bool,
+) -> None:
     """Snapshot tables from the read replica into Hudi and hand them over to the applier.
 
-    Not implemented yet: arrives with the bootstrap issue.
+    Saves the watermark (Kafka end offsets) first, waits for the replica to pass it, reads key-range
+    partitions in parallel with Spark JDBC and bulk-inserts them; the table becomes CATCHING_UP once
+    Debezium has streamed past the snapshot, and LIVE when the applier has caught up.  An interrupted
+    or failed bootstrap resumes where it stopped when run again.
     """
-    raise _not_implemented("bootstrap", BOOTSTRAP_ISSUE)
+    from bootstrap.progress import BarView, LineView, ProgressView
+    from bootstrap.run import BootstrapRequest, bootstrap_tables
+
+    config = get_config(ctx)
+    request = BootstrapRequest(tables, source, all_pending, apply_backlog)
+    view: ProgressView
+    if sys.stderr.isatty() and not as_json:
+        view = BarView()
+    else:
+        view = LineView(lambda line: click.echo(line, err=as_json))
+    try:
+        results = bootstrap_tables(config, request, view)
+    finally:
+        view.close()
+    if as_json:
+        emit_json([
+            {
+                "table": r.table,
+                "state": r.state.value,
+                "rows": r.rows,
+                "partitions": r.partitions,
+                "seconds": round(r.seconds, 3),
+                "rows_per_second": None if r.rows_per_second is None else round(r.rows_per_second, 1),
+                "note": r.note,
+            }
+            for r in results
+        ])
+        return
+    if not results:
+        click.echo("no tables to bootstrap")
+    for r in results:
+        rate = "" if r.rows_per_second is None else f" ({r.rows_per_second:,.0f} rows/s)"
+        click.echo(f"{r.table}: {r.state.value}: {r.rows:,} rows in {r.seconds:.1f}s{rate}; {r.note}")
 
 
 @cli.command()
@@ -285,10 +339,15 @@ def status(ctx: click.Context, as_json: bool) -> None:
     config = get_config(ctx)
     with StateStore.open(config.state_store.url) as store:
         statuses = table_statuses(store)
-    if as_json:
-        emit_json([table_status.to_json() for table_status in statuses])
-    else:
-        render_status(statuses)
+        if as_json:
+            from bootstrap.progress import bootstrap_status
+
+            emit_json([
+                {**row.to_json(), "bootstrap": bootstrap_status(store, row.name, row.state)}
+                for row in statuses
+            ])
+            return
+    render_status(statuses)
 
 
 @cli.command()

@@ -69,7 +69,18 @@ class JdbcAccess:
 
 
 class SnapshotSource(Protocol):
-    """What the bootstrap needs of a source engine to plan and run a partitioned snapshot."""
+    """What the bootstrap needs of a source engine to plan and run a partitioned snapshot.
+
+    The positions are :class:`~cdc_lake.sources.base.SourceEngine`'s; the rest is added for bootstrap.
+    """
+
+    def current_position(self) -> str:
+        """The primary's position now (Postgres: WAL LSN; MySQL/MariaDB: GTID set)."""
+        ...
+
+    def wait_replica_past(self, position: str, timeout: float) -> str:
+        """Block until the replica has replayed ``position``; SourceEngineError after ``timeout``."""
+        ...
 
     @property
     def row_comparisons(self) -> bool:

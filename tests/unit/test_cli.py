@@ -16,8 +16,6 @@ from cdc_lake.cli.main import cli
 from cdc_lake.state import StateStore, TableState
 
 NOT_YET = [
-    (["bootstrap", "pg.public.a", "pg.public.b"], "bootstrap", "the bootstrap issue"),
-    (["bootstrap", "--source", "pg", "--all-pending"], "bootstrap", "the bootstrap issue"),
     (["lag", "--json"], "lag", "the operations issue"),
     (["validate", "pg.public.a"], "validate", "the operations issue"),
     (["rebootstrap", "pg.public.a"], "rebootstrap", "the operations issue"),

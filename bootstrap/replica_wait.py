@@ -1,0 +1,78 @@
+"""Step 2: wait until the read replica has replayed past the watermark, before reading from it.
+
+The exact rule, used whenever the watermark has a position: the replica's replay position reaches the
+primary position saved with the watermark (Postgres ``pg_last_wal_replay_lsn()``; MariaDB
+``MASTER_GTID_WAIT``; MySQL ``WAIT_FOR_EXECUTED_GTID_SET``).
+
+The time rule, for a source without positions (MySQL without GTIDs): the replica's last replayed commit
+is at or past ``Tₛ + Δ`` (``bootstrap.replica_delay_seconds``: Debezium's delay plus a buffer).  It is
+weaker: Postgres' replay timestamp does not move while the primary is idle, and MySQL's
+``Seconds_Behind_Source`` reads 0 while the I/O thread itself is behind.
+
+Either way a replica that does not get there within ``bootstrap.replica_wait_timeout_seconds`` fails
+the bootstrap, saying how far behind it is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cdc_lake.exceptions import BootstrapError, SourceEngineError
+from cdc_lake.sources.snapshot import SnapshotSource
+from cdc_lake.state.records import Watermark
+
+POLL_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class ReplicaWait:
+    """The rule and limits of the wait (from the ``bootstrap`` config section)."""
+
+    delay_seconds: float
+    timeout_seconds: float
+
+
+def wait_for_replica(
+    table: str,
+    engine: SnapshotSource,
+    watermark: Watermark,
+    wait: ReplicaWait,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """Block until the replica is past ``watermark``; returns how it was decided, for the log."""
+    position = watermark.source_position
+    if position:
+        try:
+            reached = engine.wait_replica_past(position, wait.timeout_seconds)
+        except SourceEngineError as exc:
+            lag = _lag(engine, position)
+            raise BootstrapError(
+                f"table {table}: the read replica did not replay past {position} within "
+                f"{wait.timeout_seconds:.0f}s ({lag}); {exc}"
+            ) from None
+        return f"replica replayed {reached}, past the watermark position {position}"
+    if watermark.ts_source_ms is None:
+        raise BootstrapError(f"table {table}: the watermark has neither a position nor a time to wait for")
+    target_ms = watermark.ts_source_ms + int(wait.delay_seconds * 1000)
+    deadline = clock() + wait.timeout_seconds
+    while True:
+        replayed_ms = engine.replica_replay_time_ms()
+        if replayed_ms is not None and replayed_ms >= target_ms:
+            return f"replica replayed a commit of {replayed_ms} ms, past Tₛ + Δ = {target_ms} ms"
+        if clock() > deadline:
+            behind = "unknown" if replayed_ms is None else f"{(target_ms - replayed_ms) / 1000:.1f}s"
+            raise BootstrapError(
+                f"table {table}: the read replica did not replay past Tₛ + Δ within "
+                f"{wait.timeout_seconds:.0f}s (behind by {behind})"
+            )
+        sleep(POLL_SECONDS)
+
+
+def _lag(engine: SnapshotSource, position: str) -> str:
+    try:
+        return engine.replica_lag(position)
+    except SourceEngineError as exc:
+        return f"lag unknown: {exc}"

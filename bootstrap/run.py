@@ -1,0 +1,491 @@
+"""``cdc-lake bootstrap``: which tables, and each one through the six steps, resumable at every step.
+
+A table awaiting bootstrap is PENDING_BOOTSTRAP, or BOOTSTRAPPING after an interrupted run (a killed
+process, a failure).  Under the table's lock (:mod:`bootstrap.lock`) the steps run in order, each
+skipped when the state store says it is done: watermark, replica wait, partition plan, the partitions
+not yet in the lake (a Hudi commit per group), then the hand-off.  A failure leaves the table
+BOOTSTRAPPING, which the applier does not touch, so nothing partial is ever published; running the
+bootstrap again continues where it stopped.  Tables are bootstrapped one after the other, each using
+every Spark executor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+from pyspark.sql import SparkSession
+
+from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
+from bootstrap.keys import record_key, selected_columns
+from bootstrap.lake_types import column_reads
+from bootstrap.lock import table_lock
+from bootstrap.partitions import PlanInputs, partition_count, plan_partitions, sample_size
+from bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, ProgressView, TableProgress
+from bootstrap.read import SnapshotQuery, snapshot_rows
+from bootstrap.registry_check import check_against_registry
+from bootstrap.replica_wait import ReplicaWait, wait_for_replica
+from bootstrap.watermark import take_watermark
+from bootstrap.write import attempt_id, check_fresh, lake_state, records_written, write_group
+from cdc_lake.apply.runner import ApplyRunner, applier_options, describe_failure, registry_client
+from cdc_lake.apply.target import ApplyTarget, target_for
+from cdc_lake.config import Config, Source, Table
+from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.exceptions import BootstrapError, CdcLakeError
+from cdc_lake.hudi.options import HudiTableSpec
+from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.sources import engine_for
+from cdc_lake.sources.snapshot import JdbcAccess, SnapshotSource
+from cdc_lake.spark import get_spark
+from cdc_lake.spark.errors import JVM_ERRORS
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.records import BootstrapPartition, RunOutcome, Watermark
+from cdc_lake.state.store import StateStore
+
+_LOG = logging.getLogger(__name__)
+
+AWAITING = frozenset({TableState.PENDING_BOOTSTRAP, TableState.BOOTSTRAPPING})
+"""States of tables awaiting bootstrap (BOOTSTRAPPING: interrupted, resumed by the next run)."""
+PARTITIONS_PER_COMMIT_PER_SLOT = 2
+"""A Hudi commit holds this many plan partitions per executor slot (fewer commits, coarser resume)."""
+WRITE_ATTEMPTS = 2
+"""A group whose read or write fails (a dropped connection) is tried this many times in one run."""
+APPLY_TIMEOUT_SECONDS = 1800.0
+_TICK_SECONDS = 1.0
+_LOSSY_VALUE = "does not fit lake type"
+_FAILURES: tuple[type[Exception], ...] = (CdcLakeError, *JVM_ERRORS)
+
+
+@dataclass(frozen=True)
+class BootstrapRequest:
+    """What ``cdc-lake bootstrap`` was asked: tables by name, or a source's (only pending ones)."""
+
+    tables: tuple[str, ...] = ()
+    source: str | None = None
+    all_pending: bool = False
+    apply: bool = False
+
+
+@dataclass(frozen=True)
+class TableResult:
+    """How one table's bootstrap ended."""
+
+    table: str
+    state: TableState
+    rows: int = 0
+    partitions: int = 0
+    seconds: float = 0.0
+    note: str = ""
+
+    @property
+    def rows_per_second(self) -> float | None:
+        """Rows written per second by this run."""
+        return self.rows / self.seconds if self.rows and self.seconds > 0 else None
+
+
+def select_tables(config: Config, store: StateStore, request: BootstrapRequest) -> list[tuple[Source, Table]]:
+    """The configured tables the request names; with ``all_pending`` only those awaiting bootstrap."""
+    if bool(request.tables) == bool(request.source):
+        raise BootstrapError("name the tables to bootstrap, or give --source (not both)")
+    if request.all_pending and not request.source:
+        raise BootstrapError("--all-pending applies to --source only")
+    if request.tables:
+        chosen = [config.table(name) for name in dict.fromkeys(request.tables)]
+    else:
+        source = config.source(request.source or "")
+        chosen = [(source, table) for table in source.tables]
+    selected = []
+    for source, table in chosen:
+        info = store.require_table(table.qualified_name(source))
+        if not request.all_pending or info.state in AWAITING:
+            selected.append((source, table))
+    return selected
+
+
+def bootstrap_tables(config: Config, request: BootstrapRequest, view: ProgressView) -> list[TableResult]:
+    """Bootstrap every selected table in turn; the first failure stops the command (others keep state)."""
+    with StateStore.open(config.state_store.url) as store:
+        chosen = select_tables(config, store, request)
+        registry = registry_client(config)
+        results = []
+        for source, table in chosen:
+            qualified = table.qualified_name(source)
+            with table_lock(config.state_store.url, qualified):
+                runner = TableBootstrap(config, source, table, store, registry, view, request.apply)
+                results.append(runner.run())
+        return results
+
+
+if TYPE_CHECKING:
+    from cdc_lake.sources.mysql import MySqlEngine
+    from cdc_lake.sources.postgres import PostgresEngine
+
+    # mypy proves here that the engines implement SnapshotSource (the cast below cannot).
+    def _postgres_reads(engine: PostgresEngine) -> SnapshotSource:
+        return engine
+
+    def _mysql_reads(engine: MySqlEngine) -> SnapshotSource:
+        return engine
+
+
+def _snapshot_engine(source: Source) -> SnapshotSource:
+    engine = engine_for(source)
+    if not hasattr(engine, "table_shape"):
+        raise BootstrapError(f"source {source.name}: the {source.engine} engine cannot bootstrap tables")
+    return cast(SnapshotSource, engine)
+
+
+class TableBootstrap:
+    """One table's bootstrap, from whatever step the state store says it reached."""
+
+    def __init__(
+        self,
+        config: Config,
+        source: Source,
+        table: Table,
+        store: StateStore,
+        registry: SchemaRegistry,
+        view: ProgressView,
+        apply: bool,
+    ) -> None:
+        self.config = config
+        self.source = source
+        self.table = table
+        self.store = store
+        self.registry = registry
+        self.view = view
+        self.apply = apply
+        self.name = table.qualified_name(source)
+        self.target: ApplyTarget = target_for(config, source, table)
+        self.progress = TableProgress(self.name)
+        self.started = time.monotonic()
+
+    def _show(self, phase: str | None = None) -> None:
+        if phase is not None:
+            self.progress.phase = phase
+        self.view.show(self.progress)
+
+    def run(self) -> TableResult:
+        """Bootstrap the table (or finish its interrupted bootstrap) and hand it to the applier."""
+        info = self.store.require_table(self.name)
+        if info.state is TableState.CATCHING_UP and self.apply:
+            self._catch_up(get_spark(self.config.spark, self.config.lake))
+            return self._result("caught up")
+        if info.state in (TableState.CATCHING_UP, TableState.LIVE):
+            return TableResult(self.name, info.state, note="already bootstrapped")
+        if info.state not in AWAITING:
+            raise BootstrapError(
+                f"table {self.name} is {info.state.value}; only PENDING_BOOTSTRAP tables (or interrupted "
+                "BOOTSTRAPPING ones) are bootstrapped"
+            )
+        with self.store.run(RUN, self.name) as handle:
+            handle.detail.update({"host": socket.gethostname(), "pid": os.getpid()})
+            note = self._bootstrap(info.state)
+            handle.detail.update({"rows": self.progress.rows_written, "note": note})
+        return self._result(note)
+
+    def _result(self, note: str) -> TableResult:
+        info = self.store.require_table(self.name)
+        return TableResult(
+            self.name,
+            info.state,
+            rows=self.progress.rows_written - self.progress.rows_before,
+            partitions=self.progress.partitions_total,
+            seconds=time.monotonic() - self.started,
+            note=note,
+        )
+
+    def _role(self) -> str:
+        if self.source.replica is not None:
+            return "replica"
+        if self.config.bootstrap.allow_primary_reads:
+            return "primary"
+        raise BootstrapError(
+            f"table {self.name}: source {self.source.name} has no replica to read; bootstraps read the "
+            "primary only when bootstrap.allow_primary_reads is true"
+        )
+
+    def _bootstrap(self, state: TableState) -> str:
+        engine = _snapshot_engine(self.source)
+        role = self._role()
+        if role == "replica":
+            _LOG.info("%s: %s", self.name, engine.check_replica())
+        shape = engine.table_shape(self.table.name, role)
+        key = record_key(self.name, self.table, shape)
+        names = selected_columns(self.name, self.table, shape, key)
+        reads = column_reads(self.source.engine, shape, names, engine.quote_identifier)
+        agreed = check_against_registry(self.registry, self.target.topic, reads, self.name)
+        _LOG.info("%s: %s", self.name, agreed)
+        spark = get_spark(self.config.spark, self.config.lake)
+
+        watermark = self.store.get_watermark(self.name) if state is TableState.BOOTSTRAPPING else None
+        if watermark is not None and watermark.topic != self.target.topic:
+            raise BootstrapError(
+                f"table {self.name}: the saved watermark is for topic {watermark.topic}, "
+                f"not {self.target.topic}"
+            )
+        if watermark is None:
+            watermark = self._save_watermark(spark, engine, state)
+        if not watermark.replica_position_reached:
+            self._show("waiting for the replica")
+            if role == "replica":
+                settings = self.config.bootstrap
+                wait = ReplicaWait(settings.replica_delay_seconds, settings.replica_wait_timeout_seconds)
+                _LOG.info("%s: %s", self.name, wait_for_replica(self.name, engine, watermark, wait))
+            watermark = self.store.mark_replica_position_reached(self.name)
+        if not watermark.partitions:
+            self._show("planning")
+            watermark = self._plan(spark, engine, role, shape.estimated_rows, shape.estimated_bytes, key)
+        watermark = self._reconcile(spark, watermark)
+
+        query = SnapshotQuery(
+            engine.quote_table(self.table.name),
+            tuple(reads),
+            tuple(engine.quote_identifier(read.name) for read in reads),
+        )
+        self._copy(spark, engine, role, query, watermark, key)
+
+        self._show("handing off")
+        point = SnapshotPoint(engine.current_position(), engine.primary_clock_ms())
+        handoff = HandoffWait(
+            connect_url=self.config.kafka_connect.url,
+            engine=self.source.engine,
+            topic_prefix=self.source.topic_prefix or self.source.name,
+            delay_seconds=self.config.bootstrap.replica_delay_seconds,
+            timeout_seconds=self.config.bootstrap.replica_wait_timeout_seconds,
+        )
+        how = wait_until_streamed(self.name, self.table.name, point, handoff, engine.primary_clock_ms)
+        _LOG.info("%s: %s", self.name, how)
+        self.store.transition(self.name, TableState.CATCHING_UP)
+        self._show("handed off")
+        if self.apply:
+            self._catch_up(spark)
+            return "bootstrapped and caught up"
+        return "bootstrapped; the applier publishes it once caught up"
+
+    def _save_watermark(self, spark: SparkSession, engine: SnapshotSource, state: TableState) -> Watermark:
+        self._show("saving the watermark")
+        check_fresh(spark, self.target.base_path, self.name)
+        if state is TableState.PENDING_BOOTSTRAP:
+            self.store.transition(self.name, TableState.BOOTSTRAPPING)
+        point = take_watermark(
+            self.config.kafka.bootstrap_servers,
+            self.target.topic,
+            engine,
+            self.registry,
+            dict(self.config.kafka.consumer),
+        )
+        _LOG.info(
+            "%s: watermark %s, Tₛ %s ms (newest event at %s), replica must pass %s",
+            self.name, point.offsets, point.ts_source_ms, point.newest_event_position, point.wait_position,
+        )
+        return self.store.save_watermark(
+            self.name,
+            topic=self.target.topic,
+            offsets=point.offsets,
+            ts_source_ms=point.ts_source_ms,
+            source_position=point.wait_position,
+        )
+
+    def _executors(self, spark: SparkSession) -> int:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+
+    def _plan(
+        self,
+        spark: SparkSession,
+        engine: SnapshotSource,
+        role: str,
+        estimated_rows: int,
+        estimated_bytes: int,
+        key: tuple[str, ...],
+    ) -> Watermark:
+        count = partition_count(
+            estimated_rows, estimated_bytes, self._executors(spark), self.config.bootstrap.max_partitions
+        )
+        sample: list[tuple[str, ...]] = []
+        if count > 1:
+            sample = engine.sample_key_literals(
+                self.table.name, key, sample_size(count, estimated_rows), estimated_rows, role
+            )
+        plan = plan_partitions(
+            PlanInputs(tuple(engine.quote_identifier(k) for k in key), sample, count, engine.row_comparisons)
+        )
+        watermark = self.store.set_partition_plan(self.name, plan)
+        detail = {
+            "attempt": attempt_id(watermark),
+            "estimated_rows": estimated_rows,
+            "estimated_bytes": estimated_bytes,
+            "partitions": len(plan),
+            "key": list(key),
+            "sampled_keys": len(sample),
+        }
+        run_id = self.store.start_run(PLAN_RUN, self.name, detail)
+        self.store.finish_run(run_id, RunOutcome.OK, detail)
+        _LOG.info("%s: %d partitions from %d sampled keys", self.name, len(plan), len(sample))
+        return watermark
+
+    def _reconcile(self, spark: SparkSession, watermark: Watermark) -> Watermark:
+        """Mark done what the lake's latest commit holds (a run killed between commit and marks)."""
+        lake = lake_state(spark, self.target.base_path, self.name, watermark)
+        for index in sorted(lake.committed):
+            if any(p.index == index and not p.done for p in watermark.partitions):
+                watermark = self.store.mark_partition_done(self.name, index)
+        return watermark
+
+    def _copy(
+        self,
+        spark: SparkSession,
+        engine: SnapshotSource,
+        role: str,
+        query: SnapshotQuery,
+        watermark: Watermark,
+        key: tuple[str, ...],
+    ) -> None:
+        progress = self.progress
+        progress.partitions_total = len(watermark.partitions)
+        progress.partitions_done = progress.partitions_total - len(watermark.pending_partitions)
+        progress.estimated_rows = self._estimated_rows(watermark)
+        progress.rows_written = progress.rows_before = self._rows_committed(watermark)
+        progress.started = time.monotonic()
+        access = engine.jdbc_access(role)
+        spec = dataclasses.replace(self.target.spec(key), parallelism=self._executors(spark))
+        group_size = self._executors(spark) * PARTITIONS_PER_COMMIT_PER_SLOT
+        pending = list(watermark.pending_partitions)
+        self._show("copying")
+        for start in range(0, len(pending), group_size):
+            group = pending[start : start + group_size]
+            began = time.monotonic()
+            with self._ticking(spark, len(group)):
+                instant = self._write(spark, access, query, watermark, spec, group)
+            rows = records_written(spark, self.target.base_path, instant)
+            for partition in group:
+                watermark = self.store.mark_partition_done(self.name, partition.index)
+            detail = {
+                "attempt": attempt_id(watermark),
+                "partitions": [p.index for p in group],
+                "rows": rows,
+                "instant": instant,
+                "seconds": round(time.monotonic() - began, 3),
+            }
+            run_id = self.store.start_run(COMMIT_RUN, self.name, detail)
+            self.store.finish_run(run_id, RunOutcome.OK, detail)
+            progress.rows_written += rows
+            progress.rows_in_flight = 0
+            progress.partitions_done += len(group)
+            self._show()
+
+    def _estimated_rows(self, watermark: Watermark) -> int:
+        attempt = attempt_id(watermark)
+        for run in self.store.list_runs(self.name, limit=100):
+            if run.command == PLAN_RUN and run.detail.get("attempt") == attempt:
+                return int(run.detail.get("estimated_rows", 0))
+        return 0
+
+    def _rows_committed(self, watermark: Watermark) -> int:
+        attempt = attempt_id(watermark)
+        return sum(
+            int(run.detail.get("rows", 0))
+            for run in self.store.list_runs(self.name, limit=1000)
+            if run.command == COMMIT_RUN and run.detail.get("attempt") == attempt
+        )
+
+    def _write(
+        self,
+        spark: SparkSession,
+        access: JdbcAccess,
+        query: SnapshotQuery,
+        watermark: Watermark,
+        spec: HudiTableSpec,
+        group: Sequence[BootstrapPartition],
+    ) -> str:
+        """Read and bulk-insert one group, trying again once after a failure (e.g. a dropped connection)."""
+        indexes = [p.index for p in group]
+        source_ts = watermark.ts_source_ms or 0
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                rows = snapshot_rows(
+                    spark, access, query, group, self.config.bootstrap.fetch_size, self.name, source_ts
+                )
+                return write_group(spark, spec, rows, watermark, indexes)
+            except _FAILURES as exc:
+                cause = describe_failure(exc)
+                committed = self._committed_instant(spark, watermark, indexes)
+                if committed is not None:
+                    return committed
+                if _LOSSY_VALUE in cause or attempt == WRITE_ATTEMPTS:
+                    raise BootstrapError(
+                        f"table {self.name}: writing partitions {indexes} failed: {cause}; "
+                        "run the bootstrap again to resume"
+                    ) from exc
+                _LOG.warning("%s: partitions %s failed (%s); trying again", self.name, indexes, cause)
+        raise AssertionError("unreachable")
+
+    def _committed_instant(self, spark: SparkSession, watermark: Watermark, indexes: list[int]) -> str | None:
+        """The latest commit's instant if it holds ``indexes`` (the failure came after the commit)."""
+        try:
+            if set(indexes) <= lake_state(spark, self.target.base_path, self.name, watermark).committed:
+                commit = latest_commit(spark, self.target.base_path)
+                return None if commit is None else commit.instant
+        except _FAILURES:
+            return None
+        return None
+
+    @contextmanager
+    def _ticking(self, spark: SparkSession, partitions: int) -> Iterator[None]:
+        """Estimate rows read by the running commit from Spark's task counts, once a second."""
+        context = spark.sparkContext
+        group = f"cdc-lake bootstrap {self.name}"
+        context.setJobGroup(group, group, interruptOnCancel=False)
+        per_partition = self.progress.estimated_rows / max(1, self.progress.partitions_total)
+        stop = threading.Event()
+
+        def tick() -> None:
+            tracker = context.statusTracker()
+            while not stop.wait(_TICK_SECONDS):
+                done = total = 0
+                for job_id in tracker.getJobIdsForGroup(group):
+                    job = tracker.getJobInfo(job_id)
+                    for stage_id in job.stageIds if job is not None else ():
+                        stage = tracker.getStageInfo(stage_id)
+                        if stage is not None:
+                            done += stage.numCompletedTasks
+                            total += stage.numTasks
+                share = done / total if total else 0.0
+                self.progress.rows_in_flight = int(share * per_partition * partitions)
+                self._show()
+
+        thread = threading.Thread(target=tick, name="bootstrap-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def _catch_up(self, spark: SparkSession) -> None:
+        """Apply the table's backlog in this process until the applier publishes it (LIVE)."""
+        self._show("catching up")
+        runner = ApplyRunner(spark, self.store, applier_options(self.config), self.registry)
+        deadline = time.monotonic() + APPLY_TIMEOUT_SECONDS
+        while self.store.require_table(self.name).state is not TableState.LIVE:
+            outcome = runner.catch_up(self.target)
+            if outcome.failed:
+                raise BootstrapError(
+                    f"table {self.name}: the applier failed while catching up: {outcome.error}"
+                )
+            if time.monotonic() > deadline:
+                raise BootstrapError(
+                    f"table {self.name}: still catching up after {APPLY_TIMEOUT_SECONDS:.0f}s; "
+                    "`cdc-lake run` will finish it"
+                )
+        self._show("live")
+

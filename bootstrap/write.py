@@ -1,0 +1,109 @@
+"""Step 5: writing snapshot rows with Hudi ``bulk_insert``, one commit per group of plan partitions.
+
+The table is created by the first commit, in a base path no other writer has used, with the same spec
+as the applier's (record key, ordering field, partitioning, table type, index), so the applier's first
+upsert finds a table it could have created itself.
+
+Resuming is exact because the lake says what it holds: every commit's metadata names the bootstrap
+attempt (the watermark's creation time) and the plan partitions it contains, besides the watermark
+offsets the applier starts from.  The state store marks partitions done after each commit; a bootstrap
+killed between a commit and those marks finds the partitions in the latest commit and does not write
+them twice.  A commit killed half-way never completes: Hudi rolls it back on the next write and its
+partitions are read again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from cdc_lake.apply.checkpoint import Checkpoint, Origin
+from cdc_lake.exceptions import BootstrapError, HudiWriteError
+from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
+from cdc_lake.hudi.timeline import latest_commit, table_exists
+from cdc_lake.hudi.writer import write_batch
+from cdc_lake.spark.errors import JVM_ERRORS, root_cause
+from cdc_lake.state.records import Watermark
+
+ATTEMPT_KEY = "bootstrap.attempt"
+PARTITIONS_KEY = "bootstrap.partitions"
+
+
+def attempt_id(watermark: Watermark) -> str:
+    """The identity of one bootstrap attempt: when its watermark was saved."""
+    return watermark.created_at.isoformat()
+
+
+def commit_metadata(watermark: Watermark, partitions: list[int]) -> dict[str, str]:
+    """The metadata of one bootstrap commit: the watermark checkpoint, the attempt and its partitions."""
+    checkpoint = Checkpoint(
+        watermark.topic, dict(watermark.offsets), watermark.ts_source_ms, Origin.WATERMARK
+    )
+    return {
+        **checkpoint.commit_metadata(),
+        ATTEMPT_KEY: attempt_id(watermark),
+        PARTITIONS_KEY: ",".join(str(index) for index in sorted(partitions)),
+    }
+
+
+@dataclass(frozen=True)
+class LakeState:
+    """What the lake holds of a bootstrap attempt: whether the table exists and which partitions it has."""
+
+    exists: bool
+    committed: frozenset[int]
+
+
+def check_fresh(spark: SparkSession, base_path: str, table: str) -> None:
+    """Refuse to start a bootstrap into a base path that already holds a Hudi table."""
+    if table_exists(spark, base_path):
+        raise BootstrapError(
+            f"table {table}: lake path {base_path} already holds a Hudi table; a bootstrap writes into a "
+            "fresh base path (remove it, or re-bootstrap the table)"
+        )
+
+
+def lake_state(spark: SparkSession, base_path: str, table: str, watermark: Watermark) -> LakeState:
+    """The partitions of ``watermark``'s attempt the lake holds; any other writer's commit is an error."""
+    if not table_exists(spark, base_path):
+        return LakeState(False, frozenset())
+    commit = latest_commit(spark, base_path)
+    if commit is None:
+        return LakeState(True, frozenset())
+    if commit.metadata.get(ATTEMPT_KEY) != attempt_id(watermark):
+        raise BootstrapError(
+            f"table {table}: lake path {base_path} has commit {commit.instant} ({commit.operation}) that "
+            "this bootstrap did not write; remove the path or re-bootstrap the table"
+        )
+    listed = commit.metadata.get(PARTITIONS_KEY, "")
+    return LakeState(True, frozenset(int(i) for i in listed.split(",") if i))
+
+
+def write_group(
+    spark: SparkSession, spec: HudiTableSpec, rows: DataFrame, watermark: Watermark, partitions: list[int]
+) -> str:
+    """Bulk-insert ``rows`` (the lake rows of ``partitions``) as one commit; returns its instant."""
+    return write_batch(spark, spec, rows, WriteOperation.BULK_INSERT, commit_metadata(watermark, partitions))
+
+
+def records_written(spark: SparkSession, base_path: str, instant: str) -> int:
+    """How many records the completed commit ``instant`` wrote (from its write statistics)."""
+    jvm: Any = spark._jvm
+    try:
+        hadoop = spark._jsc.hadoopConfiguration()
+        storage = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(hadoop)
+        client = (
+            jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder()
+            .setConf(storage)
+            .setBasePath(base_path)
+            .build()
+        )
+        timeline = client.getActiveTimeline().getCommitsTimeline().filterCompletedInstants()
+        for hoodie_instant in timeline.getInstants():
+            if str(hoodie_instant.requestedTime()) == instant:
+                return int(timeline.readCommitMetadata(hoodie_instant).fetchTotalRecordsWritten())
+    except JVM_ERRORS as exc:
+        raise HudiWriteError(f"reading commit {instant} at {base_path} failed: {root_cause(exc)}") from exc
+    raise HudiWriteError(f"commit {instant} at {base_path} is not a completed commit")
