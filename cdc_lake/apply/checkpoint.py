@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
@@ -23,6 +23,7 @@ from cdc_lake.state.store import StateStore
 TOPIC_KEY = "kafka.topic"
 OFFSETS_KEY = "kafka.offsets"
 SOURCE_TS_KEY = "source.newest_ts_ms"
+POSITIONS_KEY = "kafka.stream_positions"
 
 
 class Origin(enum.StrEnum):
@@ -35,13 +36,18 @@ class Origin(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """The next offset to apply per partition of ``topic``, and the newest source time applied so far."""
+    """The next offset to apply per partition of ``topic``, and the newest source time applied so far.
+
+    ``positions`` holds, per partition, the highest Debezium stream position applied (see
+    :mod:`cdc_lake.apply.redelivery`); events at or below it were sent again and are skipped.
+    """
 
     topic: str
     offsets: dict[int, int]
     newest_source_ts_ms: int | None
     origin: Origin
     commit_instant: str | None = None
+    positions: dict[int, str] = field(default_factory=dict)
 
     def commit_metadata(self) -> dict[str, str]:
         """The extra metadata that stores this checkpoint in a Hudi commit."""
@@ -51,6 +57,8 @@ class Checkpoint:
         }
         if self.newest_source_ts_ms is not None:
             metadata[SOURCE_TS_KEY] = str(self.newest_source_ts_ms)
+        if self.positions:
+            metadata[POSITIONS_KEY] = json.dumps({str(p): m for p, m in sorted(self.positions.items())})
         return metadata
 
 
@@ -71,9 +79,10 @@ def checkpoint_from_commit(commit: CommitInfo, topic: str, where: str) -> Checkp
         offsets = {int(p): int(o) for p, o in json.loads(raw).items()}
         newest = commit.metadata.get(SOURCE_TS_KEY)
         newest_ts = int(newest) if newest is not None else None
+        positions = {int(p): str(m) for p, m in json.loads(commit.metadata.get(POSITIONS_KEY, "{}")).items()}
     except (ValueError, TypeError, AttributeError) as exc:
         raise HudiWriteError(f"{where}: commit {commit.instant} has malformed offsets {raw!r}") from exc
-    return Checkpoint(topic, offsets, newest_ts, Origin.COMMIT, commit.instant)
+    return Checkpoint(topic, offsets, newest_ts, Origin.COMMIT, commit.instant, positions)
 
 
 def resume_checkpoint(

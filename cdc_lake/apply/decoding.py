@@ -15,10 +15,11 @@ be replayed as a per-key change.  See docs/applier.md.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from cdc_lake.apply.redelivery import PartitionMarks, already_applied, stream_position
 from cdc_lake.decode.envelope import ChangeEvent, decode_message
 from cdc_lake.decode.framing import HEADER_SIZE, MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
@@ -49,6 +50,14 @@ class DecodedChange(NamedTuple):
     source_ts_ms: int
     row: dict[str, Any]
     unavailable: tuple[str, ...]
+    position: str | None
+
+
+class Redelivered(NamedTuple):
+    """A change event at or below its partition's applied stream position: sent again, skipped."""
+
+    partition: int
+    offset: int
 
 
 class BadMessage(NamedTuple):
@@ -61,7 +70,7 @@ class BadMessage(NamedTuple):
     value: bytes | None
 
 
-Decoded = DecodedChange | BadMessage
+Decoded = DecodedChange | BadMessage | Redelivered
 
 
 @dataclass(frozen=True)
@@ -70,13 +79,15 @@ class DecodeSettings:
 
     ``key_fields`` are the configured record key columns, or None to use the message key's fields.
     With ``soft_deletes``, the non-key columns a delete's before image leaves null are marked
-    unavailable, so the soft-deleted row keeps its last stored values.
+    unavailable, so the soft-deleted row keeps its last stored values.  ``applied_positions`` holds each
+    partition's applied stream position (see :mod:`cdc_lake.apply.redelivery`).
     """
 
     topic: str
     registry: SchemaLookup
     key_fields: tuple[str, ...] | None
     soft_deletes: bool
+    applied_positions: Mapping[int, str] = field(default_factory=dict)
 
 
 _REGISTRIES: dict[tuple[str, str], SchemaLookup] = {}
@@ -114,6 +125,9 @@ def _change(settings: DecodeSettings, event: ChangeEvent, message: RawMessage) -
 
     if event.is_truncate:
         return bad(TRUNCATE_REASON)
+    position = stream_position(event)
+    if already_applied(position, settings.applied_positions.get(message.partition)):
+        return Redelivered(message.partition, message.offset)
     image = event.row
     if image is None:
         return bad(f"{event.op!r} event has no row image")
@@ -138,6 +152,7 @@ def _change(settings: DecodeSettings, event: ChangeEvent, message: RawMessage) -
         source_ts_ms=event.source.ts_ms,
         row=row,
         unavailable=tuple(unavailable),
+        position=position,
     )
 
 
@@ -177,14 +192,21 @@ class BatchSummary:
     first_bad: dict[int, BadMessage] = field(default_factory=dict)
     unavailable: set[str] = field(default_factory=set)
     newest_source_ts_ms: int | None = None
+    redelivered: int = 0
+    marks: dict[int, PartitionMarks] = field(default_factory=dict)
 
     def add(self, record: Decoded) -> None:
         """Account for one decoded record."""
+        if isinstance(record, Redelivered):
+            self.redelivered += 1
+            return
         if isinstance(record, BadMessage):
             known = self.first_bad.get(record.partition)
             if known is None or record.offset < known.offset:
                 self.first_bad[record.partition] = record
             return
+        if record.position is not None:
+            self.marks.setdefault(record.partition, PartitionMarks()).add(record.offset, record.position)
         self.changes += 1
         self.ops[record.op] = self.ops.get(record.op, 0) + 1
         _first(self.value_schemas.setdefault(record.value_schema_id, {}), record.partition, record.offset)
@@ -209,6 +231,9 @@ class BatchSummary:
             if known is None or bad.offset < known.offset:
                 self.first_bad[bad.partition] = bad
         self.unavailable |= other.unavailable
+        self.redelivered += other.redelivered
+        for partition, marks in other.marks.items():
+            self.marks.setdefault(partition, PartitionMarks()).merge(marks)
         if other.newest_source_ts_ms is not None and (
             self.newest_source_ts_ms is None or other.newest_source_ts_ms > self.newest_source_ts_ms
         ):

@@ -178,9 +178,9 @@ class ApplyRunner:
         self.store.record_freshness(name, result.newest_source_ts_ms, result.lag_messages)
         if result.offsets:
             _LOG.info(
-                "%s: %d offsets, %d changes -> commit %s in %.1fs (lag %d)",
-                name, result.offsets, result.changes, result.commit_instant, result.seconds,
-                result.lag_messages,
+                "%s: %d offsets, %d changes, %d re-sent skipped -> commit %s in %.1fs (lag %d)",
+                name, result.offsets, result.changes, result.redelivered, result.commit_instant,
+                result.seconds, result.lag_messages,
             )
         if result.bad is not None:
             return

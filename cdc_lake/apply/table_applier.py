@@ -17,17 +17,23 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import reduce
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark import RDD, StorageLevel
+from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from cdc_lake.apply.changes import SOURCE_TS_COLUMN
 from cdc_lake.apply.checkpoint import Checkpoint, Origin, resume_checkpoint
-from cdc_lake.apply.decoding import BadMessage, BatchSummary, DecodeSettings, decode_messages, summarize
+from cdc_lake.apply.decoding import (
+    BadMessage,
+    BatchSummary,
+    Decoded,
+    DecodeSettings,
+    decode_messages,
+    summarize,
+)
 from cdc_lake.apply.frame import change_frame, fill_from_lake, lake_frame, latest_changes
 from cdc_lake.apply.lake_schema import merge_columns, row_columns
 from cdc_lake.apply.plan import BatchPlan, plan_batch
+from cdc_lake.apply.redelivery import advance
 from cdc_lake.apply.target import ApplyTarget
 from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
@@ -76,6 +82,7 @@ class BatchResult:
     bad: StoppedAt | None = None
     seconds: float = 0.0
     ops: dict[str, int] = field(default_factory=dict)
+    redelivered: int = 0
 
     @property
     def offsets(self) -> int:
@@ -167,7 +174,8 @@ class TableApplier:
 
     def _apply(self, checkpoint: Checkpoint, plan: BatchPlan, result: BatchResult) -> BatchResult:
         settings = DecodeSettings(
-            self.target.topic, self.registry, self.target.key_fields, self.target.soft_deletes
+            self.target.topic, self.registry, self.target.key_fields, self.target.soft_deletes,
+            dict(checkpoint.positions),
         )
         slices = split_ranges(plan.ranges, self.options.slices)
         raw = read_ranges_in_spark(self.spark, self.options.kafka, slices, self.options.reader)
@@ -189,22 +197,31 @@ class TableApplier:
             if columns is None or key_fields is None or not (self._exists or _any_change(summary, cut)):
                 # Only tombstones, into a table that does not exist yet: nothing to create it with.
                 return replace(result, end=dict(plan.start))
+            applied = summary if not cut else _summary_before(decoded, cut)
+            newest = max(
+                (t for t in (applied.newest_source_ts_ms, checkpoint.newest_source_ts_ms) if t is not None),
+                default=None,
+            )
             changes = change_frame(self.spark, decoded, columns, cut)
-            count, newest = (summary.changes, summary.newest_source_ts_ms) if not cut else _stats(changes)
-            newest = max((t for t in (newest, checkpoint.newest_source_ts_ms) if t is not None), default=None)
             fill = sorted(name for name in summary.unavailable if name in columns.fieldNames())
             latest = latest_changes(changes, key_fields, fill)
             if fill and self._exists:
                 stored = read_table(self.spark, self.target.base_path)
                 latest = fill_from_lake(latest, stored, key_fields, fill)
             frame = lake_frame(latest, columns, dt.datetime.now(tz=dt.UTC), self.target.soft_deletes)
-            after = Checkpoint(self.target.topic, {**checkpoint.offsets, **end}, newest, Origin.COMMIT)
+            positions = advance(checkpoint.positions, applied.marks)
+            after = Checkpoint(
+                self.target.topic, {**checkpoint.offsets, **end}, newest, Origin.COMMIT, positions=positions
+            )
             spec = self.target.spec(key_fields)
             instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, after.commit_metadata())
             self._checkpoint = replace(after, commit_instant=instant)
             self._columns = columns
             self._exists = True
-            return replace(result, commit_instant=instant, newest_source_ts_ms=newest, changes=count)
+            return replace(
+                result, commit_instant=instant, newest_source_ts_ms=newest, changes=applied.changes,
+                redelivered=applied.redelivered,
+            )
         finally:
             decoded.unpersist()
 
@@ -290,9 +307,11 @@ def _any_change(summary: BatchSummary, cut: dict[int, int]) -> bool:
     )
 
 
-def _stats(changes: DataFrame) -> tuple[int, int | None]:
-    """How many changes a cut batch applies, and the newest source time among them (epoch ms)."""
-    row = changes.agg(F.count(F.lit(1)), F.max(F.unix_millis(F.col(SOURCE_TS_COLUMN)))).first()
-    if row is None:
-        return 0, None
-    return int(row[0]), None if row[1] is None else int(row[1])
+def _summary_before(decoded: RDD[Decoded], cut: dict[int, int]) -> BatchSummary:
+    """The summary of the records before the cuts: what a batch stopped at a bad message applies."""
+
+    def wanted(record: Decoded) -> bool:
+        return record.offset < cut.get(record.partition, record.offset + 1)
+
+    summaries = decoded.filter(wanted).mapPartitions(summarize).collect()
+    return reduce(BatchSummary.merge, summaries, BatchSummary())
