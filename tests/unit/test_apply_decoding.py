@@ -1,4 +1,4 @@
-"""Executor-side decoding of a batch: change records, bad messages named exactly, summaries, re-sent events."""
+"""Executor-side decoding: change records, bad messages named exactly, summaries, re-sent events."""
 
 from __future__ import annotations
 
