@@ -1,7 +1,8 @@
 """Step 6: handing the table to the applier only once Kafka holds every change up to the snapshot point.
 
-Partitions were read at different moments, all at or before the *snapshot point*: the primary's position
-read after the last partition was written.  Replaying from the watermark converges on the source, but
+Partitions were read at different moments, all at or before the *snapshot point*: the position the read
+replica (or the primary, when the config lets the bootstrap read it) has replayed once the last partition
+was written.  Replaying from the watermark converges on the source, but
 only a lake that has applied every change up to the snapshot point shows a state the source had;
 before that a multi-row change can be half visible.  So the table must not be published before then.
 
@@ -37,7 +38,7 @@ _LSN = re.compile(r"^([0-9A-Fa-f]+)/([0-9A-Fa-f]+)$")
 
 @dataclass(frozen=True)
 class SnapshotPoint:
-    """The primary's position and clock after the last partition was written."""
+    """The position every partition's read is at or before, and the primary's clock then."""
 
     position: str
     clock_ms: int

@@ -92,7 +92,7 @@ class TableResult:
 
 
 def select_tables(config: Config, store: StateStore, request: BootstrapRequest) -> list[tuple[Source, Table]]:
-    """The configured tables the request names; with ``all_pending`` only those awaiting bootstrap."""
+    """The configured tables the request names; ``all_pending``: only onboarded ones awaiting bootstrap."""
     if bool(request.tables) == bool(request.source):
         raise BootstrapError("name the tables to bootstrap, or give --source (not both)")
     if request.all_pending and not request.source:
@@ -104,8 +104,13 @@ def select_tables(config: Config, store: StateStore, request: BootstrapRequest) 
         chosen = [(source, table) for table in source.tables]
     selected = []
     for source, table in chosen:
-        info = store.require_table(table.qualified_name(source))
-        if not request.all_pending or info.state in AWAITING:
+        name = table.qualified_name(source)
+        if not request.all_pending:
+            store.require_table(name)
+            selected.append((source, table))
+            continue
+        info = store.get_table(name)
+        if info is not None and info.state in AWAITING:
             selected.append((source, table))
     return selected
 
@@ -254,7 +259,9 @@ class TableBootstrap:
         self._copy(spark, engine, role, query, watermark, key)
 
         self._show("handing off")
-        point = SnapshotPoint(engine.current_position(), engine.primary_clock_ms())
+        # Every partition read a snapshot at or before what the server it read has replayed by now.
+        position = engine.replica_position() if role == "replica" else engine.current_position()
+        point = SnapshotPoint(position, engine.primary_clock_ms())
         handoff = HandoffWait(
             connect_url=self.config.kafka_connect.url,
             engine=self.source.engine,

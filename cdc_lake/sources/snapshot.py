@@ -78,6 +78,10 @@ class SnapshotSource(Protocol):
         """The primary's position now (Postgres: WAL LSN; MySQL/MariaDB: GTID set)."""
         ...
 
+    def replica_position(self) -> str:
+        """The position the read replica has replayed (same form as :meth:`current_position`)."""
+        ...
+
     def wait_replica_past(self, position: str, timeout: float) -> str:
         """Block until the replica has replayed ``position``; SourceEngineError after ``timeout``."""
         ...

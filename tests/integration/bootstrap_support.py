@@ -1,0 +1,360 @@
+"""Helpers for the bootstrap tests: a throwaway source database, onboarding, a concurrent writer, checks.
+
+Each test module gets its own database on the stack's primary (replicated to the read replica), a
+source with a unique name, and removes its connectors, slots and database at the end.  Tables are
+onboarded with the real ``cdc-lake onboard`` (so they start PENDING_BOOTSTRAP with a streaming
+Debezium connector), bootstrapped, and compared with the primary row for row after the applier caught up.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pymysql
+import yaml
+from click.testing import CliRunner, Result
+from psycopg import sql
+from pyspark.sql import SparkSession
+
+from cdc_lake.apply.runner import ApplyRunner, applier_options, registry_client
+from cdc_lake.apply.target import target_for
+from cdc_lake.cli.main import cli
+from cdc_lake.config import Config, load_config
+from cdc_lake.hudi.writer import read_table
+from cdc_lake.stack.manager import LocalStack
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.store import StateStore
+
+PASSWORD_REF = "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"
+MOVE_GAP = 10_000_000
+"""Key moves and inserts by the writer use ids above this, far from the initial rows."""
+
+
+def suffix() -> str:
+    """A short random suffix for this run's names."""
+    return f"{random.getrandbits(32):08x}"
+
+
+@dataclass
+class SourceDb:
+    """A database of this test run on the stack's primary, and the source that names it."""
+
+    engine: str
+    stack: LocalStack
+    database: str
+    suffix: str
+    server_id: int = 0
+
+    @property
+    def source(self) -> str:
+        """The source name in the config (also the topic prefix)."""
+        return f"bts_{self.engine[:2]}_{self.suffix}"
+
+    def schema_of(self, table: str) -> str:
+        """``schema.table`` as the config names it."""
+        return f"public.{table}" if self.engine == "postgres" else f"{self.database}.{table}"
+
+    def qualified(self, table: str) -> str:
+        """``source.schema.table``."""
+        return f"{self.source}.{self.schema_of(table)}"
+
+    def connect_pg(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """A connection to the Postgres primary (autocommit off)."""
+        return self.stack.postgres_primary.connect(self.database)
+
+    def connect_maria(self) -> pymysql.connections.Connection[Any]:
+        """A connection to the MariaDB primary in this database (autocommit off)."""
+        conn = self.stack.mariadb_primary.connect(self.database)
+        conn.autocommit(False)
+        return conn
+
+    def execute(self, *statements: str) -> None:
+        """Run statements on the primary and commit."""
+        if self.engine == "postgres":
+            with self.connect_pg() as conn:
+                for statement in statements:
+                    conn.execute(statement)  # type: ignore[arg-type]
+            return
+        conn = self.connect_maria()
+        try:
+            with conn.cursor() as cur:
+                for statement in statements:
+                    cur.execute(statement)
+            conn.commit()
+        finally:
+            conn.close()
+
+    def rows(self, table: str, key: Sequence[str]) -> list[dict[str, Any]]:
+        """Every row of ``table`` on the primary, ordered by key."""
+        order = ", ".join(key)
+        if self.engine == "postgres":
+            with self.connect_pg() as conn:
+                cur = conn.execute(f"select * from public.{table} order by {order}")  # type: ignore[arg-type]
+                names = [d.name for d in cur.description or ()]
+                return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        conn = self.connect_maria()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"select * from `{table}` order by {order}")
+                names = [d[0] for d in cur.description or ()]
+                return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        finally:
+            conn.close()
+
+    def source_config(self, tables: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
+        """The config entry of this source with ``tables`` (names without the schema part)."""
+        ports = self.stack.layout.ports
+        named = [{**t, "name": self.schema_of(t["name"])} for t in tables]
+        if self.engine == "postgres":
+            primary = {"port": ports.postgres_primary, "database": self.database, "user": "cdc", "password": PASSWORD_REF}
+            replica: dict[str, Any] = {**primary, "port": ports.postgres_replica}
+            entry: dict[str, Any] = {"engine": "postgres", "primary": primary, "replica": replica}
+        else:
+            primary = {"port": ports.mariadb_primary, "user": "cdc", "password": PASSWORD_REF}
+            replica = {**primary, "port": ports.mariadb_replica}
+            entry = {"engine": "mariadb", "server_id": self.server_id, "primary": primary, "replica": replica}
+        return {**entry, "tables": named, **overrides}
+
+
+@contextmanager
+def postgres_db(stack: LocalStack) -> Iterator[SourceDb]:
+    """A fresh Postgres database; its connectors, slots and the database are dropped afterwards."""
+    db = SourceDb("postgres", stack, f"bts_{(unique := suffix())}", unique)
+    with stack.postgres_primary.connect() as admin:
+        admin.autocommit = True
+        admin.execute(sql.SQL("create database {}").format(sql.Identifier(db.database)))
+    try:
+        yield db
+    finally:
+        _delete_connectors(stack, db.source)
+        with stack.postgres_primary.connect() as admin:
+            admin.autocommit = True
+            deadline = time.monotonic() + 60
+            while True:
+                slots = admin.execute(
+                    "select slot_name, active from pg_replication_slots where slot_name like %s", (f"%{unique}%",)
+                ).fetchall()
+                for name, active in slots:
+                    if not active:
+                        admin.execute("select pg_drop_replication_slot(%s)", (name,))
+                if all(not active for _, active in slots) or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            admin.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(db.database)))
+
+
+@contextmanager
+def mariadb_db(stack: LocalStack) -> Iterator[SourceDb]:
+    """A fresh MariaDB database; its connectors and the database are dropped afterwards."""
+    unique = suffix()
+    db = SourceDb("mariadb", stack, f"bts_{unique}", unique, server_id=random.randint(100_000, 4_000_000_000))
+    with stack.mariadb_primary.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"create database `{db.database}`")
+    try:
+        yield db
+    finally:
+        _delete_connectors(stack, db.source)
+        with stack.mariadb_primary.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"drop database if exists `{db.database}`")
+
+
+def _delete_connectors(stack: LocalStack, source: str) -> None:
+    import requests
+
+    url = stack.connect.url
+    for name in requests.get(f"{url}/connectors", timeout=10).json():
+        if name == f"cdc-lake.{source}" or name.startswith(f"cdc-lake.{source}."):
+            requests.delete(f"{url}/connectors/{name}", timeout=30)
+
+
+def write_config(directory: Path, db: SourceDb, tables: list[dict[str, Any]], lake: str, **sections: Any) -> Path:
+    """A config file in ``directory`` with its own SQLite state store, the lake at ``lake``, and ``db``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stack = db.stack
+    data: dict[str, Any] = {
+        "state_store": {"url": f"sqlite:///{directory / 'state.db'}"},
+        "lake": {"base_path": lake},
+        "kafka": {"bootstrap_servers": stack.kafka.address()},
+        "schema_registry": {"url": stack.registry.confluent_url},
+        "kafka_connect": {"url": stack.connect.url},
+        "bootstrap": {"replica_delay_seconds": 2, "replica_wait_timeout_seconds": 120},
+        **sections,
+        "sources": {db.source: db.source_config(tables)},
+    }
+    if lake.startswith("s3a://"):
+        creds = stack.layout.credentials
+        data["lake"]["s3"] = {
+            "endpoint": stack.object_store.endpoint,
+            "region": "us-east-1",
+            "access_key": creds.s3_access_key,
+            "secret_key": creds.s3_secret_key,
+        }
+    path = directory / "cdc-lake.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def cli_run(config: Path, *args: str) -> Result:
+    """``cdc-lake --config CONFIG ARGS...`` in-process."""
+    return CliRunner().invoke(cli, ["--config", str(config), *args])
+
+
+def onboard(config: Path, source: str) -> None:
+    """Onboard ``source`` for real (connectors streaming, tables PENDING_BOOTSTRAP)."""
+    result = cli_run(config, "onboard", source)
+    assert result.exit_code == 0, result.stderr or result.output
+
+
+def state_of(config: Config, table: str) -> TableState:
+    """The lifecycle state of ``table``."""
+    with StateStore.open(config.state_store.url) as store:
+        return store.require_table(table).state
+
+
+@dataclass
+class ChangeWriter:
+    """Inserts, updates, deletes, deletes-and-re-inserts and key moves on the primary, in a thread.
+
+    Every operation touches a random key among the first ``initial`` ids or the ids it created itself;
+    a transaction holds one to four operations.  It stops after ``max_transactions`` or when stopped.
+    """
+
+    db: SourceDb
+    table: str
+    initial: int
+    max_transactions: int = 3000
+    pause: float = 0.002
+    seed: int = 11
+    transactions: int = 0
+    ops: dict[str, int] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    error: BaseException | None = None
+
+    def start(self) -> ChangeWriter:
+        """Start writing in a background thread."""
+        self._thread = threading.Thread(target=self._run, name="change-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop after the running transaction and re-raise what the thread raised."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        if self.error is not None:
+            raise self.error
+
+    def _statements(self, rng: random.Random, next_id: list[int]) -> list[tuple[str, tuple[Any, ...]]]:
+        pg = self.db.engine == "postgres"
+        table = f"public.{self.table}" if pg else f"`{self.table}`"
+        upsert = "insert into {t} (id, grp, val, amount, updated, flag) values (%s, %s, %s, %s, %s, %s)"
+        insert = upsert + (" on conflict do nothing" if pg else "")
+        if not pg:
+            insert = insert.replace("insert into", "insert ignore into")
+        statements: list[tuple[str, tuple[Any, ...]]] = []
+        for _ in range(rng.randint(1, 4)):
+            old = rng.randint(1, self.initial) if rng.random() < 0.8 else rng.randint(MOVE_GAP, max(MOVE_GAP, next_id[0]))
+            now = dt.datetime(2025, 1, 1) + dt.timedelta(microseconds=rng.randint(0, 10**13))
+            values = (rng.randint(0, 9), f"w{rng.random():.6f}", Decimal(rng.randint(-10**8, 10**8)) / 100, now, rng.random() < 0.5)
+            op = rng.choice(["insert", "update", "update", "delete", "reinsert", "move"])
+            self.ops[op] = self.ops.get(op, 0) + 1
+            if op == "insert":
+                next_id[0] += 1
+                statements.append((insert.format(t=table), (next_id[0], *values)))
+            elif op == "update":
+                statements.append((f"update {table} set grp = %s, val = %s, amount = %s, updated = %s, flag = %s where id = %s", (*values, old)))
+            elif op == "delete":
+                statements.append((f"delete from {table} where id = %s", (old,)))
+            elif op == "reinsert":
+                statements.append((f"delete from {table} where id = %s", (old,)))
+                statements.append((insert.format(t=table), (old, *values)))
+            else:
+                next_id[0] += 1
+                statements.append((f"update {table} set id = %s where id = %s", (next_id[0], old)))
+        return statements
+
+    def _run(self) -> None:
+        rng = random.Random(self.seed)
+        next_id = [MOVE_GAP]
+        try:
+            if self.db.engine == "postgres":
+                with self.db.connect_pg() as conn:
+                    while not self._stop.is_set() and self.transactions < self.max_transactions:
+                        with conn.transaction():
+                            for statement, params in self._statements(rng, next_id):
+                                conn.execute(statement, params)  # type: ignore[arg-type]
+                        self.transactions += 1
+                        time.sleep(self.pause)
+                return
+            conn = self.db.connect_maria()
+            try:
+                while not self._stop.is_set() and self.transactions < self.max_transactions:
+                    with conn.cursor() as cur:
+                        for statement, params in self._statements(rng, next_id):
+                            cur.execute(statement, params)
+                    conn.commit()
+                    self.transactions += 1
+                    time.sleep(self.pause)
+            finally:
+                conn.close()
+        except BaseException as exc:  # surfaced by stop()
+            self.error = exc
+
+
+def apply_until_live(spark: SparkSession, config: Config, table: str, timeout: float = 600.0) -> None:
+    """Run the applier on ``table`` until it is LIVE and has nothing left to apply."""
+    source, entry = config.table(table)
+    target = target_for(config, source, entry)
+    deadline = time.monotonic() + timeout
+    with StateStore.open(config.state_store.url) as store:
+        runner = ApplyRunner(spark, store, applier_options(config), registry_client(config))
+        while True:
+            outcome = runner.catch_up(target)
+            assert outcome.error is None, outcome.error
+            if store.require_table(table).state is TableState.LIVE and outcome.offsets == 0:
+                return
+            assert time.monotonic() < deadline, f"{table} not LIVE after {timeout:.0f}s"
+
+
+def assert_lake_equals_source(
+    spark: SparkSession, config: Config, db: SourceDb, table: str, key: Sequence[str] = ("id",)
+) -> int:
+    """The lake table holds exactly the primary's rows and values; returns the row count."""
+    qualified = db.qualified(table)
+    base_path = config.lake.table_base_path(qualified)
+    source = db.rows(table, key)
+    columns = list(source[0]) if source else []
+    frame = read_table(spark, base_path).select(*columns)
+    lake = sorted((row.asDict() for row in frame.collect()), key=lambda r: tuple(r[k] for k in key))
+    lake_keys = [tuple(r[k] for k in key) for r in lake]
+    assert len(lake_keys) == len(set(lake_keys)), "duplicate keys in the lake"
+    source_keys = [tuple(r[k] for k in key) for r in source]
+    missing = sorted(set(source_keys) - set(lake_keys))[:10]
+    extra = sorted(set(lake_keys) - set(source_keys))[:10]
+    assert not missing and not extra, f"keys missing from the lake {missing}, extra in the lake {extra}"
+    for expected, actual in zip(source, lake, strict=True):
+        for column in columns:
+            want = expected[column]
+            if isinstance(want, bool) and isinstance(actual[column], int):
+                want = int(want)
+            assert actual[column] == want, (
+                f"{qualified} key {[expected[k] for k in key]} column {column}: lake {actual[column]!r} != "
+                f"source {want!r}"
+            )
+    return len(source)
+
+
+def load(config_path: Path) -> Config:
+    """The config at ``config_path``."""
+    return load_config(config_path)

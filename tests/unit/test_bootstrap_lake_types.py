@@ -1,0 +1,162 @@
+"""Catalog types to lake types: the same Spark types the decoder gives Debezium's events, or a refusal."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    StringType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from bootstrap.lake_types import Conversion, column_reads, lake_columns, spark_decimal
+from cdc_lake.exceptions import BootstrapError
+from cdc_lake.sources.snapshot import SourceColumn, TableShape
+
+
+def _pg(type_name: str, declared: str | None = None, **extra: object) -> SourceColumn:
+    return SourceColumn("c", type_name, declared or type_name, True, **extra)  # type: ignore[arg-type]
+
+
+def _read(engine: str, column: SourceColumn) -> tuple[DataType, str, Conversion]:
+    shape = TableShape("s.t", (column,), (), 0, 0)
+    [read] = column_reads(engine, shape, ["c"], lambda name: f'"{name}"')
+    return read.lake_type, read.select, read.conversion
+
+
+@pytest.mark.parametrize(
+    ("column", "expected"),
+    [
+        (_pg("bool"), BooleanType()),
+        (_pg("int2"), IntegerType()),  # ShortType, stored by Hudi as int
+        (_pg("int4"), IntegerType()),
+        (_pg("int8"), LongType()),
+        (_pg("oid"), LongType()),
+        (_pg("float4"), FloatType()),
+        (_pg("float8"), DoubleType()),
+        (_pg("numeric", "numeric(12,2)", precision=12, scale=2), DecimalType(12, 2)),
+        (_pg("numeric", "numeric(50,10)", precision=50, scale=10), DecimalType(38, 10)),
+        (_pg("numeric", "numeric(5,-2)", precision=5, scale=-2), DecimalType(7, 0)),
+        (_pg("numeric", "numeric(2,5)", precision=2, scale=5), DecimalType(5, 5)),
+        (_pg("numeric"), DecimalType(38, 18)),
+        (_pg("money"), DecimalType(38, 2)),
+        (_pg("text"), StringType()),
+        (_pg("bpchar", "character(5)"), StringType()),
+        (_pg("uuid"), StringType()),
+        (_pg("jsonb"), StringType()),
+        (_pg("mood", kind="enum"), StringType()),
+        (_pg("bytea"), BinaryType()),
+        (_pg("date"), DateType()),
+        (_pg("time", "time(6) without time zone"), LongType()),
+        (_pg("timestamp", "timestamp(6) without time zone"), TimestampNTZType()),
+        (_pg("timestamptz"), TimestampType()),
+        (_pg("_text", "text[]", kind="array", element="text"), ArrayType(StringType(), True)),
+        (_pg("_int4", "integer[]", kind="array", element="int4"), ArrayType(IntegerType(), True)),
+    ],
+    ids=lambda value: value.declared if isinstance(value, SourceColumn) else "",
+)
+def test_postgres_types(column: SourceColumn, expected: DataType) -> None:
+    assert _read("postgres", column)[0] == expected
+
+
+def test_postgres_values_that_need_care_are_read_as_text_or_numbers() -> None:
+    assert _read("postgres", _pg("numeric")) == (DecimalType(38, 18), '"c"::text', Conversion.DECIMAL_TEXT)
+    assert _read("postgres", _pg("timestamp"))[1:] == ('"c"::text', Conversion.LOCAL_TIMESTAMP_TEXT)
+    assert _read("postgres", _pg("date"))[1:] == ('"c"::text', Conversion.DATE_TEXT)
+    assert _read("postgres", _pg("time"))[1] == '(extract(epoch from "c") * 1000000)::bigint'
+    # A cast to text would drop char(n)'s padding, which Debezium keeps.
+    assert _read("postgres", _pg("bpchar"))[1] == '"c"'
+
+
+def _my(type_name: str, declared: str, **extra: object) -> SourceColumn:
+    return SourceColumn("c", type_name, declared, True, **extra)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("column", "expected"),
+    [
+        (_my("tinyint", "tinyint(1)"), IntegerType()),
+        (_my("tinyint", "tinyint(3) unsigned"), IntegerType()),
+        (_my("smallint", "smallint(5) unsigned"), IntegerType()),
+        (_my("mediumint", "mediumint(8) unsigned"), IntegerType()),
+        (_my("int", "int(11)"), IntegerType()),
+        (_my("int", "int(10) unsigned"), LongType()),
+        (_my("bigint", "bigint(20)"), LongType()),
+        (_my("bigint", "bigint(20) unsigned"), DecimalType(20, 0)),
+        (_my("decimal", "decimal(65,30)", precision=65, scale=30), DecimalType(38, 30)),
+        (_my("decimal", "decimal(12,2) unsigned", precision=12, scale=2), DecimalType(12, 2)),
+        (_my("float", "float"), FloatType()),
+        (_my("float", "float(10,2)"), DoubleType()),
+        (_my("double", "double"), DoubleType()),
+        (_my("bit", "bit(1)"), BooleanType()),
+        (_my("varchar", "varchar(20)"), StringType()),
+        (_my("longtext", "longtext"), StringType()),
+        (_my("enum", "enum('a','b')"), StringType()),
+        (_my("set", "set('a','b')"), StringType()),
+        (_my("json", "json"), StringType()),
+        (_my("blob", "blob"), BinaryType()),
+        (_my("year", "year(4)"), IntegerType()),
+        (_my("date", "date"), DateType()),
+        (_my("datetime", "datetime(3)"), TimestampNTZType()),
+        (_my("timestamp", "timestamp(6)"), TimestampType()),
+        (_my("time", "time(6)"), LongType()),
+    ],
+    ids=lambda value: value.declared if isinstance(value, SourceColumn) else "",
+)
+def test_mysql_and_mariadb_types(column: SourceColumn, expected: DataType) -> None:
+    assert _read("mariadb", column)[0] == expected
+    assert _read("mysql", column)[0] == expected
+
+
+def test_mysql_integers_are_cast_so_tinyint1_is_not_a_boolean() -> None:
+    assert _read("mariadb", _my("tinyint", "tinyint(1)"))[1] == 'CAST("c" AS SIGNED)'
+    assert _read("mariadb", _my("timestamp", "timestamp"))[2] is Conversion.UTC_TIMESTAMP_TEXT
+
+
+@pytest.mark.parametrize(
+    ("engine", "column"),
+    [
+        ("postgres", _pg("interval")),
+        ("postgres", _pg("timetz")),
+        ("postgres", _pg("bit", "bit(8)")),
+        ("postgres", _pg("positive_int", kind="other")),
+        ("postgres", _pg("_numeric", "numeric[]", kind="array", element="numeric")),
+        ("mariadb", _my("bit", "bit(8)")),
+        ("mariadb", _my("geometry", "geometry")),
+    ],
+)
+def test_types_without_an_exact_read_are_refused_by_name(engine: str, column: SourceColumn) -> None:
+    with pytest.raises(BootstrapError, match=f"column c has type {re.escape(column.declared)}.*columns list"):
+        _read(engine, column)
+
+
+def test_only_the_named_columns_in_table_order_and_all_nullable() -> None:
+    shape = TableShape(
+        "s.t",
+        (SourceColumn("b", "int4", "integer", False), SourceColumn("a", "text", "text", True),
+         SourceColumn("skip", "interval", "interval", True)),
+        ("b",), 0, 0,
+    )
+
+    reads = column_reads("postgres", shape, ["a", "b"], lambda name: name)
+
+    assert [r.name for r in reads] == ["b", "a"]
+    assert all(f.nullable for f in lake_columns(reads).fields)
+
+
+def test_decimals_follow_the_decoder() -> None:
+    assert spark_decimal(10, 2) == DecimalType(10, 2)
+    assert spark_decimal(65, 30) == DecimalType(38, 30)
+    assert spark_decimal(5, -2) == DecimalType(7, 0)
