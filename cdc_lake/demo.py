@@ -56,15 +56,18 @@ stack:
 sources:
   shop:
     engine: postgres
-    primary: &primary
+    primary:
       host: {host}
       port: {ports.postgres_primary}
       database: {database}
       user: cdc
       password: ${{CDC_LAKE_DB_PASSWORD:-cdc-lake-local}}
     replica:
-      <<: *primary
+      host: {host}
       port: {ports.postgres_replica}
+      database: {database}
+      user: cdc
+      password: ${{CDC_LAKE_DB_PASSWORD:-cdc-lake-local}}
     tables:
       - name: demo.orders
         tier: 0
@@ -80,7 +83,7 @@ class DemoSettings:
     """How much the demo does."""
 
     seed_rows: int = 20_000
-    stream_seconds: int = 40
+    stream_seconds: int = 60
     changes_per_second: int = 25
 
 
@@ -137,8 +140,8 @@ class DemoRun:
                 "amount numeric(10,2) not null, status text not null, updated_at timestamptz not null)"
             )
             conn.execute(
-                "insert into demo.orders select g, 'customer-' || (g % 997), (g % 10000) / 100.0, "
-                "(array['new','paid','shipped','returned'])[1 + g % 4], now() "
+                "insert into demo.orders select g, 'customer-' || (g %% 997), (g %% 10000) / 100.0, "
+                "(array['new','paid','shipped','returned'])[1 + g %% 4], now() "
                 "from generate_series(1, %s) g",
                 (settings.seed_rows,),
             )
@@ -202,7 +205,15 @@ def run_demo(
     """Run every step, printing what happens; raises DemoError at the first failing step."""
     demo = DemoRun(stack_config, work_dir, say)
     say("1. starting the local stack (first run installs everything; later runs take seconds)")
-    demo.stack.up(progress=lambda message: say(f"   {message}"))
+    began = time.monotonic()
+    demo.stack.up(
+        progress=lambda message: (
+            None if message.startswith(("installing", "waiting")) else say(f"   {message}")
+        )
+    )
+    say(
+        f"   stack healthy after {time.monotonic() - began:.0f}s (see `cdc-lake stack status`)"
+    )
     say(f"2. creating demo.orders with {settings.seed_rows} rows on the Postgres primary")
     demo.reset()
     demo.prepare(settings)
@@ -214,10 +225,11 @@ def run_demo(
     counts = {"inserts": 0, "updates": 0, "deletes": 0}
     stop = threading.Event()
     writer = threading.Thread(target=demo.write_changes, args=(settings, stop, counts), daemon=True)
+    run_log = (demo.work_dir / "run.log").open("w")
     runner = subprocess.Popen(
         [sys.executable, "-m", "cdc_lake", "--config", str(demo.config_path), "run"],
-        stdout=subprocess.DEVNULL,
-        stderr=open(demo.work_dir / "run.log", "w"),  # noqa: SIM115
+        stdout=run_log,
+        stderr=subprocess.STDOUT,
         env={**os.environ},
     )
     writer.start()
@@ -242,6 +254,7 @@ def run_demo(
         stop.set()
         runner.send_signal(signal.SIGTERM)
         runner.wait(timeout=120)
+        run_log.close()
     say("6. final catch-up and comparison")
     demo.cli("apply", "--once")
     entry = demo.table_status()

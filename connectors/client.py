@@ -164,6 +164,23 @@ class KafkaConnectClient:
         """Stop the connector and shut its tasks down, keeping its config and offsets (``PUT .../stop``)."""
         self._call("PUT", f"/connectors/{_seg(name)}/stop", name)
 
+    def create_stopped(self, name: str, config: Mapping[str, str]) -> None:
+        """Create connector ``name`` STOPPED (``initial_state``, Kafka 3.7+): no task runs yet."""
+        body = {
+            "name": name,
+            "config": {str(k): str(v) for k, v in config.items()},
+            "initial_state": "STOPPED",
+        }
+        self._call("POST", "/connectors", name, body=body)
+
+    def reset_offsets(self, name: str) -> None:
+        """Forget the source offsets of a STOPPED connector (``DELETE .../offsets``, Kafka 3.6+).
+
+        Connect keeps a connector's offsets after it is deleted; a connector re-created under the same
+        name would resume from them, e.g. from a position in a replication slot that no longer exists.
+        """
+        self._call("DELETE", f"/connectors/{_seg(name)}/offsets", name)
+
     def restart(self, name: str, include_tasks: bool = True, only_failed: bool = True) -> None:
         """Restart the connector (with tasks if ``include_tasks``; only failed ones if ``only_failed``)."""
         query = f"?includeTasks={str(include_tasks).lower()}&onlyFailed={str(only_failed).lower()}"
@@ -212,7 +229,7 @@ class KafkaConnectClient:
         method: str,
         path: str,
         name: str | None,
-        body: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
         missing_ok: bool = False,
     ) -> Any:
         """The decoded JSON answer; ``_MISSING`` instead of an error for a 404 when ``missing_ok``."""
@@ -236,7 +253,7 @@ class KafkaConnectClient:
         except _Rejected as exc:
             raise ConnectError(f"{where}: {method} {path} rejected: {exc}") from exc
 
-    def _once(self, method: str, path: str, body: Mapping[str, str] | None) -> Any:
+    def _once(self, method: str, path: str, body: Mapping[str, Any] | None) -> Any:
         try:
             response = self._session.request(method, self.url + path, json=body, timeout=self.timeout)
         except requests.RequestException as exc:

@@ -13,7 +13,7 @@ from cdc_lake.cli.context import get_config
 @click.option(
     "--seconds",
     type=click.IntRange(min=10),
-    default=40,
+    default=60,
     show_default=True,
     help="How long changes stream while `cdc-lake run` applies them.",
 )

@@ -112,7 +112,13 @@ class Reconciler:
                 outcome = "created"
                 slot_before = capture.slot_name is not None and self.engine.slot_exists(capture.slot_name)
                 baseline = heartbeat_count(bootstrap, plan.heartbeat_key)
-                self.connect.create_or_update(plan.name, desired)
+                if capture.slot_name is not None and not slot_before:
+                    # Offsets a deleted namesake left in Connect would point into a slot that is gone.
+                    self.connect.create_stopped(plan.name, desired)
+                    self.connect.reset_offsets(plan.name)
+                    self.connect.resume(plan.name)
+                else:
+                    self.connect.create_or_update(plan.name, desired)
                 self.journal.add(
                     Change(
                         f"registered connector {plan.name}",
@@ -153,6 +159,8 @@ class Reconciler:
         stored: Mapping[str, str] = self.connect.get_config(name) if registered else {}
         slot, publication = self._fallback_names(name, tables)
         if registered:
+            if drop_slot:
+                self._forget_offsets(name)
             self.connect.delete(name)
             self.journal.add(Change(f"deleted connector {name}"))
         done, warnings = self.engine.release(
@@ -197,7 +205,15 @@ class Reconciler:
                 )
             time.sleep(_POLL_SECONDS)
 
+    def _forget_offsets(self, name: str) -> None:
+        """Stop ``name`` and reset its offsets: they point into a slot or binlog position being dropped."""
+        self._stop(name)
+        self.connect.reset_offsets(name)
+        self.journal.add(Change(f"reset the stored offsets of connector {name}"))
+
     def _undo_new(self, name: str, slot_name: str | None, slot_before: bool) -> str:
+        if name in self.connect.list_connectors():
+            self._forget_offsets(name)
         self.connect.delete(name)
         done = [f"deleted connector {name}"]
         if slot_name is not None and not slot_before:

@@ -172,6 +172,9 @@ def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSessi
         if _session is not None and _alive(_session):
             return _session
         jars = list(settings.jars) or jvm.resolve(jvm.spark_jars(pyspark.__version__))
+        if settings.master.startswith("local"):
+            # Read by the JVM launcher before any conf applies: keeps Spark's own lookups on loopback.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = SparkSession.builder
         for key, value in spark_conf(settings, lake, jars).items():
             builder = builder.config(key, value)
