@@ -30,6 +30,20 @@ def test_demo_ends_with_the_lake_equal_to_the_source(tmp_path: Path) -> None:
         check=False,
     )
 
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cdc_lake",
+            "--config",
+            str(tmp_path / "demo" / "cdc-lake.yaml"),
+            "offboard",
+            "shop",
+            "--drop-slot",
+        ],
+        capture_output=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for step in ("cdc-lake onboard shop", "cdc-lake bootstrap --source shop", "cdc-lake apply --once"):
         assert f"$ {step}" in proc.stdout
