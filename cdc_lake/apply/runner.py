@@ -46,6 +46,7 @@ class TableOutcome:
     commit_instant: str | None = None
     lag_messages: int | None = None
     newest_source_ts_ms: int | None = None
+    redelivered: int = 0
     error: str | None = None
     skipped: str | None = None
 
@@ -148,6 +149,7 @@ class ApplyRunner:
             commit_instant=result.commit_instant,
             lag_messages=result.lag_messages,
             newest_source_ts_ms=result.newest_source_ts_ms,
+            redelivered=result.redelivered,
             error=error,
         )
 
@@ -206,6 +208,7 @@ def _add(total: TableOutcome, step: TableOutcome) -> TableOutcome:
         commit_instant=step.commit_instant or total.commit_instant,
         lag_messages=step.lag_messages if step.lag_messages is not None else total.lag_messages,
         newest_source_ts_ms=step.newest_source_ts_ms or total.newest_source_ts_ms,
+        redelivered=total.redelivered + step.redelivered,
         error=step.error,
         skipped=step.skipped,
     )

@@ -226,9 +226,12 @@ class TableApplier:
             decoded.unpersist()
 
     def _refresh_lake(self) -> None:
+        """Learn the lake table's columns; a table whose first commit never completed has none yet."""
         if self._columns is None and table_exists(self.spark, self.target.base_path):
-            self._columns = row_columns(read_table(self.spark, self.target.base_path).schema)
-            self._exists = True
+            columns = row_columns(read_table(self.spark, self.target.base_path).schema)
+            if columns.fields:
+                self._columns = columns
+                self._exists = True
 
     def _restrict(self, struct: StructType) -> StructType:
         if self.target.columns is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import random
 import struct
 import time
 import uuid
@@ -408,3 +409,91 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(0.5)
+
+
+SIMPLE_DDL = {
+    "postgres": (
+        "create table {table} (id int primary key, region text not null, amount numeric(12, 2), note text, "
+        "big text); alter table {table} alter column big set storage external"
+    ),
+    "mariadb": (
+        "create table {table} (id int primary key, region varchar(8) not null, amount decimal(12, 2), "
+        "note text, big mediumtext)"
+    ),
+}
+"""A small table for workload tests: a partition column, a decimal, and a column Postgres TOASTs."""
+
+
+@contextmanager
+def simple_capture(stack: LocalStack, engine: str) -> Iterator[Capture]:
+    """A captured :data:`SIMPLE_DDL` table on ``engine``."""
+    capture = postgres_capture if engine == "postgres" else mariadb_capture
+    with capture(stack, SIMPLE_DDL[engine]) as captured:
+        yield captured
+
+
+class Workload:
+    """Random inserts, updates (value and partition changes), deletes and re-inserts of a simple table.
+
+    Every update changes the row (MySQL/MariaDB log nothing for an update that changes nothing), so the
+    number of Kafka messages each call produces is known: 1 per insert or update, 2 per delete.
+    """
+
+    REGIONS = ("eu", "us", "apac")
+
+    def __init__(self, capture: Capture, seed: int) -> None:
+        self.capture = capture
+        self.rng = random.Random(seed)
+        self.live: set[int] = set()
+        self.deleted: set[int] = set()
+        self.next_key = 1
+        self.version = 0
+        self.messages = 0
+        quote = '"' if capture.engine == "postgres" else "`"
+        self.table = f"{quote}{capture.schema}{quote}.{quote}{capture.table}{quote}"
+
+    def _big(self, key: int) -> str:
+        return "".join(f"{key}-{self.version}-{i:04d}|" for i in range(500))
+
+    def _insert(self, key: int) -> tuple[str, list[object]]:
+        self.live.add(key)
+        self.deleted.discard(key)
+        amount = f"{self.rng.randint(-(10**8), 10**8) / 100:.2f}"
+        return (
+            f"insert into {self.table} values (%s, %s, %s, %s, %s)",
+            [key, self.rng.choice(self.REGIONS), amount, f"n{self.version}", self._big(key)],
+        )
+
+    def step(self) -> tuple[str, list[object]]:
+        """One random change, as SQL with parameters."""
+        self.version += 1
+        roll = self.rng.random()
+        if roll < 0.3 or not self.live:
+            key, self.next_key = self.next_key, self.next_key + 1
+            self.messages += 1
+            return self._insert(key)
+        if roll < 0.9 and self.deleted and roll > 0.82:
+            key = self.rng.choice(sorted(self.deleted))
+            self.messages += 1
+            return self._insert(key)
+        key = self.rng.choice(sorted(self.live))
+        if roll < 0.72:
+            self.messages += 1
+            if self.rng.random() < 0.3:
+                region = "case region when 'eu' then 'us' when 'us' then 'apac' else 'eu' end"
+                return f"update {self.table} set region = {region}, note = %s where id = %s", [
+                    f"m{self.version}",
+                    key,
+                ]
+            return f"update {self.table} set amount = coalesce(amount, 0) + 1, note = %s where id = %s", [
+                f"u{self.version}",
+                key,
+            ]
+        self.live.discard(key)
+        self.deleted.add(key)
+        self.messages += 2
+        return f"delete from {self.table} where id = %s", [key]
+
+    def run(self, count: int) -> None:
+        """Make ``count`` changes, each committed on its own."""
+        self.capture.execute(*[self.step() for _ in range(count)])
