@@ -432,7 +432,7 @@ class TableBootstrap:
                         f"table {self.name}: writing partitions {indexes} failed: {cause}; "
                         "run the bootstrap again to resume"
                     ) from exc
-                _LOG.warning("%s: partitions %s failed (%s); trying again", self.name, indexes, cause)
+                _LOG.info("%s: partitions %s failed (%s); trying again", self.name, indexes, cause)
         raise AssertionError("unreachable")
 
     def _committed_instant(self, spark: SparkSession, watermark: Watermark, indexes: list[int]) -> str | None:

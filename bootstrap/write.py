@@ -56,9 +56,16 @@ class LakeState:
     committed: frozenset[int]
 
 
+def _exists(spark: SparkSession, base_path: str) -> bool:
+    try:
+        return table_exists(spark, base_path)
+    except JVM_ERRORS as exc:
+        raise HudiWriteError(f"reading lake path {base_path} failed: {root_cause(exc)}") from exc
+
+
 def check_fresh(spark: SparkSession, base_path: str, table: str) -> None:
     """Refuse to start a bootstrap into a base path that already holds a Hudi table."""
-    if table_exists(spark, base_path):
+    if _exists(spark, base_path):
         raise BootstrapError(
             f"table {table}: lake path {base_path} already holds a Hudi table; a bootstrap writes into a "
             "fresh base path (remove it, or re-bootstrap the table)"
@@ -67,7 +74,7 @@ def check_fresh(spark: SparkSession, base_path: str, table: str) -> None:
 
 def lake_state(spark: SparkSession, base_path: str, table: str, watermark: Watermark) -> LakeState:
     """The partitions of ``watermark``'s attempt the lake holds; any other writer's commit is an error."""
-    if not table_exists(spark, base_path):
+    if not _exists(spark, base_path):
         return LakeState(False, frozenset())
     commit = latest_commit(spark, base_path)
     if commit is None:

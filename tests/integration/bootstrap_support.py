@@ -9,9 +9,16 @@ Debezium connector), bootstrapped, and compared with the primary row for row aft
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import random
+import signal
+import struct
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,11 +32,23 @@ import yaml
 from click.testing import CliRunner, Result
 from psycopg import sql
 from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    FloatType,
+    IntegerType,
+    LongType,
+    StringType,
+    TimestampType,
+)
 
+from bootstrap.progress import COMMIT_RUN
 from cdc_lake.apply.runner import ApplyRunner, applier_options, registry_client
 from cdc_lake.apply.target import target_for
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
+from cdc_lake.exceptions import SchemaRegistryError
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
@@ -116,7 +135,12 @@ class SourceDb:
         ports = self.stack.layout.ports
         named = [{**t, "name": self.schema_of(t["name"])} for t in tables]
         if self.engine == "postgres":
-            primary = {"port": ports.postgres_primary, "database": self.database, "user": "cdc", "password": PASSWORD_REF}
+            primary = {
+                "port": ports.postgres_primary,
+                "database": self.database,
+                "user": "cdc",
+                "password": PASSWORD_REF,
+            }
             replica: dict[str, Any] = {**primary, "port": ports.postgres_replica}
             entry: dict[str, Any] = {"engine": "postgres", "primary": primary, "replica": replica}
         else:
@@ -142,7 +166,8 @@ def postgres_db(stack: LocalStack) -> Iterator[SourceDb]:
             deadline = time.monotonic() + 60
             while True:
                 slots = admin.execute(
-                    "select slot_name, active from pg_replication_slots where slot_name like %s", (f"%{unique}%",)
+                    "select slot_name, active from pg_replication_slots where slot_name like %s",
+                    (f"%{unique}%",),
                 ).fetchall()
                 for name, active in slots:
                     if not active:
@@ -177,7 +202,9 @@ def _delete_connectors(stack: LocalStack, source: str) -> None:
             requests.delete(f"{url}/connectors/{name}", timeout=30)
 
 
-def write_config(directory: Path, db: SourceDb, tables: list[dict[str, Any]], lake: str, **sections: Any) -> Path:
+def write_config(
+    directory: Path, db: SourceDb, tables: list[dict[str, Any]], lake: str, **sections: Any
+) -> Path:
     """A config file in ``directory`` with its own SQLite state store, the lake at ``lake``, and ``db``."""
     directory.mkdir(parents=True, exist_ok=True)
     stack = db.stack
@@ -264,16 +291,27 @@ class ChangeWriter:
             insert = insert.replace("insert into", "insert ignore into")
         statements: list[tuple[str, tuple[Any, ...]]] = []
         for _ in range(rng.randint(1, 4)):
-            old = rng.randint(1, self.initial) if rng.random() < 0.8 else rng.randint(MOVE_GAP, max(MOVE_GAP, next_id[0]))
+            old = (
+                rng.randint(1, self.initial)
+                if rng.random() < 0.8
+                else rng.randint(MOVE_GAP, max(MOVE_GAP, next_id[0]))
+            )
             now = dt.datetime(2025, 1, 1) + dt.timedelta(microseconds=rng.randint(0, 10**13))
-            values = (rng.randint(0, 9), f"w{rng.random():.6f}", Decimal(rng.randint(-10**8, 10**8)) / 100, now, rng.random() < 0.5)
+            values = (
+                rng.randint(0, 9),
+                f"w{rng.random():.6f}",
+                Decimal(rng.randint(-(10**8), 10**8)) / 100,
+                now,
+                rng.random() < 0.5,
+            )
             op = rng.choice(["insert", "update", "update", "delete", "reinsert", "move"])
             self.ops[op] = self.ops.get(op, 0) + 1
             if op == "insert":
                 next_id[0] += 1
                 statements.append((insert.format(t=table), (next_id[0], *values)))
             elif op == "update":
-                statements.append((f"update {table} set grp = %s, val = %s, amount = %s, updated = %s, flag = %s where id = %s", (*values, old)))
+                columns = "grp = %s, val = %s, amount = %s, updated = %s, flag = %s"
+                statements.append((f"update {table} set {columns} where id = %s", (*values, old)))
             elif op == "delete":
                 statements.append((f"delete from {table} where id = %s", (old,)))
             elif op == "reinsert":
@@ -327,6 +365,46 @@ def apply_until_live(spark: SparkSession, config: Config, table: str, timeout: f
             assert time.monotonic() < deadline, f"{table} not LIVE after {timeout:.0f}s"
 
 
+def _float32(value: float) -> float:
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
+def _micros(value: dt.time | dt.timedelta) -> int:
+    if isinstance(value, dt.timedelta):
+        return value // dt.timedelta(microseconds=1)
+    return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+
+
+def comparable(value: Any, spark_type: DataType, from_source: bool) -> Any:
+    """A source value (``from_source``) or a lake value of a column of ``spark_type``, made comparable."""
+    if value is None:
+        return None
+    if isinstance(spark_type, TimestampType):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        return aware.astimezone(dt.UTC)
+    if isinstance(spark_type, FloatType):
+        return _float32(float(value))
+    if isinstance(spark_type, BinaryType):
+        return bytes(value)
+    if isinstance(spark_type, BooleanType) and isinstance(value, bytes):
+        return value != b"\x00"
+    if isinstance(spark_type, IntegerType | LongType) and isinstance(value, bool):
+        return int(value)
+    if isinstance(spark_type, LongType) and isinstance(value, dt.time | dt.timedelta):
+        return _micros(value)
+    if isinstance(spark_type, StringType):
+        if isinstance(value, uuid.UUID):
+            return str(value)
+        if from_source and isinstance(value, dict | list):
+            return value
+        if isinstance(value, str) and value[:1] in "{[":
+            try:
+                return json.loads(value)
+            except ValueError:
+                return value
+    return value
+
+
 def assert_lake_equals_source(
     spark: SparkSession, config: Config, db: SourceDb, table: str, key: Sequence[str] = ("id",)
 ) -> int:
@@ -334,9 +412,13 @@ def assert_lake_equals_source(
     qualified = db.qualified(table)
     base_path = config.lake.table_base_path(qualified)
     source = db.rows(table, key)
-    columns = list(source[0]) if source else []
-    frame = read_table(spark, base_path).select(*columns)
-    lake = sorted((row.asDict() for row in frame.collect()), key=lambda r: tuple(r[k] for k in key))
+    lake_frame = read_table(spark, base_path)
+    types = {f.name: f.dataType for f in lake_frame.schema.fields}
+    columns = [name for name in types if not name.startswith("_cdc_") and name != "_hoodie_is_deleted"]
+    lake = sorted(
+        (row.asDict(recursive=True) for row in lake_frame.select(*columns).collect()),
+        key=lambda r: tuple(r[k] for k in key),
+    )
     lake_keys = [tuple(r[k] for k in key) for r in lake]
     assert len(lake_keys) == len(set(lake_keys)), "duplicate keys in the lake"
     source_keys = [tuple(r[k] for k in key) for r in source]
@@ -344,15 +426,74 @@ def assert_lake_equals_source(
     extra = sorted(set(lake_keys) - set(source_keys))[:10]
     assert not missing and not extra, f"keys missing from the lake {missing}, extra in the lake {extra}"
     for expected, actual in zip(source, lake, strict=True):
+        assert set(expected) == set(columns), f"source columns {sorted(expected)} != lake {columns}"
         for column in columns:
-            want = expected[column]
-            if isinstance(want, bool) and isinstance(actual[column], int):
-                want = int(want)
-            assert actual[column] == want, (
-                f"{qualified} key {[expected[k] for k in key]} column {column}: lake {actual[column]!r} != "
-                f"source {want!r}"
-            )
+            want = comparable(expected[column], types[column], True)
+            got = comparable(actual[column], types[column], False)
+            where = f"{qualified} key {[expected[k] for k in key]} column {column}"
+            assert got == want, f"{where}: lake {got!r} != source {want!r}"
     return len(source)
+
+
+_KILLABLE = """
+import sys
+from pathlib import Path
+
+from bootstrap import partitions, run
+from bootstrap.progress import LineView
+from cdc_lake.config import load_config
+
+partitions.SINGLE_PARTITION_ROWS = 1000
+partitions.ROWS_PER_PARTITION = 5000
+run.PARTITIONS_PER_COMMIT_PER_SLOT = 1
+config = load_config(Path(sys.argv[1]))
+run.bootstrap_tables(config, run.BootstrapRequest(tables=(sys.argv[2],)), LineView(print))
+"""
+
+
+def commit_runs(config_path: Path, table: str) -> list[list[int]]:
+    """The plan partitions of every bootstrap commit of ``table`` recorded so far."""
+    with StateStore.open(load_config(config_path).state_store.url) as store:
+        return [run.detail["partitions"] for run in store.list_runs(table) if run.command == COMMIT_RUN]
+
+
+def kill_after_first_commit(config_path: Path, table: str, timeout: float = 300.0) -> list[list[int]]:
+    """Bootstrap ``table`` in a process of its own (small partitions) and SIGKILL it after its first commit.
+
+    Returns the commits recorded when it died.
+    """
+    process = subprocess.Popen(
+        [sys.executable, "-c", _KILLABLE, str(config_path), table],
+        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while not commit_runs(config_path, table):
+            assert process.poll() is None, f"the bootstrap process exited with {process.returncode}"
+            assert time.monotonic() < deadline, f"no bootstrap commit within {timeout:.0f}s"
+            time.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return commit_runs(config_path, table)
+
+
+def wait_for_schema(config: Config, table: str, timeout: float = 120.0) -> None:
+    """Wait until Debezium has registered the value schema of ``table``'s topic."""
+    source, entry = config.table(table)
+    subject = f"{target_for(config, source, entry).topic}-value"
+    registry = registry_client(config)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            registry.latest(subject)
+            return
+        except SchemaRegistryError:
+            assert time.monotonic() < deadline, f"no schema registered for {subject}"
+            time.sleep(1)
 
 
 def load(config_path: Path) -> Config:
