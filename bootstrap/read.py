@@ -95,6 +95,10 @@ def snapshot_rows(
         SOFT_DELETED_COLUMN: F.lit(False),
         DELETED_COLUMN: F.lit(False),
     }
-    return converted.select(
-        *converted.columns, *[metadata[f.name].alias(f.name) for f in struct.fields if f.name in metadata]
-    )
+    # The lake schema's nullability must match the applier's, or its first write changes the schema.
+    columns = [
+        (F.when(F.lit(True), metadata[f.name]) if f.nullable else metadata[f.name]).alias(f.name)
+        for f in struct.fields
+        if f.name in metadata
+    ]
+    return converted.select(*converted.columns, *columns)

@@ -392,9 +392,10 @@ class MariaDbEngine(MySqlEngine):
     """A MariaDB source: GTIDs are always on; positions are ``gtid_binlog_pos`` / ``gtid_slave_pos``."""
 
     engine = "mariadb"
-    jdbc_scheme = "mariadb"
+    # Spark picks its MySQL dialect (backtick quoting, MySQL types) only for jdbc:mysql: URLs, which the
+    # MariaDB driver accepts with permitMysqlScheme.
     jdbc_driver = "org.mariadb.jdbc.Driver"
-    jdbc_url_options = "connectTimeout=10000&tcpKeepAlive=true"
+    jdbc_url_options = "permitMysqlScheme&connectTimeout=10000&tcpKeepAlive=true"
     read_only_variable = "tx_read_only"
     flavor = "mariadb"
     replica_status_query = "SHOW SLAVE STATUS"

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pymysql
@@ -43,6 +43,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 from bootstrap.progress import COMMIT_RUN
 from cdc_lake.apply.runner import ApplyRunner, applier_options, registry_client
 from cdc_lake.apply.target import target_for
@@ -50,6 +51,8 @@ from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
 from cdc_lake.exceptions import SchemaRegistryError
 from cdc_lake.hudi.writer import read_table
+from cdc_lake.sources import engine_for
+from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
@@ -350,8 +353,20 @@ class ChangeWriter:
             self.error = exc
 
 
+def wait_streamed(config: Config, table: str, timeout: float = 120.0) -> None:
+    """Wait until Debezium has committed offsets past the primary's position now (all changes so far)."""
+    source, entry = config.table(table)
+    engine = cast(SnapshotSource, engine_for(source))
+    point = SnapshotPoint(engine.current_position(), engine.primary_clock_ms())
+    prefix = source.topic_prefix or source.name
+    wait = HandoffWait(config.kafka_connect.url, source.engine, prefix, 0, timeout)
+    how = wait_until_streamed(table, entry.name, point, wait, engine.primary_clock_ms)
+    assert how.startswith("Debezium"), how
+
+
 def apply_until_live(spark: SparkSession, config: Config, table: str, timeout: float = 600.0) -> None:
-    """Run the applier on ``table`` until it is LIVE and has nothing left to apply."""
+    """Let Debezium stream every change made so far, then apply ``table`` until it is LIVE and idle."""
+    wait_streamed(config, table)
     source, entry = config.table(table)
     target = target_for(config, source, entry)
     deadline = time.monotonic() + timeout
