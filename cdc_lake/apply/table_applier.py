@@ -16,6 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from functools import reduce
+from typing import Any
 
 from pyspark import RDD, StorageLevel
 from pyspark.sql import SparkSession
@@ -132,12 +133,14 @@ class TableApplier:
         self.store = store
         self._checkpoint: Checkpoint | None = None
         self._columns: StructType | None = None
+        self._record_key: tuple[str, ...] | None = None
         self._exists = False
 
     def forget(self) -> None:
         """Drop cached offsets and schema: the next batch re-reads them from the table (after a failure)."""
         self._checkpoint = None
         self._columns = None
+        self._record_key = None
         self._exists = False
 
     def checkpoint(self) -> Checkpoint:
@@ -217,6 +220,7 @@ class TableApplier:
             instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, after.commit_metadata())
             self._checkpoint = replace(after, commit_instant=instant)
             self._columns = columns
+            self._record_key = key_fields
             self._exists = True
             return replace(
                 result, commit_instant=instant, newest_source_ts_ms=newest, changes=applied.changes,
@@ -231,6 +235,7 @@ class TableApplier:
             columns = row_columns(read_table(self.spark, self.target.base_path).schema)
             if columns.fields:
                 self._columns = columns
+                self._record_key = stored_record_key(self.spark, self.target.base_path)
                 self._exists = True
 
     def _restrict(self, struct: StructType) -> StructType:
@@ -272,7 +277,7 @@ class TableApplier:
     def _key_fields(self, summary: BatchSummary, bad: dict[int, BadMessage]) -> tuple[str, ...] | None:
         if self.target.key_fields:
             return self.target.key_fields
-        chosen: tuple[str, ...] | None = None
+        chosen = self._record_key
         for schema_id in sorted(summary.key_schemas):
             firsts = _before_cut(summary.key_schemas[schema_id], bad)
             if not firsts:
@@ -288,6 +293,20 @@ class TableApplier:
                 reason = f"the record key changes from {list(chosen)} to {list(names)}; re-bootstrap"
                 _cut(bad, firsts, reason)
         return chosen
+
+
+def stored_record_key(spark: SparkSession, base_path: str) -> tuple[str, ...] | None:
+    """The record key fields in the table's ``hoodie.properties`` (None if it names none)."""
+    jvm: Any = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{base_path.rstrip('/')}/.hoodie/hoodie.properties")
+    stream = path.getFileSystem(spark._jsc.hadoopConfiguration()).open(path)
+    try:
+        properties = jvm.java.util.Properties()
+        properties.load(stream)
+    finally:
+        stream.close()
+    fields = properties.getProperty("hoodie.table.recordkey.fields")
+    return tuple(str(fields).split(",")) if fields else None
 
 
 def _before_cut(firsts: dict[int, int], bad: dict[int, BadMessage]) -> dict[int, int]:
