@@ -27,6 +27,12 @@ if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     exit 1
 fi
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
-.venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e ".[dev]"
+# Reinstall only when pyproject.toml changed since the last successful install.
+stamp=.venv/.cdc-lake-installed
+wanted=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -e ".[dev]"
+    echo "$wanted" > "$stamp"
+fi
 echo "setup: ready (.venv with cdc-lake $(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("cdc-lake"))'))"
