@@ -26,6 +26,7 @@ from cdc_lake.apply.runner import (
 from cdc_lake.apply.service import ApplyService
 from cdc_lake.apply.target import ApplyTarget, select_targets
 from cdc_lake.config import Config
+from cdc_lake.exceptions import ConfigError
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.spark import get_spark
 from cdc_lake.state.store import StateStore
@@ -55,6 +56,14 @@ def _has_news(config: Config, store: StateStore, target: ApplyTarget) -> bool:
     return not ends or any(applied.get(partition, 0) < end for partition, end in ends.items())
 
 
+def _check_supported(config: Config) -> None:
+    if config.apply.dead_letter_topic is not None:
+        raise ConfigError(
+            "apply.dead_letter_topic: dead-lettering is not supported; a bad message stops its table "
+            "(see docs/applier.md)"
+        )
+
+
 def _runner(config: Config, store: StateStore, slices: int) -> ApplyRunner:
     spark = get_spark(config.spark, config.lake)
     return ApplyRunner(spark, store, applier_options(config, slices=slices), registry_client(config))
@@ -68,6 +77,7 @@ def apply_once_command(
     echo: Callable[[str], None],
 ) -> list[TableOutcome]:
     """Catch the chosen tables up to the end offsets seen now, then return; raises ApplyError on failures."""
+    _check_supported(config)
     targets = select_targets(config, tuple(tables), tier)
     with StateStore.open(config.state_store.url) as store:
         outcomes: list[TableOutcome] = []
@@ -119,6 +129,7 @@ def run_command(
     poll_seconds: float = 1.0,
 ) -> None:
     """Run the applier service for the chosen tables until SIGTERM or SIGINT."""
+    _check_supported(config)
     targets = select_targets(config, tuple(tables), tier)
     with StateStore.open(config.state_store.url) as store:
         runner = _runner(config, store, slices=max(2, workers))

@@ -11,6 +11,7 @@ source table, column by column through the type of the lake column.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import random
 import struct
@@ -23,7 +24,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import requests
 import yaml
+from confluent_kafka import Producer
+from fastavro import parse_schema, schemaless_writer
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
     BinaryType,
@@ -40,6 +44,8 @@ from pyspark.sql.types import (
 
 from cdc_lake.apply.changes import METADATA_FIELDS
 from cdc_lake.config import Config, load_config
+from cdc_lake.decode.framing import encode_frame
+from cdc_lake.decode.types import stash_logical_types
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.stack.manager import LocalStack
@@ -232,10 +238,23 @@ def config_dict(
     lake: dict[str, Any] | None = None,
     apply: dict[str, Any] | None = None,
     spark_conf: dict[str, str] | None = None,
+    synthetic: Sequence[SyntheticTopic] = (),
 ) -> dict[str, Any]:
-    """A cdc-lake config (as YAML-ready data) for ``captures``; ``tables`` adds per-table settings by name."""
+    """A cdc-lake config (as YAML-ready data) for ``captures`` and ``synthetic`` topics.
+
+    ``tables`` adds per-table settings by qualified name.  A synthetic topic becomes a Postgres source
+    named after its prefix (its connection is never used by the applier).
+    """
     ports = stack.layout.ports
     sources: dict[str, Any] = {}
+    for topic in synthetic:
+        primary = {"host": HOST, "port": ports.postgres_primary, "database": DEMO_DATABASE, "user": "cdc"}
+        sources[topic.prefix] = {
+            "engine": "postgres",
+            "primary": primary,
+            "topic_prefix": topic.prefix,
+            "tables": [{"name": f"{topic.schema}.{topic.table}"}],
+        }
     for capture in captures:
         table_entry = {
             "name": f"{capture.schema}.{capture.table}",
@@ -497,3 +516,139 @@ class Workload:
     def run(self, count: int) -> None:
         """Make ``count`` changes, each committed on its own."""
         self.capture.execute(*[self.step() for _ in range(count)])
+
+
+def _synthetic_schemas(topic: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Key and envelope schemas shaped like Debezium's Postgres ones for a table (id, name, ratio)."""
+    value = {
+        "type": "record",
+        "name": "Value",
+        "fields": [
+            {"name": "id", "type": "int"},
+            {"name": "name", "type": ["null", "string"], "default": None},
+            {
+                "name": "ratio",
+                "type": [
+                    "null",
+                    {
+                        "type": "record",
+                        "name": "VariableScaleDecimal",
+                        "namespace": "io.debezium.data",
+                        "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+                        "connect.name": "io.debezium.data.VariableScaleDecimal",
+                    },
+                ],
+                "default": None,
+            },
+        ],
+    }
+    source = {
+        "type": "record",
+        "name": "Source",
+        "namespace": "io.debezium.connector.postgresql",
+        "fields": [
+            {"name": "version", "type": "string"},
+            {"name": "connector", "type": "string"},
+            {"name": "name", "type": "string"},
+            {"name": "ts_ms", "type": "long"},
+            {"name": "snapshot", "type": ["string", "null"], "default": "false"},
+            {"name": "db", "type": "string"},
+            {"name": "sequence", "type": ["null", "string"], "default": None},
+            {"name": "schema", "type": "string"},
+            {"name": "table", "type": "string"},
+            {"name": "txId", "type": ["null", "long"], "default": None},
+            {"name": "lsn", "type": ["null", "long"], "default": None},
+        ],
+    }
+    envelope = {
+        "type": "record",
+        "name": "Envelope",
+        "namespace": topic,
+        "fields": [
+            {"name": "before", "type": ["null", value], "default": None},
+            {"name": "after", "type": ["null", "Value"], "default": None},
+            {"name": "source", "type": source},
+            {"name": "op", "type": "string"},
+            {"name": "ts_ms", "type": ["null", "long"], "default": None},
+        ],
+    }
+    key = {"type": "record", "name": "Key", "namespace": topic, "fields": [{"name": "id", "type": "int"}]}
+    return key, envelope
+
+
+class SyntheticTopic:
+    """A Kafka topic of Debezium-shaped Postgres change events written by the test itself.
+
+    For bad-input tests: good events are Avro-encoded with schemas registered in the stack's registry
+    (Confluent framing), and any raw bytes can be put between them.
+    """
+
+    def __init__(self, stack: LocalStack, prefix: str, schema: str = "s", table: str = "t") -> None:
+        self.stack = stack
+        self.prefix, self.schema, self.table = prefix, schema, table
+        self.topic = f"{prefix}.{schema}.{table}"
+        self.key_schema, self.value_schema = _synthetic_schemas(self.topic)
+        self.key_id = self._register(f"{self.topic}-key", self.key_schema)
+        self.value_id = self._register(f"{self.topic}-value", self.value_schema)
+        self.lsn = 1_000_000
+        self.producer = Producer({"bootstrap.servers": stack.kafka.address()})
+
+    def _register(self, subject: str, schema: dict[str, Any]) -> int:
+        response = requests.post(
+            f"{self.stack.registry.confluent_url}/subjects/{subject}/versions",
+            json={"schema": json.dumps(schema)},
+            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+            timeout=10,
+        )
+        response.raise_for_status()
+        schema_id: int = response.json()["id"]
+        return schema_id
+
+    def _frame(self, schema_id: int, schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+        out = io.BytesIO()
+        schemaless_writer(out, parse_schema(stash_logical_types(schema)), record)
+        return encode_frame(schema_id, out.getvalue())
+
+    def key(self, key: int) -> bytes:
+        """The framed key of ``key``."""
+        return self._frame(self.key_id, self.key_schema, {"id": key})
+
+    def change(
+        self, op: str, key: int, name: str | None = None, ratio: tuple[int, int] | None = None
+    ) -> bytes:
+        """The framed value of an ``op`` change of row ``key`` (``ratio`` is (unscaled, scale))."""
+        self.lsn += 100
+        row = {
+            "id": key,
+            "name": name,
+            "ratio": None
+            if ratio is None
+            else {"scale": ratio[1], "value": ratio[0].to_bytes(16, "big", signed=True)},
+        }
+        source = {
+            "version": "3.5.0.Final",
+            "connector": "postgresql",
+            "name": self.prefix,
+            "ts_ms": int(time.time() * 1000),
+            "snapshot": "false",
+            "db": "app",
+            "sequence": f'["{self.lsn - 50}","{self.lsn}"]',
+            "schema": self.schema,
+            "table": self.table,
+            "txId": 1,
+            "lsn": self.lsn,
+        }
+        value = {
+            "before": row if op == "d" else None,
+            "after": None if op == "d" else row,
+            "source": source,
+            "op": op,
+            "ts_ms": source["ts_ms"],
+        }
+        return self._frame(self.value_id, self.value_schema, value)
+
+    def send(self, messages: Sequence[tuple[bytes | None, bytes | None]]) -> None:
+        """Produce (key, value) messages in order to partition 0 and wait until they are written."""
+        for key, value in messages:
+            self.producer.produce(self.topic, key=key, value=value, partition=0)
+        assert self.producer.flush(30) == 0
