@@ -156,7 +156,7 @@ def _mysql_integer(column: SourceColumn) -> DataType | None:
     return None
 
 
-_MYSQL_TEXT = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"})
+_MYSQL_TEXT = frozenset({"varchar", "tinytext", "text", "mediumtext", "longtext"})
 _MYSQL_BINARY = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 
 
@@ -178,8 +178,12 @@ def _mysql(column: SourceColumn, quoted: str) -> ColumnRead | None:
         return ColumnRead(name, quoted, DoubleType())
     if type_name == "bit" and column.declared.lower() in ("bit(1)", "bit"):
         return ColumnRead(name, quoted, BooleanType())
-    if type_name in _MYSQL_TEXT or (type_name == "json"):
-        return ColumnRead(name, f"CAST({quoted} AS CHAR)" if type_name == "json" else quoted, StringType())
+    if type_name in ("json", "char", "enum", "set"):
+        # JDBC reports CHAR, ENUM and SET as CHAR(n), which Spark pads to n characters; MySQL (and
+        # Debezium) do not.
+        return ColumnRead(name, f"CAST({quoted} AS CHAR)", StringType())
+    if type_name in _MYSQL_TEXT:
+        return ColumnRead(name, quoted, StringType())
     if type_name in _MYSQL_BINARY:
         return ColumnRead(name, quoted, BinaryType())
     if type_name == "year":

@@ -477,21 +477,26 @@ def kill_after_first_commit(config_path: Path, table: str, timeout: float = 300.
 
     Returns the commits recorded when it died.
     """
-    process = subprocess.Popen(
-        [sys.executable, "-c", _KILLABLE, str(config_path), table],
-        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    log_path = config_path.with_name("killed-bootstrap.log")
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", _KILLABLE, str(config_path), table],
+            env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + timeout
     try:
         while not commit_runs(config_path, table):
-            assert process.poll() is None, f"the bootstrap process exited with {process.returncode}"
+            if process.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-3000:]
+                raise AssertionError(f"the bootstrap process exited with {process.returncode}:\n{tail}")
             assert time.monotonic() < deadline, f"no bootstrap commit within {timeout:.0f}s"
             time.sleep(0.2)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     return commit_runs(config_path, table)
 
