@@ -126,8 +126,9 @@ TYPES = (
     "doc json, data blob, b bit(1), y year, dt date, dtm datetime(3), ts timestamp(6) null, t time(6))"
 )
 TYPE_ROWS = (
-    "insert into types select seq, cast(seq as signed) % 100 - 50, seq % 2, seq % 60000, seq * 7, seq * 1000, seq * 4000000, "
-    "seq * 1000000000, 18446744073709551615 - seq, seq / 9, seq * 12345.6789, seq / 4, seq / 7, "
+    "insert into types select seq, cast(seq as signed) % 100 - 50, seq % 2, seq % 60000, seq * 7, "
+    "seq * 1000, seq * 4000000, seq * 1000000000, 18446744073709551615 - seq, seq / 9, "
+    "seq * 12345.6789, seq / 4, seq / 7, "
     "concat('name-', seq), concat('c', seq % 100), 'note ''quoted'' ünï', if(seq % 2, 'a', 'b'), "
     "if(seq % 3, 'x,y', 'y'), json_object('k', seq), unhex(lpad(hex(seq), 8, '0')), seq % 2, "
     "1901 + seq % 200, "
