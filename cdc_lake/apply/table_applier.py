@@ -19,7 +19,7 @@ from functools import reduce
 from typing import Any
 
 from pyspark import RDD, StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from cdc_lake.apply.checkpoint import Checkpoint, Origin, resume_checkpoint
@@ -184,8 +184,11 @@ class TableApplier:
         raw = read_ranges_in_spark(self.spark, self.options.kafka, slices, self.options.reader)
         decoded = raw.mapPartitions(lambda messages: decode_messages(settings, messages))
         decoded.persist(StorageLevel.MEMORY_AND_DISK)
+        frame: DataFrame | None = None
+        began = time.monotonic()
         try:
             summary = reduce(BatchSummary.merge, decoded.mapPartitions(summarize).collect(), BatchSummary())
+            decoded_at = time.monotonic()
             bad = dict(summary.first_bad)
             self._refresh_lake()
             columns = self._merge_schemas(summary, bad)
@@ -211,13 +214,21 @@ class TableApplier:
             if fill and self._exists:
                 stored = read_table(self.spark, self.target.base_path)
                 latest = fill_from_lake(latest, stored, key_fields, fill)
+            # Hudi's upsert reads its input several times (emptiness check, index tagging, write): keep the
+            # rows it gets instead of converting them from Python again each time.
             frame = lake_frame(latest, columns, dt.datetime.now(tz=dt.UTC), self.target.soft_deletes)
+            frame.persist(StorageLevel.MEMORY_AND_DISK)
             positions = advance(checkpoint.positions, applied.marks)
             after = Checkpoint(
                 self.target.topic, {**checkpoint.offsets, **end}, newest, Origin.COMMIT, positions=positions
             )
             spec = self.target.spec(key_fields)
             instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, after.commit_metadata())
+            _LOG.debug(
+                "%s: read and decoded %d offsets in %.1fs, wrote commit %s in %.1fs",
+                self.target.qualified_name, plan.offsets, decoded_at - began, instant,
+                time.monotonic() - decoded_at,
+            )
             self._checkpoint = replace(after, commit_instant=instant)
             self._columns = columns
             self._record_key = key_fields
@@ -228,6 +239,8 @@ class TableApplier:
             )
         finally:
             decoded.unpersist()
+            if frame is not None:
+                frame.unpersist()
 
     def _refresh_lake(self) -> None:
         """Learn the lake table's columns; a table whose first commit never completed has none yet."""
