@@ -79,19 +79,15 @@ class OnboardError(CdcLakeError):
     """Raised when onboard or offboard stops part-way; says what was rolled back or left and how to resume."""
 
 
-class BadRecordError(CdcLakeError):
-    """Raised when the applier stops a table at a Kafka message it cannot apply.
-
-    The message names the topic, partition, offset and reason; the table's offsets stay at that message.
-    """
-
-
 class SchemaChangeError(CdcLakeError):
     """Raised when a writer schema changes a lake table's columns in a way the applier cannot evolve."""
 
 
 class ApplyError(CdcLakeError):
-    """Raised by ``cdc-lake apply`` when one or more tables failed; names each failed table and its cause."""
+    """Raised by ``cdc-lake apply --once`` when tables failed; names each one and its cause.
+
+    A table stopped by a bad message names its topic, partition, offset and reason.
+    """
 
 
 class BootstrapError(CdcLakeError):
