@@ -121,10 +121,14 @@ def _postgres(column: SourceColumn, quoted: str) -> ColumnRead | None:
     if type_name == "oid":
         return ColumnRead(name, f"{quoted}::bigint", LongType())
     if type_name == "numeric":
+        precision, scale = column.precision, column.scale
+        if precision is not None and scale is not None and 0 <= scale <= precision <= SPARK_MAX_PRECISION:
+            # JDBC hands over an exact BigDecimal that DECIMAL(p, s) holds.
+            return ColumnRead(name, quoted, DecimalType(precision, scale))
         decimal = (
             DecimalType(SPARK_MAX_PRECISION, VARIABLE_SCALE_DECIMAL_SCALE)
-            if column.precision is None or column.scale is None
-            else spark_decimal(column.precision, column.scale)
+            if precision is None or scale is None
+            else spark_decimal(precision, scale)
         )
         return ColumnRead(name, f"{quoted}::text", decimal, Conversion.DECIMAL_TEXT)
     if type_name == "money":

@@ -54,8 +54,9 @@ _LOG = logging.getLogger(__name__)
 
 AWAITING = frozenset({TableState.PENDING_BOOTSTRAP, TableState.BOOTSTRAPPING})
 """States of tables awaiting bootstrap (BOOTSTRAPPING: interrupted, resumed by the next run)."""
-PARTITIONS_PER_COMMIT_PER_SLOT = 2
-"""A Hudi commit holds this many plan partitions per executor slot (fewer commits, coarser resume)."""
+PARTITIONS_PER_COMMIT_PER_SLOT = 4
+"""A Hudi commit holds this many plan partitions per executor slot: each commit costs seconds of Hudi
+bookkeeping, each partition in it is re-read if the commit fails (fewer commits, coarser resume)."""
 WRITE_ATTEMPTS = 2
 """A group whose read or write fails (a dropped connection) is tried this many times in one run."""
 APPLY_TIMEOUT_SECONDS = 1800.0

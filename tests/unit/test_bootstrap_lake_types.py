@@ -73,6 +73,10 @@ def test_postgres_types(column: SourceColumn, expected: DataType) -> None:
 
 def test_postgres_values_that_need_care_are_read_as_text_or_numbers() -> None:
     assert _read("postgres", _pg("numeric")) == (DecimalType(38, 18), '"c"::text', Conversion.DECIMAL_TEXT)
+    wide = _pg("numeric", "numeric(50,10)", precision=50, scale=10)
+    assert _read("postgres", wide)[1:] == ('"c"::text', Conversion.DECIMAL_TEXT)
+    fits = _pg("numeric", "numeric(12,2)", precision=12, scale=2)
+    assert _read("postgres", fits) == (DecimalType(12, 2), '"c"', Conversion.CAST)
     assert _read("postgres", _pg("timestamp"))[1:] == ('"c"::text', Conversion.LOCAL_TIMESTAMP_TEXT)
     assert _read("postgres", _pg("date"))[1:] == ('"c"::text', Conversion.DATE_TEXT)
     assert _read("postgres", _pg("time"))[1] == '(extract(epoch from "c") * 1000000)::bigint'
