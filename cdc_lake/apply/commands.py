@@ -66,7 +66,8 @@ def _check_supported(config: Config) -> None:
 
 def _runner(config: Config, store: StateStore, slices: int) -> ApplyRunner:
     spark = get_spark(config.spark, config.lake)
-    return ApplyRunner(spark, store, applier_options(config, slices=slices), registry_client(config))
+    options = applier_options(config, slices=slices)
+    return ApplyRunner(spark, store, options, registry_client(config), lock_url=config.state_store.url)
 
 
 def apply_once_command(

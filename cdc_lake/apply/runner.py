@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from cdc_lake.apply.lock import apply_lock
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.apply.target import ApplyTarget
 from cdc_lake.config import Config
@@ -95,7 +96,11 @@ def skip_reason(store: StateStore, target: ApplyTarget) -> str | None:
 
 
 class ApplyRunner:
-    """Applies configured tables, recording state; safe to call from many threads (one per table)."""
+    """Applies configured tables, recording state; safe to call from many threads (one per table).
+
+    With ``lock_url`` (the state store URL) every batch holds the table's apply lock
+    (:mod:`cdc_lake.apply.lock`), so another process applying the same table makes it skip, not collide.
+    """
 
     def __init__(
         self,
@@ -103,11 +108,13 @@ class ApplyRunner:
         store: StateStore,
         options: ApplierOptions,
         registry: SchemaRegistry,
+        lock_url: str | None = None,
     ) -> None:
         self.spark = spark
         self.store = store
         self.options = options
         self.registry = registry
+        self.lock_url = lock_url
         self._appliers: dict[str, TableApplier] = {}
         self._lock = threading.Lock()
 
@@ -126,6 +133,15 @@ class ApplyRunner:
         skipped = skip_reason(self.store, target)
         if skipped is not None:
             return TableOutcome(name, skipped=skipped)
+        if self.lock_url is None:
+            return self._step(target, limit)
+        with apply_lock(self.lock_url, name) as acquired:
+            if not acquired:
+                return TableOutcome(name, skipped="another process is applying it")
+            return self._step(target, limit)
+
+    def _step(self, target: ApplyTarget, limit: dict[int, int] | None) -> TableOutcome:
+        name = target.qualified_name
         applier = self.applier(target)
         context = self.spark.sparkContext
         context.setJobGroup(name, f"cdc-lake apply {name}", interruptOnCancel=False)
