@@ -50,10 +50,15 @@ def describe(outcome: TableOutcome) -> str:
 
 
 def _has_news(config: Config, store: StateStore, target: ApplyTarget) -> bool:
-    """False only when the state store shows every partition applied up to the topic's end now."""
+    """False only when the state store shows every partition applied up to the topic's end now.
+
+    A topic that does not exist yet (no change so far) has nothing new, unless offsets of it were applied.
+    """
     applied = store.get_applied_offsets(target.qualified_name)
     ends = end_offsets(config.kafka.bootstrap_servers, target.topic, extra=dict(config.kafka.consumer))
-    return not ends or any(applied.get(partition, 0) < end for partition, end in ends.items())
+    if not ends:
+        return bool(applied)
+    return any(applied.get(partition, 0) < end for partition, end in ends.items())
 
 
 def _check_supported(config: Config) -> None:

@@ -70,12 +70,18 @@ def plan_batch(
 
     ``watermarks`` maps each partition to its (low, high) offsets now; ``limit`` optionally caps each
     partition's end (the ends seen when ``apply --once`` started).  A partition missing from
-    ``next_offsets`` starts at 0.  Raises KafkaReadError when unread messages were already deleted by
-    retention, a stored offset lies beyond the partition's end (the topic was recreated), or a partition
-    with stored offsets disappeared: in each case the lake cannot be brought up to date from Kafka.
+    ``next_offsets`` starts at 0; a topic that does not exist yet plans nothing.  Raises KafkaReadError
+    when unread messages were already deleted by retention, a stored offset lies beyond the partition's
+    end (the topic was recreated), or a topic or partition with stored offsets disappeared: in each case
+    the lake cannot be brought up to date from Kafka.
     """
     if not watermarks:
-        raise KafkaReadError(f"topic {topic!r} does not exist (is the table's connector running?)")
+        if next_offsets:
+            raise KafkaReadError(
+                f"topic {topic!r} no longer exists but offsets of it were applied; re-bootstrap the table"
+            )
+        # Debezium creates a table's topic with its first change: until then there is nothing to apply.
+        return BatchPlan(topic=topic, start={}, end={}, high={})
     vanished = sorted(set(next_offsets) - set(watermarks))
     if vanished:
         raise KafkaReadError(

@@ -1,7 +1,7 @@
 """``cdc-lake run`` as a process: tier 0 applies continuously, records freshness, stops cleanly on SIGTERM.
 
 Also a schema change while it runs: a nullable column added on the source appears in the lake, and rows
-written before it read null.
+written before it read null.  And ``apply --once`` with nothing new does not start Spark.
 """
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ import datetime as dt
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from apply_support import (
     Capture,
+    SyntheticTopic,
     Workload,
     assert_lake_matches,
     config_dict,
@@ -24,8 +26,10 @@ from apply_support import (
     wait_until,
     write_config,
 )
+from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
+from cdc_lake.cli.main import cli
 from cdc_lake.config import Config
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
@@ -96,3 +100,29 @@ def test_run_applies_tier_zero_continuously_and_stops_on_sigterm(
 
     lake = assert_lake_matches(spark, capture, config.lake.table_base_path(table))
     assert {row["extra"] for row in lake} >= {None, "x"}
+
+
+def test_apply_once_with_nothing_new_starts_no_spark(
+    spark: SparkSession, local_stack: LocalStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = SyntheticTopic(local_stack, f"idle_{uuid.uuid4().hex[:8]}")
+    topic.send([(topic.key(1), topic.change("c", 1, "a"))])
+    config_path = tmp_path / "cdc-lake.yaml"
+    config = write_config(
+        config_path,
+        config_dict(
+            local_stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[topic]
+        ),
+    )
+    onboard(config)
+    first = CliRunner().invoke(cli, ["--config", str(config_path), "apply", "--once"])
+    assert first.exit_code == 0, first.output
+
+    def no_spark(*args: object) -> None:
+        raise AssertionError("apply --once started Spark with nothing new")
+
+    monkeypatch.setattr("cdc_lake.apply.commands.get_spark", no_spark)
+    second = CliRunner().invoke(cli, ["--config", str(config_path), "apply", "--once"])
+
+    assert second.exit_code == 0, second.output
+    assert f"{topic.prefix}.s.t: up to date" in second.output

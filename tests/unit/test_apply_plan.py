@@ -48,7 +48,7 @@ def test_a_new_partition_starts_at_zero() -> None:
         ({0: 3}, {0: (10, 20)}, r"offsets 3 to 9 were deleted by retention"),
         ({0: 30}, {0: (0, 20)}, r"next offset to apply, 30, is beyond the partition's end 20"),
         ({0: 1, 1: 1}, {0: (0, 20)}, r"partitions \[1\] have applied offsets but no longer exist"),
-        ({}, {}, r"does not exist"),
+        ({0: 5}, {}, r"no longer exists but offsets of it were applied"),
     ],
 )
 def test_offsets_kafka_no_longer_has_are_errors(
@@ -56,6 +56,12 @@ def test_offsets_kafka_no_longer_has_are_errors(
 ) -> None:
     with pytest.raises(KafkaReadError, match=message):
         plan_batch(TOPIC, applied, marks, max_events=100)
+
+
+def test_a_topic_not_created_yet_has_nothing_to_apply() -> None:
+    plan = plan_batch(TOPIC, {}, {}, max_events=100)
+
+    assert (plan.offsets, plan.ranges, plan.backlog_after) == (0, [], 0)
 
 
 def test_a_fully_retained_empty_partition_is_fine() -> None:
