@@ -7,9 +7,11 @@ Run it with the stack up (``cdc-lake stack up``)::
         [--freshness-seconds 60] [--driver-memory 2g] [--json results.json]
 
 1. Throughput.  A Hudi table of ``--rows`` rows (8 region partitions) is written with ``bulk_insert`` as a
-   bootstrap would, once per index type.  One topic receives ``--events`` Debezium-shaped Postgres change
-   events (Confluent Avro, schemas in the stack's registry): 80% updates of random existing rows (5% of
-   them move to another region), 10% inserts, 10% deletes (each followed by its tombstone).  The applier
+   bootstrap would, once per variant: COPY_ON_WRITE with GLOBAL_BLOOM (the default), COPY_ON_WRITE with
+   the record-level index, MERGE_ON_READ with the record-level index (inline compaction every 5).  One
+   topic receives ``--events`` Debezium-shaped Postgres change events (Confluent Avro, schemas in the
+   stack's registry): 80% updates of random existing rows (5% of them move to another region), 10%
+   inserts, 10% deletes (each followed by its tombstone).  The applier
    (``apply --once`` semantics, batches of ``--batch``) catches each table up; the figure is Kafka
    messages per second of wall time, Spark already started.  The result is checked: row count, no
    duplicate key.
@@ -72,6 +74,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integ
 from apply_support import config_dict, onboard, simple_capture, write_config
 
 REGIONS = 8
+VARIANTS = (
+    ("COPY_ON_WRITE", "GLOBAL_BLOOM"),
+    ("COPY_ON_WRITE", "RECORD_INDEX"),
+    ("MERGE_ON_READ", "RECORD_INDEX"),
+)
 EPOCH = dt.datetime(1970, 1, 1)
 
 
@@ -257,30 +264,32 @@ def throughput(
     stack: LocalStack,
     work: Path,
     topic: str,
-    index: str,
+    variant: tuple[str, str],
     rows: int,
     batch: int,
     counts: dict[str, int],
 ) -> dict[str, Any]:
-    """Bootstrap a table with ``index`` and apply the topic into it; returns the figures."""
+    """Bootstrap a ``variant`` (table type, index) table and apply the topic into it; returns figures."""
+    table_type, index = variant
+    name = f"{table_type}_{index}".lower()
     prefix, schema, table = topic.split(".")
     base = config_dict(
         stack,
         [],
-        str(work / f"lake-{index}"),
-        f"sqlite:///{work}/state-{index}.db",
-        lake={"index": index},
+        str(work / f"lake-{name}"),
+        f"sqlite:///{work}/state-{name}.db",
+        lake={"index": index, "table_type": table_type},
         apply={"batch_max_events": batch},
     )
     base["sources"] = {
-        f"bench_{index.lower()}": {
+        f"bench_{name}": {
             "engine": "postgres",
             "topic_prefix": prefix,
             "primary": {"port": stack.layout.ports.postgres_primary, "database": "app", "user": "cdc"},
             "tables": [{"name": f"{schema}.{table}", "partition_by": ["region"], "key": ["id"]}],
         }
     }
-    config = write_config(work / f"{index}.yaml", base)
+    config = write_config(work / f"{name}.yaml", base)
     onboard(config)
     (target,) = select_targets(config)
     bootstrap_seconds = bootstrap_table(spark, target, rows)
@@ -296,6 +305,7 @@ def throughput(
     expected = rows + counts["inserts"] - counts["deletes"]
     assert stored == distinct == expected, (stored, distinct, expected)
     return {
+        "table_type": table_type,
         "index": index,
         "rows": rows,
         "bootstrap_seconds": round(bootstrap_seconds, 1),
@@ -427,9 +437,9 @@ def main() -> None:
     results["readers"] = readers(spark, stack, topic, stack.registry.confluent_url)
     print(json.dumps(results["readers"]), flush=True)
     results["throughput"] = []
-    for index in ("GLOBAL_BLOOM", "RECORD_INDEX"):
+    for variant in VARIANTS:
         results["throughput"].append(
-            throughput(spark, stack, work, topic, index, args.rows, args.batch, counts)
+            throughput(spark, stack, work, topic, variant, args.rows, args.batch, counts)
         )
         print(json.dumps(results["throughput"][-1]), flush=True)
     if args.freshness_seconds:
