@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 from cdc_lake.state.records import BootstrapPartition
 
-ROWS_PER_PARTITION = 100_000
-"""A partition holds about this many rows (more partitions: finer resume, more queries and commits)."""
-BYTES_PER_PARTITION = 128 * 2**20
+ROWS_PER_PARTITION = 250_000
+"""A partition holds about this many rows (more partitions: finer resume and shorter replica
+transactions, but each costs a query, a task and a file)."""
+BYTES_PER_PARTITION = 256 * 2**20
 """...and about this many bytes of table data, for wide rows."""
 SINGLE_PARTITION_ROWS = 50_000
 """Tables this small are read in one partition."""

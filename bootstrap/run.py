@@ -392,7 +392,7 @@ class TableBootstrap:
 
     def _estimated_rows(self, watermark: Watermark) -> int:
         attempt = attempt_id(watermark)
-        for run in self.store.list_runs(self.name, limit=100):
+        for run in self.store.list_runs(self.name, limit=1000):
             if run.command == PLAN_RUN and run.detail.get("attempt") == attempt:
                 return int(run.detail.get("estimated_rows", 0))
         return 0

@@ -27,9 +27,9 @@ def test_small_tables_are_one_partition() -> None:
 
 
 def test_count_follows_rows_bytes_and_executors_and_is_capped() -> None:
-    assert partition_count(1_000_000, 0, executors=2, max_partitions=64) == 10
+    assert partition_count(1_000_000, 0, executors=2, max_partitions=64) == 4
     assert partition_count(200_000, 0, executors=8, max_partitions=64) == 8
-    assert partition_count(200_000, 10 * 128 * 2**20, executors=2, max_partitions=64) == 10
+    assert partition_count(200_000, 10 * 256 * 2**20, executors=2, max_partitions=64) == 10
     assert partition_count(10**9, 0, executors=2, max_partitions=64) == 64
 
 
