@@ -1,17 +1,27 @@
-"""Checking the bootstrap's lake types against the value schema Debezium registered for the topic.
+"""Aligning the bootstrap's lake types with the value schema Debezium registered for the topic.
 
 The applier derives its column types from the registered Avro schema; if the bootstrap's catalog-based
-mapping ever disagreed, the applier's first batch would fail on a type change.  Comparing before reading
-turns that into an error naming the column.  A column the registered schema lacks is fine (added to the
-source since Debezium's last event: the applier adds it when it comes), and a topic with no schema yet
-(no event so far) has nothing to compare with.
+mapping disagreed, the applier's first batch would fail on a type change.  So before reading, every
+column is compared with the registered schema:
+
+- the same type: nothing to do;
+- MySQL/MariaDB ``BOOLEAN``: the catalog only knows ``tinyint(1)``, and Debezium makes it a boolean or
+  a smallint depending on the DDL text it parsed (``BOOLEAN`` in a ``CREATE TABLE`` it streamed, or
+  ``tinyint(1)`` from ``SHOW CREATE TABLE``): the registered type wins, read as ``value <> 0``;
+- any other difference stops the bootstrap, naming the column.
+
+A column the registered schema lacks is fine (added since Debezium's last event: the applier adds it
+when it comes), and a topic with no schema yet (no event so far) has nothing to compare with.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
-from bootstrap.lake_types import ColumnRead
+from pyspark.sql.types import BooleanType, IntegerType
+
+from bootstrap.lake_types import ColumnRead, Conversion
 from cdc_lake.apply.lake_schema import lake_type
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.exceptions import BootstrapError, SchemaRegistryError
@@ -19,25 +29,43 @@ from cdc_lake.exceptions import BootstrapError, SchemaRegistryError
 _NOT_REGISTERED = "has no registered versions"
 
 
-def check_against_registry(
+def _adoptable(read: ColumnRead, registered: object) -> bool:
+    """A MySQL tinyint(1) read as an integer that Debezium registered as a boolean."""
+    return (
+        isinstance(read.lake_type, IntegerType)
+        and isinstance(registered, BooleanType)
+        and read.conversion is Conversion.CAST
+        and read.select.endswith("AS SIGNED)")
+    )
+
+
+def align_with_registry(
     registry: SchemaRegistry, topic: str, reads: Sequence[ColumnRead], table: str
-) -> str:
-    """Raise BootstrapError when a column's lake type differs from the registered schema's; returns a note."""
+) -> tuple[list[ColumnRead], str]:
+    """``reads`` with Debezium's registered types where they legitimately differ, and a note for the log.
+
+    Raises BootstrapError when a column's type differs otherwise.
+    """
     subject = f"{topic}-value"
     try:
         registered = registry.latest(subject)
     except SchemaRegistryError as exc:
         if _NOT_REGISTERED in str(exc):
-            return f"no value schema registered for {topic} yet: types not cross-checked"
+            return list(reads), f"no value schema registered for {topic} yet: types not cross-checked"
         raise
     decoded = {field.name: lake_type(field.dataType) for field in registered.struct_type.fields}
+    aligned = []
     for read in reads:
         expected = decoded.get(read.name)
-        if expected is not None and expected.simpleString() != read.lake_type.simpleString():
+        if expected is None or expected.simpleString() == read.lake_type.simpleString():
+            aligned.append(read)
+        elif _adoptable(read, expected):
+            aligned.append(dataclasses.replace(read, lake_type=expected))
+        else:
             raise BootstrapError(
                 f"table {table}: column {read.name} would be {read.lake_type.simpleString()} in the snapshot "
                 f"but {expected.simpleString()} from Debezium's schema id {registered.schema_id}; "
                 "the bootstrap and the applier must agree (see docs/type-mapping.md)"
             )
     compared = sum(1 for read in reads if read.name in decoded)
-    return f"{compared} column types agree with Debezium's schema id {registered.schema_id}"
+    return aligned, f"{compared} column types agree with Debezium's schema id {registered.schema_id}"

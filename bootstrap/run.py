@@ -31,7 +31,7 @@ from bootstrap.lock import table_lock
 from bootstrap.partitions import PlanInputs, partition_count, plan_partitions, sample_size
 from bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, ProgressView, TableProgress
 from bootstrap.read import SnapshotQuery, snapshot_rows
-from bootstrap.registry_check import check_against_registry
+from bootstrap.registry_check import align_with_registry
 from bootstrap.replica_wait import ReplicaWait, wait_for_replica
 from bootstrap.watermark import take_watermark
 from bootstrap.write import attempt_id, check_fresh, lake_state, records_written, write_group
@@ -228,7 +228,7 @@ class TableBootstrap:
         key = record_key(self.name, self.table, shape)
         names = selected_columns(self.name, self.table, shape, key)
         reads = column_reads(self.source.engine, shape, names, engine.quote_identifier)
-        agreed = check_against_registry(self.registry, self.target.topic, reads, self.name)
+        reads, agreed = align_with_registry(self.registry, self.target.topic, reads, self.name)
         _LOG.info("%s: %s", self.name, agreed)
         spark = get_spark(self.config.spark, self.config.lake)
 
