@@ -6,7 +6,6 @@ CI-sized tables with small partitions, as in the Postgres tests; the 1M-row run 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,7 +72,8 @@ def test_bootstrap_while_the_table_changes_ends_equal_to_the_source(
     table = db.qualified("items")
     config = load(config_path)
     writer = ChangeWriter(db, "items", 30_000, max_transactions=2000).start()
-    time.sleep(1)
+    # `flag boolean` is tinyint(1) in the catalog; Debezium's registered schema says what it streams.
+    wait_for_schema(config, table)
 
     result = cli_run(config_path, "bootstrap", "--source", db.source, "--all-pending", "--json")
 
@@ -101,6 +101,7 @@ def test_a_killed_bootstrap_resumes_where_it_stopped(
     table = db.qualified("killed")
     config = load(config_path)
     writer = ChangeWriter(db, "killed", 40_000, max_transactions=3000, seed=5).start()
+    wait_for_schema(config, table)
 
     done_before = kill_after_first_commit(config_path, table)
 
