@@ -4,7 +4,7 @@ readers, and per-event freshness of a tier-0 table.
 Run it with the stack up (``cdc-lake stack up``)::
 
     .venv/bin/python benchmarks/apply_bench.py [--rows 1000000] [--events 100000] [--batch 50000]
-        [--freshness-seconds 60] [--driver-memory 2g] [--json results.json]
+        [--freshness-seconds 60] [--tables 4] [--parts ...] [--driver-memory 2g] [--json results.json]
 
 1. Throughput.  A Hudi table of ``--rows`` rows (8 region partitions) is written with ``bulk_insert`` as a
    bootstrap would, once per variant: COPY_ON_WRITE with GLOBAL_BLOOM (the default), COPY_ON_WRITE with
@@ -20,6 +20,10 @@ Run it with the stack up (``cdc-lake stack up``)::
 3. Freshness.  A real Postgres table captured by Debezium, applied by ``cdc-lake run``'s service at tier 0
    while one row is inserted per second; per event: completion time of the Hudi commit that made it
    visible minus its source commit time (``_cdc_source_ts``).
+4. Concurrency.  ``--tables`` small tables (2 000 rows, 2 000 changes each, two batches) applied one at a
+   time (``--parallel 1``), then the same on fresh tables all at once in the one Spark application.
+
+``--parts`` picks some of them (``readers,throughput,freshness,concurrency``).
 """
 
 from __future__ import annotations
@@ -403,16 +407,59 @@ def freshness(spark: SparkSession, stack: LocalStack, work: Path, seconds: int) 
     }
 
 
+def concurrency(spark: SparkSession, stack: LocalStack, work: Path, tables: int, keys: int) -> dict[str, Any]:
+    """Wall time to apply ``tables`` fresh tables one at a time, then (other tables, same events) at once."""
+    figures: dict[str, Any] = {"tables": tables, "messages_per_table": 0}
+    for workers in (1, tables):
+        stamp = int(time.time() * 1000)
+        topics = [f"conc_{stamp}_{n}.s.t" for n in range(tables)]
+        for topic in topics:
+            figures["messages_per_table"] = produce_events(stack, topic, keys, keys, seed=7)["messages"]
+        base = config_dict(
+            stack,
+            [],
+            str(work / f"lake-conc-{workers}"),
+            f"sqlite:///{work}/state-conc-{workers}.db",
+            apply={"batch_max_events": max(1, keys // 2)},
+        )
+        base["sources"] = {
+            topic.split(".")[0]: {
+                "engine": "postgres",
+                "topic_prefix": topic.split(".")[0],
+                "primary": {"port": stack.layout.ports.postgres_primary, "database": "app", "user": "cdc"},
+                "tables": [{"name": "s.t", "partition_by": ["region"], "key": ["id"]}],
+            }
+            for topic in topics
+        }
+        config = write_config(work / f"conc-{workers}.yaml", base)
+        onboard(config)
+        targets = select_targets(config)
+        for target in targets:
+            bootstrap_table(spark, target, keys)
+        with StateStore.open(config.state_store.url) as store:
+            runner = ApplyRunner(spark, store, applier_options(config, slices=2), registry_client(config))
+            began = time.monotonic()
+            outcomes = apply_once(runner, targets, workers=workers)
+            seconds = time.monotonic() - began
+        assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
+        figures[f"workers_{workers}_seconds"] = round(seconds, 1)
+    figures["speedup"] = round(figures["workers_1_seconds"] / figures[f"workers_{tables}_seconds"], 2)
+    return figures
+
+
 def main() -> None:
-    """Run the three parts and print (and optionally save) the figures as JSON."""
+    """Run the chosen parts and print (and optionally save) the figures as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--freshness-seconds", type=int, default=60)
+    parser.add_argument("--tables", type=int, default=4, help="tables of the concurrency part")
+    parser.add_argument("--parts", default="readers,throughput,freshness,concurrency")
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
 
     stack = LocalStack(Config.default().stack)
     work = Path(tempfile.mkdtemp(prefix="cdc-lake-apply-bench-"))
@@ -424,27 +471,29 @@ def main() -> None:
         default.lake,
     )
     use_driver_python(spark)
-    topic = f"bench_{int(time.time())}.s.t"
-    began = time.monotonic()
-    counts = produce_events(stack, topic, args.rows, args.events, seed=42)
-    results: dict[str, Any] = {
-        "events": counts,
-        "produce_seconds": round(time.monotonic() - began, 1),
-        "batch_max_events": args.batch,
-        "driver_memory": args.driver_memory,
-    }
-    print(json.dumps(results), flush=True)
-    results["readers"] = readers(spark, stack, topic, stack.registry.confluent_url)
-    print(json.dumps(results["readers"]), flush=True)
-    results["throughput"] = []
-    for variant in VARIANTS:
-        results["throughput"].append(
-            throughput(spark, stack, work, topic, variant, args.rows, args.batch, counts)
-        )
-        print(json.dumps(results["throughput"][-1]), flush=True)
-    if args.freshness_seconds:
+    results: dict[str, Any] = {"batch_max_events": args.batch, "driver_memory": args.driver_memory}
+    if parts & {"readers", "throughput"}:
+        topic = f"bench_{int(time.time())}.s.t"
+        began = time.monotonic()
+        counts = produce_events(stack, topic, args.rows, args.events, seed=42)
+        results.update({"events": counts, "produce_seconds": round(time.monotonic() - began, 1)})
+        print(json.dumps(results), flush=True)
+    if "readers" in parts:
+        results["readers"] = readers(spark, stack, topic, stack.registry.confluent_url)
+        print(json.dumps(results["readers"]), flush=True)
+    if "throughput" in parts:
+        results["throughput"] = []
+        for variant in VARIANTS:
+            results["throughput"].append(
+                throughput(spark, stack, work, topic, variant, args.rows, args.batch, counts)
+            )
+            print(json.dumps(results["throughput"][-1]), flush=True)
+    if "freshness" in parts:
         results["freshness"] = freshness(spark, stack, work, args.freshness_seconds)
         print(json.dumps(results["freshness"]), flush=True)
+    if "concurrency" in parts:
+        results["concurrency"] = concurrency(spark, stack, work, args.tables, keys=2_000)
+        print(json.dumps(results["concurrency"]), flush=True)
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
