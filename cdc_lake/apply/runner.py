@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 
 _LOG = logging.getLogger(__name__)
+
+IDLE_MEASURE_SECONDS = 5.0
+"""How often the freshness of a table with nothing new is recorded."""
 
 APPLIABLE_STATES = frozenset({TableState.CATCHING_UP, TableState.LIVE, TableState.FAILED})
 """States whose tables the applier works on; FAILED tables are retried."""
@@ -116,6 +120,7 @@ class ApplyRunner:
         self.registry = registry
         self.lock_url = lock_url
         self._appliers: dict[str, TableApplier] = {}
+        self._measured: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def applier(self, target: ApplyTarget) -> TableApplier:
@@ -193,7 +198,11 @@ class ApplyRunner:
         name = target.qualified_name
         if result.commit_instant is not None:
             self.store.record_applied_offsets(name, result.end, result.commit_instant)
-        self.store.record_freshness(name, result.newest_source_ts_ms, result.lag_messages)
+        now = time.monotonic()
+        # An idle tier-0 table is polled every second: its freshness is refreshed every few seconds only.
+        if result.offsets or now - self._measured.get(name, -IDLE_MEASURE_SECONDS) >= IDLE_MEASURE_SECONDS:
+            self.store.record_freshness(name, result.newest_source_ts_ms, result.lag_messages)
+            self._measured[name] = now
         if result.offsets:
             _LOG.info(
                 "%s: %d offsets, %d changes, %d re-sent skipped -> commit %s in %.1fs (lag %d)",

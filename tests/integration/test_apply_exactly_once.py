@@ -34,6 +34,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.apply.checkpoint import OFFSETS_KEY
 from cdc_lake.config import Config
+from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.stack.manager import LocalStack
 
@@ -55,7 +56,10 @@ def _start_apply(config_path: Path, log: Path) -> subprocess.Popen[bytes]:
 
 
 def _applied(spark: SparkSession, config: Config, capture: Capture) -> int:
-    commit = latest_commit(spark, config.lake.table_base_path(capture.qualified_name))
+    try:
+        commit = latest_commit(spark, config.lake.table_base_path(capture.qualified_name))
+    except HudiWriteError:  # the applier is creating the table right now
+        return 0
     return 0 if commit is None else sum(json.loads(commit.metadata[OFFSETS_KEY]).values())
 
 
