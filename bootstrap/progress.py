@@ -87,13 +87,12 @@ class BarView:
 
     def __init__(self, console: Console | None = None) -> None:
         self._progress = Progress(
-            # Table names and phases are data, never rich markup.
-            TextColumn("{task.description}", markup=False),
+            TextColumn("{task.description}"),
             BarColumn(),
-            TextColumn("{task.fields[rows]}", markup=False),
-            TextColumn("{task.fields[parts]}", markup=False),
-            TextColumn("{task.fields[rate]}", markup=False),
-            TextColumn("ETA {task.fields[eta]}", markup=False),
+            TextColumn("{task.fields[rows]}"),
+            TextColumn("{task.fields[parts]}"),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("ETA {task.fields[eta]}"),
             console=console or Console(stderr=True),
             transient=False,
         )

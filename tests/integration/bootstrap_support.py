@@ -32,7 +32,6 @@ import yaml
 from click.testing import CliRunner, Result
 from psycopg import sql
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -117,19 +116,18 @@ class SourceDb:
         finally:
             conn.close()
 
-    def rows(self, table: str, key: Sequence[str], where: str = "true") -> list[dict[str, Any]]:
-        """The rows of ``table`` on the primary matching ``where``, ordered by key."""
+    def rows(self, table: str, key: Sequence[str]) -> list[dict[str, Any]]:
+        """Every row of ``table`` on the primary, ordered by key."""
         order = ", ".join(key)
         if self.engine == "postgres":
             with self.connect_pg() as conn:
-                query = f"select * from public.{table} where {where} order by {order}"
-                cur = conn.execute(query)  # type: ignore[arg-type]
+                cur = conn.execute(f"select * from public.{table} order by {order}")  # type: ignore[arg-type]
                 names = [d.name for d in cur.description or ()]
                 return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
         conn = self.connect_maria()
         try:
             with conn.cursor() as cur:
-                cur.execute(f"select * from `{table}` where {where} order by {order}")
+                cur.execute(f"select * from `{table}` order by {order}")
                 names = [d[0] for d in cur.description or ()]
                 return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
         finally:
@@ -422,51 +420,34 @@ def comparable(value: Any, spark_type: DataType, from_source: bool) -> Any:
     return value
 
 
-COMPARE_CHUNK = 100_000
-"""Rows compared at a time (a 1M-row table is compared in key ranges, never held at once)."""
-
-
 def assert_lake_equals_source(
-    spark: SparkSession, config: Config, db: SourceDb, table: str, key: str = "id"
+    spark: SparkSession, config: Config, db: SourceDb, table: str, key: Sequence[str] = ("id",)
 ) -> int:
     """The lake table holds exactly the primary's rows and values; returns the row count."""
     qualified = db.qualified(table)
-    lake_frame = read_table(spark, config.lake.table_base_path(qualified))
+    base_path = config.lake.table_base_path(qualified)
+    source = db.rows(table, key)
+    lake_frame = read_table(spark, base_path)
     types = {f.name: f.dataType for f in lake_frame.schema.fields}
     columns = [name for name in types if not name.startswith("_cdc_") and name != "_hoodie_is_deleted"]
-    keys = _source_keys(db, table, key)
-    lake_count, lake_keys = lake_frame.agg(F.count(F.lit(1)), F.countDistinct(key)).first() or (0, 0)
-    assert lake_count == lake_keys, f"{qualified}: {lake_count - lake_keys} duplicate keys in the lake"
-    for start in range(0, len(keys), COMPARE_CHUNK):
-        low, high = keys[start], keys[min(start + COMPARE_CHUNK, len(keys)) - 1]
-        source = db.rows(table, [key], f"{key} between {low} and {high}")
-        chunk = lake_frame.where(F.col(key).between(low, high)).select(*columns).collect()
-        lake = sorted((row.asDict(recursive=True) for row in chunk), key=lambda r: r[key])
-        missing = sorted({r[key] for r in source} - {r[key] for r in lake})[:10]
-        extra = sorted({r[key] for r in lake} - {r[key] for r in source})[:10]
-        assert not missing and not extra, f"keys missing from the lake {missing}, extra in the lake {extra}"
-        for expected, actual in zip(source, lake, strict=True):
-            assert set(expected) == set(columns), f"source columns {sorted(expected)} != lake {columns}"
-            for column in columns:
-                want = comparable(expected[column], types[column], True)
-                got = comparable(actual[column], types[column], False)
-                where = f"{qualified} key {expected[key]} column {column}"
-                assert got == want, f"{where}: lake {got!r} != source {want!r}"
-    assert lake_count == len(keys), f"{qualified}: {lake_count} rows in the lake, {len(keys)} in the source"
-    return len(keys)
-
-
-def _source_keys(db: SourceDb, table: str, key: str) -> list[int]:
-    if db.engine == "postgres":
-        with db.connect_pg() as conn:
-            return [int(r[0]) for r in conn.execute(f"select {key} from public.{table} order by 1")]  # type: ignore[arg-type]
-    conn = db.connect_maria()
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"select {key} from `{table}` order by 1")
-            return [int(r[0]) for r in cur.fetchall()]
-    finally:
-        conn.close()
+    lake = sorted(
+        (row.asDict(recursive=True) for row in lake_frame.select(*columns).collect()),
+        key=lambda r: tuple(r[k] for k in key),
+    )
+    lake_keys = [tuple(r[k] for k in key) for r in lake]
+    assert len(lake_keys) == len(set(lake_keys)), "duplicate keys in the lake"
+    source_keys = [tuple(r[k] for k in key) for r in source]
+    missing = sorted(set(source_keys) - set(lake_keys))[:10]
+    extra = sorted(set(lake_keys) - set(source_keys))[:10]
+    assert not missing and not extra, f"keys missing from the lake {missing}, extra in the lake {extra}"
+    for expected, actual in zip(source, lake, strict=True):
+        assert set(expected) == set(columns), f"source columns {sorted(expected)} != lake {columns}"
+        for column in columns:
+            want = comparable(expected[column], types[column], True)
+            got = comparable(actual[column], types[column], False)
+            where = f"{qualified} key {[expected[k] for k in key]} column {column}"
+            assert got == want, f"{where}: lake {got!r} != source {want!r}"
+    return len(source)
 
 
 _KILLABLE = """
@@ -478,7 +459,7 @@ from bootstrap.progress import LineView
 from cdc_lake.config import load_config
 
 partitions.SINGLE_PARTITION_ROWS = 1000
-partitions.ROWS_PER_PARTITION = int(sys.argv[3])
+partitions.ROWS_PER_PARTITION = 5000
 run.PARTITIONS_PER_COMMIT_PER_SLOT = 1
 config = load_config(Path(sys.argv[1]))
 run.bootstrap_tables(config, run.BootstrapRequest(tables=(sys.argv[2],)), LineView(print))
@@ -491,17 +472,15 @@ def commit_runs(config_path: Path, table: str) -> list[list[int]]:
         return [run.detail["partitions"] for run in store.list_runs(table) if run.command == COMMIT_RUN]
 
 
-def kill_after_first_commit(
-    config_path: Path, table: str, rows_per_partition: int, timeout: float = 600.0
-) -> list[list[int]]:
-    """Bootstrap ``table`` in a process of its own and SIGKILL it after its first commit.
+def kill_after_first_commit(config_path: Path, table: str, timeout: float = 300.0) -> list[list[int]]:
+    """Bootstrap ``table`` in a process of its own (small partitions) and SIGKILL it after its first commit.
 
     Returns the commits recorded when it died.
     """
     log_path = config_path.with_name("killed-bootstrap.log")
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-c", _KILLABLE, str(config_path), table, str(rows_per_partition)],
+            [sys.executable, "-c", _KILLABLE, str(config_path), table],
             env={**os.environ, "PYTHONPATH": str(Path.cwd())},
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import io
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, BarView, LineView, TableProgress, bootstrap_status
+from bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, LineView, TableProgress, bootstrap_status
 from cdc_lake.state import BootstrapPartition, RunOutcome, StateStore, TableState
 
 TABLE = "src.s.t"
@@ -93,18 +91,3 @@ def test_a_failed_run_shows_its_error(store: StateStore) -> None:
     assert status["phase"] == "waiting for the replica"
     assert status["last_run"]["outcome"] == "failed"
     assert status["last_run"]["error"] == "RuntimeError: replica gone"
-
-
-def test_bar_view_draws_rows_partitions_rate_and_eta() -> None:
-    output = io.StringIO()
-    view = BarView(Console(file=output, width=200, force_terminal=False))
-    progress = TableProgress(TABLE, phase="copying", partitions_total=4, partitions_done=1)
-    progress.estimated_rows = 1000
-    progress.rows_written = 250
-
-    view.show(progress)
-    view.close()
-
-    text = output.getvalue()
-    assert "src.s.t [copying]" in text
-    assert "250/1,000 rows" in text and "1/4 partitions" in text
