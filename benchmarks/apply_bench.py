@@ -58,7 +58,7 @@ from cdc_lake.apply.changes import (
 )
 from cdc_lake.apply.checkpoint import Checkpoint, Origin
 from cdc_lake.apply.decoding import BatchSummary, DecodeSettings, decode_messages, summarize
-from cdc_lake.apply.runner import ApplyRunner, applier_options, apply_once, registry_client
+from cdc_lake.apply.runner import ApplyRunner, applier_options, apply_once
 from cdc_lake.apply.service import ApplyService
 from cdc_lake.apply.table_applier import use_driver_python
 from cdc_lake.apply.target import ApplyTarget, select_targets
@@ -298,7 +298,7 @@ def throughput(
     (target,) = select_targets(config)
     bootstrap_seconds = bootstrap_table(spark, target, rows)
     with StateStore.open(config.state_store.url) as store:
-        runner = ApplyRunner(spark, store, applier_options(config, slices=4), registry_client(config))
+        runner = ApplyRunner.for_config(spark, store, config, slices=4)
         began = time.monotonic()
         (outcome,) = apply_once(runner, [target], workers=1)
         seconds = time.monotonic() - began
@@ -371,7 +371,7 @@ def freshness(spark: SparkSession, stack: LocalStack, work: Path, seconds: int) 
         table = f'"{capture.schema}"."{capture.table}"'
         capture.execute(f"insert into {table} (id, region, note) values (0, 'eu', 'warm-up')")
         with StateStore.open(config.state_store.url) as store:
-            runner = ApplyRunner(spark, store, applier_options(config), registry_client(config))
+            runner = ApplyRunner.for_config(spark, store, config)
             service = ApplyService(
                 runner, select_targets(config), lambda tier: 0.0, workers=1, poll_seconds=0.2
             )
@@ -437,7 +437,7 @@ def concurrency(spark: SparkSession, stack: LocalStack, work: Path, tables: int,
         for target in targets:
             bootstrap_table(spark, target, keys)
         with StateStore.open(config.state_store.url) as store:
-            runner = ApplyRunner(spark, store, applier_options(config, slices=2), registry_client(config))
+            runner = ApplyRunner.for_config(spark, store, config, slices=2)
             began = time.monotonic()
             outcomes = apply_once(runner, targets, workers=workers)
             seconds = time.monotonic() - began

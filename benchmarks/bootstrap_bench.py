@@ -42,7 +42,7 @@ from bootstrap.progress import COMMIT_RUN, LineView
 from bootstrap.read import SnapshotQuery, snapshot_rows
 from bootstrap.run import BootstrapRequest, bootstrap_tables
 from bootstrap.write import write_group
-from cdc_lake.apply.runner import ApplyRunner, applier_options, registry_client
+from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.apply.target import target_for
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
@@ -356,7 +356,7 @@ def debezium_snapshot(bench: Bench) -> Figure:
     in_kafka = time.monotonic() - began
     _log(f"(c) {bench.rows:,} snapshot events in Kafka after {in_kafka:.1f}s; applying")
     with StateStore.open(config.state_store.url) as store:
-        runner = ApplyRunner(spark, store, applier_options(config), registry_client(config))
+        runner = ApplyRunner.for_config(spark, store, config)
         while True:
             outcome = runner.catch_up(target)
             if outcome.error:

@@ -35,7 +35,7 @@ from bootstrap.registry_check import align_with_registry
 from bootstrap.replica_wait import ReplicaWait, wait_for_replica
 from bootstrap.watermark import take_watermark
 from bootstrap.write import attempt_id, check_fresh, lake_state, records_written, write_group
-from cdc_lake.apply.runner import ApplyRunner, applier_options, describe_failure, registry_client
+from cdc_lake.apply.runner import BUSY, ApplyRunner, describe_failure, registry_client
 from cdc_lake.apply.target import ApplyTarget, target_for
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.decode.registry import SchemaRegistry
@@ -60,6 +60,8 @@ bookkeeping, each partition in it is re-read if the commit fails (fewer commits,
 WRITE_ATTEMPTS = 2
 """A group whose read or write fails (a dropped connection) is tried this many times in one run."""
 APPLY_TIMEOUT_SECONDS = 1800.0
+BUSY_RETRY_SECONDS = 1.0
+"""How long the catch-up waits before trying again while another process holds the table's apply lock."""
 _TICK_SECONDS = 1.0
 _LOSSY_VALUE = "does not fit lake type"
 _FAILURES: tuple[type[Exception], ...] = (CdcLakeError, *JVM_ERRORS)
@@ -482,10 +484,15 @@ class TableBootstrap:
     def _catch_up(self, spark: SparkSession) -> None:
         """Apply the table's backlog in this process until the applier publishes it (LIVE)."""
         self._show("catching up")
-        runner = ApplyRunner(spark, self.store, applier_options(self.config), self.registry)
+        # The apply lock makes this one writer among others: while `cdc-lake run` or `apply --once`
+        # holds the table, its batches are skipped here and the other process publishes the table.
+        runner = ApplyRunner.for_config(spark, self.store, self.config)
         deadline = time.monotonic() + APPLY_TIMEOUT_SECONDS
         while self.store.require_table(self.name).state is not TableState.LIVE:
             outcome = runner.catch_up(self.target)
+            if outcome.skipped == BUSY:
+                self._show("catching up (another process is applying)")
+                time.sleep(BUSY_RETRY_SECONDS)
             if outcome.failed:
                 raise BootstrapError(
                     f"table {self.name}: the applier failed while catching up: {outcome.error}"

@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import (
@@ -121,11 +121,29 @@ class StateStoreSettings(_Model):
         return value
 
 
+FIXED_CONSUMER_SETTINGS: Final = ("auto.offset.reset", "enable.auto.commit")
+"""librdkafka settings cdc-lake sets itself on every consumer of a planned offset range."""
+
+
 class KafkaSettings(_Model):
     """The Kafka cluster Debezium writes to; ``consumer`` is passed to librdkafka as is."""
 
     bootstrap_servers: str = "127.0.0.1:19092"
     consumer: dict[str, PassthroughValue] = Field(default_factory=dict)
+
+    @field_validator("consumer")
+    @classmethod
+    def _keeps_offset_reset(cls, value: dict[str, PassthroughValue]) -> dict[str, PassthroughValue]:
+        # Offset ranges are read exactly: a range start deleted by retention must fail, never jump.
+        for fixed in FIXED_CONSUMER_SETTINGS:
+            if fixed in value:
+                raise PydanticCustomError(
+                    "fixed_consumer_setting",
+                    "{name} cannot be set: the applier reads exact offset ranges and fails when retention "
+                    "deleted part of one",
+                    {"name": fixed},
+                )
+        return value
 
 
 class SchemaRegistrySettings(_Model):

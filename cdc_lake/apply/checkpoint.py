@@ -14,10 +14,8 @@ import enum
 import json
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession
-
 from cdc_lake.exceptions import HudiWriteError
-from cdc_lake.hudi.timeline import CommitInfo, latest_commit
+from cdc_lake.hudi.timeline import CommitInfo
 from cdc_lake.state.store import StateStore
 
 TOPIC_KEY = "kafka.topic"
@@ -86,14 +84,19 @@ def checkpoint_from_commit(commit: CommitInfo, topic: str, where: str) -> Checkp
 
 
 def resume_checkpoint(
-    spark: SparkSession, base_path: str, topic: str, table: str, store: StateStore | None
+    base_path: str,
+    topic: str,
+    table: str,
+    store: StateStore | None,
+    commit: CommitInfo | None,
 ) -> Checkpoint:
     """Where ``table`` resumes: its last completed commit's offsets, else its bootstrap watermark, else 0.
 
-    A table with commits but no offsets in them (a bootstrap's bulk insert) needs the watermark.
+    ``commit`` is the table's latest completed data commit (:func:`cdc_lake.hudi.timeline.latest_commit`;
+    None when it has none).  A table with commits but no offsets in them (a bootstrap's bulk insert)
+    needs the watermark.
     """
     where = f"table {table} at {base_path}"
-    commit = latest_commit(spark, base_path)
     if commit is not None:
         stored = checkpoint_from_commit(commit, topic, where)
         if stored is not None:

@@ -17,10 +17,8 @@ from types import FrameType
 from cdc_lake.apply.runner import (
     ApplyRunner,
     TableOutcome,
-    applier_options,
     apply_once,
     failure_summary,
-    registry_client,
     skip_reason,
 )
 from cdc_lake.apply.service import ApplyService
@@ -70,9 +68,7 @@ def _check_supported(config: Config) -> None:
 
 
 def _runner(config: Config, store: StateStore, slices: int) -> ApplyRunner:
-    spark = get_spark(config.spark, config.lake)
-    options = applier_options(config, slices=slices)
-    return ApplyRunner(spark, store, options, registry_client(config), lock_url=config.state_store.url)
+    return ApplyRunner.for_config(get_spark(config.spark, config.lake), store, config, slices=slices)
 
 
 def apply_once_command(

@@ -36,6 +36,9 @@ _LOG = logging.getLogger(__name__)
 IDLE_MEASURE_SECONDS = 5.0
 """How often the freshness of a table with nothing new is recorded."""
 
+BUSY = "another process is applying it"
+"""Why a batch was skipped when another process holds the table's apply lock."""
+
 APPLIABLE_STATES = frozenset({TableState.CATCHING_UP, TableState.LIVE, TableState.FAILED})
 """States whose tables the applier works on; FAILED tables are retried."""
 
@@ -102,8 +105,9 @@ def skip_reason(store: StateStore, target: ApplyTarget) -> str | None:
 class ApplyRunner:
     """Applies configured tables, recording state; safe to call from many threads (one per table).
 
-    With ``lock_url`` (the state store URL) every batch holds the table's apply lock
-    (:mod:`cdc_lake.apply.lock`), so another process applying the same table makes it skip, not collide.
+    Every batch holds the table's apply lock (:mod:`cdc_lake.apply.lock`, on the state store at
+    ``lock_url``), so another process applying the same table (``run``, ``apply --once``, a bootstrap's
+    catch-up) makes it skip, never collide: Hudi runs single-writer.  There is no way to apply without it.
     """
 
     def __init__(
@@ -112,7 +116,7 @@ class ApplyRunner:
         store: StateStore,
         options: ApplierOptions,
         registry: SchemaRegistry,
-        lock_url: str | None = None,
+        lock_url: str,
     ) -> None:
         self.spark = spark
         self.store = store
@@ -122,6 +126,14 @@ class ApplyRunner:
         self._appliers: dict[str, TableApplier] = {}
         self._measured: dict[str, float] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def for_config(
+        cls, spark: SparkSession, store: StateStore, config: Config, slices: int = 4
+    ) -> ApplyRunner:
+        """The runner the config describes: its Kafka and batch settings, registry and lock."""
+        options = applier_options(config, slices=slices)
+        return cls(spark, store, options, registry_client(config), config.state_store.url)
 
     def applier(self, target: ApplyTarget) -> TableApplier:
         """The one applier of ``target`` (created on first use)."""
@@ -138,11 +150,9 @@ class ApplyRunner:
         skipped = skip_reason(self.store, target)
         if skipped is not None:
             return TableOutcome(name, skipped=skipped)
-        if self.lock_url is None:
-            return self._step(target, limit)
         with apply_lock(self.lock_url, name) as acquired:
             if not acquired:
-                return TableOutcome(name, skipped="another process is applying it")
+                return TableOutcome(name, skipped=BUSY)
             return self._step(target, limit)
 
     def _step(self, target: ApplyTarget, limit: dict[int, int] | None) -> TableOutcome:

@@ -40,7 +40,7 @@ from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.exceptions import CdcLakeError, SchemaChangeError
 from cdc_lake.hudi.options import WriteOperation
-from cdc_lake.hudi.timeline import table_exists
+from cdc_lake.hudi.timeline import latest_commit, table_exists
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.kafka.offsets import watermarks
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark, split_ranges
@@ -132,6 +132,7 @@ class TableApplier:
         self.registry = registry
         self.store = store
         self._checkpoint: Checkpoint | None = None
+        self._seen_commit: str | None = None
         self._columns: StructType | None = None
         self._record_key: tuple[str, ...] | None = None
         self._exists = False
@@ -139,21 +140,45 @@ class TableApplier:
     def forget(self) -> None:
         """Drop cached offsets and schema: the next batch re-reads them from the table (after a failure)."""
         self._checkpoint = None
+        self._seen_commit = None
         self._columns = None
         self._record_key = None
         self._exists = False
 
     def checkpoint(self) -> Checkpoint:
-        """The offsets the next batch starts from (read from the last completed commit once, then cached)."""
+        """The offsets the next batch starts from (read from the last completed commit, then cached)."""
         if self._checkpoint is None:
+            commit = latest_commit(self.spark, self.target.base_path)
             self._checkpoint = resume_checkpoint(
-                self.spark, self.target.base_path, self.target.topic, self.target.qualified_name, self.store
+                self.target.base_path, self.target.topic, self.target.qualified_name, self.store, commit
             )
+            self._seen_commit = None if commit is None else commit.instant
             _LOG.info(
                 "%s resumes from %s %s", self.target.qualified_name, self._checkpoint.origin.value,
                 self._checkpoint.offsets,
             )
         return self._checkpoint
+
+    def _still_current(self) -> bool:
+        """Whether the table's latest data commit is still the one the cached checkpoint came from.
+
+        Another process may have committed since (``apply --once`` between two batches of ``run``, each
+        holding the apply lock only for its batch): planning from the cached offsets would then apply a
+        range twice and move the commit offsets backwards.  Called under the apply lock, before a batch
+        that has something to read; the cache is dropped when the table moved on.
+        """
+        if self._checkpoint is None:
+            return False
+        commit = latest_commit(self.spark, self.target.base_path)
+        instant = None if commit is None else commit.instant
+        if instant == self._seen_commit:
+            return True
+        _LOG.info(
+            "%s: another writer committed %s since %s; re-reading the checkpoint",
+            self.target.qualified_name, instant, self._seen_commit,
+        )
+        self.forget()
+        return False
 
     def plan(self, limit: dict[int, int] | None = None) -> BatchPlan:
         """The next batch's offsets: from the checkpoint to the end offsets now (or ``limit``), capped."""
@@ -167,6 +192,9 @@ class TableApplier:
         began = time.monotonic()
         checkpoint = self.checkpoint()
         plan = self.plan(limit)
+        if plan.offsets > 0 and not self._still_current():
+            checkpoint = self.checkpoint()
+            plan = self.plan(limit)
         result = BatchResult(
             self.target.qualified_name, self.target.topic, dict(plan.start), dict(plan.end), dict(plan.high),
             newest_source_ts_ms=checkpoint.newest_source_ts_ms,
@@ -230,6 +258,7 @@ class TableApplier:
                 time.monotonic() - decoded_at,
             )
             self._checkpoint = replace(after, commit_instant=instant)
+            self._seen_commit = instant
             self._columns = columns
             self._record_key = key_fields
             self._exists = True

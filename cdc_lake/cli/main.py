@@ -236,7 +236,10 @@ def connectors_restart(ctx: click.Context, source: str) -> None:
     "--apply",
     "apply_backlog",
     is_flag=True,
-    help="Then apply each table's backlog here until it is LIVE (not while `cdc-lake run` applies it).",
+    help=(
+        "Then apply each table's backlog here until it is LIVE (batch by batch, taking turns with a "
+        "running `cdc-lake run` through the table's apply lock)."
+    ),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of results instead of lines.")
 @click.pass_context

@@ -87,12 +87,23 @@ def _consumer(settings: KafkaReadSettings) -> Consumer:
     return Consumer({
         "bootstrap.servers": settings.bootstrap_servers,
         "group.id": "cdc-lake-applier",
-        "enable.auto.commit": False,
         "enable.partition.eof": True,
         "isolation.level": "read_committed",
         "fetch.max.bytes": 16 * 1024 * 1024,
         **settings.consumer,
+        # Never jump: a range whose start retention deleted must fail, not read as empty (the config
+        # refuses these keys in kafka.consumer).
+        "auto.offset.reset": "error",
+        "enable.auto.commit": False,
     })
+
+
+def deleted_by_retention(wanted: OffsetRange) -> KafkaReadError:
+    """The error for a planned range whose start was deleted (retention) before it could be read."""
+    return KafkaReadError(
+        f"topic {wanted.topic!r} partition {wanted.partition}: offsets {wanted.start}..{wanted.end - 1} were "
+        "deleted by retention before they were read; re-bootstrap the table"
+    )
 
 
 def iter_range(settings: KafkaReadSettings, wanted: OffsetRange) -> Iterator[RawMessage]:
@@ -117,6 +128,8 @@ def iter_range(settings: KafkaReadSettings, wanted: OffsetRange) -> Iterator[Raw
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
                         continue
+                    if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        raise deleted_by_retention(wanted)
                     raise KafkaReadError(f"{where}: {error}")
                 offset = message.offset()
                 if offset is None or offset >= wanted.end:

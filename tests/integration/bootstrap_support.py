@@ -45,7 +45,7 @@ from pyspark.sql.types import (
 
 from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 from bootstrap.progress import COMMIT_RUN
-from cdc_lake.apply.runner import ApplyRunner, applier_options, registry_client
+from cdc_lake.apply.runner import ApplyRunner, registry_client
 from cdc_lake.apply.target import target_for
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
@@ -371,7 +371,7 @@ def apply_until_live(spark: SparkSession, config: Config, table: str, timeout: f
     target = target_for(config, source, entry)
     deadline = time.monotonic() + timeout
     with StateStore.open(config.state_store.url) as store:
-        runner = ApplyRunner(spark, store, applier_options(config), registry_client(config))
+        runner = ApplyRunner.for_config(spark, store, config)
         while True:
             outcome = runner.catch_up(target)
             assert outcome.error is None, outcome.error

@@ -24,7 +24,7 @@ from apply_support import (
 )
 from pyspark.sql import SparkSession
 
-from cdc_lake.apply.runner import ApplyRunner, applier_options, apply_once, registry_client
+from cdc_lake.apply.runner import ApplyRunner, apply_once
 from cdc_lake.apply.target import select_targets
 from cdc_lake.config import Config
 from cdc_lake.stack.manager import LocalStack
@@ -108,7 +108,7 @@ def capture(local_stack: LocalStack) -> Iterator[Capture]:
 
 def _apply(spark: SparkSession, config: Config) -> None:
     with StateStore.open(config.state_store.url) as store:
-        runner = ApplyRunner(spark, store, applier_options(config), registry_client(config))
+        runner = ApplyRunner.for_config(spark, store, config)
         outcomes = apply_once(runner, select_targets(config), workers=2)
     assert [o.error for o in outcomes] == [None]
 

@@ -16,7 +16,7 @@ from apply_support import Capture, assert_lake_matches, config_dict, onboard, po
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.checkpoint import OFFSETS_KEY, TOPIC_KEY
-from cdc_lake.apply.runner import ApplyRunner, applier_options, apply_once, registry_client
+from cdc_lake.apply.runner import ApplyRunner, apply_once
 from cdc_lake.apply.target import select_targets
 from cdc_lake.config import Config
 from cdc_lake.decode.types import UNAVAILABLE_PLACEHOLDER
@@ -102,7 +102,7 @@ def capture(local_stack: LocalStack) -> Iterator[Capture]:
 
 def _apply(spark: SparkSession, config: Config) -> None:
     with StateStore.open(config.state_store.url) as store:
-        runner = ApplyRunner(spark, store, applier_options(config), registry_client(config))
+        runner = ApplyRunner.for_config(spark, store, config)
         outcomes = apply_once(runner, select_targets(config), workers=2)
     assert [o.error for o in outcomes] == [None]
 

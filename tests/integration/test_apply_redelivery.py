@@ -29,7 +29,7 @@ from apply_support import (
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
-from cdc_lake.apply.runner import ApplyRunner, TableOutcome, applier_options, registry_client
+from cdc_lake.apply.runner import ApplyRunner, TableOutcome
 from cdc_lake.apply.target import select_targets
 from cdc_lake.kafka.offsets import OffsetRange, read_ranges
 from cdc_lake.stack.manager import LocalStack
@@ -119,7 +119,7 @@ def test_resent_events_do_not_regress_any_row(
     outcomes: list[TableOutcome] = []
     (target,) = select_targets(config)
     with StateStore.open(config.state_store.url) as store:
-        runner = ApplyRunner(spark, store, applier_options(config), registry_client(config))
+        runner = ApplyRunner.for_config(spark, store, config)
 
         def apply(limit: int | None = None) -> None:
             """Apply batches (up to ``limit``), checking the lake after each commit."""

@@ -398,3 +398,15 @@ def test_resolve_config_uses_defaults_only_when_allowed(
     assert (
         resolve_config(None, allow_default=True).state_store.url == f"sqlite:///{tmp_path}/.cdc-lake/state.db"
     )
+
+
+@pytest.mark.parametrize("setting", ["auto.offset.reset", "enable.auto.commit"])
+def test_kafka_retention_consumer_settings_the_applier_fixes_are_refused(
+    tmp_path: Path, setting: str
+) -> None:
+    path = write(tmp_path, f"kafka:\n  consumer:\n    {setting}: earliest\n")
+
+    message = error_of(path)
+
+    assert message.startswith(f"{path}: kafka.consumer: ")
+    assert f"{setting} cannot be set" in message
