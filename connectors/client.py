@@ -181,6 +181,11 @@ class KafkaConnectClient:
         """
         self._call("DELETE", f"/connectors/{_seg(name)}/offsets", name)
 
+    def offsets(self, name: str) -> list[dict[str, Any]]:
+        """The source offsets Connect has committed for ``name`` (``GET .../offsets``, Kafka 3.5+)."""
+        found = self._call("GET", f"/connectors/{_seg(name)}/offsets", name)
+        return [dict(entry.get("offset") or {}) for entry in found.get("offsets", [])]
+
     def restart(self, name: str, include_tasks: bool = True, only_failed: bool = True) -> None:
         """Restart the connector (with tasks if ``include_tasks``; only failed ones if ``only_failed``)."""
         query = f"?includeTasks={str(include_tasks).lower()}&onlyFailed={str(only_failed).lower()}"

@@ -23,7 +23,7 @@ from cdc_lake.cli.onboard_output import (
 )
 from cdc_lake.cli.output import emit_json, render_status
 from cdc_lake.config import find_config
-from cdc_lake.exceptions import ConfigError, NotImplementedYetError
+from cdc_lake.exceptions import ConfigError, HealthCheckError, NotImplementedYetError
 from cdc_lake.logging_setup import configure_logging
 from cdc_lake.onboard.control import Action, control, statuses
 from cdc_lake.onboard.offboard import OffboardRequest, source_of
@@ -31,6 +31,7 @@ from cdc_lake.onboard.offboard import offboard as offboard_target
 from cdc_lake.onboard.preflight import raise_for_failures
 from cdc_lake.onboard.run import DEFAULT_TIMEOUT, OnboardRequest, execute_onboarding, plan_onboarding
 from cdc_lake.onboard.secrets import password_env
+from cdc_lake.state.records import TableInfo
 from cdc_lake.state.status import table_statuses
 from cdc_lake.state.store import StateStore
 
@@ -354,13 +355,110 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def lag(as_json: bool) -> None:
-    """Show replication slot / binlog lag and Kafka consumer lag per source and table.
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
+@click.pass_context
+def lag(ctx: click.Context, as_json: bool) -> None:
+    """Show how far behind each part is: slots/binlogs, read replicas, connectors, Kafka, the lake.
 
-    Not implemented yet: arrives with the operations issue.
+    Exits 4 when a threshold of the config's `monitoring` section is breached (the same conditions
+    as the alert rules of `cdc-lake alerts render`), 0 when all are met.
     """
-    raise _not_implemented("lag", OPERATIONS_ISSUE)
+    from cdc_lake.cli.ops_output import render_lag
+    from cdc_lake.ops.alerts import breaches
+    from cdc_lake.ops.lag import collect_lag
+    from cdc_lake.ops.metrics import lag_samples
+
+    config = get_config(ctx)
+    report = collect_lag(config)
+    found = breaches(lag_samples(report), config)
+    if as_json:
+        emit_json({**report.to_json(), "breaches": [b.to_json() for b in found]})
+    else:
+        render_lag(report, found, click.echo)
+    if found:
+        names = sorted({b.alert for b in found})
+        raise HealthCheckError(f"{len(found)} thresholds breached: {', '.join(names)}")
+
+
+@cli.command()
+@click.option(
+    "--port", type=click.IntRange(0, 65535), help="Serve on this port (default: monitoring.metrics_port)."
+)
+@click.option("--once", is_flag=True, help="Print the metrics once (Prometheus text format) and exit.")
+@click.option("--json", "as_json", is_flag=True, help="With --once: print the samples as JSON.")
+@click.pass_context
+def metrics(ctx: click.Context, port: int | None, once: bool, as_json: bool) -> None:
+    """Serve the lag metrics for Prometheus at http://HOST:PORT/metrics until stopped (or print them once).
+
+    For schedulers and hosts where `cdc-lake run` does not run; `run` serves the same gauges
+    plus its applier counters.
+    """
+    from prometheus_client import generate_latest
+
+    from cdc_lake.ops.metrics import registry_for, serve
+
+    config = get_config(ctx)
+    if once:
+        registry = registry_for(config, with_applier=False, bootstrap_rows=_bootstrap_rows)
+        if as_json:
+            emit_json([
+                {"name": s.name, "labels": s.labels, "value": s.value}
+                for family in registry.collect()
+                for s in family.samples
+            ])
+        else:
+            click.echo(generate_latest(registry).decode(), nl=False)
+        return
+    if as_json:
+        raise ConfigError("--json needs --once (the server speaks the Prometheus text format)")
+    bound = serve(config, with_applier=False, bootstrap_rows=_bootstrap_rows, port=port)
+    address = f"http://{config.monitoring.metrics_host}:{bound}/metrics"
+    click.echo(f"serving metrics on {address}; stop with Ctrl-C")
+    from threading import Event
+
+    try:
+        Event().wait()
+    except KeyboardInterrupt:
+        click.echo("stopped")
+
+
+def _bootstrap_rows(store: StateStore, info: TableInfo) -> int:
+    """Rows the current (or last) bootstrap of ``info``'s table wrote, for the metrics."""
+    from bootstrap.progress import bootstrap_status
+
+    found = bootstrap_status(store, info.qualified_name, info.state)
+    return 0 if found is None else int(found["rows_written"])
+
+
+@cli.group()
+def alerts() -> None:
+    """Prometheus alert rules generated from the config's monitoring thresholds."""
+
+
+@alerts.command("render")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to this file (default: stdout).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the rules as JSON instead of YAML.")
+@click.pass_context
+def alerts_render(ctx: click.Context, output: Path | None, as_json: bool) -> None:
+    """Write the Prometheus alerting rules for the config's thresholds (per tier) as YAML."""
+    import yaml
+
+    from cdc_lake.ops.alerts import render_rules
+
+    text = render_rules(get_config(ctx))
+    if as_json:
+        emit_json(yaml.safe_load(text))
+        return
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text)
+    click.echo(f"wrote {output}")
 
 
 @cli.command()
