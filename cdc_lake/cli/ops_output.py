@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from cdc_lake.cli.output import format_seconds
 from cdc_lake.ops.alerts import RUNBOOKS, Breach
 from cdc_lake.ops.lag import LagReport
+
+if TYPE_CHECKING:
+    from bootstrap.validate import ValidateResult
 
 Echo = Callable[[str], None]
 
@@ -78,3 +82,21 @@ def render_lag(report: LagReport, found: Sequence[Breach], echo: Echo) -> None:
     for breach in found:
         echo(f"  {breach.describe()}")
         echo(f"    see {RUNBOOKS}/{breach.runbook}.md")
+
+
+def render_validation(result: ValidateResult, echo: Echo) -> None:
+    """Counts, ranges, then each kind of difference with the keys found."""
+    verdict = "matches" if result.matches else "DIFFERS"
+    echo(f"{result.table}: {verdict} (at source position {result.position or '-'}, {result.seconds:.1f}s)")
+    echo(f"  rows: source {result.source_rows:,}, lake {result.lake_rows:,}")
+    echo(f"  key ranges: {result.ranges:,}, differing {result.differing_ranges:,}")
+    if not result.caught_up:
+        echo("  note: the lake had not reached the Kafka end offsets; recent changes may show as differences")
+    for kind in ("missing", "extra", "different"):
+        count = getattr(result, f"{kind}_count")
+        if not count:
+            continue
+        keys: list[dict[str, object]] = getattr(result, kind)
+        echo(f"  {kind} in the lake: {count:,} keys" + (f" (first {len(keys)})" if len(keys) < count else ""))
+        for key in keys:
+            echo("    " + ", ".join(f"{name}={value}" for name, value in key.items()))

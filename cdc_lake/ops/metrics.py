@@ -21,16 +21,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from cdc_lake.config import Config
-from cdc_lake.ops.lag import LagReport, collect_lag
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import TableInfo
 from cdc_lake.state.store import StateStore
+
+if TYPE_CHECKING:
+    from cdc_lake.ops.lag import LagReport
 
 _LOG = logging.getLogger(__name__)
 
@@ -158,7 +161,7 @@ class LagCollector(Collector):
         self,
         config: Config,
         bootstrap_rows: BootstrapRows | None = None,
-        measure: Callable[[Config], LagReport] = collect_lag,
+        measure: Callable[[Config], LagReport] | None = None,
     ) -> None:
         self.config = config
         self.bootstrap_rows = bootstrap_rows
@@ -171,7 +174,10 @@ class LagCollector(Collector):
         with self._lock:
             now = time.monotonic()
             if self._cached is None or now - self._cached[0] >= self.config.monitoring.refresh_seconds:
-                self._cached = (now, lag_samples(self.measure(self.config)))
+                # Imported here: the applier imports this module, and lag imports the applier.
+                from cdc_lake.ops.lag import collect_lag
+
+                self._cached = (now, lag_samples((self.measure or collect_lag)(self.config)))
             return self._cached[1]
 
     def collect(self) -> Iterator[Metric]:
