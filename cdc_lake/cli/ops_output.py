@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -27,8 +28,26 @@ def format_bytes(value: int | None) -> str:
     return f"{size:.1f} TiB"
 
 
+WIDTH = 80
+
+
+def wrapped(echo: Echo, width: int = WIDTH) -> Echo:
+    """``echo`` that wraps each line at ``width`` between words (never inside a name or path),
+    continuing with the line's indentation plus two spaces."""
+
+    def echo_wrapped(line: str) -> None:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        for part in textwrap.wrap(
+            line, width, subsequent_indent=indent + "  ", break_long_words=False, break_on_hyphens=False
+        ) or [""]:
+            echo(part)
+
+    return echo_wrapped
+
+
 def render_lag(report: LagReport, found: Sequence[Breach], echo: Echo) -> None:
     """The report by part of the pipeline, then the breached thresholds with their runbooks."""
+    echo = wrapped(echo)
     echo("Captures (what each primary keeps for its connectors)")
     for row in report.captures:
         lag = row.lag
@@ -80,12 +99,14 @@ def render_lag(report: LagReport, found: Sequence[Breach], echo: Echo) -> None:
         return
     echo(f"Thresholds breached ({len(found)}); runbooks in {RUNBOOKS}/")
     for breach in found:
-        echo(f"  {breach.describe()}")
+        echo(f"  {breach.alert}: {breach.measured()}")
+        echo(f"    {breach.subject()}")
         echo(f"    see {RUNBOOKS}/{breach.runbook}.md")
 
 
 def render_validation(result: ValidateResult, echo: Echo) -> None:
     """Counts, ranges, then each kind of difference with the keys found."""
+    echo = wrapped(echo)
     verdict = "matches" if result.matches else "DIFFERS"
     echo(f"{result.table}: {verdict} (at source position {result.position or '-'}, {result.seconds:.1f}s)")
     echo(f"  rows: source {result.source_rows:,}, lake {result.lake_rows:,}")

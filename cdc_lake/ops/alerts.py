@@ -237,11 +237,13 @@ class Breach:
     value: float
     threshold: float
 
-    def describe(self) -> str:
-        """One line: the alert, what it concerns, the value and the threshold."""
-        subject = " ".join(f"{k}={v}" for k, v in sorted(self.labels.items()) if v and k != "tier")
-        measured = f"{_number(self.value)} (threshold {_number(self.threshold)})"
-        return f"{self.alert}: {subject or 'pipeline'}: {measured}"
+    def subject(self) -> str:
+        """What the breach concerns, as ``label=value`` pairs."""
+        return " ".join(f"{k}={v}" for k, v in sorted(self.labels.items()) if v) or "the pipeline"
+
+    def measured(self) -> str:
+        """The value and the threshold."""
+        return f"{_number(self.value)} (threshold {_number(self.threshold)})"
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -255,14 +257,17 @@ class Breach:
 
 
 def breaches(samples: Sequence[Sample], config: Config) -> list[Breach]:
-    """Every (alert, sample) pair whose condition holds, in alert order."""
+    """Every alert instance the rules would fire on ``samples`` (one per alert and label set)."""
     found = []
     for alert in ALERTS:
-        for sample in samples:
-            for condition in alert.conditions:
+        seen: set[tuple[tuple[str, str], ...]] = set()
+        for condition in alert.conditions:
+            for sample in samples:
                 threshold = condition.holds(sample, config)
-                if threshold is not None:
+                labelset = tuple(sorted(sample.labels.items()))
+                # PromQL's `or` keeps one series per label set (the metric name aside): so do breaches.
+                if threshold is not None and labelset not in seen:
+                    seen.add(labelset)
                     labels = dict(sample.labels)
                     found.append(Breach(alert.name, alert.runbook, labels, sample.value, threshold))
-                    break
     return found
