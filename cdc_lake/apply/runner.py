@@ -25,7 +25,7 @@ from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.exceptions import ApplyError, CdcLakeError
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
-from cdc_lake.logging_setup import redact
+from cdc_lake.secrets import redact
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
