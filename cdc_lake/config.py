@@ -203,6 +203,7 @@ class BootstrapSettings(_Model):
 
     replica_delay_seconds: int = Field(default=60, ge=0)
     replica_wait_timeout_seconds: int = Field(default=1800, ge=1)
+    handoff_timeout_seconds: int = Field(default=1800, ge=1)
     allow_primary_reads: bool = False
     fetch_size: int = Field(default=10_000, ge=1)
     max_partitions: int = Field(default=64, ge=1)

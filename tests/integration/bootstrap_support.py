@@ -56,6 +56,7 @@ from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
+from connectors.client import KafkaConnectClient
 
 PASSWORD_REF = "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"
 MOVE_GAP = 10_000_000
@@ -359,8 +360,9 @@ def wait_streamed(config: Config, table: str, timeout: float = 120.0) -> None:
     engine = cast(SnapshotSource, engine_for(source))
     point = SnapshotPoint(engine.current_position(), engine.primary_clock_ms())
     prefix = source.topic_prefix or source.name
-    wait = HandoffWait(config.kafka_connect.url, source.engine, prefix, 0, timeout)
-    how = wait_until_streamed(table, entry.name, point, wait, engine.primary_clock_ms)
+    wait = HandoffWait(source.engine, prefix, timeout)
+    with KafkaConnectClient(config.kafka_connect.url) as connect:
+        how = wait_until_streamed(table, entry.name, point, wait, connect)
     assert how.startswith("Debezium"), how
 
 
