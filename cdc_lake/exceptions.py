@@ -101,3 +101,11 @@ class BootstrapError(CdcLakeError):
 
 class BootstrapBusyError(CdcLakeError):
     """Raised when a second bootstrap starts on a table whose bootstrap is still running elsewhere."""
+
+
+class HealthCheckError(CdcLakeError):
+    """Raised by ``lag`` when a monitoring threshold is breached, by ``status`` when a table is FAILED,
+    and by ``validate`` when the lake differs from the source (exit code 4: the check ran, the answer is no).
+    """
+
+    exit_code = 4

@@ -25,6 +25,7 @@ from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.exceptions import ApplyError, CdcLakeError
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
+from cdc_lake.ops import metrics
 from cdc_lake.secrets import redact
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 from cdc_lake.state.lifecycle import TableState
@@ -208,6 +209,7 @@ class ApplyRunner:
         name = target.qualified_name
         if result.commit_instant is not None:
             self.store.record_applied_offsets(name, result.end, result.commit_instant)
+        metrics.record_batch(name, result.changes, result.commit_instant is not None)
         now = time.monotonic()
         # An idle tier-0 table is polled every second: its freshness is refreshed every few seconds only.
         if result.offsets or now - self._measured.get(name, -IDLE_MEASURE_SECONDS) >= IDLE_MEASURE_SECONDS:
@@ -228,6 +230,7 @@ class ApplyRunner:
             self.store.transition(name, TableState.LIVE)
 
     def _fail(self, name: str, cause: str) -> None:
+        metrics.record_failure(name)
         try:
             self.store.transition(name, TableState.FAILED, cause)
         except CdcLakeError as exc:
