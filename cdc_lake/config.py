@@ -91,6 +91,9 @@ class LakeSettings(_Model):
     soft_deletes: bool = False
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     s3: S3Settings | None = None
+    old_copy_keep_hours: float = Field(default=24.0, ge=0)
+    """How long a re-bootstrapped table's previous base path is kept before
+    ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""
 
     @model_validator(mode="after")
     def _compaction_needs_mor(self) -> LakeSettings:

@@ -101,3 +101,11 @@ class BootstrapError(CdcLakeError):
 
 class BootstrapBusyError(CdcLakeError):
     """Raised when a second bootstrap starts on a table whose bootstrap is still running elsewhere."""
+
+
+class QuarantineError(CdcLakeError):
+    """Raised when ``cdc-lake quarantine`` cannot copy or record a message; names the table and offset."""
+
+
+class RebootstrapError(CdcLakeError):
+    """Raised when a re-bootstrap cannot start, resume, switch or clean up; names the table and step."""

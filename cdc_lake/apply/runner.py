@@ -9,6 +9,7 @@ cause and the others keep going.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -102,6 +103,14 @@ def skip_reason(store: StateStore, target: ApplyTarget) -> str | None:
     return None
 
 
+def current_target(store: StateStore, target: ApplyTarget) -> ApplyTarget:
+    """``target`` at the base path the state store names (a re-bootstrap switched it to a new version)."""
+    info = store.get_table(target.qualified_name)
+    if info is None or info.lake_base_path == target.base_path:
+        return target
+    return dataclasses.replace(target, base_path=info.lake_base_path)
+
+
 class ApplyRunner:
     """Applies configured tables, recording state; safe to call from many threads (one per table).
 
@@ -139,7 +148,7 @@ class ApplyRunner:
         """The one applier of ``target`` (created on first use)."""
         with self._lock:
             found = self._appliers.get(target.qualified_name)
-            if found is None:
+            if found is None or found.target != target:
                 found = TableApplier(self.spark, target, self.options, self.registry, self.store)
                 self._appliers[target.qualified_name] = found
             return found
@@ -153,7 +162,7 @@ class ApplyRunner:
         with apply_lock(self.lock_url, name) as acquired:
             if not acquired:
                 return TableOutcome(name, skipped=BUSY)
-            return self._step(target, limit)
+            return self._step(current_target(self.store, target), limit)
 
     def _step(self, target: ApplyTarget, limit: dict[int, int] | None) -> TableOutcome:
         name = target.qualified_name

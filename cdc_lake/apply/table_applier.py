@@ -34,6 +34,7 @@ from cdc_lake.apply.decoding import (
 from cdc_lake.apply.frame import change_frame, fill_from_lake, lake_frame, latest_changes
 from cdc_lake.apply.lake_schema import merge_columns, row_columns
 from cdc_lake.apply.plan import BatchPlan, plan_batch
+from cdc_lake.apply.quarantine import commit_metadata, skipped_offsets, without_quarantined
 from cdc_lake.apply.redelivery import advance
 from cdc_lake.apply.target import ApplyTarget
 from cdc_lake.decode.framing import MessageRef
@@ -210,6 +211,9 @@ class TableApplier:
         )
         slices = split_ranges(plan.ranges, self.options.slices)
         raw = read_ranges_in_spark(self.spark, self.options.kafka, slices, self.options.reader)
+        name, topic = self.target.qualified_name, self.target.topic
+        skipped = skipped_offsets(self.store, name, topic, plan.start, plan.end)
+        raw = without_quarantined(raw, skipped)
         decoded = raw.mapPartitions(lambda messages: decode_messages(settings, messages))
         decoded.persist(StorageLevel.MEMORY_AND_DISK)
         frame: DataFrame | None = None
@@ -251,7 +255,8 @@ class TableApplier:
                 self.target.topic, {**checkpoint.offsets, **end}, newest, Origin.COMMIT, positions=positions
             )
             spec = self.target.spec(key_fields)
-            instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, after.commit_metadata())
+            metadata = {**after.commit_metadata(), **commit_metadata(skipped, end)}
+            instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, metadata)
             _LOG.debug(
                 "%s: read and decoded %d offsets in %.1fs, wrote commit %s in %.1fs",
                 self.target.qualified_name, plan.offsets, decoded_at - began, instant,

@@ -19,7 +19,9 @@ class ApplyTarget:
     """Everything the applier needs to know about one table, derived from the config.
 
     ``key_fields`` is None when the config names no key: the Debezium message key's columns are used.
-    ``columns`` is the frozen column list, if the config has one.
+    ``columns`` is the frozen column list, if the config has one.  ``hudi_name`` is the Hudi table name
+    when it differs from ``qualified_name`` (a re-bootstrap's copy is recorded as ``table~vN`` but is the
+    same Hudi table, which Hudi checks on every write).
     """
 
     qualified_name: str
@@ -34,11 +36,12 @@ class ApplyTarget:
     index: IndexType
     compaction: CompactionSpec
     soft_deletes: bool
+    hudi_name: str | None = None
 
     def spec(self, key_fields: tuple[str, ...]) -> HudiTableSpec:
         """The Hudi table spec, ordered by the source position column (``_cdc_ordering``)."""
         return HudiTableSpec(
-            table_name=self.qualified_name,
+            table_name=self.hudi_name or self.qualified_name,
             base_path=self.base_path,
             record_key_fields=key_fields,
             ordering_field=ORDERING_COLUMN,

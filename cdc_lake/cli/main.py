@@ -374,13 +374,86 @@ def validate(tables: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@click.argument("tables", nargs=-1, required=True, metavar="TABLE...")
-def rebootstrap(tables: tuple[str, ...]) -> None:
-    """Discard the lake copy of tables and bootstrap them again (lost slot, breaking schema change).
+@click.argument("tables", nargs=-1, metavar="[TABLE]...")
+@click.option("--reason", default="operator request", show_default=True, help="Recorded with the run.")
+@click.option("--abort", is_flag=True, help="Roll back the unfinished re-bootstrap of TABLE instead.")
+@click.option(
+    "--remove-old", is_flag=True,
+    help="Remove previous base paths kept past lake.old_copy_keep_hours (no TABLE).",
+)
+@click.option("--now", is_flag=True, help="With --remove-old: do not wait for the keep time.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
+@click.pass_context
+def rebootstrap(
+    ctx: click.Context,
+    tables: tuple[str, ...],
+    reason: str,
+    abort: bool,
+    remove_old: bool,
+    now: bool,
+    as_json: bool,
+) -> None:
+    """Copy tables afresh into a new versioned base path and switch to it once caught up.
 
-    Not implemented yet: arrives with the operations issue.
+    The way out of FAILED and SCHEMA_CHANGED. The table stays readable (and applied if it can be) at
+    its old path meanwhile; the switch of path, offsets and state is atomic. Killed, run it again to
+    resume, or --abort to roll back. The old path is kept for lake.old_copy_keep_hours, then
+    `rebootstrap --remove-old` removes it.
     """
-    raise _not_implemented("rebootstrap", OPERATIONS_ISSUE)
+    from bootstrap.progress import LineView
+    from bootstrap.rebootstrap import abort_rebootstraps, rebootstrap_tables, remove_old_paths
+
+    config = get_config(ctx)
+    if remove_old == bool(tables):
+        raise ConfigError("name the tables to re-bootstrap (or --abort), or give --remove-old alone")
+    if now and not remove_old:
+        raise ConfigError("--now applies to --remove-old only")
+    if remove_old:
+        results = remove_old_paths(config, now)
+    elif abort:
+        results = abort_rebootstraps(config, tables)
+    else:
+        view = LineView(lambda line: click.echo(line, err=as_json))
+        try:
+            results = rebootstrap_tables(config, tables, reason, view)
+        finally:
+            view.close()
+    if as_json:
+        emit_json([r.to_json() for r in results])
+        return
+    if not results:
+        click.echo("nothing to do")
+    for r in results:
+        click.echo(f"{r.table}: v{r.version} {r.action}: {r.path} ({r.seconds:.1f}s)")
+
+
+@cli.command()
+@click.argument("table", metavar="TABLE")
+@click.option("--partition", type=click.IntRange(min=0), required=True, help="Kafka partition.")
+@click.option("--offset", type=click.IntRange(min=0), required=True, help="Kafka offset.")
+@click.option("--reason", required=True, help="Why it is skipped (recorded with the copy).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a line.")
+@click.pass_context
+def quarantine(
+    ctx: click.Context, table: str, partition: int, offset: int, reason: str, as_json: bool
+) -> None:
+    """Skip one bad message of TABLE: copy it to the quarantine, record why, keep applying.
+
+    The message (key and value bytes, topic, partition, offset) is kept in the state store's
+    quarantined_messages table; the next Hudi commit over it lists it in its metadata; the table is
+    marked possibly diverged until `rebootstrap` (or a clean `validate`) clears it.
+    """
+    from cdc_lake.apply.quarantine import QuarantineRequest, describe
+    from cdc_lake.apply.quarantine import quarantine as quarantine_message
+
+    kept = quarantine_message(get_config(ctx), QuarantineRequest(table, partition, offset, reason))
+    if as_json:
+        emit_json(describe([kept])[0])
+        return
+    click.echo(
+        f"{kept.table}: quarantined topic {kept.topic!r} partition {kept.partition} offset {kept.offset}; "
+        "the table is possibly diverged until `cdc-lake rebootstrap` or a clean `cdc-lake validate`"
+    )
 
 
 def main() -> None:

@@ -58,3 +58,7 @@ def render_status(statuses: Sequence[TableStatus]) -> None:
     for status in statuses:
         if status.last_error:
             console.print(f"{status.name}: {status.last_error}", markup=False, highlight=False)
+    for status in statuses:
+        if status.possibly_diverged:
+            line = f"{status.name}: possibly diverged: {status.possibly_diverged}"
+            console.print(line, markup=False, highlight=False)

@@ -1,0 +1,198 @@
+"""``cdc-lake rebootstrap``: a fresh copy of a table in a new versioned base path, switched in atomically.
+
+The way out of every stopped state (FAILED for a lost slot, a purged binlog or a bad message;
+SCHEMA_CHANGED), and the way to take a new schema in.  Steps, each resumable:
+
+1. Under the table's bootstrap lock (a second re-bootstrap or bootstrap of the table is refused), the
+   state store records the re-bootstrap (version N, reason, old and new path: ``<base>__vN``, a sibling of
+   the configured path) and a *copy* row named ``TABLE~vN`` for the new path.
+2. The copy is bootstrapped exactly like a new table (:class:`bootstrap.run.TableBootstrap`: watermark,
+   replica wait, partitions, hand-off) and caught up until LIVE.  Meanwhile the table itself stays as it
+   was: readable at its old path and still applied by ``cdc-lake run`` if it can be.
+3. The switch, under the table's apply lock (no batch of the old table in flight): a last catch-up of the
+   copy, then one state-store transaction gives the table the copy's path, offsets and freshness and
+   makes it LIVE (clearing its error and possibly-diverged mark).  ``cdc-lake run`` takes the new path
+   at its next batch.  The old path stays for ``lake.old_copy_keep_hours`` so readers that resolved it
+   before the switch finish; ``cdc-lake rebootstrap --remove-old`` then removes it.
+
+Killed in step 1 or 2, running the command again resumes the copy (the bootstrap resumes at its step);
+``--abort`` rolls it back instead (the copy row and the new path are removed; the table is untouched).
+A crash inside the switch leaves either the old or the new state: it is one transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from bootstrap.lock import table_lock
+from bootstrap.progress import ProgressView
+from bootstrap.run import APPLY_TIMEOUT_SECONDS, BUSY_RETRY_SECONDS, TableBootstrap
+from cdc_lake.apply.lock import apply_lock
+from cdc_lake.apply.runner import ApplyRunner, registry_client
+from cdc_lake.apply.target import ApplyTarget, target_for
+from cdc_lake.config import Config
+from cdc_lake.exceptions import RebootstrapError
+from cdc_lake.spark import get_spark
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.models import utcnow
+from cdc_lake.state.records import Rebootstrap, RebootstrapPhase
+from cdc_lake.state.store import StateStore, versioned_path
+
+_LOG = logging.getLogger(__name__)
+
+REBOOTSTRAP_RUN = "rebootstrap"
+REMOVE_OLD_RUN = "rebootstrap remove-old"
+NOT_YET_BOOTSTRAPPED = frozenset({TableState.PENDING_BOOTSTRAP, TableState.BOOTSTRAPPING})
+
+
+@dataclass(frozen=True)
+class RebootstrapResult:
+    """How one table's re-bootstrap ended (or what ``--abort`` / ``--remove-old`` did)."""
+
+    table: str
+    version: int
+    action: str
+    path: str
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "table": self.table, "version": self.version, "action": self.action, "path": self.path,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def copy_target(config: Config, table: str, record: Rebootstrap) -> ApplyTarget:
+    """The apply target of the re-bootstrap's copy: the same Hudi table, in the new path."""
+    source, configured = config.table(table)
+    target = target_for(config, source, configured)
+    return replace(target, qualified_name=record.copy_name, base_path=record.new_path, hudi_name=table)
+
+
+def rebootstrap_tables(
+    config: Config, tables: Sequence[str], reason: str, view: ProgressView
+) -> list[RebootstrapResult]:
+    """Re-bootstrap each table in turn and switch it; the first failure stops the command (resumable)."""
+    results = []
+    with StateStore.open(config.state_store.url) as store:
+        for name in dict.fromkeys(tables):
+            config.table(name)
+            with table_lock(config.state_store.url, name):
+                results.append(_rebootstrap(config, store, name, reason, view))
+    return results
+
+
+def _rebootstrap(
+    config: Config, store: StateStore, name: str, reason: str, view: ProgressView
+) -> RebootstrapResult:
+    began = time.monotonic()
+    info = store.require_table(name)
+    if info.state in NOT_YET_BOOTSTRAPPED:
+        raise RebootstrapError(f"table {name} is {info.state.value}: run `cdc-lake bootstrap {name}` instead")
+    if info.state is TableState.OFFBOARDED:
+        raise RebootstrapError(f"table {name} is OFFBOARDED: onboard it again first")
+    record = store.start_rebootstrap(
+        name, reason, lambda version: versioned_path(config.lake.table_base_path(name), version)
+    )
+    source, table = config.table(name)
+    target = copy_target(config, name, record)
+    if store.get_table(record.copy_name) is None:
+        store.upsert_table(record.copy_name, source.name, table.tier, record.new_path)
+    _LOG.info("%s: re-bootstrap v%d into %s (%s)", name, record.version, record.new_path, record.reason)
+    with store.run(REBOOTSTRAP_RUN, name) as handle:
+        handle.detail.update({"version": record.version, "reason": record.reason, "path": record.new_path})
+        registry = registry_client(config)
+        copy = TableBootstrap(config, source, table, store, registry, view, apply=True, target=target)
+        copy.run()
+        spark = get_spark(config.spark, config.lake)
+        switched = _switch(config, store, spark, name, record, target)
+        handle.detail.update({"switched_at": switched.isoformat()})
+    return RebootstrapResult(name, record.version, "switched", record.new_path, time.monotonic() - began)
+
+
+def _switch(
+    config: Config,
+    store: StateStore,
+    spark: SparkSession,
+    name: str,
+    record: Rebootstrap,
+    target: ApplyTarget,
+) -> dt.datetime:
+    """Under the table's apply lock: catch the copy up once more, then switch in one transaction."""
+    runner = ApplyRunner.for_config(spark, store, config)
+    keep = dt.timedelta(hours=config.lake.old_copy_keep_hours)
+    deadline = time.monotonic() + APPLY_TIMEOUT_SECONDS
+    while True:
+        with apply_lock(config.state_store.url, name) as acquired:
+            if acquired:
+                outcome = runner.catch_up(target)
+                if outcome.failed:
+                    raise RebootstrapError(
+                        f"table {name}: the re-bootstrap copy failed while catching up: {outcome.error}; "
+                        "run the rebootstrap again to resume, or --abort"
+                    )
+                if store.require_table(record.copy_name).state is TableState.LIVE:
+                    done = store.switch_rebootstrap(name, record.version, keep)
+                    _LOG.info("%s: switched to %s (v%d)", name, done.new_path, done.version)
+                    return done.switched_at or utcnow()
+        if time.monotonic() > deadline:
+            raise RebootstrapError(
+                f"table {name}: the copy did not catch up within {APPLY_TIMEOUT_SECONDS:.0f}s; run again"
+            )
+        time.sleep(BUSY_RETRY_SECONDS)
+
+
+def abort_rebootstraps(config: Config, tables: Sequence[str]) -> list[RebootstrapResult]:
+    """Roll back each table's unfinished re-bootstrap: forget its copy and remove the new path."""
+    results = []
+    with StateStore.open(config.state_store.url) as store:
+        for name in dict.fromkeys(tables):
+            with table_lock(config.state_store.url, name):
+                open_ones = [r for r in store.rebootstraps(name) if r.phase is RebootstrapPhase.COPYING]
+                if not open_ones:
+                    raise RebootstrapError(f"table {name}: no unfinished re-bootstrap to abort")
+                record = open_ones[-1]
+                with apply_lock(config.state_store.url, record.copy_name) as acquired:
+                    if not acquired:
+                        raise RebootstrapError(f"table {name}: its copy is being applied; stop that first")
+                    remove_path(get_spark(config.spark, config.lake), record.new_path)
+                    store.abort_rebootstrap(name, record.version)
+                results.append(RebootstrapResult(name, record.version, "aborted", record.new_path))
+    return results
+
+
+def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResult]:
+    """Remove the previous base paths whose keep time has passed (every switched one with ``now``)."""
+    results = []
+    with StateStore.open(config.state_store.url) as store:
+        due = [
+            r for r in store.rebootstraps()
+            if r.phase is RebootstrapPhase.SWITCHED and (now or (r.remove_after or utcnow()) <= utcnow())
+        ]
+        for record in due:
+            current = store.require_table(record.table).lake_base_path
+            if record.old_path == current:
+                raise RebootstrapError(f"table {record.table}: {record.old_path} is its current path")
+            with store.run(REMOVE_OLD_RUN, record.table) as handle:
+                handle.detail.update({"version": record.version, "path": record.old_path})
+                remove_path(get_spark(config.spark, config.lake), record.old_path)
+                store.mark_old_path_removed(record.table, record.version)
+            results.append(RebootstrapResult(record.table, record.version, "removed", record.old_path))
+    return results
+
+
+def remove_path(spark: SparkSession, path: str) -> None:
+    """Delete ``path`` recursively through Hadoop's file system (local, s3a)."""
+    jvm: Any = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if fs.exists(hadoop_path):
+        fs.delete(hadoop_path, True)
