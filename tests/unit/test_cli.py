@@ -18,7 +18,6 @@ from cdc_lake.state import StateStore, TableState
 NOT_YET = [
     (["lag", "--json"], "lag", "the operations issue"),
     (["validate", "pg.public.a"], "validate", "the operations issue"),
-    (["rebootstrap", "pg.public.a"], "rebootstrap", "the operations issue"),
 ]
 
 
@@ -54,7 +53,7 @@ def test_every_contract_verb_is_listed() -> None:
     } <= names
 
 
-@pytest.mark.parametrize("verb", ["status", "stack", "demo"])
+@pytest.mark.parametrize("verb", ["status", "stack", "demo", "rebootstrap", "quarantine"])
 def test_implemented_and_lazy_verbs_have_help(runner: CliRunner, verb: str) -> None:
     result = runner.invoke(cli, [verb, "--help"])
 
@@ -79,6 +78,24 @@ def test_not_yet_verbs_say_so_in_their_help(runner: CliRunner, args: tuple[str, 
 
     assert result.exit_code == 0
     assert "Not implemented yet: arrives with the" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ([], "name the tables to re-bootstrap"),
+        (["--remove-old", "pg.public.a"], "give --remove-old alone"),
+        (["pg.public.a", "--now"], "--now applies to --remove-old only"),
+    ],
+)
+def test_rebootstrap_refuses_contradictory_arguments_in_one_line(
+    runner: CliRunner, config_file: Path, args: list[str], fragment: str
+) -> None:
+    result = runner.invoke(cli, ["--config", str(config_file), "rebootstrap", *args])
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert fragment in result.stderr
 
 
 def test_status_json_on_an_empty_store(runner: CliRunner, config_file: Path) -> None:
