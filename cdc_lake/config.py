@@ -253,6 +253,10 @@ class Table(_Model):
     columns: list[str] | None = None
     partition_by: list[str] | None = None
     ordering: list[str] | None = None
+    schema_changes: Literal["evolve", "freeze", "rebootstrap"] = "evolve"
+    """What a new source schema does to the lake table (docs/schema-changes.md): ``evolve`` follows
+    additive and widening changes and stops on others (SCHEMA_CHANGED); ``freeze`` ignores columns the
+    lake table lacks; ``rebootstrap``: ``cdc-lake run`` re-bootstraps the table when it stops."""
 
     @field_validator("name")
     @classmethod

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.lock import apply_lock
+from cdc_lake.apply.schema_change import SchemaDiff
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.apply.target import ApplyTarget
 from cdc_lake.config import Config
@@ -30,6 +31,7 @@ from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
 from cdc_lake.logging_setup import redact
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.records import RunOutcome
 from cdc_lake.state.store import StateStore
 
 _LOG = logging.getLogger(__name__)
@@ -40,8 +42,13 @@ IDLE_MEASURE_SECONDS = 5.0
 BUSY = "another process is applying it"
 """Why a batch was skipped when another process holds the table's apply lock."""
 
-APPLIABLE_STATES = frozenset({TableState.CATCHING_UP, TableState.LIVE, TableState.FAILED})
-"""States whose tables the applier works on; FAILED tables are retried."""
+APPLIABLE_STATES = frozenset(
+    {TableState.CATCHING_UP, TableState.LIVE, TableState.FAILED, TableState.SCHEMA_CHANGED}
+)
+"""States whose tables the applier works on; FAILED and SCHEMA_CHANGED tables are retried (a config
+change may have made the schema change invisible; they stop again at the same offset otherwise)."""
+STOPPED = frozenset({TableState.FAILED, TableState.SCHEMA_CHANGED})
+SCHEMA_CHANGE_RUN = "schema change"
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,8 @@ class ApplyRunner:
         self.registry = registry
         self.lock_url = lock_url
         self._appliers: dict[str, TableApplier] = {}
+        self.on_schema_change: Callable[[str, SchemaDiff], None] | None = None
+        """Called after a table stopped in SCHEMA_CHANGED (``cdc-lake run``: the rebootstrap policy)."""
         self._measured: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -179,7 +188,10 @@ class ApplyRunner:
             self._fail(name, cause)
             return TableOutcome(name, error=cause)
         error = result.error()
-        if error is not None:
+        diff = applier.schema_change
+        if error is not None and diff is not None and diff.summary() in error:
+            self._schema_changed(name, error, diff)
+        elif error is not None:
             self._fail(name, error)
         return TableOutcome(
             name,
@@ -231,10 +243,24 @@ class ApplyRunner:
         if result.bad is not None:
             return
         info = self.store.require_table(name)
-        if info.state is TableState.FAILED:
+        if info.state in STOPPED:
             info = self.store.transition(name, TableState.CATCHING_UP)
         if info.state is TableState.CATCHING_UP and result.lag_messages == 0:
             self.store.transition(name, TableState.LIVE)
+
+    def _schema_changed(self, name: str, cause: str, diff: SchemaDiff) -> None:
+        """Stop the table in SCHEMA_CHANGED, with the full report in a run (once per writer schema)."""
+        try:
+            info = self.store.require_table(name)
+            if info.state is not TableState.SCHEMA_CHANGED or info.last_error != cause:
+                detail = {"schema_id": diff.schema_id, "report": diff.report(), "error": cause}
+                self.store.finish_run(self.store.start_run(SCHEMA_CHANGE_RUN, name, detail), RunOutcome.OK)
+            self.store.transition(name, TableState.SCHEMA_CHANGED, cause)
+        except CdcLakeError as exc:
+            _LOG.error("%s: cannot record the schema change in the state store: %s", name, exc)
+        _LOG.warning("%s stopped: %s", name, cause)
+        if self.on_schema_change is not None:
+            self.on_schema_change(name, diff)
 
     def _fail(self, name: str, cause: str) -> None:
         try:

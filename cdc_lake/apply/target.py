@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cdc_lake.apply.changes import ORDERING_COLUMN
+from cdc_lake.apply.schema_change import SchemaPolicy
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.hudi.options import CompactionSpec, HudiTableSpec, IndexType, TableType
 
@@ -37,6 +38,7 @@ class ApplyTarget:
     compaction: CompactionSpec
     soft_deletes: bool
     hudi_name: str | None = None
+    schema_policy: SchemaPolicy = SchemaPolicy.EVOLVE
 
     def spec(self, key_fields: tuple[str, ...]) -> HudiTableSpec:
         """The Hudi table spec, ordered by the source position column (``_cdc_ordering``)."""
@@ -69,6 +71,7 @@ def target_for(config: Config, source: Source, table: Table) -> ApplyTarget:
         index=IndexType(lake.index),
         compaction=CompactionSpec(lake.compaction.inline, lake.compaction.max_delta_commits),
         soft_deletes=lake.soft_deletes,
+        schema_policy=SchemaPolicy(table.schema_changes),
     )
 
 
