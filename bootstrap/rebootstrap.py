@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -32,13 +33,14 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from bootstrap.lock import table_lock
-from bootstrap.progress import ProgressView
+from bootstrap.progress import LineView, ProgressView
 from bootstrap.run import APPLY_TIMEOUT_SECONDS, BUSY_RETRY_SECONDS, TableBootstrap
 from cdc_lake.apply.lock import apply_lock
 from cdc_lake.apply.runner import ApplyRunner, registry_client
+from cdc_lake.apply.schema_change import SchemaDiff, SchemaPolicy
 from cdc_lake.apply.target import ApplyTarget, target_for
 from cdc_lake.config import Config
-from cdc_lake.exceptions import RebootstrapError
+from cdc_lake.exceptions import CdcLakeError, RebootstrapError
 from cdc_lake.spark import get_spark
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.models import utcnow
@@ -196,3 +198,41 @@ def remove_path(spark: SparkSession, path: str) -> None:
     fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
     if fs.exists(hadoop_path):
         fs.delete(hadoop_path, True)
+
+
+class AutoRebootstrap:
+    """The ``rebootstrap`` schema policy: re-bootstrap a table that stopped in SCHEMA_CHANGED, in a thread.
+
+    ``cdc-lake run`` calls it with the table and its schema difference; tables of other policies stay
+    stopped for the operator.  One thread per table at a time; the table's bootstrap lock refuses a
+    re-bootstrap another process already runs (logged, not retried).
+    """
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._running: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, table: str, diff: SchemaDiff) -> None:
+        """Start the re-bootstrap of ``table`` if its policy asks for it and none is running here."""
+        _source, configured = self.config.table(table)
+        if SchemaPolicy(configured.schema_changes) is not SchemaPolicy.REBOOTSTRAP:
+            return
+        with self._lock:
+            running = self._running.get(table)
+            if running is not None and running.is_alive():
+                return
+            thread = threading.Thread(
+                target=self._rebootstrap, args=(table, diff), name=f"rebootstrap {table}", daemon=True
+            )
+            self._running[table] = thread
+            thread.start()
+
+    def _rebootstrap(self, table: str, diff: SchemaDiff) -> None:
+        reason = f"automatic (schema_changes: rebootstrap): {diff.summary()}"
+        _LOG.warning("%s: re-bootstrapping: %s", table, reason)
+        try:
+            for result in rebootstrap_tables(self.config, [table], reason, LineView(_LOG.info)):
+                _LOG.warning("%s: re-bootstrap v%d switched to %s", table, result.version, result.path)
+        except CdcLakeError as exc:
+            _LOG.error("%s: automatic re-bootstrap stopped: %s (`rebootstrap` resumes it)", table, exc)

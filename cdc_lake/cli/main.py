@@ -314,7 +314,10 @@ def apply(ctx: click.Context, once: bool, tables: tuple[str, ...], tier: int | N
     if once:
         apply_once_command(config, tables, tier, parallel, click.echo)
     else:
-        run_command(config, tables, tier, parallel, click.echo)
+        from bootstrap.rebootstrap import AutoRebootstrap
+
+        automatic = AutoRebootstrap(config)
+        run_command(config, tables, tier, parallel, click.echo, on_schema_change=automatic)
 
 
 @cli.command()
@@ -329,9 +332,12 @@ def run(ctx: click.Context, parallel: int) -> None:
     Freshness and lag are recorded per table for `status`.  SIGTERM or Ctrl-C lets running batches
     finish, then exits.
     """
+    from bootstrap.rebootstrap import AutoRebootstrap
     from cdc_lake.apply.commands import run_command
 
-    run_command(get_config(ctx), (), None, parallel, click.echo)
+    config = get_config(ctx)
+    automatic = AutoRebootstrap(config)
+    run_command(config, (), None, parallel, click.echo, on_schema_change=automatic)
 
 
 @cli.command()
