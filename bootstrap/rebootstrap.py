@@ -26,7 +26,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,12 +35,17 @@ from pyspark.sql import SparkSession
 from bootstrap.lock import table_lock
 from bootstrap.progress import LineView, ProgressView
 from bootstrap.run import APPLY_TIMEOUT_SECONDS, BUSY_RETRY_SECONDS, TableBootstrap
+from cdc_lake.apply.lake_schema import row_columns
 from cdc_lake.apply.lock import apply_lock
 from cdc_lake.apply.runner import ApplyRunner, registry_client
 from cdc_lake.apply.schema_change import SchemaDiff, SchemaPolicy
 from cdc_lake.apply.target import ApplyTarget, target_for
+from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
 from cdc_lake.exceptions import CdcLakeError, RebootstrapError
+from cdc_lake.hudi.writer import read_table
+from cdc_lake.onboard.preflight import raise_for_failures
+from cdc_lake.onboard.run import OnboardRequest, execute_onboarding, plan_onboarding
 from cdc_lake.spark import get_spark
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.models import utcnow
@@ -80,16 +85,42 @@ def copy_target(config: Config, table: str, record: Rebootstrap) -> ApplyTarget:
 
 
 def rebootstrap_tables(
-    config: Config, tables: Sequence[str], reason: str, view: ProgressView
+    config: Config,
+    tables: Sequence[str],
+    reason: str,
+    view: ProgressView,
+    password_env: Callable[[str], str] | None = None,
 ) -> list[RebootstrapResult]:
-    """Re-bootstrap each table in turn and switch it; the first failure stops the command (resumable)."""
+    """Re-bootstrap each table in turn and switch it; the first failure stops the command (resumable).
+
+    ``password_env`` names, per source, the variable holding the primary's password on the Connect
+    worker (``onboard``'s): needed to update the connectors of a table with a frozen column list first.
+    """
     results = []
     with StateStore.open(config.state_store.url) as store:
         for name in dict.fromkeys(tables):
-            config.table(name)
+            source, table = config.table(name)
             with table_lock(config.state_store.url, name):
+                if table.columns and password_env is not None:
+                    variable = password_env(source.name)
+                    for action in update_connectors(config, source.name, table.name, variable):
+                        _LOG.info("%s: %s", name, action)
                 results.append(_rebootstrap(config, store, name, reason, view))
     return results
+
+
+def update_connectors(config: Config, source: str, table: str, password_env: str) -> list[str]:
+    """Bring the source's connectors in line with the config first (a changed frozen column list).
+
+    The same plan and reconciliation as ``cdc-lake onboard SOURCE --tables TABLE``: nothing changes
+    when the connectors already capture what the config says; a failed check stops the re-bootstrap.
+    """
+    request = OnboardRequest(source=source, password_env=password_env, tables=(table,))
+    plan = plan_onboarding(config, request)
+    raise_for_failures(source, plan.checks)
+    if not plan.planned_changes():
+        return []
+    return execute_onboarding(plan).actions
 
 
 def _rebootstrap(
@@ -144,12 +175,23 @@ def _switch(
                 if store.require_table(record.copy_name).state is TableState.LIVE:
                     done = store.switch_rebootstrap(name, record.version, keep)
                     _LOG.info("%s: switched to %s (v%d)", name, done.new_path, done.version)
+                    _register(config, spark, name, target)
                     return done.switched_at or utcnow()
         if time.monotonic() > deadline:
             raise RebootstrapError(
                 f"table {name}: the copy did not catch up within {APPLY_TIMEOUT_SECONDS:.0f}s; run again"
             )
         time.sleep(BUSY_RETRY_SECONDS)
+
+
+def _register(config: Config, spark: SparkSession, name: str, target: ApplyTarget) -> None:
+    """Point the catalog entry at the new path: the switch readers of ``database.table`` see."""
+    catalog = CatalogSync.for_config(config)
+    if catalog is None:
+        return
+    columns = row_columns(read_table(spark, target.base_path).schema)
+    for known in catalog.register(name, target.base_path, columns, target.partition_fields):
+        _LOG.info("%s: catalog entry %s now at %s", name, known, target.base_path)
 
 
 def abort_rebootstraps(config: Config, tables: Sequence[str]) -> list[RebootstrapResult]:

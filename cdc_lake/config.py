@@ -224,6 +224,22 @@ class StackPorts(_Model):
     connect: int = Field(default=18083, ge=1, le=65535)
     registry: int = Field(default=18081, ge=1, le=65535)
     object_store: int = Field(default=17070, ge=1, le=65535)
+    glue: int = Field(default=17080, ge=1, le=65535)
+
+
+class GlueSettings(_Model):
+    """An AWS Glue Data Catalog database the lake tables are registered in (credentials: boto3's chain)."""
+
+    database: str
+    region: str = "us-east-1"
+    endpoint_url: str | None = None
+    """A Glue-compatible endpoint (the local stack's ``http://127.0.0.1:17080``); AWS when unset."""
+
+
+class CatalogSettings(_Model):
+    """Where tables are registered after publish, schema changes and re-bootstrap switches."""
+
+    glue: GlueSettings | None = None
 
 
 class StackSettings(_Model):
@@ -355,6 +371,7 @@ class Config(_Model):
     apply: ApplySettings = Field(default_factory=ApplySettings)
     bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
     stack: StackSettings = Field(default_factory=StackSettings)
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     sources: dict[str, Source] = Field(default_factory=dict)
 
     @model_validator(mode="before")

@@ -109,3 +109,7 @@ class QuarantineError(CdcLakeError):
 
 class RebootstrapError(CdcLakeError):
     """Raised when a re-bootstrap cannot start, resume, switch or clean up; names the table and step."""
+
+
+class CatalogError(CdcLakeError):
+    """Raised when a catalog (AWS Glue) rejects or cannot take a table's registration; names the table."""

@@ -19,13 +19,16 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from cdc_lake.apply.lake_schema import row_columns
 from cdc_lake.apply.lock import apply_lock
 from cdc_lake.apply.schema_change import SchemaDiff
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.apply.target import ApplyTarget
+from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.exceptions import ApplyError, CdcLakeError
+from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
 from cdc_lake.logging_setup import redact
@@ -140,6 +143,8 @@ class ApplyRunner:
         self.registry = registry
         self.lock_url = lock_url
         self._appliers: dict[str, TableApplier] = {}
+        self.catalog: CatalogSync | None = None
+        """Where LIVE tables are registered after publish and schema changes (``catalog`` config)."""
         self.on_schema_change: Callable[[str, SchemaDiff], None] | None = None
         """Called after a table stopped in SCHEMA_CHANGED (``cdc-lake run``: the rebootstrap policy)."""
         self._measured: dict[str, float] = {}
@@ -151,7 +156,9 @@ class ApplyRunner:
     ) -> ApplyRunner:
         """The runner the config describes: its Kafka and batch settings, registry and lock."""
         options = applier_options(config, slices=slices)
-        return cls(spark, store, options, registry_client(config), config.state_store.url)
+        runner = cls(spark, store, options, registry_client(config), config.state_store.url)
+        runner.catalog = CatalogSync.for_config(config)
+        return runner
 
     def applier(self, target: ApplyTarget) -> TableApplier:
         """The one applier of ``target`` (created on first use)."""
@@ -181,6 +188,7 @@ class ApplyRunner:
         try:
             result = applier.apply_batch(limit)
             self._record(target, result)
+            self._register(target, applier)
         except Exception as exc:  # one table's failure must not stop the others
             applier.forget()
             cause = describe_failure(exc)
@@ -247,6 +255,20 @@ class ApplyRunner:
             info = self.store.transition(name, TableState.CATCHING_UP)
         if info.state is TableState.CATCHING_UP and result.lag_messages == 0:
             self.store.transition(name, TableState.LIVE)
+
+    def _register(self, target: ApplyTarget, applier: TableApplier) -> None:
+        """Register a LIVE table in the catalogs when its location or columns changed (not a copy)."""
+        if self.catalog is None or target.hudi_name is not None:
+            return
+        name = target.qualified_name
+        if self.store.require_table(name).state is not TableState.LIVE:
+            return
+        columns = applier.lake_columns
+        if columns is None:  # published without a batch of its own: the columns come from the table
+            if self.catalog.knows(name, target.base_path):
+                return
+            columns = row_columns(read_table(self.spark, target.base_path).schema)
+        self.catalog.after_batch(name, target.base_path, columns, target.partition_fields)
 
     def _schema_changed(self, name: str, cause: str, diff: SchemaDiff) -> None:
         """Stop the table in SCHEMA_CHANGED, with the full report in a run (once per writer schema)."""

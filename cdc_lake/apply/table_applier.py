@@ -148,6 +148,11 @@ class TableApplier:
         self.schema_change: SchemaDiff | None = None
         """The breaking schema change the last batch stopped at, if it stopped at one."""
 
+    @property
+    def lake_columns(self) -> StructType | None:
+        """The lake table's row columns as of the last batch (None before the table is known)."""
+        return self._columns
+
     def forget(self) -> None:
         """Drop cached offsets and schema: the next batch re-reads them from the table (after a failure)."""
         self._checkpoint = None

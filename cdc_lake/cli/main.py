@@ -421,7 +421,10 @@ def rebootstrap(
     else:
         view = LineView(lambda line: click.echo(line, err=as_json))
         try:
-            results = rebootstrap_tables(config, tables, reason, view)
+            config_file = _config_file(ctx)
+            results = rebootstrap_tables(
+                config, tables, reason, view, lambda source: password_env(config_file, source)
+            )
         finally:
             view.close()
     if as_json:

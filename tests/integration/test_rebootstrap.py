@@ -1,10 +1,10 @@
 """``cdc-lake rebootstrap`` on both engines while the source changes and a reader polls the table.
 
-A LIVE table is re-bootstrapped while a writer changes the source throughout and a reader resolves the
-table's current location (``status``: the state store's base path) and counts it, again and again: the
-reader never finds it missing, empty or half-written; the table ends in a new versioned path equal to
-the source; the old path is kept until ``rebootstrap --remove-old``.  A second re-bootstrap of the same
-table while one runs is refused.
+A LIVE table, registered in the Glue catalog (moto's server in the stack), is re-bootstrapped while a
+writer changes the source throughout and a reader resolves the catalog table's location and reads it,
+again and again: the reader never finds it missing, empty or half-written; the catalog entry moves to a
+new versioned path equal to the source (the state store agrees); the old path is kept until
+``rebootstrap --remove-old``.  A second re-bootstrap of the same table while one runs is refused.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from bootstrap_support import (
 from pyspark.sql import SparkSession
 
 from bootstrap.lock import table_lock
+from cdc_lake.catalog.glue import HUDI_META_COLUMNS, GlueCatalog, glue_table_name
+from cdc_lake.config import GlueSettings
 from cdc_lake.hudi.timeline import table_exists
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.stack.manager import LocalStack
@@ -65,32 +67,38 @@ def db(request: pytest.FixtureRequest, local_stack: LocalStack) -> Iterator[Sour
 
 
 class Reader(threading.Thread):
-    """Resolves the table's current base path and counts its rows, until stopped."""
+    """Resolves the catalog table's location and counts its rows, until stopped."""
 
-    def __init__(self, spark: SparkSession, state_url: str, table: str) -> None:
+    def __init__(self, spark: SparkSession, catalog: GlueCatalog, table: str) -> None:
         super().__init__(name="catalog-reader", daemon=True)
-        self.spark, self.state_url, self.table = spark, state_url, table
+        self.spark, self.catalog, self.table = spark, catalog, table
         self.seen: list[tuple[str, int]] = []
         self.errors: list[str] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
-        with StateStore.open(self.state_url) as store:
-            while not self.stop.is_set():
-                path = store.require_table(self.table).lake_base_path
+        while not self.stop.is_set():
+            path = self.catalog.location(self.table)
+            if path is None:
+                self.errors.append("the catalog table is missing")
+            else:
                 try:
                     self.seen.append((path, read_table(self.spark, path).count()))
                 except Exception as exc:  # every failure to read is what the test looks for
                     self.errors.append(f"{path}: {type(exc).__name__}: {exc}"[:300])
-                self.stop.wait(0.2)
+            self.stop.wait(0.2)
 
 
 def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
-    spark: SparkSession, db: SourceDb, tmp_path: Path
+    spark: SparkSession, db: SourceDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = "rebooted"
     db.execute(*(s.format(name=name, rows=ROWS) for s in CREATE[db.engine]))
-    config_path = write_config(tmp_path, db, [{"name": name}], str(tmp_path / "lake"))
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(variable, "local")
+    glue = GlueSettings(database=f"lake_{db.engine}", endpoint_url=db.stack.glue.endpoint)
+    catalog = {"glue": glue.model_dump()}
+    config_path = write_config(tmp_path, db, [{"name": name}], str(tmp_path / "lake"), catalog=catalog)
     onboard(config_path, db.source)
     table = db.qualified(name)
     config = load(config_path)
@@ -99,7 +107,8 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     wait_for_schema(config, table)
     first = cli_run(config_path, "bootstrap", table, "--apply")
     assert first.exit_code == 0, first.stderr
-    reader = Reader(spark, config.state_store.url, table)
+    assert GlueCatalog(glue).location(table) == old_path, "published tables are registered"
+    reader = Reader(spark, GlueCatalog(glue), table)
     reader.start()
     with table_lock(config.state_store.url, table):
         refused = cli_run(config_path, "rebootstrap", table)
@@ -127,6 +136,11 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
         [record] = store.rebootstraps(table)
         assert record.phase is RebootstrapPhase.SWITCHED and record.reason == "schema change"
     assert table_exists(spark, old_path), "the old path is kept for readers"
+    entry = GlueCatalog(glue).client.get_table(DatabaseName=glue.database, Name=glue_table_name(table))
+    parameters = entry["Table"]["Parameters"]
+    assert parameters["spark.sql.sources.provider"] == "hudi" and parameters["path"] == new_path
+    columns = [c["Name"] for c in entry["Table"]["StorageDescriptor"]["Columns"]]
+    assert columns[:5] == list(HUDI_META_COLUMNS) and {"id", "val", "amount"} <= set(columns)
 
     removed = cli_run(config_path, "rebootstrap", "--remove-old", "--now")
 
