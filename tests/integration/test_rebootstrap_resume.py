@@ -38,7 +38,7 @@ from cdc_lake.state.store import StateStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
 
-ROWS = 15_000
+ROWS = 30_000
 _KILLABLE = """
 import sys
 from pathlib import Path
