@@ -26,28 +26,28 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from bootstrap.lock import table_lock
 from bootstrap.progress import LineView, ProgressView
 from bootstrap.run import APPLY_TIMEOUT_SECONDS, BUSY_RETRY_SECONDS, TableBootstrap
 from cdc_lake.apply.lake_schema import row_columns
-from cdc_lake.apply.lock import apply_lock
 from cdc_lake.apply.runner import ApplyRunner, registry_client
 from cdc_lake.apply.schema_change import SchemaDiff, SchemaPolicy
 from cdc_lake.apply.target import ApplyTarget, target_for
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
-from cdc_lake.exceptions import CdcLakeError, RebootstrapError
+from cdc_lake.exceptions import BootstrapBusyError, CdcLakeError, RebootstrapError
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.onboard.preflight import raise_for_failures
 from cdc_lake.onboard.run import OnboardRequest, execute_onboarding, plan_onboarding
 from cdc_lake.spark import get_spark
 from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.models import utcnow
 from cdc_lake.state.records import Rebootstrap, RebootstrapPhase
 from cdc_lake.state.store import StateStore, versioned_path
@@ -77,6 +77,18 @@ class RebootstrapResult:
         }
 
 
+@contextmanager
+def _bootstrap_lock(config: Config, name: str) -> Iterator[None]:
+    """The table's bootstrap lock: a second re-bootstrap (or a bootstrap) of it is refused."""
+    with table_lock(config.state_store.url, LockPurpose.BOOTSTRAP, name) as acquired:
+        if not acquired:
+            raise BootstrapBusyError(
+                f"table {name}: another bootstrap of this table is running; wait for it, or stop it and "
+                "run again"
+            )
+        yield
+
+
 def copy_target(config: Config, table: str, record: Rebootstrap) -> ApplyTarget:
     """The apply target of the re-bootstrap's copy: the same Hudi table, in the new path."""
     source, configured = config.table(table)
@@ -100,7 +112,7 @@ def rebootstrap_tables(
     with StateStore.open(config.state_store.url) as store:
         for name in dict.fromkeys(tables):
             source, table = config.table(name)
-            with table_lock(config.state_store.url, name):
+            with _bootstrap_lock(config, name):
                 if table.columns and password_env is not None:
                     variable = password_env(source.name)
                     for action in update_connectors(config, source.name, table.name, variable):
@@ -164,7 +176,7 @@ def _switch(
     keep = dt.timedelta(hours=config.lake.old_copy_keep_hours)
     deadline = time.monotonic() + APPLY_TIMEOUT_SECONDS
     while True:
-        with apply_lock(config.state_store.url, name) as acquired:
+        with table_lock(config.state_store.url, LockPurpose.APPLY, name) as acquired:
             if acquired:
                 outcome = runner.catch_up(target)
                 if outcome.failed:
@@ -199,12 +211,12 @@ def abort_rebootstraps(config: Config, tables: Sequence[str]) -> list[Rebootstra
     results = []
     with StateStore.open(config.state_store.url) as store:
         for name in dict.fromkeys(tables):
-            with table_lock(config.state_store.url, name):
+            with _bootstrap_lock(config, name):
                 open_ones = [r for r in store.rebootstraps(name) if r.phase is RebootstrapPhase.COPYING]
                 if not open_ones:
                     raise RebootstrapError(f"table {name}: no unfinished re-bootstrap to abort")
                 record = open_ones[-1]
-                with apply_lock(config.state_store.url, record.copy_name) as acquired:
+                with table_lock(config.state_store.url, LockPurpose.APPLY, record.copy_name) as acquired:
                     if not acquired:
                         raise RebootstrapError(f"table {name}: its copy is being applied; stop that first")
                     remove_path(get_spark(config.spark, config.lake), record.new_path)

@@ -1,9 +1,9 @@
 """``cdc-lake bootstrap``: which tables, and each one through the six steps, resumable at every step.
 
 A table awaiting bootstrap is PENDING_BOOTSTRAP, or BOOTSTRAPPING after an interrupted run (a killed
-process, a failure).  Under the table's lock (:mod:`bootstrap.lock`) the steps run in order, each
-skipped when the state store says it is done: watermark, replica wait, partition plan, the partitions
-not yet in the lake (a Hudi commit per group), then the hand-off.  A failure leaves the table
+process, a failure).  Under the table's bootstrap lock (:mod:`cdc_lake.state.locks`) the steps run in
+order, each skipped when the state store says it is done: watermark, replica wait, partition plan, the
+partitions not yet in the lake (a Hudi commit per group), then the hand-off.  A failure leaves the table
 BOOTSTRAPPING, which the applier does not touch, so nothing partial is ever published; running the
 bootstrap again continues where it stopped.  Tables are bootstrapped one after the other, each using
 every Spark executor.
@@ -27,7 +27,6 @@ from pyspark.sql import SparkSession
 from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 from bootstrap.keys import record_key, selected_columns
 from bootstrap.lake_types import column_reads
-from bootstrap.lock import table_lock
 from bootstrap.partitions import PlanInputs, partition_count, plan_partitions, sample_size
 from bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, ProgressView, TableProgress
 from bootstrap.read import SnapshotQuery, snapshot_rows
@@ -39,7 +38,7 @@ from cdc_lake.apply.runner import BUSY, ApplyRunner, describe_failure, registry_
 from cdc_lake.apply.target import ApplyTarget, target_for
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.decode.registry import SchemaRegistry
-from cdc_lake.exceptions import BootstrapError, CdcLakeError
+from cdc_lake.exceptions import BootstrapBusyError, BootstrapError, CdcLakeError
 from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.sources import engine_for
@@ -47,6 +46,7 @@ from cdc_lake.sources.snapshot import JdbcAccess, SnapshotSource
 from cdc_lake.spark import get_spark
 from cdc_lake.spark.errors import JVM_ERRORS
 from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import BootstrapPartition, RunOutcome, Watermark
 from cdc_lake.state.store import StateStore
 
@@ -126,7 +126,12 @@ def bootstrap_tables(config: Config, request: BootstrapRequest, view: ProgressVi
         results = []
         for source, table in chosen:
             qualified = table.qualified_name(source)
-            with table_lock(config.state_store.url, qualified):
+            with table_lock(config.state_store.url, LockPurpose.BOOTSTRAP, qualified) as acquired:
+                if not acquired:
+                    raise BootstrapBusyError(
+                        f"table {qualified}: another bootstrap of this table is running; wait for it, or "
+                        "stop it and run again"
+                    )
                 runner = TableBootstrap(config, source, table, store, registry, view, request.apply)
                 results.append(runner.run())
         return results

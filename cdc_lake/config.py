@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
+from cdc_lake.secrets import is_secret_key
 
 DEFAULT_CONFIG_NAME = "cdc-lake.yaml"
 DEFAULT_STATE_DIR = ".cdc-lake"
@@ -40,8 +41,6 @@ _ENV_BODY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
 # Source names become Postgres slot names, Kafka topic prefixes and lake directories;
 # slot names only allow lowercase letters, digits and underscores.
 _SOURCE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
-# Keys in passthrough dicts (Kafka consumer, Spark conf, connection options) whose values are secrets.
-_SECRET_KEY = re.compile(r"password|secret|token|credential", re.IGNORECASE)
 
 
 def _scalar_to_str(value: object) -> object:
@@ -441,7 +440,7 @@ def _collect_secrets(value: object, found: set[str]) -> None:
             _collect_secrets(getattr(value, field_name), found)
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            if isinstance(item, str) and _SECRET_KEY.search(str(key)):
+            if isinstance(item, str) and is_secret_key(str(key)):
                 found.add(item)
             else:
                 _collect_secrets(item, found)

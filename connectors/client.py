@@ -3,7 +3,7 @@
 Transient failures (connection errors, HTTP 5xx, and 409 while the worker group
 rebalances) are retried with exponential backoff.  Every failure surfaces as a one-line
 :class:`ConnectError` naming the Connect URL and the connector; messages never carry a
-secret config value (see :mod:`connectors.masking`).
+secret config value (see :mod:`cdc_lake.secrets`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import requests
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from cdc_lake.exceptions import ConnectError
-from connectors.masking import scrub
+from cdc_lake.secrets import redact, secret_values
 
 RUNNING = "RUNNING"
 FAILED = "FAILED"
@@ -264,7 +264,7 @@ class KafkaConnectClient:
             except ValueError as exc:
                 raise _Rejected(f"HTTP {response.status_code} with a body that is not JSON") from exc
         # Scrub before the message is cut, so no partial secret survives truncation.
-        message = _one_line(scrub(_error_text(response), [body] if body else []))
+        message = _one_line(redact(_error_text(response), secret_values([body] if body else [])))
         if response.status_code == 409 or response.status_code >= 500:
             raise _Retryable(f"HTTP {response.status_code}: {message}")
         if response.status_code == 404:

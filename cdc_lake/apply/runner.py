@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.lake_schema import row_columns
-from cdc_lake.apply.lock import apply_lock
 from cdc_lake.apply.schema_change import SchemaDiff
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.apply.target import ApplyTarget
@@ -31,9 +30,10 @@ from cdc_lake.exceptions import ApplyError, CdcLakeError
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
-from cdc_lake.logging_setup import redact
+from cdc_lake.secrets import redact
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import RunOutcome
 from cdc_lake.state.store import StateStore
 
@@ -124,7 +124,7 @@ def current_target(store: StateStore, target: ApplyTarget) -> ApplyTarget:
 class ApplyRunner:
     """Applies configured tables, recording state; safe to call from many threads (one per table).
 
-    Every batch holds the table's apply lock (:mod:`cdc_lake.apply.lock`, on the state store at
+    Every batch holds the table's apply lock (:mod:`cdc_lake.state.locks`, on the state store at
     ``lock_url``), so another process applying the same table (``run``, ``apply --once``, a bootstrap's
     catch-up) makes it skip, never collide: Hudi runs single-writer.  There is no way to apply without it.
     """
@@ -175,7 +175,7 @@ class ApplyRunner:
         skipped = skip_reason(self.store, target)
         if skipped is not None:
             return TableOutcome(name, skipped=skipped)
-        with apply_lock(self.lock_url, name) as acquired:
+        with table_lock(self.lock_url, LockPurpose.APPLY, name) as acquired:
             if not acquired:
                 return TableOutcome(name, skipped=BUSY)
             return self._step(current_target(self.store, target), limit)

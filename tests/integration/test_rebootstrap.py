@@ -30,13 +30,13 @@ from bootstrap_support import (
 )
 from pyspark.sql import SparkSession
 
-from bootstrap.lock import table_lock
 from cdc_lake.catalog.glue import HUDI_META_COLUMNS, GlueCatalog, glue_table_name
 from cdc_lake.config import GlueSettings
 from cdc_lake.hudi.timeline import table_exists
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import RebootstrapPhase
 from cdc_lake.state.store import StateStore
 
@@ -110,7 +110,8 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     assert GlueCatalog(glue).location(table) == old_path, "published tables are registered"
     reader = Reader(spark, GlueCatalog(glue), table)
     reader.start()
-    with table_lock(config.state_store.url, table):
+    with table_lock(config.state_store.url, LockPurpose.BOOTSTRAP, table) as held:
+        assert held
         refused = cli_run(config_path, "rebootstrap", table)
     assert refused.exit_code != 0 and "another bootstrap of this table is running" in refused.stderr
 
