@@ -90,6 +90,9 @@ class LakeSettings(_Model):
     soft_deletes: bool = False
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     s3: S3Settings | None = None
+    old_copy_keep_hours: float = Field(default=24.0, ge=0)
+    """How long a re-bootstrapped table's previous base path is kept before
+    ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""
 
     @model_validator(mode="after")
     def _compaction_needs_mor(self) -> LakeSettings:
@@ -271,6 +274,22 @@ class StackPorts(_Model):
     connect: int = Field(default=18083, ge=1, le=65535)
     registry: int = Field(default=18081, ge=1, le=65535)
     object_store: int = Field(default=17070, ge=1, le=65535)
+    glue: int = Field(default=17080, ge=1, le=65535)
+
+
+class GlueSettings(_Model):
+    """An AWS Glue Data Catalog database the lake tables are registered in (credentials: boto3's chain)."""
+
+    database: str
+    region: str = "us-east-1"
+    endpoint_url: str | None = None
+    """A Glue-compatible endpoint (the local stack's ``http://127.0.0.1:17080``); AWS when unset."""
+
+
+class CatalogSettings(_Model):
+    """Where tables are registered after publish, schema changes and re-bootstrap switches."""
+
+    glue: GlueSettings | None = None
 
 
 class StackSettings(_Model):
@@ -300,6 +319,10 @@ class Table(_Model):
     columns: list[str] | None = None
     partition_by: list[str] | None = None
     ordering: list[str] | None = None
+    schema_changes: Literal["evolve", "freeze", "rebootstrap"] = "evolve"
+    """What a new source schema does to the lake table (docs/schema-changes.md): ``evolve`` follows
+    additive and widening changes and stops on others (SCHEMA_CHANGED); ``freeze`` ignores columns the
+    lake table lacks; ``rebootstrap``: ``cdc-lake run`` re-bootstraps the table when it stops."""
 
     @field_validator("name")
     @classmethod
@@ -399,6 +422,7 @@ class Config(_Model):
     bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
     stack: StackSettings = Field(default_factory=StackSettings)
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     sources: dict[str, Source] = Field(default_factory=dict)
 
     @model_validator(mode="before")
