@@ -1,9 +1,9 @@
 """``cdc-lake bootstrap``: which tables, and each one through the six steps, resumable at every step.
 
 A table awaiting bootstrap is PENDING_BOOTSTRAP, or BOOTSTRAPPING after an interrupted run (a killed
-process, a failure).  Under the table's lock (:mod:`bootstrap.lock`) the steps run in order, each
-skipped when the state store says it is done: watermark, replica wait, partition plan, the partitions
-not yet in the lake (a Hudi commit per group), then the hand-off.  A failure leaves the table
+process, a failure).  Under the table's bootstrap lock (:mod:`cdc_lake.state.locks`) the steps run in
+order, each skipped when the state store says it is done: watermark, replica wait, partition plan, the
+partitions not yet in the lake (a Hudi commit per group), then the hand-off.  A failure leaves the table
 BOOTSTRAPPING, which the applier does not touch, so nothing partial is ever published; running the
 bootstrap again continues where it stopped.  Tables are bootstrapped one after the other, each using
 every Spark executor.
@@ -27,7 +27,6 @@ from pyspark.sql import SparkSession
 from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 from bootstrap.keys import record_key, selected_columns
 from bootstrap.lake_types import column_reads
-from bootstrap.lock import table_lock
 from bootstrap.partitions import PlanInputs, partition_count, plan_partitions, sample_size
 from bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, ProgressView, TableProgress
 from bootstrap.read import SnapshotQuery, snapshot_rows
@@ -39,7 +38,7 @@ from cdc_lake.apply.runner import BUSY, ApplyRunner, describe_failure, registry_
 from cdc_lake.apply.target import ApplyTarget, target_for
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.decode.registry import SchemaRegistry
-from cdc_lake.exceptions import BootstrapError, CdcLakeError
+from cdc_lake.exceptions import BootstrapBusyError, BootstrapError, CdcLakeError
 from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.sources import engine_for
@@ -47,8 +46,10 @@ from cdc_lake.sources.snapshot import JdbcAccess, SnapshotSource
 from cdc_lake.spark import get_spark
 from cdc_lake.spark.errors import JVM_ERRORS
 from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import BootstrapPartition, RunOutcome, Watermark
 from cdc_lake.state.store import StateStore
+from connectors.client import KafkaConnectClient
 
 _LOG = logging.getLogger(__name__)
 
@@ -126,7 +127,12 @@ def bootstrap_tables(config: Config, request: BootstrapRequest, view: ProgressVi
         results = []
         for source, table in chosen:
             qualified = table.qualified_name(source)
-            with table_lock(config.state_store.url, qualified):
+            with table_lock(config.state_store.url, LockPurpose.BOOTSTRAP, qualified) as acquired:
+                if not acquired:
+                    raise BootstrapBusyError(
+                        f"table {qualified}: another bootstrap of this table is running; wait for it, or "
+                        "stop it and run again"
+                    )
                 runner = TableBootstrap(config, source, table, store, registry, view, request.apply)
                 results.append(runner.run())
         return results
@@ -163,7 +169,9 @@ class TableBootstrap:
         registry: SchemaRegistry,
         view: ProgressView,
         apply: bool,
+        target: ApplyTarget | None = None,
     ) -> None:
+        """``target``: where to bootstrap instead of the configured table (a re-bootstrap's copy)."""
         self.config = config
         self.source = source
         self.table = table
@@ -171,8 +179,8 @@ class TableBootstrap:
         self.registry = registry
         self.view = view
         self.apply = apply
-        self.name = table.qualified_name(source)
-        self.target: ApplyTarget = target_for(config, source, table)
+        self.target: ApplyTarget = target or target_for(config, source, table)
+        self.name = self.target.qualified_name
         self.progress = TableProgress(self.name)
         self.started = time.monotonic()
 
@@ -266,13 +274,12 @@ class TableBootstrap:
         position = engine.replica_position() if role == "replica" else engine.current_position()
         point = SnapshotPoint(position, engine.primary_clock_ms())
         handoff = HandoffWait(
-            connect_url=self.config.kafka_connect.url,
             engine=self.source.engine,
             topic_prefix=self.source.topic_prefix or self.source.name,
-            delay_seconds=self.config.bootstrap.replica_delay_seconds,
-            timeout_seconds=self.config.bootstrap.replica_wait_timeout_seconds,
+            timeout_seconds=self.config.bootstrap.handoff_timeout_seconds,
         )
-        how = wait_until_streamed(self.name, self.table.name, point, handoff, engine.primary_clock_ms)
+        with KafkaConnectClient(self.config.kafka_connect.url) as connect:
+            how = wait_until_streamed(self.name, self.table.name, point, handoff, connect)
         _LOG.info("%s: %s", self.name, how)
         self.store.transition(self.name, TableState.CATCHING_UP)
         self._show("handed off")

@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
+from cdc_lake.secrets import is_secret_key
 
 DEFAULT_CONFIG_NAME = "cdc-lake.yaml"
 DEFAULT_STATE_DIR = ".cdc-lake"
@@ -40,8 +41,6 @@ _ENV_BODY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
 # Source names become Postgres slot names, Kafka topic prefixes and lake directories;
 # slot names only allow lowercase letters, digits and underscores.
 _SOURCE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
-# Keys in passthrough dicts (Kafka consumer, Spark conf, connection options) whose values are secrets.
-_SECRET_KEY = re.compile(r"password|secret|token|credential", re.IGNORECASE)
 
 
 def _scalar_to_str(value: object) -> object:
@@ -91,6 +90,9 @@ class LakeSettings(_Model):
     soft_deletes: bool = False
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     s3: S3Settings | None = None
+    old_copy_keep_hours: float = Field(default=24.0, ge=0)
+    """How long a re-bootstrapped table's previous base path is kept before
+    ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""
 
     @model_validator(mode="after")
     def _compaction_needs_mor(self) -> LakeSettings:
@@ -204,6 +206,7 @@ class BootstrapSettings(_Model):
 
     replica_delay_seconds: int = Field(default=60, ge=0)
     replica_wait_timeout_seconds: int = Field(default=1800, ge=1)
+    handoff_timeout_seconds: int = Field(default=1800, ge=1)
     allow_primary_reads: bool = False
     fetch_size: int = Field(default=10_000, ge=1)
     max_partitions: int = Field(default=64, ge=1)
@@ -271,6 +274,22 @@ class StackPorts(_Model):
     connect: int = Field(default=18083, ge=1, le=65535)
     registry: int = Field(default=18081, ge=1, le=65535)
     object_store: int = Field(default=17070, ge=1, le=65535)
+    glue: int = Field(default=17080, ge=1, le=65535)
+
+
+class GlueSettings(_Model):
+    """An AWS Glue Data Catalog database the lake tables are registered in (credentials: boto3's chain)."""
+
+    database: str
+    region: str = "us-east-1"
+    endpoint_url: str | None = None
+    """A Glue-compatible endpoint (the local stack's ``http://127.0.0.1:17080``); AWS when unset."""
+
+
+class CatalogSettings(_Model):
+    """Where tables are registered after publish, schema changes and re-bootstrap switches."""
+
+    glue: GlueSettings | None = None
 
 
 class StackSettings(_Model):
@@ -300,6 +319,10 @@ class Table(_Model):
     columns: list[str] | None = None
     partition_by: list[str] | None = None
     ordering: list[str] | None = None
+    schema_changes: Literal["evolve", "freeze", "rebootstrap"] = "evolve"
+    """What a new source schema does to the lake table (docs/schema-changes.md): ``evolve`` follows
+    additive and widening changes and stops on others (SCHEMA_CHANGED); ``freeze`` ignores columns the
+    lake table lacks; ``rebootstrap``: ``cdc-lake run`` re-bootstraps the table when it stops."""
 
     @field_validator("name")
     @classmethod
@@ -399,6 +422,7 @@ class Config(_Model):
     bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
     stack: StackSettings = Field(default_factory=StackSettings)
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     sources: dict[str, Source] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -468,7 +492,7 @@ def _collect_secrets(value: object, found: set[str]) -> None:
             _collect_secrets(getattr(value, field_name), found)
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            if isinstance(item, str) and _SECRET_KEY.search(str(key)):
+            if isinstance(item, str) and is_secret_key(str(key)):
                 found.add(item)
             else:
                 _collect_secrets(item, found)

@@ -1,35 +1,22 @@
 """Logging for every command: one format, table names in messages, secrets redacted.
 
 ``configure_logging`` installs one stderr handler on the root logger with a
-:class:`SecretRedactingFilter`; ``register_secrets`` adds the config's secret
-values to that filter so no log line (message, arguments or traceback) carries
-them.  ``table_logger`` prefixes a logger's messages with the table they concern.
+:class:`SecretRedactingFilter`: the secret values registered with
+:func:`cdc_lake.secrets.register_secrets` (the config's, when it is loaded)
+never reach a log line (message, arguments or traceback).  ``table_logger``
+prefixes a logger's messages with the table they concern.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any, TextIO
 
+from cdc_lake.secrets import redact
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-REDACTED = "***"
-
-_secrets: set[str] = set()
-
-
-def register_secrets(values: Iterable[str]) -> None:
-    """Add secret values that must never appear in log output or user-facing messages."""
-    _secrets.update(value for value in values if value)
-
-
-def redact(text: str) -> str:
-    """``text`` with every registered secret replaced by ``***`` (longest first, so overlaps vanish)."""
-    for secret in sorted(_secrets, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    return text
-
 
 class SecretRedactingFilter(logging.Filter):
     """Rewrites each record so its rendered message and traceback hold no registered secret."""

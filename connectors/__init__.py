@@ -1,7 +1,6 @@
 """Debezium connectors: reviewed config templates, their rendering, and a Kafka Connect REST client."""
 
 from connectors.client import ConnectorPlugin, ConnectorStatus, KafkaConnectClient, TaskStatus
-from connectors.masking import redact
 from connectors.render import (
     ENGINES,
     ConnectorParams,
@@ -18,7 +17,6 @@ __all__ = [
     "KafkaConnectClient",
     "TaskStatus",
     "heartbeat_table_ddl",
-    "redact",
     "registry_api_url",
     "render_connector",
 ]

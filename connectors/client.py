@@ -3,7 +3,7 @@
 Transient failures (connection errors, HTTP 5xx, and 409 while the worker group
 rebalances) are retried with exponential backoff.  Every failure surfaces as a one-line
 :class:`ConnectError` naming the Connect URL and the connector; messages never carry a
-secret config value (see :mod:`connectors.masking`).
+secret config value (see :mod:`cdc_lake.secrets`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import requests
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from cdc_lake.exceptions import ConnectError
-from connectors.masking import scrub
+from cdc_lake.secrets import redact, secret_values
 
 RUNNING = "RUNNING"
 FAILED = "FAILED"
@@ -124,6 +124,19 @@ class KafkaConnectClient:
         names = self._call("GET", "/connectors", None)
         return [str(n) for n in names]
 
+    def list_configs(self) -> dict[str, dict[str, str]]:
+        """Every connector's config by name, in one request (``GET /connectors?expand=info``)."""
+        described = self._call("GET", "/connectors?expand=info", None)
+        return {
+            str(name): {str(k): str(v) for k, v in entry.get("info", {}).get("config", {}).items()}
+            for name, entry in described.items()
+        }
+
+    def offsets(self, name: str) -> list[dict[str, Any]]:
+        """The source offsets Connect has committed for ``name``, one per source partition (Kafka 3.5+)."""
+        answer = self._call("GET", f"/connectors/{_seg(name)}/offsets", name)
+        return [dict(entry.get("offset") or {}) for entry in answer.get("offsets", [])]
+
     def get_config(self, name: str) -> dict[str, str]:
         """The stored (untransformed) config of connector ``name``."""
         config = self._call("GET", f"/connectors/{_seg(name)}/config", name)
@@ -180,11 +193,6 @@ class KafkaConnectClient:
         name would resume from them, e.g. from a position in a replication slot that no longer exists.
         """
         self._call("DELETE", f"/connectors/{_seg(name)}/offsets", name)
-
-    def offsets(self, name: str) -> list[dict[str, Any]]:
-        """The source offsets Connect has committed for ``name`` (``GET .../offsets``, Kafka 3.5+)."""
-        found = self._call("GET", f"/connectors/{_seg(name)}/offsets", name)
-        return [dict(entry.get("offset") or {}) for entry in found.get("offsets", [])]
 
     def restart(self, name: str, include_tasks: bool = True, only_failed: bool = True) -> None:
         """Restart the connector (with tasks if ``include_tasks``; only failed ones if ``only_failed``)."""
@@ -269,7 +277,7 @@ class KafkaConnectClient:
             except ValueError as exc:
                 raise _Rejected(f"HTTP {response.status_code} with a body that is not JSON") from exc
         # Scrub before the message is cut, so no partial secret survives truncation.
-        message = _one_line(scrub(_error_text(response), [body] if body else []))
+        message = _one_line(redact(_error_text(response), secret_values([body] if body else [])))
         if response.status_code == 409 or response.status_code >= 500:
             raise _Retryable(f"HTTP {response.status_code}: {message}")
         if response.status_code == 404:

@@ -18,13 +18,11 @@ from importlib import resources
 
 from cdc_lake import jvm
 from cdc_lake.exceptions import ConfigError
-from connectors.masking import redact
 
 __all__ = [
     "ENGINES",
     "ConnectorParams",
     "heartbeat_table_ddl",
-    "redact",
     "registry_api_url",
     "render_connector",
 ]

@@ -21,6 +21,7 @@ from cdc_lake.apply.runner import (
     failure_summary,
     skip_reason,
 )
+from cdc_lake.apply.schema_change import SchemaDiff
 from cdc_lake.apply.service import ApplyService
 from cdc_lake.apply.target import ApplyTarget, select_targets
 from cdc_lake.config import Config
@@ -149,15 +150,19 @@ def run_command(
     serve_metrics: Callable[[], object] | None = None,
     render: Callable[[TableOutcome], str] = describe,
     note: Callable[[str], None] | None = None,
+    on_schema_change: Callable[[str, SchemaDiff], None] | None = None,
 ) -> None:
     """Run the applier service for the chosen tables until SIGTERM or SIGINT.
 
     ``serve_metrics`` starts the metrics endpoint once the Spark application is up.
+    ``on_schema_change`` is called when a table stops in SCHEMA_CHANGED (the CLI passes the automatic
+    re-bootstrap of tables whose policy is ``rebootstrap``).
     """
     _check_supported(config)
     targets = select_targets(config, tuple(tables), tier)
     with StateStore.open(config.state_store.url) as store:
         runner = _runner(config, store, slices=max(2, workers))
+        runner.on_schema_change = on_schema_change
         service = ApplyService(
             runner, targets, lambda t: float(config.apply.interval_for(t)), workers, poll_seconds
         )

@@ -1,8 +1,8 @@
 """``cdc-lake``: the command group and every verb of the CLI contract.
 
-Verbs whose implementation lands in a later issue exist already, with their
-arguments, and exit with code 3 saying so.  ``stack`` and ``demo`` live in
-their own modules and are imported only when used.
+Each verb imports its stage only when it runs, so ``--help`` and config errors
+stay fast; ``stack`` and ``demo`` live in their own modules.  Errors are one
+line with the exit code of their exception class (``cdc_lake.exceptions``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from cdc_lake.cli.onboard_output import (
 )
 from cdc_lake.cli.output import emit_json, render_status
 from cdc_lake.config import find_config
-from cdc_lake.exceptions import ConfigError, HealthCheckError, NotImplementedYetError
+from cdc_lake.exceptions import ConfigError, HealthCheckError
 from cdc_lake.logging_setup import configure_logging
 from cdc_lake.onboard.control import Action, control, statuses
 from cdc_lake.onboard.offboard import OffboardRequest, source_of
@@ -42,10 +42,6 @@ if TYPE_CHECKING:
     from cdc_lake.apply.runner import TableOutcome
 
 OPERATIONS_ISSUE = "the operations issue"
-
-
-def _not_implemented(verb: str, issue: str) -> NotImplementedYetError:
-    return NotImplementedYetError(f"cdc-lake {verb} is not implemented yet: it arrives with {issue}")
 
 
 @click.group(
@@ -335,7 +331,12 @@ def apply(
     if once:
         apply_once_command(config, tables, tier, parallel, click.echo, render=render)
     else:
-        run_command(config, tables, tier, parallel, click.echo, render=render, note=_note(as_json))
+        from bootstrap.rebootstrap import AutoRebootstrap
+
+        run_command(
+            config, tables, tier, parallel, click.echo, render=render, note=_note(as_json),
+            on_schema_change=AutoRebootstrap(config),
+        )
 
 
 def _json_line(outcome: TableOutcome) -> str:
@@ -364,6 +365,7 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
     Freshness and lag are recorded per table for `status`; Prometheus metrics are served on
     monitoring.metrics_port (0: none).  SIGTERM or Ctrl-C lets running batches finish, then exits.
     """
+    from bootstrap.rebootstrap import AutoRebootstrap
     from cdc_lake.apply.commands import describe, run_command
     from cdc_lake.ops.metrics import serve
 
@@ -377,6 +379,7 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
     run_command(
         config, (), None, parallel, click.echo, serve_metrics=serve_metrics,
         render=_json_line if as_json else describe, note=_note(as_json),
+        on_schema_change=AutoRebootstrap(config),
     )
 
 
@@ -570,13 +573,89 @@ def validate(
 
 
 @cli.command()
-@click.argument("tables", nargs=-1, required=True, metavar="TABLE...")
-def rebootstrap(tables: tuple[str, ...]) -> None:
-    """Discard the lake copy of tables and bootstrap them again (lost slot, breaking schema change).
+@click.argument("tables", nargs=-1, metavar="[TABLE]...")
+@click.option("--reason", default="operator request", show_default=True, help="Recorded with the run.")
+@click.option("--abort", is_flag=True, help="Roll back the unfinished re-bootstrap of TABLE instead.")
+@click.option(
+    "--remove-old", is_flag=True,
+    help="Remove previous base paths kept past lake.old_copy_keep_hours (no TABLE).",
+)
+@click.option("--now", is_flag=True, help="With --remove-old: do not wait for the keep time.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
+@click.pass_context
+def rebootstrap(
+    ctx: click.Context,
+    tables: tuple[str, ...],
+    reason: str,
+    abort: bool,
+    remove_old: bool,
+    now: bool,
+    as_json: bool,
+) -> None:
+    """Copy tables afresh into a new versioned base path and switch to it once caught up.
 
-    Not implemented yet: arrives with the operations issue.
+    The way out of FAILED and SCHEMA_CHANGED. The table stays readable (and applied if it can be) at
+    its old path meanwhile; the switch of path, offsets and state is atomic. Killed, run it again to
+    resume, or --abort to roll back. The old path is kept for lake.old_copy_keep_hours, then
+    `rebootstrap --remove-old` removes it.
     """
-    raise _not_implemented("rebootstrap", OPERATIONS_ISSUE)
+    from bootstrap.progress import LineView
+    from bootstrap.rebootstrap import abort_rebootstraps, rebootstrap_tables, remove_old_paths
+
+    config = get_config(ctx)
+    if remove_old == bool(tables):
+        raise ConfigError("name the tables to re-bootstrap (or --abort), or give --remove-old alone")
+    if now and not remove_old:
+        raise ConfigError("--now applies to --remove-old only")
+    if remove_old:
+        results = remove_old_paths(config, now)
+    elif abort:
+        results = abort_rebootstraps(config, tables)
+    else:
+        view = LineView(lambda line: click.echo(line, err=as_json))
+        try:
+            config_file = _config_file(ctx)
+            results = rebootstrap_tables(
+                config, tables, reason, view, lambda source: password_env(config_file, source)
+            )
+        finally:
+            view.close()
+    if as_json:
+        emit_json([r.to_json() for r in results])
+        return
+    if not results:
+        click.echo("nothing to do")
+    for r in results:
+        click.echo(f"{r.table}: v{r.version} {r.action}: {r.path} ({r.seconds:.1f}s)")
+
+
+@cli.command()
+@click.argument("table", metavar="TABLE")
+@click.option("--partition", type=click.IntRange(min=0), required=True, help="Kafka partition.")
+@click.option("--offset", type=click.IntRange(min=0), required=True, help="Kafka offset.")
+@click.option("--reason", required=True, help="Why it is skipped (recorded with the copy).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a line.")
+@click.pass_context
+def quarantine(
+    ctx: click.Context, table: str, partition: int, offset: int, reason: str, as_json: bool
+) -> None:
+    """Skip one bad message of TABLE: copy it to the quarantine, record why, keep applying.
+
+    The message (key and value bytes, topic, partition, offset) is kept in the state store's
+    quarantined_messages table; the next Hudi commit over it lists it in its metadata; the table is
+    marked possibly diverged until `rebootstrap` (or a clean `validate`) clears it.
+    """
+    from cdc_lake.apply.quarantine import QuarantineRequest, describe
+    from cdc_lake.apply.quarantine import quarantine as quarantine_message
+
+    kept = quarantine_message(get_config(ctx), QuarantineRequest(table, partition, offset, reason))
+    if as_json:
+        emit_json(describe([kept])[0])
+        return
+    click.echo(
+        f"{kept.table}: quarantined topic {kept.topic!r} partition {kept.partition} offset {kept.offset}; "
+        "the table is possibly diverged until `cdc-lake rebootstrap` or a clean `cdc-lake validate`"
+    )
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from rich.text import Text
 from cdc_lake.onboard.offboard import OffboardReport
 from cdc_lake.onboard.preflight import CheckResult, Outcome
 from cdc_lake.onboard.run import OnboardPlan, OnboardReport
-from connectors.masking import redact
+from cdc_lake.secrets import mask_mapping
 
 _OUTCOME_STYLE = {Outcome.PASS: "green", Outcome.WARN: "yellow", Outcome.FAIL: "bold red"}
 
@@ -62,7 +62,7 @@ def render_plan(plan: OnboardPlan) -> None:
     console.print(_table("connectors", ("connector", "tier", "tables", "slot", "heartbeat topic"), rows))
     for connector in plan.connectors:
         console.print(f"connector config {connector.name}:", markup=False, highlight=False)
-        dump = json.dumps(redact(plan.configs[connector.name]), indent=2)
+        dump = json.dumps(mask_mapping(plan.configs[connector.name]), indent=2)
         console.print(dump, markup=False, highlight=False)
     _lines("dry run, would change:", plan.planned_changes(), "dry run: nothing would change")
 

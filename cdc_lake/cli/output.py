@@ -62,5 +62,7 @@ def render_status(statuses: Sequence[TableStatus]) -> None:
         lines = [f"{status.name}", f"  lake: {status.lake_base_path}", f"  applied offsets: {offsets}"]
         if status.last_error:
             lines.append(f"  error: {status.last_error}")
+        if status.possibly_diverged:
+            lines.append(f"  possibly diverged: {status.possibly_diverged}")
         for line in lines:
             console.print(Text(line), soft_wrap=True)

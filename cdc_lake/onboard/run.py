@@ -28,10 +28,10 @@ from cdc_lake.onboard.preflight import (
     registry_base_url,
 )
 from cdc_lake.onboard.reconcile import Reconciler
+from cdc_lake.secrets import mask_mapping
 from cdc_lake.sources import ConnectorEndpoints, PreflightOptions, SourceEngine, engine_for
 from cdc_lake.state import StateStore, TableState
 from connectors.client import KafkaConnectClient
-from connectors.masking import redact
 
 DEFAULT_TIMEOUT = 120.0
 _PREFLIGHT_ATTEMPTS = 2
@@ -152,7 +152,7 @@ def _connector_json(plan: ConnectorPlan, config: dict[str, str]) -> dict[str, An
         "publication": plan.capture.publication_name,
         "server_id": plan.capture.server_id,
         "heartbeat_topic": plan.heartbeat_topic,
-        "config": redact(config),
+        "config": mask_mapping(config),
     }
 
 

@@ -37,6 +37,7 @@ from cdc_lake.sources.postgres_checks import (
     PgTableFacts,
     PostgresFacts,
     evaluate,
+    identity_gap,
 )
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
 from connectors.render import ConnectorParams, heartbeat_table_ddl
@@ -62,7 +63,11 @@ select n.nspname || '.' || c.relname, c.relkind::text, c.relreplident::text,
              where i.indrelid = c.oid and i.indisprimary order by k.ord),
        array(select a.attname::text from pg_attribute a
              where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped and a.attstorage <> 'p'
-             order by a.attnum)
+             order by a.attnum),
+       array(select a.attname::text from pg_index i
+             cross join lateral unnest(i.indkey) with ordinality as k(attnum, ord)
+             join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+             where i.indrelid = c.oid and i.indisreplident order by k.ord)
 from pg_class c join pg_namespace n on n.oid = c.relnamespace
 where (n.nspname, c.relname) in (select * from unnest(%s::text[], %s::text[]))
 """
@@ -705,7 +710,7 @@ def _table_facts(conn: _Conn, names: Sequence[str]) -> dict[str, PgTableFacts]:
     schemas, tables = zip(*(_split(name) for name in names), strict=True) if names else ((), ())
     found: dict[str, PgTableFacts] = {}
     for row in conn.execute(_TABLES_QUERY, (list(schemas), list(tables))).fetchall():
-        name, kind, identity, can_select, owned, columns, primary_key, toastable = row
+        name, kind, identity, can_select, owned, columns, primary_key, toastable, identity_index = row
         found[str(name)] = PgTableFacts(
             name=str(name),
             kind=str(kind),
@@ -715,21 +720,19 @@ def _table_facts(conn: _Conn, names: Sequence[str]) -> dict[str, PgTableFacts]:
             columns=tuple(columns),
             primary_key=tuple(primary_key),
             toastable=tuple(toastable),
+            identity_index=tuple(identity_index),
         )
     return {name: found.get(name, PgTableFacts(name=name)) for name in names}
 
 
 def _needs_full_identity(conn: _Conn, tables: Sequence[Table]) -> list[str]:
-    """Tables whose DEFAULT/NOTHING identity leaves updates without a key or TOASTed values out."""
+    """Tables whose identity leaves an update or delete without the configured key, or TOAST values out."""
     facts = _table_facts(conn, [table.name for table in tables])
+    keys = {table.name: tuple(table.key or ()) for table in tables}
     return [
         name
         for name, table in facts.items()
-        if table.kind is not None
-        and (
-            table.replica_identity == "n"
-            or (table.replica_identity == "d" and (not table.primary_key or bool(table.toastable)))
-        )
+        if table.kind is not None and identity_gap(table, keys[name]) is not None
     ]
 
 

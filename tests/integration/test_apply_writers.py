@@ -24,7 +24,6 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.checkpoint import OFFSETS_KEY
-from cdc_lake.apply.lock import apply_lock
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.apply.target import select_targets
 from cdc_lake.cli.main import cli
@@ -35,6 +34,7 @@ from cdc_lake.kafka.offsets import OffsetRange
 from cdc_lake.kafka.reader import KafkaReadSettings, iter_range
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.store import StateStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
@@ -118,7 +118,7 @@ def test_two_writers_bootstrap_apply_waits_for_the_apply_lock(
         outcome = CliRunner().invoke(cli, ["--config", str(config_path), "bootstrap", table, "--apply"])
         result["code"], result["output"] = outcome.exit_code, outcome.output
 
-    with apply_lock(config.state_store.url, table) as held:
+    with table_lock(config.state_store.url, LockPurpose.APPLY, table) as held:
         assert held
         worker = threading.Thread(target=bootstrap_apply, daemon=True)
         worker.start()

@@ -36,7 +36,6 @@ from pyspark.sql import SparkSession
 
 from bootstrap import partitions
 from bootstrap import run as bootstrap_run
-from bootstrap.lock import table_lock
 from bootstrap.replica_wait import ReplicaWait, wait_for_replica
 from bootstrap.write import ATTEMPT_KEY, PARTITIONS_KEY
 from cdc_lake.apply.checkpoint import OFFSETS_KEY
@@ -48,6 +47,7 @@ from cdc_lake.sources import engine_for
 from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import Watermark
 from cdc_lake.state.store import StateStore
 
@@ -243,7 +243,8 @@ def test_bad_input_fails_clearly_and_publishes_nothing(
     _one_line_error(no_key.stderr, f"table {db.qualified('nokey')} has no primary key")
     assert state_of(config, db.qualified("nokey")) is TableState.PENDING_BOOTSTRAP
 
-    with table_lock(config.state_store.url, lost):
+    with table_lock(config.state_store.url, LockPurpose.BOOTSTRAP, lost) as held:
+        assert held
         busy = cli_run(config_path, "bootstrap", lost)
     _one_line_error(busy.stderr, "another bootstrap of this table is running")
     assert state_of(config, lost) is TableState.PENDING_BOOTSTRAP

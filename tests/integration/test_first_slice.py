@@ -1,9 +1,11 @@
 """The first slice through the whole stack, for both engines.
 
 A row inserted, updated and deleted on the primary (plus one that survives) travels as Debezium
-change events in Confluent Avro through Kafka, is decoded by our decoder (schema looked up by id in
-the registry), and is written by Spark with the Hudi bundle to a Hudi table, which reads back equal
-to the source.  Postgres lands on the ``s3a://`` object store, MariaDB on the local file system.
+change events in Confluent Avro through Kafka and is applied by the production applier (executors
+read the offsets and decode them with the writer schema looked up by id in the registry, the last
+change per key is written by Spark with the Hudi bundle), and the Hudi table reads back equal to the
+source with the offsets in its commit.  Postgres lands on the ``s3a://`` object store, MariaDB on the
+local file system.
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc_lake.apply.changes import OP_COLUMN, lake_row, lake_struct, latest_per_key
-from cdc_lake.decode.envelope import ChangeEvent, Tombstone, decode_message
+from cdc_lake.apply.changes import OP_COLUMN
+from cdc_lake.apply.checkpoint import OFFSETS_KEY
+from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
+from cdc_lake.apply.target import ApplyTarget
 from cdc_lake.decode.registry import SchemaRegistry
-from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
+from cdc_lake.hudi.options import CompactionSpec, IndexType, TableType
 from cdc_lake.hudi.timeline import latest_commit
-from cdc_lake.hudi.writer import read_table, write_batch
-from cdc_lake.kafka.offsets import OffsetRange, read_ranges, wait_for_messages
+from cdc_lake.hudi.writer import read_table
+from cdc_lake.kafka.offsets import wait_for_messages
+from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.service import DEMO_DATABASE, HOST
 from connectors.client import KafkaConnectClient
@@ -149,42 +154,41 @@ def _start_connector(
     wait_streaming(stack.kafka.address(), name, name, baseline=baseline, timeout=120)
 
 
-def _decode_topic(stack: LocalStack, topic: str) -> list[ChangeEvent | Tombstone]:
-    ends = wait_for_messages(stack.kafka.address(), topic, EXPECTED_MESSAGES, timeout=120)
-    messages = read_ranges(stack.kafka.address(), [OffsetRange(topic, p, 0, end) for p, end in ends.items()])
+def _wait_for_changes(stack: LocalStack, topic: str) -> None:
+    wait_for_messages(stack.kafka.address(), topic, EXPECTED_MESSAGES, timeout=120)
+
+
+def _apply(spark: SparkSession, stack: LocalStack, engine: str, base_path: str, topic: str) -> BatchResult:
+    """One batch of the production applier: executors read and decode, last change per key, Hudi upsert."""
+    target = ApplyTarget(
+        qualified_name=topic,
+        engine=engine,
+        topic=topic,
+        tier=1,
+        base_path=base_path,
+        key_fields=None,
+        partition_fields=(),
+        columns=None,
+        table_type=TableType.COPY_ON_WRITE,
+        index=IndexType.GLOBAL_BLOOM,
+        compaction=CompactionSpec(),
+        soft_deletes=False,
+    )
+    options = ApplierOptions(KafkaReadSettings(stack.kafka.address()), max_events=1000)
     registry = SchemaRegistry(stack.registry.confluent_url)
     try:
-        return [
-            decode_message(
-                registry, m.topic(), m.partition(), m.offset(), m.key(), m.value(), m.timestamp()[1]
-            )
-            for m in messages
-        ]
+        return TableApplier(spark, target, options, registry).apply_batch()
     finally:
         registry.close()
 
 
-def _apply(spark: SparkSession, base_path: str, topic: str, events: list[ChangeEvent | Tombstone]) -> str:
-    changes = [e for e in events if isinstance(e, ChangeEvent)]
-    latest = latest_per_key(events, ["id"])
-    applied_at = dt.datetime.now(tz=dt.UTC)
-    df = spark.createDataFrame(
-        [lake_row(event, applied_at) for event in latest], lake_struct(changes[-1].value_schema.struct_type)
-    )
-    spec = HudiTableSpec(
-        table_name=topic, base_path=base_path, record_key_fields=("id",), ordering_field="_cdc_ordering"
-    )
-    offsets = {str(e.ref.partition): e.ref.offset + 1 for e in events}
-    return write_batch(spark, spec, df, WriteOperation.UPSERT, {"kafka.offsets": json.dumps(offsets)})
+def _check_slice(spark: SparkSession, stack: LocalStack, engine: str, base_path: str, topic: str) -> None:
+    _wait_for_changes(stack, topic)
+    result = _apply(spark, stack, engine, base_path, topic)
 
-
-def _check_slice(
-    spark: SparkSession, base_path: str, topic: str, events: list[ChangeEvent | Tombstone]
-) -> None:
-    ops = [e.op if isinstance(e, ChangeEvent) else "tombstone" for e in events]
-    assert ops == ["c", "c", "u", "d", "tombstone"]
-    instant = _apply(spark, base_path, topic, events)
-
+    assert result.error() is None
+    assert result.ops == {"c": 2, "u": 1, "d": 1}
+    assert result.end == {0: EXPECTED_MESSAGES}
     rows = [r.asDict() for r in read_table(spark, base_path).collect()]
     assert len(rows) == 1, rows
     row = rows[0]
@@ -196,8 +200,8 @@ def _check_slice(
     assert row[OP_COLUMN] == "u"
 
     commit = latest_commit(spark, base_path)
-    assert commit is not None and commit.instant == instant
-    assert json.loads(commit.metadata["kafka.offsets"]) == {"0": EXPECTED_MESSAGES}
+    assert commit is not None and commit.instant == result.commit_instant
+    assert json.loads(commit.metadata[OFFSETS_KEY]) == {"0": EXPECTED_MESSAGES}
 
 
 def test_postgres_changes_reach_hudi_on_s3(
@@ -208,8 +212,7 @@ def test_postgres_changes_reach_hudi_on_s3(
 ) -> None:
     topic, make_changes = postgres_source
     make_changes()
-    events = _decode_topic(local_stack, topic)
-    _check_slice(spark, f"{s3_lake_root}/slice/{RUN}/postgres", topic, events)
+    _check_slice(spark, local_stack, "postgres", f"{s3_lake_root}/slice/{RUN}/postgres", topic)
     listed = local_stack.object_store.client().list_objects_v2(
         Bucket="lake", Prefix=f"tests/slice/{RUN}/postgres/"
     )
@@ -224,6 +227,5 @@ def test_mariadb_changes_reach_hudi_on_local_fs(
 ) -> None:
     topic, make_changes = mariadb_source
     make_changes()
-    events = _decode_topic(local_stack, topic)
-    _check_slice(spark, str(tmp_path / "mariadb"), topic, events)
+    _check_slice(spark, local_stack, "mariadb", str(tmp_path / "mariadb"), topic)
     assert (tmp_path / "mariadb" / ".hoodie").is_dir()

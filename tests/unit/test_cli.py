@@ -15,10 +15,6 @@ from cdc_lake.cli.group import CdcLakeGroup
 from cdc_lake.cli.main import cli
 from cdc_lake.state import StateStore, TableState
 
-NOT_YET = [
-    (["rebootstrap", "pg.public.a"], "rebootstrap", "the operations issue"),
-]
-
 
 @pytest.fixture
 def runner() -> CliRunner:
@@ -52,7 +48,7 @@ def test_every_contract_verb_is_listed() -> None:
     } <= names
 
 
-@pytest.mark.parametrize("verb", ["status", "stack", "demo"])
+@pytest.mark.parametrize("verb", ["status", "stack", "demo", "rebootstrap", "quarantine"])
 def test_implemented_and_lazy_verbs_have_help(runner: CliRunner, verb: str) -> None:
     result = runner.invoke(cli, [verb, "--help"])
 
@@ -60,23 +56,22 @@ def test_implemented_and_lazy_verbs_have_help(runner: CliRunner, verb: str) -> N
     assert f"Usage: cli {verb}" in result.stdout
 
 
-@pytest.mark.parametrize(("args", "verb", "issue"), NOT_YET, ids=[" ".join(a) for a, _, _ in NOT_YET])
-def test_not_yet_verbs_exit_3_with_one_line(
-    runner: CliRunner, args: list[str], verb: str, issue: str
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ([], "name the tables to re-bootstrap"),
+        (["--remove-old", "pg.public.a"], "give --remove-old alone"),
+        (["pg.public.a", "--now"], "--now applies to --remove-old only"),
+    ],
+)
+def test_rebootstrap_refuses_contradictory_arguments_in_one_line(
+    runner: CliRunner, config_file: Path, args: list[str], fragment: str
 ) -> None:
-    result = runner.invoke(cli, args)
+    result = runner.invoke(cli, ["--config", str(config_file), "rebootstrap", *args])
 
-    assert result.exit_code == 3
-    assert result.stderr == f"error: cdc-lake {verb} is not implemented yet: it arrives with {issue}\n"
-    assert result.stdout == ""
-
-
-@pytest.mark.parametrize("args", sorted({tuple(a[: len(v.split())]) for a, v, _ in NOT_YET}))
-def test_not_yet_verbs_say_so_in_their_help(runner: CliRunner, args: tuple[str, ...]) -> None:
-    result = runner.invoke(cli, [*args, "--help"])
-
-    assert result.exit_code == 0
-    assert "Not implemented yet: arrives with the" in result.stdout
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert fragment in result.stderr
 
 
 def test_status_json_on_an_empty_store(runner: CliRunner, config_file: Path) -> None:

@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from cdc_lake.exceptions import ConnectError
+from cdc_lake.secrets import MASK
 from connectors.client import ConnectorStatus, KafkaConnectClient
 
 TRACE = "\n".join(
@@ -221,7 +222,7 @@ def test_rejection_names_connector_and_masks_secret_values(
 
     message = str(err.value)
     assert "hunter2" not in message
-    assert "******" in message
+    assert MASK in message
     assert "'pg1'" in message and fake.url in message
     assert "HTTP 400" in message
     assert "\n" not in message

@@ -11,8 +11,8 @@ import pytest
 
 from cdc_lake import jvm
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.secrets import MASK, mask_mapping
 from connectors import render
-from connectors.masking import MASK, redact, scrub
 from connectors.render import (
     ENGINES,
     ConnectorParams,
@@ -264,39 +264,8 @@ def test_heartbeat_ddl_quotes_identifiers() -> None:
     )
 
 
-def test_redact_masks_every_secret_key_and_nothing_else() -> None:
-    config = {
-        "database.password": "${env:PG_PASSWORD}",
-        "database.user": "cdc",
-        "value.converter.apicurio.registry.auth.client.secret": "s3cr3t",
-        "producer.override.sasl.jaas.config": "PlainLoginModule password=x;",
-        "DATABASE.PASSWORD.FILE": "hunter2",
-        "topic.prefix": "pg1",
-    }
-
-    redacted = redact(config)
-
-    assert redacted == {
-        "database.password": MASK,
-        "database.user": "cdc",
-        "value.converter.apicurio.registry.auth.client.secret": MASK,
-        "producer.override.sasl.jaas.config": MASK,
-        "DATABASE.PASSWORD.FILE": MASK,
-        "topic.prefix": "pg1",
-    }
-    assert config["database.password"] == "${env:PG_PASSWORD}"
-
-
 def test_rendered_config_redacts_to_no_secret() -> None:
-    redacted = render.redact(render_connector("postgres", "pg1", PG))
+    redacted = mask_mapping(render_connector("postgres", "pg1", PG))
 
     assert redacted["database.password"] == MASK
     assert "PG_PASSWORD" not in json.dumps(redacted)
-
-
-def test_scrub_hides_literal_secret_values_in_text() -> None:
-    text = "login failed for cdc with hunter2"
-
-    assert scrub(text, [{"database.password": "hunter2", "database.user": "cdc"}]) == (
-        f"login failed for cdc with {MASK}"
-    )

@@ -7,13 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from cdc_lake import logging_setup
-from cdc_lake.logging_setup import configure_logging, redact, register_secrets, table_logger
+from cdc_lake import secrets
+from cdc_lake.logging_setup import configure_logging, table_logger
+from cdc_lake.secrets import redact, register_secrets
 
 
 @pytest.fixture(autouse=True)
 def _isolated_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(logging_setup, "_secrets", set())
+    monkeypatch.setattr(secrets, "_registered", set())
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     yield

@@ -12,7 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
 
-from cdc_lake import logging_setup
+from cdc_lake import secrets
 from cdc_lake.exceptions import StateStoreError, UnknownTableError
 from cdc_lake.state import BootstrapPartition, RunOutcome, StateStore, TableState
 from cdc_lake.state.migrate import current_revision, head_revision
@@ -249,7 +249,7 @@ def test_run_context_records_ok_with_detail(store: StateStore) -> None:
 
 
 def test_run_context_records_failure_and_reraises(store: StateStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(logging_setup, "_secrets", {"pw-in-error"})
+    monkeypatch.setattr(secrets, "_registered", {"pw-in-error"})
 
     with pytest.raises(ValueError, match="boom"), store.run("bootstrap", TABLE) as run:
         run.detail["partitions"] = 4
@@ -332,4 +332,5 @@ def test_table_statuses(store: StateStore) -> None:
         "lag_messages": 3,
         "last_error": None,
         "updated_at": status.updated_at.isoformat(),
+        "possibly_diverged": None,
     }

@@ -1,0 +1,128 @@
+"""Per-table locks that die with the process holding them: one apply writer, one bootstrap at a time.
+
+Hudi runs in single-writer mode, so every apply batch (``cdc-lake run``, ``apply --once``, a bootstrap's
+catch-up) holds the table's :attr:`LockPurpose.APPLY` lock and a batch that finds it taken is skipped,
+not queued; a bootstrap (or re-bootstrap) holds :attr:`LockPurpose.BOOTSTRAP` for its whole run.  A
+crashed or killed holder must never keep a table locked, so a lock is never a flag in a table: it is a
+session-level advisory lock of the state store's database held on a connection of its own (Postgres
+``pg_try_advisory_lock``, MySQL/MariaDB ``GET_LOCK``), or, for a SQLite state store (one machine), an
+``flock`` on a file next to the database (holding the holder's pid).  The database or the kernel
+releases it when the holder exits, however it exits, even by SIGKILL.  Locks of different purposes
+never conflict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import fcntl
+import hashlib
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from cdc_lake.exceptions import StateStoreError
+
+
+class LockPurpose(enum.StrEnum):
+    """What a table lock guards; each purpose is a lock of its own."""
+
+    APPLY = "apply"
+    BOOTSTRAP = "bootstrap"
+
+
+_held_in_memory: set[tuple[LockPurpose, str]] = set()
+_memory_guard = threading.Lock()
+
+
+def _digest(purpose: LockPurpose, table: str) -> bytes:
+    return hashlib.sha256(f"cdc-lake {purpose.value} {table}".encode()).digest()
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[bool]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield True
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _memory_lock(purpose: LockPurpose, table: str) -> Iterator[bool]:
+    with _memory_guard:
+        acquired = (purpose, table) not in _held_in_memory
+        _held_in_memory.add((purpose, table))
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with _memory_guard:
+                _held_in_memory.discard((purpose, table))
+
+
+@contextlib.contextmanager
+def _database_lock(url: str, backend: str, purpose: LockPurpose, table: str) -> Iterator[bool]:
+    digest = _digest(purpose, table)
+    params: dict[str, object]
+    if backend == "postgresql":
+        query = "select pg_try_advisory_lock(:key)"
+        params = {"key": int.from_bytes(digest[:8], "big", signed=True)}
+    else:
+        query = "select get_lock(:name, 0)"
+        params = {"name": f"cdc-lake-{purpose.value}-{digest.hex()[:40]}"}
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        try:
+            connection = engine.connect()
+            acquired = connection.execute(text(query), params).scalar() in (True, 1)
+        except SQLAlchemyError as exc:
+            raise StateStoreError(
+                f"state store: cannot take the {purpose.value} lock of {table}: {type(exc).__name__}"
+            ) from None
+        with connection:  # closing the connection releases the session lock
+            yield acquired
+    finally:
+        engine.dispose()
+
+
+@contextlib.contextmanager
+def table_lock(state_store_url: str, purpose: LockPurpose, table: str) -> Iterator[bool]:
+    """Try to hold ``table``'s ``purpose`` lock for the block; yields whether it was acquired.
+
+    Raises StateStoreError when the state store's backend offers no lock or cannot be reached.
+    """
+    url = make_url(state_store_url)
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        database = url.database or ""
+        if not database or database == ":memory:" or database.startswith("file:"):
+            with _memory_lock(purpose, table) as acquired:
+                yield acquired
+            return
+        path = Path(database)
+        name = f"{purpose.value}-{_digest(purpose, table).hex()[:32]}"
+        with _file_lock(path.parent / f".{path.name}.locks" / name) as acquired:
+            yield acquired
+        return
+    if backend in ("postgresql", "mysql", "mariadb"):
+        with _database_lock(state_store_url, backend, purpose, table) as acquired:
+            yield acquired
+        return
+    raise StateStoreError(
+        f"state store backend {backend} offers no {purpose.value} lock (use sqlite, postgresql or mysql)"
+    )

@@ -1,0 +1,56 @@
+"""One secret rule: which setting names are credentials, masking config dumps, redacting free text."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from cdc_lake import secrets
+from cdc_lake.secrets import MASK, mask_mapping, redact, register_secrets, secret_values
+
+
+@pytest.fixture(autouse=True)
+def _no_registered_secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(secrets, "_registered", set())
+    yield
+
+
+def test_redact_masks_every_secret_key_and_nothing_else() -> None:
+    config = {
+        "database.password": "${env:PG_PASSWORD}",
+        "database.user": "cdc",
+        "value.converter.apicurio.registry.auth.client.secret": "s3cr3t",
+        "producer.override.sasl.jaas.config": "PlainLoginModule password=x;",
+        "DATABASE.PASSWORD.FILE": "hunter2",
+        "topic.prefix": "pg1",
+    }
+
+    redacted = mask_mapping(config)
+
+    assert redacted == {
+        "database.password": MASK,
+        "database.user": "cdc",
+        "value.converter.apicurio.registry.auth.client.secret": MASK,
+        "producer.override.sasl.jaas.config": MASK,
+        "DATABASE.PASSWORD.FILE": MASK,
+        "topic.prefix": "pg1",
+    }
+    assert config["database.password"] == "${env:PG_PASSWORD}"
+
+
+def test_scrub_hides_literal_secret_values_in_text() -> None:
+    text = "login failed for cdc with hunter2"
+
+    also = secret_values([{"database.password": "hunter2", "database.user": "cdc"}])
+
+    assert redact(text, also) == (
+        f"login failed for cdc with {MASK}"
+    )
+
+
+def test_registered_and_given_secrets_are_redacted_longest_first() -> None:
+    register_secrets(["abc", ""])
+
+    assert redact("x abcdef y abc", also=["abcdef"]) == f"x {MASK} y {MASK}"
+    assert redact("nothing here") == "nothing here"
