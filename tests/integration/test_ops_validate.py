@@ -29,7 +29,7 @@ from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.stack.manager import LocalStack
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1800)]
 
 MONITORING = {
     "alert_for_seconds": 0,
@@ -81,9 +81,12 @@ def test_validate_names_changed_rows_and_lake_alerts_fire(
     write_batch(spark, target.spec(("id",)), doomed, WriteOperation.DELETE)
     assert cli_run(config_path, "connectors", "pause", db.source).exit_code == 0
     try:
+        _wait_paused(config_path, db.source)
         db.execute("update public.items set note = 'changed' where id = 11")
-        differs = cli_run(config_path, "validate", table, "--buckets", "16", "--json")
-        human = cli_run(config_path, "validate", table, "--buckets", "16")
+        # Nobody applies in this test: do not wait for the lake to catch up with Kafka.
+        quick = ("--buckets", "16", "--catch-up-timeout", "5")
+        differs = cli_run(config_path, "validate", table, *quick, "--json")
+        human = cli_run(config_path, "validate", table, *quick)
     finally:
         assert cli_run(config_path, "connectors", "resume", db.source).exit_code == 0
     assert differs.exit_code == 4, differs.stderr or differs.output
@@ -113,3 +116,14 @@ def test_validate_names_changed_rows_and_lake_alerts_fire(
     firing, report, metrics = alerts_everywhere(config_path, tmp_path)
     assert "CdcLakeTableFailed" in firing, report["breaches"]
     assert f'cdc_lake_table_failed{{source="{db.source}",table="{table}",tier="1"}} 1.0' in metrics
+
+
+def _wait_paused(config_path: Path, source: str, timeout: float = 120.0) -> None:
+    """Wait until the source's connector and tasks are PAUSED (a pause takes effect asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = json.loads(cli_run(config_path, "connectors", "status", source, "--json").stdout)
+        if all(r["state"] == "PAUSED" and all(t["state"] == "PAUSED" for t in r["tasks"]) for r in rows):
+            return
+        assert time.monotonic() < deadline, f"connectors of {source} not PAUSED after {timeout:.0f}s: {rows}"
+        time.sleep(1)
