@@ -35,8 +35,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(15
 
 SMALL_TABLES = 6
 TABLE = """
-create table public.{name} (id bigint primary key, grp int not null, val text, amount numeric(12, 2));
-insert into public.{name} select g, g % 10, 'v' || g, g / 7.0 from generate_series(1, {rows}) g;
+create table public.{name} (
+    id bigint primary key, grp int not null, val text, amount numeric(12, 2), updated timestamp(6),
+    flag boolean
+);
+insert into public.{name}
+select g, g % 10, 'v' || g, g / 7.0, timestamp '2024-01-01' + g * interval '1 second', g % 2 = 0
+from generate_series(1, {rows}) g;
 analyze public.{name};
 """
 
