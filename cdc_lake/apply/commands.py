@@ -124,12 +124,18 @@ def _stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+BOARD_REUSE_POLLS = 5
+"""A step plans from batched end offsets up to this many polls old (newer ones arrive every poll)."""
+
+
 def service_for(
     config: Config, store: StateStore, targets: Sequence[ApplyTarget], workers: int, poll_seconds: float = 1.0
 ) -> ApplyService:
     """The ``run`` service for ``targets``: one runner whose batch plans read the service's offset board."""
     runner = _runner(config, store, slices=max(2, workers))
-    board = OffsetBoard(runner.options.kafka, max_age_seconds=poll_seconds)
+    board = OffsetBoard(
+        runner.options.kafka, max_age_seconds=poll_seconds, reuse_seconds=BOARD_REUSE_POLLS * poll_seconds
+    )
     runner.options = replace(runner.options, board=board)
     return ApplyService(
         runner, targets, lambda t: float(config.apply.interval_for(t)), workers, poll_seconds, board=board

@@ -46,7 +46,7 @@ def test_one_read_for_many_topics_reused_while_fresh(reads: _Reads) -> None:
     board.refresh(["a", "b", "c", "a"])
     assert reads.calls == [["a", "b", "c"]]
     assert board.marks("b") == {0: (0, 1)}
-    assert len(reads.calls) == 1 and board.requests == 1
+    assert len(reads.calls) == 1 and board.requests == 1 and board.served == 1
 
     now[0] += 0.5
     board.refresh(["a", "d"])  # only the missing one is read
@@ -58,6 +58,19 @@ def test_one_read_for_many_topics_reused_while_fresh(reads: _Reads) -> None:
     board.refresh(["b", "c", "d"])
     assert reads.calls[-1] == ["b", "c"]
     assert board.requests == 4
+
+
+def test_plans_reuse_offsets_longer_than_the_service_refreshes_them(reads: _Reads) -> None:
+    now = [0.0]
+    board = OffsetBoard(KafkaReadSettings("k:9092"), 1.0, reuse_seconds=5.0, clock=lambda: now[0])
+    board.refresh(["a"])
+    now[0] = 3.0
+    assert board.marks("a") == {0: (0, 1)} and board.served == 1
+    board.refresh(["a"])  # older than max_age: the service reads it again
+    assert board.requests == 2
+    now[0] = 9.0
+    board.marks("a")
+    assert board.requests == 3 and board.served == 1
 
 
 def test_no_topics_reads_nothing() -> None:
