@@ -169,7 +169,9 @@ class TableBootstrap:
         registry: SchemaRegistry,
         view: ProgressView,
         apply: bool,
+        target: ApplyTarget | None = None,
     ) -> None:
+        """``target``: where to bootstrap instead of the configured table (a re-bootstrap's copy)."""
         self.config = config
         self.source = source
         self.table = table
@@ -177,8 +179,8 @@ class TableBootstrap:
         self.registry = registry
         self.view = view
         self.apply = apply
-        self.name = table.qualified_name(source)
-        self.target: ApplyTarget = target_for(config, source, table)
+        self.target: ApplyTarget = target or target_for(config, source, table)
+        self.name = self.target.qualified_name
         self.progress = TableProgress(self.name)
         self.started = time.monotonic()
 

@@ -210,7 +210,7 @@ class BatchSummary:
                 self.first_bad[record.partition] = record
             return
         if record.position is not None:
-            self.marks.setdefault(record.partition, PartitionMarks()).add(record.offset, record.position)
+            self.marks.setdefault(record.partition, PartitionMarks()).add(record.position)
         self.changes += 1
         self.ops[record.op] = self.ops.get(record.op, 0) + 1
         _first(self.value_schemas.setdefault(record.value_schema_id, {}), record.partition, record.offset)

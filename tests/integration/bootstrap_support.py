@@ -423,11 +423,16 @@ def comparable(value: Any, spark_type: DataType, from_source: bool) -> Any:
 
 
 def assert_lake_equals_source(
-    spark: SparkSession, config: Config, db: SourceDb, table: str, key: Sequence[str] = ("id",)
+    spark: SparkSession,
+    config: Config,
+    db: SourceDb,
+    table: str,
+    key: Sequence[str] = ("id",),
+    base_path: str | None = None,
 ) -> int:
-    """The lake table holds exactly the primary's rows and values; returns the row count."""
+    """The lake table (at ``base_path``, default the configured one) holds exactly the primary's rows."""
     qualified = db.qualified(table)
-    base_path = config.lake.table_base_path(qualified)
+    base_path = base_path or config.lake.table_base_path(qualified)
     source = db.rows(table, key)
     lake_frame = read_table(spark, base_path)
     types = {f.name: f.dataType for f in lake_frame.schema.fields}
