@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from cdc_lake.apply.changes import ORDERING_COLUMN
 from cdc_lake.config import Config, Source, Table
-from cdc_lake.hudi.options import CompactionSpec, HudiTableSpec, IndexType, TableType
+from cdc_lake.hudi.options import DEFAULT_TABLE_VERSION, CompactionSpec, HudiTableSpec, IndexType, TableType
 
 
 def topic_for(source: Source, table: Table) -> str:
@@ -34,6 +34,7 @@ class ApplyTarget:
     index: IndexType
     compaction: CompactionSpec
     soft_deletes: bool
+    table_version: int = DEFAULT_TABLE_VERSION
 
     def spec(self, key_fields: tuple[str, ...]) -> HudiTableSpec:
         """The Hudi table spec, ordered by the source position column (``_cdc_ordering``)."""
@@ -46,6 +47,7 @@ class ApplyTarget:
             table_type=self.table_type,
             index=self.index,
             compaction=self.compaction,
+            table_version=self.table_version,
         )
 
 
@@ -66,6 +68,7 @@ def target_for(config: Config, source: Source, table: Table) -> ApplyTarget:
         index=IndexType(lake.index),
         compaction=CompactionSpec(lake.compaction.inline, lake.compaction.max_delta_commits),
         soft_deletes=lake.soft_deletes,
+        table_version=lake.table_version,
     )
 
 

@@ -185,3 +185,18 @@ def test_arrays_with_null_elements_in_every_write_path(
     if table_type is TableType.MERGE_ON_READ:
         timeline = tmp_path / spec.base_path.rsplit("/", 1)[1] / ".hoodie" / "timeline"
         assert list(timeline.glob("*.commit")), "inline compaction should have rewritten the log files"
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_an_older_table_version_is_written_and_read_by_both_readers(
+    spark: SparkSession, tmp_path: Path, version: int
+) -> None:
+    """``lake.table_version``: a table older readers understand, read back by Spark and by hudi-rs."""
+    spec = _spec(tmp_path, f"v{version}", table_version=version)
+    _write(spark, spec, [(1, None, "a", 1, False), (2, None, "b", 1, False)], WriteOperation.BULK_INSERT)
+    _write(spark, spec, [(1, None, "a2", 2, False), (2, None, None, 2, True)])
+
+    properties = (tmp_path / f"v{version}" / ".hoodie" / "hoodie.properties").read_text()
+    assert f"hoodie.table.version={version}\n" in properties
+    assert _rows(spark, spec) == [("", 1, "a2", 2)]
+    assert [(r["id"], r["name"], r["lsn"]) for r in hudi_rs_rows(spec.base_path, "id")] == [(1, "a2", 2)]
