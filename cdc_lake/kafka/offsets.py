@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,8 +9,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from cdc_lake.exceptions import KafkaReadError
-
-_RDKAFKA_LOGGER = logging.getLogger("cdc_lake.kafka.librdkafka")
+from cdc_lake.kafka.unreachable import rdkafka_logger
 
 
 @dataclass(frozen=True)
@@ -36,7 +34,7 @@ def _consumer(bootstrap_servers: str, extra: Mapping[str, str] | None = None) ->
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "isolation.level": "read_committed",
-        "logger": _RDKAFKA_LOGGER,
+        "logger": rdkafka_logger(),
         **(extra or {}),
     })
 

@@ -264,10 +264,10 @@ def breaches(samples: Sequence[Sample], config: Config) -> list[Breach]:
         for condition in alert.conditions:
             for sample in samples:
                 threshold = condition.holds(sample, config)
-                labelset = tuple(sorted(sample.labels.items()))
-                # PromQL's `or` keeps one series per label set (the metric name aside): so do breaches.
+                # Prometheus drops empty label values, and `or` keeps one series per label set.
+                labels = {key: value for key, value in sample.labels.items() if value}
+                labelset = tuple(sorted(labels.items()))
                 if threshold is not None and labelset not in seen:
                     seen.add(labelset)
-                    labels = dict(sample.labels)
                     found.append(Breach(alert.name, alert.runbook, labels, sample.value, threshold))
     return found
