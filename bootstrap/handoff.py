@@ -14,25 +14,30 @@ on, any end offsets the applier reads include every change up to the snapshot po
 
 The offsets compare exactly: Postgres ``lsn_commit`` (a transaction committed before the point has a
 lower commit LSN and was streamed earlier, in commit order), MariaDB GTIDs per domain, MySQL GTID sets.
-When Connect cannot tell (it is unreachable, or no connector there captures the table) the time rule
-stands in: wait until the snapshot point's time plus ``bootstrap.replica_delay_seconds``.
+
+There is no fallback: the hand-off publishes nothing on a guess.  Kafka Connect is asked through
+:class:`connectors.client.KafkaConnectClient` (each request retried with backoff); while it is
+unreachable, or its connectors have not committed past the point, the bootstrap keeps polling (each
+unreachable spell logged) up to ``bootstrap.handoff_timeout_seconds``, then fails the table's hand-off
+with one line naming what it saw.  The table stays BOOTSTRAPPING (the applier leaves it alone) and
+running the bootstrap again resumes at the hand-off.  When Connect answers but no connector captures
+the table, the hand-off fails at once: the source must be onboarded first.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import quote
+from typing import Any, Protocol
 
-import requests
+from cdc_lake.exceptions import BootstrapError, ConnectError
 
-from cdc_lake.exceptions import BootstrapError
+_LOG = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
-_REQUEST_TIMEOUT = 10.0
 _LSN = re.compile(r"^([0-9A-Fa-f]+)/([0-9A-Fa-f]+)$")
 
 
@@ -99,39 +104,36 @@ def _includes(include_list: str, table: str) -> bool:
     return any(re.fullmatch(entry.strip(), table) for entry in include_list.split(",") if entry.strip())
 
 
-def capturing_connectors(connect_url: str, topic_prefix: str, table: str) -> list[str]:
+class ConnectOffsets(Protocol):
+    """What the hand-off asks Kafka Connect (:class:`connectors.client.KafkaConnectClient` answers it)."""
+
+    url: str
+
+    def list_configs(self) -> dict[str, dict[str, str]]:
+        """Every connector's config by name."""
+        ...
+
+    def offsets(self, name: str) -> list[dict[str, Any]]:
+        """The source offsets committed for connector ``name``."""
+        ...
+
+
+def capturing_connectors(connect: ConnectOffsets, topic_prefix: str, table: str) -> list[str]:
     """Connectors in Kafka Connect that write ``table`` (``schema.table``) under ``topic_prefix``."""
-    response = requests.get(
-        f"{connect_url.rstrip('/')}/connectors", params={"expand": "info"}, timeout=_REQUEST_TIMEOUT
-    )
-    response.raise_for_status()
-    found = []
-    for name, described in sorted(response.json().items()):
-        config = described.get("info", {}).get("config", {})
-        captured = _includes(config.get("table.include.list", ""), table)
-        if captured and config.get("topic.prefix") == topic_prefix:
-            found.append(name)
-    return found
-
-
-def committed_offsets(connect_url: str, connector: str) -> list[Mapping[str, Any]]:
-    """The source offsets Kafka Connect has committed for ``connector`` (one per source partition)."""
-    response = requests.get(
-        f"{connect_url.rstrip('/')}/connectors/{quote(connector, safe='')}/offsets",
-        timeout=_REQUEST_TIMEOUT,
-    )
-    response.raise_for_status()
-    return [entry.get("offset", {}) for entry in response.json().get("offsets", [])]
+    return [
+        name
+        for name, config in sorted(connect.list_configs().items())
+        if config.get("topic.prefix") == topic_prefix
+        and _includes(config.get("table.include.list", ""), table)
+    ]
 
 
 @dataclass(frozen=True)
 class HandoffWait:
-    """Where to look and how long to wait."""
+    """Where to look and how long to wait (``bootstrap.handoff_timeout_seconds``)."""
 
-    connect_url: str
     engine: str
     topic_prefix: str
-    delay_seconds: float
     timeout_seconds: float
 
 
@@ -140,51 +142,53 @@ def wait_until_streamed(
     source_table: str,
     point: SnapshotPoint,
     wait: HandoffWait,
-    clock_ms: Callable[[], int],
+    connect: ConnectOffsets,
     sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> str:
-    """Block until Debezium's committed offsets pass ``point`` (or, failing that, its time + Δ)."""
-    try:
-        connectors = capturing_connectors(wait.connect_url, wait.topic_prefix, source_table)
-    except requests.RequestException as exc:
-        connectors = []
-        reason = f"Kafka Connect unreachable ({type(exc).__name__})"
-    else:
-        reason = "no connector captures it"
-    if connectors:
-        return _wait_offsets(table, connectors, point, wait, sleep)
-    target = point.clock_ms + int(wait.delay_seconds * 1000)
-    while clock_ms() < target:
-        sleep(min(POLL_SECONDS, max(0.05, (target - clock_ms()) / 1000)))
-    return f"{reason}: waited until the snapshot point's time + {wait.delay_seconds:.0f}s"
+    """Block until every connector capturing the table has committed offsets past ``point``.
 
-
-def _wait_offsets(
-    table: str,
-    connectors: Sequence[str],
-    point: SnapshotPoint,
-    wait: HandoffWait,
-    sleep: Callable[[float], None],
-) -> str:
-    deadline = time.monotonic() + wait.timeout_seconds
-    pending = list(connectors)
-    last: dict[str, list[Mapping[str, Any]]] = {}
+    Raises BootstrapError when no connector captures the table, or when ``wait.timeout_seconds`` pass
+    first (Connect unreachable, or Debezium behind): the table is then not handed off.
+    """
+    deadline = monotonic() + wait.timeout_seconds
     while True:
-        for connector in list(pending):
-            try:
-                offsets = committed_offsets(wait.connect_url, connector)
-            except requests.RequestException:
-                continue
-            last[connector] = offsets
-            if offsets and all(offset_passed(wait.engine, o, point.position) for o in offsets):
-                pending.remove(connector)
-        if not pending:
-            names = ", ".join(connectors)
-            return f"Debezium ({names}) committed offsets past the snapshot point {point.position}"
-        if time.monotonic() > deadline:
-            seen = "; ".join(f"{c}: {last.get(c) or 'no offsets'}" for c in pending)
+        try:
+            found = _pending(connect, source_table, point, wait)
+        except ConnectError as exc:
+            seen = f"Kafka Connect unreachable: {exc}"
+            _LOG.warning("%s: hand-off waits for Debezium past %s: %s", table, point.position, seen)
+        else:
+            if isinstance(found, str):
+                return found
+            if not found:
+                raise BootstrapError(
+                    f"table {table}: no connector at {connect.url} captures {source_table} under topic "
+                    f"prefix {wait.topic_prefix}; run cdc-lake onboard for its source, then the bootstrap "
+                    "again"
+                )
+            seen = "; ".join(f"{name}: {offsets or 'no offsets'}" for name, offsets in found.items())
+        if monotonic() >= deadline:
             raise BootstrapError(
-                f"table {table}: Debezium did not stream past the snapshot point {point.position} within "
-                f"{wait.timeout_seconds:.0f}s ({seen}); check the connector, then run the bootstrap again"
+                f"table {table}: not handed off, Debezium not seen past the snapshot point {point.position} "
+                f"within {wait.timeout_seconds:.0f}s ({seen}); the table stays BOOTSTRAPPING: fix that, then "
+                f"run cdc-lake bootstrap {table} again (it resumes at the hand-off)"
             )
         sleep(POLL_SECONDS)
+
+
+def _pending(
+    connect: ConnectOffsets, source_table: str, point: SnapshotPoint, wait: HandoffWait
+) -> str | dict[str, list[dict[str, Any]]]:
+    """What passed (a sentence), or the capturing connectors still behind with their offsets."""
+    connectors = capturing_connectors(connect, wait.topic_prefix, source_table)
+    behind: dict[str, list[dict[str, Any]]] = {}
+    for name in connectors:
+        offsets = connect.offsets(name)
+        if not offsets or not all(offset_passed(wait.engine, o, point.position) for o in offsets):
+            behind[name] = offsets
+    if connectors and not behind:
+        return (
+            f"Debezium ({', '.join(connectors)}) committed offsets past the snapshot point {point.position}"
+        )
+    return behind if connectors else {}

@@ -49,6 +49,7 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import BootstrapPartition, RunOutcome, Watermark
 from cdc_lake.state.store import StateStore
+from connectors.client import KafkaConnectClient
 
 _LOG = logging.getLogger(__name__)
 
@@ -168,7 +169,9 @@ class TableBootstrap:
         registry: SchemaRegistry,
         view: ProgressView,
         apply: bool,
+        target: ApplyTarget | None = None,
     ) -> None:
+        """``target``: where to bootstrap instead of the configured table (a re-bootstrap's copy)."""
         self.config = config
         self.source = source
         self.table = table
@@ -176,8 +179,8 @@ class TableBootstrap:
         self.registry = registry
         self.view = view
         self.apply = apply
-        self.name = table.qualified_name(source)
-        self.target: ApplyTarget = target_for(config, source, table)
+        self.target: ApplyTarget = target or target_for(config, source, table)
+        self.name = self.target.qualified_name
         self.progress = TableProgress(self.name)
         self.started = time.monotonic()
 
@@ -272,13 +275,12 @@ class TableBootstrap:
         position = engine.replica_position() if role == "replica" else engine.current_position()
         point = SnapshotPoint(position, engine.primary_clock_ms())
         handoff = HandoffWait(
-            connect_url=self.config.kafka_connect.url,
             engine=self.source.engine,
             topic_prefix=self.source.topic_prefix or self.source.name,
-            delay_seconds=self.config.bootstrap.replica_delay_seconds,
-            timeout_seconds=self.config.bootstrap.replica_wait_timeout_seconds,
+            timeout_seconds=self.config.bootstrap.handoff_timeout_seconds,
         )
-        how = wait_until_streamed(self.name, self.table.name, point, handoff, engine.primary_clock_ms)
+        with KafkaConnectClient(self.config.kafka_connect.url) as connect:
+            how = wait_until_streamed(self.name, self.table.name, point, handoff, connect)
         _LOG.info("%s: %s", self.name, how)
         self.store.transition(self.name, TableState.CATCHING_UP)
         self._show("handed off")

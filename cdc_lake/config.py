@@ -90,6 +90,11 @@ class LakeSettings(_Model):
     soft_deletes: bool = False
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     s3: S3Settings | None = None
+    # Hudi table version written (docs/hudi.md#table-version): 9 is Hudi 1.1's own; 8 or 6 for older readers.
+    table_version: Literal[6, 8, 9] = 9
+    old_copy_keep_hours: float = Field(default=24.0, ge=0)
+    """How long a re-bootstrapped table's previous base path is kept before
+    ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""
 
     @model_validator(mode="after")
     def _compaction_needs_mor(self) -> LakeSettings:
@@ -203,9 +208,60 @@ class BootstrapSettings(_Model):
 
     replica_delay_seconds: int = Field(default=60, ge=0)
     replica_wait_timeout_seconds: int = Field(default=1800, ge=1)
+    handoff_timeout_seconds: int = Field(default=1800, ge=1)
     allow_primary_reads: bool = False
     fetch_size: int = Field(default=10_000, ge=1)
     max_partitions: int = Field(default=64, ge=1)
+
+
+class TierThresholds(_Model):
+    """Alert thresholds for the tables (and their connectors' slots) of one tier."""
+
+    freshness_max_seconds: int = Field(ge=1)
+    kafka_lag_max_messages: int = Field(default=1_000_000, ge=0)
+    wal_retained_max_bytes: int = Field(default=10 * 1024**3, ge=0)
+
+
+def _default_tiers() -> dict[int, TierThresholds]:
+    return {
+        0: TierThresholds(
+            freshness_max_seconds=300, kafka_lag_max_messages=100_000, wal_retained_max_bytes=2 * 1024**3
+        ),
+        1: TierThresholds(freshness_max_seconds=3600),
+        2: TierThresholds(freshness_max_seconds=4 * 3600),
+    }
+
+
+class MonitoringSettings(_Model):
+    """``cdc-lake lag`` thresholds, the metrics endpoint and the generated Prometheus alert rules.
+
+    ``tiers`` maps a tier to its thresholds; a tier not listed uses the nearest lower tier's.
+    """
+
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
+    metrics_host: str = "0.0.0.0"
+    refresh_seconds: int = Field(default=30, ge=1)
+    replica_lag_max_seconds: int = Field(default=600, ge=0)
+    replica_lag_max_bytes: int = Field(default=1024**3, ge=0)
+    binlog_min_files_ahead: int = Field(default=1, ge=0)
+    applier_silent_max_seconds: int = Field(default=300, ge=1)
+    alert_for_seconds: int = Field(default=300, ge=0)
+    tiers: dict[Annotated[int, Field(ge=0)], TierThresholds] = Field(default_factory=_default_tiers)
+
+    @field_validator("tiers", mode="before")
+    @classmethod
+    def _over_default_tiers(cls, value: object) -> object:
+        """Tiers the user does not mention keep their default thresholds."""
+        if isinstance(value, Mapping):
+            return {**_default_tiers(), **value}
+        return value
+
+    def thresholds_for(self, tier: int) -> TierThresholds:
+        """The thresholds of ``tier``: its own, else the nearest lower tier's."""
+        lower = [t for t in self.tiers if t <= tier]
+        if not lower:
+            raise ConfigError(f"monitoring.tiers: no thresholds for tier {tier} or below")
+        return self.tiers[max(lower)]
 
 
 class StackPorts(_Model):
@@ -220,6 +276,22 @@ class StackPorts(_Model):
     connect: int = Field(default=18083, ge=1, le=65535)
     registry: int = Field(default=18081, ge=1, le=65535)
     object_store: int = Field(default=17070, ge=1, le=65535)
+    glue: int = Field(default=17080, ge=1, le=65535)
+
+
+class GlueSettings(_Model):
+    """An AWS Glue Data Catalog database the lake tables are registered in (credentials: boto3's chain)."""
+
+    database: str
+    region: str = "us-east-1"
+    endpoint_url: str | None = None
+    """A Glue-compatible endpoint (the local stack's ``http://127.0.0.1:17080``); AWS when unset."""
+
+
+class CatalogSettings(_Model):
+    """Where tables are registered after publish, schema changes and re-bootstrap switches."""
+
+    glue: GlueSettings | None = None
 
 
 class StackSettings(_Model):
@@ -249,6 +321,10 @@ class Table(_Model):
     columns: list[str] | None = None
     partition_by: list[str] | None = None
     ordering: list[str] | None = None
+    schema_changes: Literal["evolve", "freeze", "rebootstrap"] = "evolve"
+    """What a new source schema does to the lake table (docs/schema-changes.md): ``evolve`` follows
+    additive and widening changes and stops on others (SCHEMA_CHANGED); ``freeze`` ignores columns the
+    lake table lacks; ``rebootstrap``: ``cdc-lake run`` re-bootstraps the table when it stops."""
 
     @field_validator("name")
     @classmethod
@@ -346,7 +422,9 @@ class Config(_Model):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     apply: ApplySettings = Field(default_factory=ApplySettings)
     bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
+    monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
     stack: StackSettings = Field(default_factory=StackSettings)
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     sources: dict[str, Source] = Field(default_factory=dict)
 
     @model_validator(mode="before")

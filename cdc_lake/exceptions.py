@@ -21,12 +21,6 @@ class ConfigError(CdcLakeError):
     exit_code = 2
 
 
-class NotImplementedYetError(CdcLakeError):
-    """Raised by CLI verbs whose implementation lands in a later issue."""
-
-    exit_code = 3
-
-
 class StateStoreError(CdcLakeError):
     """Raised when the state store cannot be opened, migrated, or holds an impossible transition."""
 
@@ -101,3 +95,23 @@ class BootstrapError(CdcLakeError):
 
 class BootstrapBusyError(CdcLakeError):
     """Raised when a second bootstrap starts on a table whose bootstrap is still running elsewhere."""
+
+
+class HealthCheckError(CdcLakeError):
+    """Raised by ``lag`` when a monitoring threshold is breached, by ``status`` when a table is FAILED,
+    and by ``validate`` when the lake differs from the source (exit code 4: the check ran, the answer is no).
+    """
+
+    exit_code = 4
+
+
+class QuarantineError(CdcLakeError):
+    """Raised when ``cdc-lake quarantine`` cannot copy or record a message; names the table and offset."""
+
+
+class RebootstrapError(CdcLakeError):
+    """Raised when a re-bootstrap cannot start, resume, switch or clean up; names the table and step."""
+
+
+class CatalogError(CdcLakeError):
+    """Raised when a catalog (AWS Glue) rejects or cannot take a table's registration; names the table."""

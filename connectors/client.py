@@ -124,6 +124,19 @@ class KafkaConnectClient:
         names = self._call("GET", "/connectors", None)
         return [str(n) for n in names]
 
+    def list_configs(self) -> dict[str, dict[str, str]]:
+        """Every connector's config by name, in one request (``GET /connectors?expand=info``)."""
+        described = self._call("GET", "/connectors?expand=info", None)
+        return {
+            str(name): {str(k): str(v) for k, v in entry.get("info", {}).get("config", {}).items()}
+            for name, entry in described.items()
+        }
+
+    def offsets(self, name: str) -> list[dict[str, Any]]:
+        """The source offsets Connect has committed for ``name``, one per source partition (Kafka 3.5+)."""
+        answer = self._call("GET", f"/connectors/{_seg(name)}/offsets", name)
+        return [dict(entry.get("offset") or {}) for entry in answer.get("offsets", [])]
+
     def get_config(self, name: str) -> dict[str, str]:
         """The stored (untransformed) config of connector ``name``."""
         config = self._call("GET", f"/connectors/{_seg(name)}/config", name)

@@ -35,4 +35,6 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
     .venv/bin/pip install -q -e ".[dev]"
     echo "$wanted" > "$stamp"
 fi
+# promtool checks the generated alert rules in the tests; built once into the cache (needs the network).
+.venv/bin/python -m cdc_lake.stack.promtool >/dev/null
 echo "setup: ready (.venv with cdc-lake $(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("cdc-lake"))'))"

@@ -22,6 +22,7 @@ from cdc_lake.apply.runner import (
     failure_summary,
     skip_reason,
 )
+from cdc_lake.apply.schema_change import SchemaDiff
 from cdc_lake.apply.service import ApplyService
 from cdc_lake.apply.target import ApplyTarget, select_targets
 from cdc_lake.config import Config
@@ -47,6 +48,22 @@ def describe(outcome: TableOutcome) -> str:
         f"{outcome.table}: {outcome.changes} changes from {outcome.offsets} messages in "
         f"{outcome.batches} commits (last {outcome.commit_instant}){lag}"
     )
+
+
+def outcome_json(outcome: TableOutcome) -> dict[str, object]:
+    """A table's outcome as a JSON-ready dict, for ``--json``."""
+    return {
+        "table": outcome.table,
+        "status": "skipped" if outcome.skipped else "failed" if outcome.error else "applied",
+        "batches": outcome.batches,
+        "changes": outcome.changes,
+        "offsets": outcome.offsets,
+        "commit_instant": outcome.commit_instant,
+        "lag_messages": outcome.lag_messages,
+        "redelivered": outcome.redelivered,
+        "error": outcome.error,
+        "skipped": outcome.skipped,
+    }
 
 
 def _has_news(config: Config, store: StateStore, target: ApplyTarget) -> bool:
@@ -79,6 +96,7 @@ def apply_once_command(
     tier: int | None,
     workers: int,
     echo: Callable[[str], None],
+    render: Callable[[TableOutcome], str] = describe,
 ) -> list[TableOutcome]:
     """Catch the chosen tables up to the end offsets seen now, then return; raises ApplyError on failures."""
     _check_supported(config)
@@ -95,10 +113,10 @@ def apply_once_command(
             else:
                 pending.append(target)
         for outcome in outcomes:
-            echo(describe(outcome))
+            echo(render(outcome))
         if pending:
             runner = _runner(config, store, slices=max(2, workers))
-            outcomes += apply_once(runner, pending, workers, on_done=lambda o: echo(describe(o)))
+            outcomes += apply_once(runner, pending, workers, on_done=lambda o: echo(render(o)))
     error = failure_summary(outcomes)
     if error is not None:
         raise error
@@ -149,18 +167,31 @@ def run_command(
     workers: int,
     echo: Callable[[str], None],
     poll_seconds: float = 1.0,
+    serve_metrics: Callable[[], object] | None = None,
+    render: Callable[[TableOutcome], str] = describe,
+    note: Callable[[str], None] | None = None,
+    on_schema_change: Callable[[str, SchemaDiff], None] | None = None,
 ) -> None:
-    """Run the applier service for the chosen tables until SIGTERM or SIGINT."""
+    """Run the applier service for the chosen tables until SIGTERM or SIGINT.
+
+    ``serve_metrics`` starts the metrics endpoint once the Spark application is up.
+    ``on_schema_change`` is called when a table stops in SCHEMA_CHANGED (the CLI passes the automatic
+    re-bootstrap of tables whose policy is ``rebootstrap``).
+    """
     _check_supported(config)
     targets = select_targets(config, tuple(tables), tier)
     with StateStore.open(config.state_store.url) as store:
         service = service_for(config, store, targets, workers, poll_seconds)
+        service.runner.on_schema_change = on_schema_change
 
         def report(outcome: TableOutcome) -> None:
             if outcome.offsets or outcome.error:
-                echo(describe(outcome))
+                echo(render(outcome))
 
-        echo(f"applying {len(targets)} tables; stop with SIGTERM or Ctrl-C")
+        note = note or echo
+        if serve_metrics is not None:
+            serve_metrics()
+        note(f"applying {len(targets)} tables; stop with SIGTERM or Ctrl-C")
         with _stop_on_signals(service.stop):
             service.run(on_outcome=report)
-        echo("stopped")
+        note("stopped")

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from cdc_lake.apply.key_change import missing_key_reason, old_key_delete
 from cdc_lake.apply.redelivery import PartitionMarks, already_applied, stream_position
 from cdc_lake.decode.envelope import ChangeEvent, decode_message
 from cdc_lake.decode.framing import HEADER_SIZE, MessageRef
@@ -136,7 +137,7 @@ def _change(settings: DecodeSettings, event: ChangeEvent, message: RawMessage) -
         return bad("message has no key (a table without a primary key?); set key: [...] for the table")
     for name in key_fields:
         if image.get(name) is None or image[name] is UNAVAILABLE:
-            return bad(f"key column {name!r} is missing or null in the row image")
+            return bad(missing_key_reason(event, name, key_fields))
     row = {name: None if value is UNAVAILABLE else value for name, value in image.items()}
     unavailable = [name for name, value in image.items() if value is UNAVAILABLE]
     if settings.soft_deletes and event.is_delete:
@@ -166,6 +167,9 @@ def decode_messages(settings: DecodeSettings, messages: Iterable[RawMessage]) ->
                 registry, settings.topic, message.partition, message.offset, message.key, message.value
             )
             if isinstance(decoded, ChangeEvent):
+                old_key = old_key_delete(decoded, settings.key_fields)
+                if old_key is not None:  # the update moved the row: delete it under its old key first
+                    yield _change(settings, old_key, message)
                 yield _change(settings, decoded, message)
         except Exception as exc:  # every failure stops the table here, named
             yield BadMessage(message.partition, message.offset, _reason(exc, ref), message.key, message.value)
@@ -206,7 +210,7 @@ class BatchSummary:
                 self.first_bad[record.partition] = record
             return
         if record.position is not None:
-            self.marks.setdefault(record.partition, PartitionMarks()).add(record.offset, record.position)
+            self.marks.setdefault(record.partition, PartitionMarks()).add(record.position)
         self.changes += 1
         self.ops[record.op] = self.ops.get(record.op, 0) + 1
         _first(self.value_schemas.setdefault(record.value_schema_id, {}), record.partition, record.offset)

@@ -5,7 +5,9 @@ batch is written with the union of the lake table's columns and every version's 
 
 - a column the lake lacks is added (nullable; Hudi evolves the table in place);
 - a column with the same type, or a type the stored one holds exactly (int into bigint, float into
-  double, a decimal into a wider decimal), keeps the stored type;
+  double, a decimal into a wider decimal), keeps the stored type (an older writer version);
+- a column whose new type holds every stored value (the source widened it: int to bigint, float to
+  double, a decimal with more digits) takes the new type: Hudi promotes the column on write;
 - a column whose type changes otherwise is a :class:`SchemaChangeError`;
 - a lake column missing from a writer schema is fine if that schema is an older version (its events
   predate the column and write null); the caller checks that against the latest registered version.
@@ -112,10 +114,13 @@ def merge_columns(current: StructType | None, incoming: StructType) -> Evolution
     for stored in current.fields:
         new_type = incoming_types.get(stored.name)
         if new_type is not None and not holds(stored.dataType, new_type):
-            raise SchemaChangeError(
-                f"column {stored.name!r} changes type from {stored.dataType.simpleString()} to "
-                f"{new_type.simpleString()}"
-            )
+            if not holds(new_type, stored.dataType):
+                raise SchemaChangeError(
+                    f"column {stored.name!r} changes type from {stored.dataType.simpleString()} to "
+                    f"{new_type.simpleString()}"
+                )
+            fields.append(StructField(stored.name, new_type, True))
+            continue
         fields.append(StructField(stored.name, stored.dataType, True))
     known = {f.name for f in current.fields}
     added = tuple(name for name in incoming_types if name not in known)

@@ -1,23 +1,38 @@
-"""Recognising change events Debezium sent again after a restart, by their position in the change stream.
+"""Recognising change events Debezium sent again after a restart, by their place in the change stream.
 
 Debezium is at-least-once: after a Connect crash a task re-sends the events after its last committed
-source offset, which Kafka then holds twice.  Replaying them is harmless for rows that still exist
-(Hudi keeps the row with the higher ordering value), but a hard-deleted row has no ordering value left:
-an old event replayed in a later batch than its delete would bring the row back until the replayed
-delete arrives.  So every commit stores, per Kafka partition, the highest stream position applied, and
-the next batches skip events at or below it.
+source offset, which Kafka then holds twice.  Replaying them could show an older row than already
+applied, and a hard-deleted row has no ordering value left to protect it: an old event replayed in a
+later batch than its delete would bring the row back until the replayed delete arrives.  So every
+commit stores, per Kafka partition, the highest stream position applied (its *mark*), and the next
+batches skip events below it.  A skipped event must really have been applied: skipping an unseen event
+loses it silently, so every doubt means "apply it".
 
-A stream position orders events as Debezium emits them, which the per-key ordering value does not:
+A stream position orders events as Debezium emits them, and must keep doing so across a failover:
 
 - Postgres: ``source.sequence`` = ``[last commit LSN, change LSN]``.  Transactions are emitted in commit
   order and changes inside one in LSN order, so the pair grows with every event, although change LSNs
-  alone go back when transactions interleave (a transaction that began earlier commits later).
-- MySQL/MariaDB: ``(binlog file number, position, row)`` of one server, the order the binlog is read in.
-  Positions of different servers (after a failover) are not comparable: a position is tagged with its
-  ``server_id`` and only compared with the same server's.
+  alone go back when transactions interleave.  An event at or below the mark is skipped.  (A logical
+  slot does not follow a failover, so the sequence never restarts; see :mod:`cdc_lake.decode.ordering`.)
+- MySQL/MariaDB: the event's GTID, split into its *source* and sequence number: MariaDB ``D-S-N`` gives
+  source ``D-S`` (replication domain and originating server) and ``N``; MySQL ``uuid:N`` (or
+  ``uuid:tag:N``) gives source ``uuid`` (or ``uuid:tag``) and ``N``.  Within one source, sequence
+  numbers follow binlog order on every server that holds them (the origin writes them in order; a
+  replica commits them in the same order: MariaDB's in-order parallel replication, MySQL's
+  ``replica_preserve_commit_order``), so they keep their order when the connector is repointed at a
+  promoted replica, unlike binlog file numbers and positions, which belong to one server.  The mark
+  holds the highest sequence number applied per source, and an event is skipped only when its sequence
+  number is *strictly below* its source's mark.  Every event of one transaction shares its GTID, and a
+  batch can end inside a transaction, so events of the mark's own transaction are applied again (a
+  re-sent one shows a state inside that transaction, as a batch ending there does; never an older one),
+  and an event of a source the mark does not know (the new primary's first transactions) is new.
+- Snapshot reads, events without a GTID (a source not in GTID mode, which onboarding's preflight
+  refuses) and Postgres events without a sequence have no position and are never skipped.
 
-Snapshot reads and events without a complete position are never skipped.  Encoded as
-``"<server>:<digits>"`` with fixed-width digits, so string comparison is numeric comparison.
+Encoded in commit metadata (``kafka.stream_positions``) per partition as ``"pg:<40 digits>"`` or
+``"gtid:<source>=<n>,<source>=<n>..."``.  Marks written by earlier versions tagged binlog coordinates
+with ``source.server_id`` (``"<server_id>:<digits>"``); they are not comparable with GTIDs, so they skip
+nothing and the next batch replaces them.
 """
 
 from __future__ import annotations
@@ -27,9 +42,11 @@ from collections.abc import Mapping
 from typing import Final
 
 from cdc_lake.decode.envelope import ChangeEvent
-from cdc_lake.decode.ordering import binlog_file_number
 
 _POSTGRES: Final = "postgresql"
+_PG: Final = "pg"
+_GTID: Final = "gtid"
+_PG_DIGITS: Final = 40
 _LSN_DIGITS: Final = 20
 
 
@@ -40,9 +57,11 @@ def stream_position(event: ChangeEvent) -> str | None:
         return None
     if source.connector == _POSTGRES:
         return _postgres_position(source.sequence)
-    if source.server_id is None or source.file is None or source.pos is None or source.row is None:
+    parsed = gtid_source(source.gtid)
+    if parsed is None:
         return None
-    return f"{source.server_id}:{binlog_file_number(source.file):010d}{source.pos:020d}{source.row:010d}"
+    origin, sequence = parsed
+    return f"{_GTID}:{origin}={sequence}"
 
 
 def _postgres_position(sequence: str | None) -> str | None:
@@ -53,57 +72,110 @@ def _postgres_position(sequence: str | None) -> str | None:
         last_commit, lsn = int(parts[0]), int(parts[1])
     except (ValueError, TypeError, IndexError):
         return None
-    return f"pg:{last_commit:0{_LSN_DIGITS}d}{lsn:0{_LSN_DIGITS}d}"
+    return f"{_PG}:{last_commit:0{_LSN_DIGITS}d}{lsn:0{_LSN_DIGITS}d}"
 
 
-def _server(position: str) -> str:
-    return position.split(":", 1)[0]
+def gtid_source(gtid: str | None) -> tuple[str, int] | None:
+    """A GTID's source and sequence number, or None for a missing or unrecognised GTID.
+
+    MariaDB ``0-1-42`` -> ``("0-1", 42)``; MySQL ``uuid:42`` -> ``("uuid", 42)``.
+    """
+    if not gtid:
+        return None
+    separator = ":" if ":" in gtid else "-"
+    origin, _, number = gtid.strip().rpartition(separator)
+    if not origin or not number.isdigit() or "," in origin or "=" in origin:
+        return None
+    return origin, int(number)
+
+
+def _entries(position: str | None) -> tuple[str, dict[str, int]] | None:
+    """A position or mark as (kind, highest number per source); None for anything not comparable."""
+    if position is None:
+        return None
+    kind, _, body = position.partition(":")
+    try:
+        if kind == _PG and len(body) == _PG_DIGITS and body.isdigit():
+            return _PG, {_PG: int(body)}
+        if kind == _GTID and body:
+            entries: dict[str, int] = {}
+            for item in body.split(","):
+                origin, _, number = item.rpartition("=")
+                if not origin or not number.isdigit():
+                    return None
+                entries[origin] = int(number)
+            return _GTID, entries
+    except ValueError:
+        return None
+    return None  # an old "<server_id>:<binlog digits>" mark, or unknown
+
+
+def _encode(kind: str, entries: Mapping[str, int]) -> str:
+    if kind == _PG:
+        return f"{_PG}:{entries[_PG]:0{_PG_DIGITS}d}"
+    return f"{_GTID}:" + ",".join(f"{origin}={entries[origin]}" for origin in sorted(entries))
 
 
 def already_applied(position: str | None, applied: str | None) -> bool:
-    """Whether an event at ``position`` is at or below ``applied`` (the partition's applied high mark)."""
-    if position is None or applied is None or _server(position) != _server(applied):
+    """Whether the event at ``position`` was applied before, by the partition's mark ``applied``."""
+    event, mark = _entries(position), _entries(applied)
+    if event is None or mark is None or event[0] != mark[0]:
         return False
-    return len(position) == len(applied) and position <= applied
+    kind, entries = event
+    ((origin, number),) = entries.items()
+    highest = mark[1].get(origin)
+    if highest is None:
+        return False
+    return number <= highest if kind == _PG else number < highest
 
 
 class PartitionMarks:
-    """The highest position per server seen in one Kafka partition, and the server of its newest event."""
+    """The highest stream position per source seen in one Kafka partition."""
 
     def __init__(self) -> None:
-        self.highest: dict[str, str] = {}
-        self.newest: tuple[int, str] | None = None
+        self.kind: str | None = None
+        self.highest: dict[str, int] = {}
 
-    def add(self, offset: int, position: str) -> None:
-        """Account for an event at ``offset`` with ``position``."""
-        server = _server(position)
-        known = self.highest.get(server)
-        if known is None or position > known:
-            self.highest[server] = position
-        if self.newest is None or offset > self.newest[0]:
-            self.newest = (offset, server)
+    @classmethod
+    def of(cls, position: str | None) -> PartitionMarks:
+        """The marks holding one position or stored mark (none when it is not comparable)."""
+        marks = cls()
+        parsed = _entries(position)
+        if parsed is not None:
+            marks._fold(*parsed)
+        return marks
+
+    def add(self, position: str) -> None:
+        """Account for an event at ``position``."""
+        self.merge(PartitionMarks.of(position))
+
+    def _fold(self, kind: str, entries: Mapping[str, int]) -> None:
+        if self.kind is not None and self.kind != kind:
+            return  # one partition holds one engine's events
+        self.kind = kind
+        for origin, number in entries.items():
+            if number > self.highest.get(origin, -1):
+                self.highest[origin] = number
 
     def merge(self, other: PartitionMarks) -> None:
         """Fold in another slice's marks of the same partition."""
-        for server, position in other.highest.items():
-            known = self.highest.get(server)
-            if known is None or position > known:
-                self.highest[server] = position
-        if other.newest is not None and (self.newest is None or other.newest[0] > self.newest[0]):
-            self.newest = other.newest
+        if other.kind is not None:
+            self._fold(other.kind, other.highest)
 
     def high_mark(self) -> str | None:
-        """The highest position of the server that wrote the partition's newest event."""
-        if self.newest is None:
+        """The encoded mark of everything seen, or None when nothing had a position."""
+        if self.kind is None:
             return None
-        return self.highest[self.newest[1]]
+        return _encode(self.kind, self.highest)
 
 
 def advance(applied: Mapping[int, str], marks: Mapping[int, PartitionMarks]) -> dict[int, str]:
-    """The applied high marks after a batch with ``marks``."""
+    """The applied marks after a batch with ``marks``; a mark that is not comparable is replaced."""
     result = dict(applied)
-    for partition, partition_marks in marks.items():
-        mark = partition_marks.high_mark()
-        if mark is not None and not already_applied(mark, result.get(partition)):
+    for partition, batch in marks.items():
+        combined = PartitionMarks.of(result.get(partition))
+        combined.merge(batch)
+        mark = combined.high_mark()
+        if mark is not None:
             result[partition] = mark
     return result

@@ -9,6 +9,7 @@ cause and the others keep going.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -18,17 +19,23 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from cdc_lake.apply.lake_schema import row_columns
+from cdc_lake.apply.schema_change import SchemaDiff
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.apply.target import ApplyTarget
+from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.exceptions import ApplyError, CdcLakeError
+from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
+from cdc_lake.ops import metrics
 from cdc_lake.secrets import redact
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
+from cdc_lake.state.records import RunOutcome
 from cdc_lake.state.store import StateStore
 
 _LOG = logging.getLogger(__name__)
@@ -39,8 +46,13 @@ IDLE_MEASURE_SECONDS = 5.0
 BUSY = "another process is applying it"
 """Why a batch was skipped when another process holds the table's apply lock."""
 
-APPLIABLE_STATES = frozenset({TableState.CATCHING_UP, TableState.LIVE, TableState.FAILED})
-"""States whose tables the applier works on; FAILED tables are retried."""
+APPLIABLE_STATES = frozenset(
+    {TableState.CATCHING_UP, TableState.LIVE, TableState.FAILED, TableState.SCHEMA_CHANGED}
+)
+"""States whose tables the applier works on; FAILED and SCHEMA_CHANGED tables are retried (a config
+change may have made the schema change invisible; they stop again at the same offset otherwise)."""
+STOPPED = frozenset({TableState.FAILED, TableState.SCHEMA_CHANGED})
+SCHEMA_CHANGE_RUN = "schema change"
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,14 @@ def skip_reason(store: StateStore, target: ApplyTarget) -> str | None:
     return None
 
 
+def current_target(store: StateStore, target: ApplyTarget) -> ApplyTarget:
+    """``target`` at the base path the state store names (a re-bootstrap switched it to a new version)."""
+    info = store.get_table(target.qualified_name)
+    if info is None or info.lake_base_path == target.base_path:
+        return target
+    return dataclasses.replace(target, base_path=info.lake_base_path)
+
+
 class ApplyRunner:
     """Applies configured tables, recording state; safe to call from many threads (one per table).
 
@@ -124,6 +144,10 @@ class ApplyRunner:
         self.registry = registry
         self.lock_url = lock_url
         self._appliers: dict[str, TableApplier] = {}
+        self.catalog: CatalogSync | None = None
+        """Where LIVE tables are registered after publish and schema changes (``catalog`` config)."""
+        self.on_schema_change: Callable[[str, SchemaDiff], None] | None = None
+        """Called after a table stopped in SCHEMA_CHANGED (``cdc-lake run``: the rebootstrap policy)."""
         self._measured: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -133,13 +157,15 @@ class ApplyRunner:
     ) -> ApplyRunner:
         """The runner the config describes: its Kafka and batch settings, registry and lock."""
         options = applier_options(config, slices=slices)
-        return cls(spark, store, options, registry_client(config), config.state_store.url)
+        runner = cls(spark, store, options, registry_client(config), config.state_store.url)
+        runner.catalog = CatalogSync.for_config(config)
+        return runner
 
     def applier(self, target: ApplyTarget) -> TableApplier:
         """The one applier of ``target`` (created on first use)."""
         with self._lock:
             found = self._appliers.get(target.qualified_name)
-            if found is None:
+            if found is None or found.target != target:
                 found = TableApplier(self.spark, target, self.options, self.registry, self.store)
                 self._appliers[target.qualified_name] = found
             return found
@@ -153,7 +179,7 @@ class ApplyRunner:
         with table_lock(self.lock_url, LockPurpose.APPLY, name) as acquired:
             if not acquired:
                 return TableOutcome(name, skipped=BUSY)
-            return self._step(target, limit)
+            return self._step(current_target(self.store, target), limit)
 
     def _step(self, target: ApplyTarget, limit: dict[int, int] | None) -> TableOutcome:
         name = target.qualified_name
@@ -163,6 +189,7 @@ class ApplyRunner:
         try:
             result = applier.apply_batch(limit)
             self._record(target, result)
+            self._register(target, applier)
         except Exception as exc:  # one table's failure must not stop the others
             applier.forget()
             cause = describe_failure(exc)
@@ -170,7 +197,10 @@ class ApplyRunner:
             self._fail(name, cause)
             return TableOutcome(name, error=cause)
         error = result.error()
-        if error is not None:
+        diff = applier.schema_change
+        if error is not None and diff is not None and diff.summary() in error:
+            self._schema_changed(name, error, diff)
+        elif error is not None:
             self._fail(name, error)
         return TableOutcome(
             name,
@@ -208,6 +238,7 @@ class ApplyRunner:
         name = target.qualified_name
         if result.commit_instant is not None:
             self.store.record_applied_offsets(name, result.end, result.commit_instant)
+        metrics.record_batch(name, result.changes, result.commit_instant is not None)
         now = time.monotonic()
         # An idle tier-0 table is polled every second: its freshness is refreshed every few seconds only.
         if result.offsets or now - self._measured.get(name, -IDLE_MEASURE_SECONDS) >= IDLE_MEASURE_SECONDS:
@@ -222,12 +253,41 @@ class ApplyRunner:
         if result.bad is not None:
             return
         info = self.store.require_table(name)
-        if info.state is TableState.FAILED:
+        if info.state in STOPPED:
             info = self.store.transition(name, TableState.CATCHING_UP)
         if info.state is TableState.CATCHING_UP and result.lag_messages == 0:
             self.store.transition(name, TableState.LIVE)
 
+    def _register(self, target: ApplyTarget, applier: TableApplier) -> None:
+        """Register a LIVE table in the catalogs when its location or columns changed (not a copy)."""
+        if self.catalog is None or target.hudi_name is not None:
+            return
+        name = target.qualified_name
+        if self.store.require_table(name).state is not TableState.LIVE:
+            return
+        columns = applier.lake_columns
+        if columns is None:  # published without a batch of its own: the columns come from the table
+            if self.catalog.knows(name, target.base_path):
+                return
+            columns = row_columns(read_table(self.spark, target.base_path).schema)
+        self.catalog.after_batch(name, target.base_path, columns, target.partition_fields)
+
+    def _schema_changed(self, name: str, cause: str, diff: SchemaDiff) -> None:
+        """Stop the table in SCHEMA_CHANGED, with the full report in a run (once per writer schema)."""
+        try:
+            info = self.store.require_table(name)
+            if info.state is not TableState.SCHEMA_CHANGED or info.last_error != cause:
+                detail = {"schema_id": diff.schema_id, "report": diff.report(), "error": cause}
+                self.store.finish_run(self.store.start_run(SCHEMA_CHANGE_RUN, name, detail), RunOutcome.OK)
+            self.store.transition(name, TableState.SCHEMA_CHANGED, cause)
+        except CdcLakeError as exc:
+            _LOG.error("%s: cannot record the schema change in the state store: %s", name, exc)
+        _LOG.warning("%s stopped: %s", name, cause)
+        if self.on_schema_change is not None:
+            self.on_schema_change(name, diff)
+
     def _fail(self, name: str, cause: str) -> None:
+        metrics.record_failure(name)
         try:
             self.store.transition(name, TableState.FAILED, cause)
         except CdcLakeError as exc:

@@ -34,11 +34,20 @@ from cdc_lake.apply.decoding import (
 from cdc_lake.apply.frame import change_frame, fill_from_lake, lake_frame, latest_changes
 from cdc_lake.apply.lake_schema import merge_columns, row_columns
 from cdc_lake.apply.plan import BatchPlan, plan_batch
+from cdc_lake.apply.quarantine import commit_metadata, skipped_offsets, without_quarantined
 from cdc_lake.apply.redelivery import advance
+from cdc_lake.apply.schema_change import (
+    IncompatibleSchemaChange,
+    SchemaDiff,
+    WriterColumns,
+    classify,
+    key_change,
+    policy_columns,
+)
 from cdc_lake.apply.target import ApplyTarget
 from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
-from cdc_lake.exceptions import CdcLakeError, SchemaChangeError
+from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.timeline import latest_commit, table_exists
 from cdc_lake.hudi.writer import read_table, write_batch
@@ -139,6 +148,13 @@ class TableApplier:
         self._columns: StructType | None = None
         self._record_key: tuple[str, ...] | None = None
         self._exists = False
+        self.schema_change: SchemaDiff | None = None
+        """The breaking schema change the last batch stopped at, if it stopped at one."""
+
+    @property
+    def lake_columns(self) -> StructType | None:
+        """The lake table's row columns as of the last batch (None before the table is known)."""
+        return self._columns
 
     def forget(self) -> None:
         """Drop cached offsets and schema: the next batch re-reads them from the table (after a failure)."""
@@ -198,6 +214,7 @@ class TableApplier:
     def apply_batch(self, limit: dict[int, int] | None = None) -> BatchResult:
         """Apply the next batch; costs no Spark job when there is nothing new."""
         began = time.monotonic()
+        self.schema_change = None
         checkpoint = self.checkpoint()
         plan = self.plan(limit)
         if plan.offsets > 0 and not self._still_current():
@@ -218,6 +235,9 @@ class TableApplier:
         )
         slices = split_ranges(plan.ranges, self.options.slices)
         raw = read_ranges_in_spark(self.spark, self.options.kafka, slices, self.options.reader)
+        name, topic = self.target.qualified_name, self.target.topic
+        skipped = skipped_offsets(self.store, name, topic, plan.start, plan.end)
+        raw = without_quarantined(raw, skipped)
         decoded = raw.mapPartitions(lambda messages: decode_messages(settings, messages))
         decoded.persist(StorageLevel.MEMORY_AND_DISK)
         frame: DataFrame | None = None
@@ -259,7 +279,8 @@ class TableApplier:
                 self.target.topic, {**checkpoint.offsets, **end}, newest, Origin.COMMIT, positions=positions
             )
             spec = self.target.spec(key_fields)
-            instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, after.commit_metadata())
+            metadata = {**after.commit_metadata(), **commit_metadata(skipped, end)}
+            instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, metadata)
             _LOG.debug(
                 "%s: read and decoded %d offsets in %.1fs, wrote commit %s in %.1fs",
                 self.target.qualified_name, plan.offsets, decoded_at - began, instant,
@@ -288,12 +309,6 @@ class TableApplier:
                 self._record_key = stored_record_key(self.spark, self.target.base_path)
                 self._exists = True
 
-    def _restrict(self, struct: StructType) -> StructType:
-        if self.target.columns is None:
-            return struct
-        keep = set(self.target.columns) | set(self.target.key_fields or ())
-        return StructType([f for f in struct.fields if f.name in keep])
-
     def _merge_schemas(self, summary: BatchSummary, bad: dict[int, BadMessage]) -> StructType | None:
         """The lake columns after this batch; a schema that cannot be merged cuts the batch before it."""
         columns = self._columns
@@ -302,10 +317,9 @@ class TableApplier:
             if not firsts:
                 continue
             try:
-                struct = self._restrict(self.registry.get_schema(schema_id).struct_type)
-                evolution = merge_columns(columns, struct)
-                if evolution.missing:
-                    self._check_not_dropped(evolution.missing)
+                writer = self._restricted_writer(schema_id)
+                self._classify(schema_id, writer)
+                evolution = merge_columns(columns, writer.struct)
                 if evolution.added and columns is not None:
                     _LOG.info("%s: schema id %d adds columns %s", self.target.qualified_name, schema_id,
                               list(evolution.added))
@@ -314,15 +328,26 @@ class TableApplier:
                 _cut(bad, firsts, f"value schema id {schema_id}: {exc}")
         return columns
 
-    def _check_not_dropped(self, missing: tuple[str, ...]) -> None:
-        """Columns an older writer schema lacks are fine; columns the newest one lacks were dropped."""
-        latest = self._restrict(self.registry.latest(f"{self.target.topic}-value").struct_type)
-        gone = [name for name in missing if name not in latest.fieldNames()]
-        if gone:
-            raise SchemaChangeError(
-                f"columns {gone} are no longer in the source table; dropping or renaming a column needs a "
-                "re-bootstrap"
-            )
+    def _restricted_writer(self, schema_id: int) -> WriterColumns:
+        """The writer schema's columns the table's policy compares and writes (frozen list, freeze)."""
+        writer = WriterColumns.of(self.registry.get_schema(schema_id))
+        keep = policy_columns(
+            self.target.schema_policy, self.target.columns, self.target.key_fields or (), self._columns
+        )
+        return writer if keep is None else writer.restricted(keep)
+
+    def _classify(self, schema_id: int, writer: WriterColumns) -> None:
+        """Stop before a writer schema the lake table cannot follow (columns older versions lack are fine)."""
+        if self._columns is None:
+            return
+        diff = classify(schema_id, self._columns, writer, partition_fields=self.target.partition_fields)
+        if diff.breaking:
+            latest_id = self.registry.latest(f"{self.target.topic}-value").schema_id
+            latest = self._restricted_writer(latest_id).struct
+            diff = diff.without_older_version_gaps(latest, self._columns)
+        if diff.breaking:
+            self.schema_change = diff
+            raise IncompatibleSchemaChange(diff)
 
     def _key_fields(self, summary: BatchSummary, bad: dict[int, BadMessage]) -> tuple[str, ...] | None:
         if self.target.key_fields:
@@ -340,8 +365,9 @@ class TableApplier:
             if chosen is None:
                 chosen = names
             elif names != chosen:
-                reason = f"the record key changes from {list(chosen)} to {list(names)}; re-bootstrap"
-                _cut(bad, firsts, reason)
+                diff = key_change(schema_id, chosen, names)
+                self.schema_change = diff
+                _cut(bad, firsts, diff.summary())
         return chosen
 
 

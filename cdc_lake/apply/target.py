@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cdc_lake.apply.changes import ORDERING_COLUMN
+from cdc_lake.apply.schema_change import SchemaPolicy
 from cdc_lake.config import Config, Source, Table
-from cdc_lake.hudi.options import CompactionSpec, HudiTableSpec, IndexType, TableType
+from cdc_lake.hudi.options import DEFAULT_TABLE_VERSION, CompactionSpec, HudiTableSpec, IndexType, TableType
 
 
 def topic_for(source: Source, table: Table) -> str:
@@ -19,7 +20,9 @@ class ApplyTarget:
     """Everything the applier needs to know about one table, derived from the config.
 
     ``key_fields`` is None when the config names no key: the Debezium message key's columns are used.
-    ``columns`` is the frozen column list, if the config has one.
+    ``columns`` is the frozen column list, if the config has one.  ``hudi_name`` is the Hudi table name
+    when it differs from ``qualified_name`` (a re-bootstrap's copy is recorded as ``table~vN`` but is the
+    same Hudi table, which Hudi checks on every write).
     """
 
     qualified_name: str
@@ -34,11 +37,14 @@ class ApplyTarget:
     index: IndexType
     compaction: CompactionSpec
     soft_deletes: bool
+    table_version: int = DEFAULT_TABLE_VERSION
+    hudi_name: str | None = None
+    schema_policy: SchemaPolicy = SchemaPolicy.EVOLVE
 
     def spec(self, key_fields: tuple[str, ...]) -> HudiTableSpec:
         """The Hudi table spec, ordered by the source position column (``_cdc_ordering``)."""
         return HudiTableSpec(
-            table_name=self.qualified_name,
+            table_name=self.hudi_name or self.qualified_name,
             base_path=self.base_path,
             record_key_fields=key_fields,
             ordering_field=ORDERING_COLUMN,
@@ -46,6 +52,7 @@ class ApplyTarget:
             table_type=self.table_type,
             index=self.index,
             compaction=self.compaction,
+            table_version=self.table_version,
         )
 
 
@@ -66,6 +73,8 @@ def target_for(config: Config, source: Source, table: Table) -> ApplyTarget:
         index=IndexType(lake.index),
         compaction=CompactionSpec(lake.compaction.inline, lake.compaction.max_delta_commits),
         soft_deletes=lake.soft_deletes,
+        table_version=lake.table_version,
+        schema_policy=SchemaPolicy(table.schema_changes),
     )
 
 

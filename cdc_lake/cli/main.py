@@ -1,14 +1,16 @@
 """``cdc-lake``: the command group and every verb of the CLI contract.
 
-Verbs whose implementation lands in a later issue exist already, with their
-arguments, and exit with code 3 saying so.  ``stack`` and ``demo`` live in
-their own modules and are imported only when used.
+Each verb imports its stage only when it runs, so ``--help`` and config errors
+stay fast; ``stack`` and ``demo`` live in their own modules.  Errors are one
+line with the exit code of their exception class (``cdc_lake.exceptions``).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -23,7 +25,7 @@ from cdc_lake.cli.onboard_output import (
 )
 from cdc_lake.cli.output import emit_json, render_status
 from cdc_lake.config import find_config
-from cdc_lake.exceptions import ConfigError, NotImplementedYetError
+from cdc_lake.exceptions import ConfigError, HealthCheckError
 from cdc_lake.logging_setup import configure_logging
 from cdc_lake.onboard.control import Action, control, statuses
 from cdc_lake.onboard.offboard import OffboardRequest, source_of
@@ -31,15 +33,13 @@ from cdc_lake.onboard.offboard import offboard as offboard_target
 from cdc_lake.onboard.preflight import raise_for_failures
 from cdc_lake.onboard.run import DEFAULT_TIMEOUT, OnboardRequest, execute_onboarding, plan_onboarding
 from cdc_lake.onboard.secrets import password_env
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.records import TableInfo
 from cdc_lake.state.status import table_statuses
 from cdc_lake.state.store import StateStore
 
-OPERATIONS_ISSUE = "the operations issue"
-
-
-def _not_implemented(verb: str, issue: str) -> NotImplementedYetError:
-    return NotImplementedYetError(f"cdc-lake {verb} is not implemented yet: it arrives with {issue}")
-
+if TYPE_CHECKING:
+    from cdc_lake.apply.runner import TableOutcome
 
 @click.group(
     cls=CdcLakeGroup,
@@ -195,33 +195,43 @@ def connectors_status(ctx: click.Context, source: str | None, as_json: bool) -> 
         render_connector_statuses(rows)
 
 
-def _control(ctx: click.Context, source: str, action: Action, done: str) -> None:
-    for name in control(get_config(ctx), source, action):
+def _control(ctx: click.Context, source: str, action: Action, done: str, as_json: bool) -> None:
+    names = control(get_config(ctx), source, action)
+    if as_json:
+        emit_json([{"source": source, "connector": name, "action": action} for name in names])
+        return
+    for name in names:
         click.echo(f"{done} {name}")
+
+
+_CONTROL_JSON = click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
 
 
 @connectors.command("pause")
 @click.argument("source")
+@_CONTROL_JSON
 @click.pass_context
-def connectors_pause(ctx: click.Context, source: str) -> None:
+def connectors_pause(ctx: click.Context, source: str, as_json: bool) -> None:
     """Pause the connectors of SOURCE (their slots keep WAL until they resume)."""
-    _control(ctx, source, "pause", "paused")
+    _control(ctx, source, "pause", "paused", as_json)
 
 
 @connectors.command("resume")
 @click.argument("source")
+@_CONTROL_JSON
 @click.pass_context
-def connectors_resume(ctx: click.Context, source: str) -> None:
+def connectors_resume(ctx: click.Context, source: str, as_json: bool) -> None:
     """Resume the paused connectors of SOURCE."""
-    _control(ctx, source, "resume", "resumed")
+    _control(ctx, source, "resume", "resumed", as_json)
 
 
 @connectors.command("restart")
 @click.argument("source")
+@_CONTROL_JSON
 @click.pass_context
-def connectors_restart(ctx: click.Context, source: str) -> None:
+def connectors_restart(ctx: click.Context, source: str, as_json: bool) -> None:
     """Restart the connectors of SOURCE and their failed tasks."""
-    _control(ctx, source, "restart", "restarted")
+    _control(ctx, source, "restart", "restarted", as_json)
 
 
 @cli.command()
@@ -313,20 +323,42 @@ def bootstrap(
     "--parallel", type=click.IntRange(min=1), default=4, show_default=True,
     help="How many tables apply at once (one Spark application).",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per table outcome (JSON Lines).")
 @click.pass_context
-def apply(ctx: click.Context, once: bool, tables: tuple[str, ...], tier: int | None, parallel: int) -> None:
+def apply(
+    ctx: click.Context, once: bool, tables: tuple[str, ...], tier: int | None, parallel: int, as_json: bool
+) -> None:
     """Apply change events from Kafka to the Hudi tables, one Hudi commit per batch.
 
     With --once, each table catches up to the end offsets seen at start and the command exits,
     non-zero if any table failed.  Without it, the chosen tables apply continuously like `run`.
     """
-    from cdc_lake.apply.commands import apply_once_command, run_command
+    from cdc_lake.apply.commands import apply_once_command, describe, run_command
 
     config = get_config(ctx)
+    render = _json_line if as_json else describe
     if once:
-        apply_once_command(config, tables, tier, parallel, click.echo)
+        apply_once_command(config, tables, tier, parallel, click.echo, render=render)
     else:
-        run_command(config, tables, tier, parallel, click.echo)
+        from bootstrap.rebootstrap import AutoRebootstrap
+
+        run_command(
+            config, tables, tier, parallel, click.echo, render=render, note=_note(as_json),
+            on_schema_change=AutoRebootstrap(config),
+        )
+
+
+def _json_line(outcome: TableOutcome) -> str:
+    import json
+
+    from cdc_lake.apply.commands import outcome_json
+
+    return json.dumps(outcome_json(outcome))
+
+
+def _note(as_json: bool) -> Callable[[str], None]:
+    """Where progress notes go: stdout for people, stderr when stdout carries JSON."""
+    return lambda text: click.echo(text, err=as_json)
 
 
 @cli.command()
@@ -334,23 +366,40 @@ def apply(ctx: click.Context, once: bool, tables: tuple[str, ...], tier: int | N
     "--parallel", type=click.IntRange(min=1), default=4, show_default=True,
     help="How many tables apply at once (one Spark application).",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per table outcome (JSON Lines).")
 @click.pass_context
-def run(ctx: click.Context, parallel: int) -> None:
+def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
     """Run continuously: tier-0 tables apply without pause, other tiers at their interval.
 
-    Freshness and lag are recorded per table for `status`.  SIGTERM or Ctrl-C lets running batches
-    finish, then exits.
+    Freshness and lag are recorded per table for `status`; Prometheus metrics are served on
+    monitoring.metrics_port (0: none).  SIGTERM or Ctrl-C lets running batches finish, then exits.
     """
-    from cdc_lake.apply.commands import run_command
+    from bootstrap.rebootstrap import AutoRebootstrap
+    from cdc_lake.apply.commands import describe, run_command
+    from cdc_lake.ops.metrics import serve
 
-    run_command(get_config(ctx), (), None, parallel, click.echo)
+    config = get_config(ctx)
+
+    def serve_metrics() -> None:
+        if config.monitoring.metrics_port:
+            port = serve(config, with_applier=True, bootstrap_rows=_bootstrap_rows)
+            _note(as_json)(f"metrics on http://{config.monitoring.metrics_host}:{port}/metrics")
+
+    run_command(
+        config, (), None, parallel, click.echo, serve_metrics=serve_metrics,
+        render=_json_line if as_json else describe, note=_note(as_json),
+        on_schema_change=AutoRebootstrap(config),
+    )
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Show every onboarded table: state, tier, lake path, last commit, applied offsets, freshness."""
+    """Show every onboarded table: state, tier, lake path, last commit, applied offsets, freshness.
+
+    Exits 4 when a table is FAILED (its error says why; see docs/runbooks/table-failed.md).
+    """
     config = get_config(ctx)
     with StateStore.open(config.state_store.url) as store:
         statuses = table_statuses(store)
@@ -361,38 +410,265 @@ def status(ctx: click.Context, as_json: bool) -> None:
                 {**row.to_json(), "bootstrap": bootstrap_status(store, row.name, row.state)}
                 for row in statuses
             ])
-            return
-    render_status(statuses)
+        else:
+            render_status(statuses)
+    failed = [row.name for row in statuses if row.state is TableState.FAILED]
+    if failed:
+        raise HealthCheckError(
+            f"{len(failed)} tables FAILED: {', '.join(failed)} (see docs/runbooks/table-failed.md)"
+        )
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def lag(as_json: bool) -> None:
-    """Show replication slot / binlog lag and Kafka consumer lag per source and table.
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
+@click.pass_context
+def lag(ctx: click.Context, as_json: bool) -> None:
+    """Show how far behind each part is: slots/binlogs, read replicas, connectors, Kafka, the lake.
 
-    Not implemented yet: arrives with the operations issue.
+    Exits 4 when a threshold of the config's `monitoring` section is breached (the same conditions
+    as the alert rules of `cdc-lake alerts render`), 0 when all are met.
     """
-    raise _not_implemented("lag", OPERATIONS_ISSUE)
+    from cdc_lake.cli.ops_output import render_lag
+    from cdc_lake.ops.alerts import breaches
+    from cdc_lake.ops.lag import collect_lag
+    from cdc_lake.ops.metrics import lag_samples
+
+    config = get_config(ctx)
+    report = collect_lag(config)
+    found = breaches(lag_samples(report), config)
+    if as_json:
+        emit_json({**report.to_json(), "breaches": [b.to_json() for b in found]})
+    else:
+        render_lag(report, found, click.echo)
+    if found:
+        names = sorted({b.alert for b in found})
+        raise HealthCheckError(f"{len(found)} thresholds breached: {', '.join(names)}")
+
+
+@cli.command()
+@click.option(
+    "--port", type=click.IntRange(0, 65535), help="Serve on this port (default: monitoring.metrics_port)."
+)
+@click.option("--once", is_flag=True, help="Print the metrics once (Prometheus text format) and exit.")
+@click.option("--json", "as_json", is_flag=True, help="With --once: print the samples as JSON.")
+@click.pass_context
+def metrics(ctx: click.Context, port: int | None, once: bool, as_json: bool) -> None:
+    """Serve the lag metrics for Prometheus at http://HOST:PORT/metrics until stopped (or print them once).
+
+    For schedulers and hosts where `cdc-lake run` does not run; `run` serves the same gauges
+    plus its applier counters.
+    """
+    from prometheus_client import generate_latest
+
+    from cdc_lake.ops.metrics import registry_for, serve
+
+    config = get_config(ctx)
+    if once:
+        registry = registry_for(config, with_applier=False, bootstrap_rows=_bootstrap_rows)
+        if as_json:
+            emit_json([
+                {"name": s.name, "labels": s.labels, "value": s.value}
+                for family in registry.collect()
+                for s in family.samples
+            ])
+        else:
+            click.echo(generate_latest(registry).decode(), nl=False)
+        return
+    if as_json:
+        raise ConfigError("--json needs --once (the server speaks the Prometheus text format)")
+    bound = serve(config, with_applier=False, bootstrap_rows=_bootstrap_rows, port=port)
+    address = f"http://{config.monitoring.metrics_host}:{bound}/metrics"
+    click.echo(f"serving metrics on {address}; stop with Ctrl-C")
+    from threading import Event
+
+    try:
+        Event().wait()
+    except KeyboardInterrupt:
+        click.echo("stopped")
+
+
+def _bootstrap_rows(store: StateStore, info: TableInfo) -> int:
+    """Rows the current (or last) bootstrap of ``info``'s table wrote, for the metrics."""
+    from bootstrap.progress import bootstrap_status
+
+    found = bootstrap_status(store, info.qualified_name, info.state)
+    return 0 if found is None else int(found["rows_written"])
+
+
+@cli.group()
+def alerts() -> None:
+    """Prometheus alert rules generated from the config's monitoring thresholds."""
+
+
+@alerts.command("render")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to this file (default: stdout).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the rules as JSON instead of YAML.")
+@click.pass_context
+def alerts_render(ctx: click.Context, output: Path | None, as_json: bool) -> None:
+    """Write the Prometheus alerting rules for the config's thresholds (per tier) as YAML."""
+    import yaml
+
+    from cdc_lake.ops.alerts import render_rules
+
+    text = render_rules(get_config(ctx))
+    if as_json:
+        emit_json(yaml.safe_load(text))
+        return
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text)
+    click.echo(f"wrote {output}")
 
 
 @cli.command()
 @click.argument("tables", nargs=-1, required=True, metavar="TABLE...")
-def validate(tables: tuple[str, ...]) -> None:
-    """Compare row counts and checksums of tables between the source and the lake.
+@click.option("--buckets", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Key ranges whose counts and checksums are compared.")
+@click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Parallel range queries on the replica.")
+@click.option("--catch-up-timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
+              help="Seconds to wait for the lake to reach the Kafka end offsets.")
+@click.option("--max-keys", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Keys listed per kind of difference.")
+@click.option("--older-than", type=click.IntRange(min=1), metavar="SECONDS",
+              help="Compare only rows untouched for this long (needs --updated-column).")
+@click.option("--updated-column", metavar="COLUMN", help="The column holding each row's last change time.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of results instead of lines.")
+@click.pass_context
+def validate(
+    ctx: click.Context,
+    tables: tuple[str, ...],
+    buckets: int,
+    partitions: int,
+    catch_up_timeout: float,
+    max_keys: int,
+    older_than: int | None,
+    updated_column: str | None,
+    as_json: bool,
+) -> None:
+    """Reconcile tables between the read replica and the lake: counts, range checksums, then keys.
 
-    Not implemented yet: arrives with the operations issue.
+    Waits for the replica and the lake to pass the primary's position now, compares row counts and
+    checksums over key ranges, and names the missing, extra and different keys of ranges that
+    differ.  Exits 4 when any table differs.
     """
-    raise _not_implemented("validate", OPERATIONS_ISSUE)
+    from bootstrap.validate import ValidateOptions, validate_table
+    from cdc_lake.cli.ops_output import render_validation
+    from cdc_lake.spark import get_spark
+
+    if (older_than is None) != (updated_column is None):
+        raise ConfigError("--older-than and --updated-column go together")
+    config = get_config(ctx)
+    for name in tables:
+        config.table(name)
+    options = ValidateOptions(buckets, partitions, catch_up_timeout, max_keys, older_than, updated_column)
+    spark = get_spark(config.spark, config.lake)
+    with StateStore.open(config.state_store.url) as store:
+        results = [validate_table(spark, config, store, name, options) for name in tables]
+        for result in results:
+            # A clean comparison at a common point proves the copy exact: a quarantine's mark goes.
+            if result.matches and result.caught_up and store.require_table(result.table).possibly_diverged:
+                store.clear_possibly_diverged(result.table)
+    if as_json:
+        emit_json([r.to_json() for r in results])
+    else:
+        for result in results:
+            render_validation(result, click.echo)
+    differing = [r.table for r in results if not r.matches]
+    if differing:
+        raise HealthCheckError(f"the lake differs from the source for {', '.join(differing)}")
 
 
 @cli.command()
-@click.argument("tables", nargs=-1, required=True, metavar="TABLE...")
-def rebootstrap(tables: tuple[str, ...]) -> None:
-    """Discard the lake copy of tables and bootstrap them again (lost slot, breaking schema change).
+@click.argument("tables", nargs=-1, metavar="[TABLE]...")
+@click.option("--reason", default="operator request", show_default=True, help="Recorded with the run.")
+@click.option("--abort", is_flag=True, help="Roll back the unfinished re-bootstrap of TABLE instead.")
+@click.option(
+    "--remove-old", is_flag=True,
+    help="Remove previous base paths kept past lake.old_copy_keep_hours (no TABLE).",
+)
+@click.option("--now", is_flag=True, help="With --remove-old: do not wait for the keep time.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
+@click.pass_context
+def rebootstrap(
+    ctx: click.Context,
+    tables: tuple[str, ...],
+    reason: str,
+    abort: bool,
+    remove_old: bool,
+    now: bool,
+    as_json: bool,
+) -> None:
+    """Copy tables afresh into a new versioned base path and switch to it once caught up.
 
-    Not implemented yet: arrives with the operations issue.
+    The way out of FAILED and SCHEMA_CHANGED. The table stays readable (and applied if it can be) at
+    its old path meanwhile; the switch of path, offsets and state is atomic. Killed, run it again to
+    resume, or --abort to roll back. The old path is kept for lake.old_copy_keep_hours, then
+    `rebootstrap --remove-old` removes it.
     """
-    raise _not_implemented("rebootstrap", OPERATIONS_ISSUE)
+    from bootstrap.progress import LineView
+    from bootstrap.rebootstrap import abort_rebootstraps, rebootstrap_tables, remove_old_paths
+
+    config = get_config(ctx)
+    if remove_old == bool(tables):
+        raise ConfigError("name the tables to re-bootstrap (or --abort), or give --remove-old alone")
+    if now and not remove_old:
+        raise ConfigError("--now applies to --remove-old only")
+    if remove_old:
+        results = remove_old_paths(config, now)
+    elif abort:
+        results = abort_rebootstraps(config, tables)
+    else:
+        view = LineView(lambda line: click.echo(line, err=as_json))
+        try:
+            config_file = _config_file(ctx)
+            results = rebootstrap_tables(
+                config, tables, reason, view, lambda source: password_env(config_file, source)
+            )
+        finally:
+            view.close()
+    if as_json:
+        emit_json([r.to_json() for r in results])
+        return
+    if not results:
+        click.echo("nothing to do")
+    for r in results:
+        click.echo(f"{r.table}: v{r.version} {r.action}: {r.path} ({r.seconds:.1f}s)")
+
+
+@cli.command()
+@click.argument("table", metavar="TABLE")
+@click.option("--partition", type=click.IntRange(min=0), required=True, help="Kafka partition.")
+@click.option("--offset", type=click.IntRange(min=0), required=True, help="Kafka offset.")
+@click.option("--reason", required=True, help="Why it is skipped (recorded with the copy).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a line.")
+@click.pass_context
+def quarantine(
+    ctx: click.Context, table: str, partition: int, offset: int, reason: str, as_json: bool
+) -> None:
+    """Skip one bad message of TABLE: copy it to the quarantine, record why, keep applying.
+
+    The message (key and value bytes, topic, partition, offset) is kept in the state store's
+    quarantined_messages table; the next Hudi commit over it lists it in its metadata; the table is
+    marked possibly diverged until `rebootstrap` (or a clean `validate`) clears it.
+    """
+    from cdc_lake.apply.quarantine import QuarantineRequest, describe
+    from cdc_lake.apply.quarantine import quarantine as quarantine_message
+
+    kept = quarantine_message(get_config(ctx), QuarantineRequest(table, partition, offset, reason))
+    if as_json:
+        emit_json(describe([kept])[0])
+        return
+    click.echo(
+        f"{kept.table}: quarantined topic {kept.topic!r} partition {kept.partition} offset {kept.offset}; "
+        "the table is possibly diverged until `cdc-lake rebootstrap` or a clean `cdc-lake validate`"
+    )
 
 
 def main() -> None:

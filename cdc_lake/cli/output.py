@@ -33,28 +33,36 @@ def format_seconds(seconds: float | None) -> str:
 
 
 def render_status(statuses: Sequence[TableStatus]) -> None:
-    """Print one row per table and, below the table, the last error of each failed table."""
+    """Print one row of short values per table, then each table's lake path, offsets and last error.
+
+    Paths and offsets are printed as whole lines below the table, never as cells: at 80 columns a
+    cell would cut them into fragments.
+    """
     console = Console(soft_wrap=False)
     if not statuses:
         console.print("No tables onboarded yet: run [bold]cdc-lake onboard SOURCE[/bold].")
         return
     table = Table(title="cdc-lake tables")
-    for column in ("table", "state", "tier", "lake base path", "last commit", "applied offsets", "freshness"):
-        table.add_column(column, overflow="fold")
+    for column in ("table", "state", "tier", "last commit", "freshness", "lag"):
+        table.add_column(column, overflow="fold", no_wrap=column != "table")
     for status in statuses:
-        offsets = " ".join(f"{p}:{o}" for p, o in sorted(status.applied_offsets.items())) or "-"
         cells = (
             status.name,
             status.state.value,
             str(status.tier),
-            status.lake_base_path,
             status.last_commit or "-",
-            offsets,
             format_seconds(status.freshness_seconds),
+            "-" if status.lag_messages is None else f"{status.lag_messages:,}",
         )
         # Text cells: names and paths are data, never rich markup.
         table.add_row(*(Text(cell) for cell in cells))
     console.print(table)
     for status in statuses:
+        offsets = " ".join(f"{p}:{o}" for p, o in sorted(status.applied_offsets.items())) or "-"
+        lines = [f"{status.name}", f"  lake: {status.lake_base_path}", f"  applied offsets: {offsets}"]
         if status.last_error:
-            console.print(f"{status.name}: {status.last_error}", markup=False, highlight=False)
+            lines.append(f"  error: {status.last_error}")
+        if status.possibly_diverged:
+            lines.append(f"  possibly diverged: {status.possibly_diverged}")
+        for line in lines:
+            console.print(Text(line), soft_wrap=True)

@@ -148,9 +148,7 @@ def _position(op: str, source: SourceInfo, ref: MessageRef) -> SourcePosition:
                 raise DecodeError(f"Postgres {op!r} event has no source.lsn")
             return SourcePosition.postgres(source.lsn)
         if source.connector in _BINLOG_CONNECTORS:
-            if source.file is None or source.pos is None or source.row is None:
-                raise DecodeError(f"{source.connector} {op!r} event lacks source.file/pos/row")
-            return SourcePosition.binlog(source.file, source.pos, source.row)
+            return SourcePosition.binlog(ref.offset)
     except DecodeError as exc:
         raise DecodeError(f"{ref}: {exc}") from exc
     raise DecodeError(f"{ref}: connector {source.connector!r} is not supported (postgresql, mysql, mariadb)")

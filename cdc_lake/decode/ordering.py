@@ -1,14 +1,20 @@
 """The source position of a change event, and its encoding as a Hudi ordering field.
 
-A :class:`SourcePosition` is a tuple of non-negative integers compared as numbers:
+The ordering field must grow with every change of one key, for the whole life of the lake table,
+whatever happens to the source servers.  What grows per key by construction:
 
-- Postgres: ``(lsn,)``, the change's own LSN (``source.lsn``).  Per key, change LSNs increase: the row
-  lock taken by a change is held until its transaction commits.
-- MySQL / MariaDB: ``(file_number, pos, row)`` where ``file_number`` is the numeric suffix of the binlog
-  file (``mysql-bin.000123`` -> 123), ``pos`` the position of the row event in that file and ``row`` the
-  row's index inside the event.  Never compare binlog file names or positions as strings: ``"9" > "10"``
-  (Hudi's own MySQL payload once lost data that way).  Positions are comparable within one server's
-  binlog sequence only; after a failover to another server the numbering restarts.
+- Postgres: the change's own LSN (``source.lsn``).  Per key, change LSNs increase: the row lock taken by
+  a change is held until its transaction commits.  A logical slot does not follow a Postgres failover
+  (before Postgres 17 failover slots), so a failover means a re-bootstrap and LSNs never restart.
+- MySQL / MariaDB: the Kafka offset of the event in its partition.  Debezium routes every event of a key
+  to one partition (by the message key), in the order the binlog holds them, and offsets in a partition
+  only grow.  Binlog coordinates do not qualify: ``(file number, position)`` belongs to one server, and
+  after a failover to a replica (which GTID mode supports) the new server's binlog numbers can be lower
+  than the old one's, so its changes would lose to the stored rows.  Offsets keep growing across the
+  failover, since the connector keeps writing to the same topic.  This holds while the topic's
+  partition count does not change and the topic is not re-created (both need a re-bootstrap anyway).
+  A re-sent event (Debezium is at-least-once) gets a new, higher offset; it is recognised and skipped by
+  :mod:`cdc_lake.apply.redelivery` instead.
 - Snapshot rows (Debezium ``op='r'`` events, and rows written by the bootstrap) have the empty tuple,
   which sorts below every streamed position: any replayed change wins over a snapshot image.
 
@@ -20,19 +26,18 @@ decimal digits, so string order equals numeric order and the column can be a Hud
 engine        digits
 ============  =====================================================================
 Postgres      LSN, zero-padded to 40 digits (an LSN is an unsigned 64-bit number: 20 digits)
-MySQL         file number (10 digits) + pos (20 digits) + row (10 digits)
+MySQL         ``1`` then the Kafka offset, zero-padded to 39 digits
 snapshot      40 zeros (:data:`SNAPSHOT_ORDERING_VALUE`); no streamed position encodes to it,
-              since a Postgres LSN is never 0 and a binlog event never starts at position 0
+              since a Postgres LSN is never 0 and a binlog value starts with ``1``
 ============  =====================================================================
 
-A 64-bit integer cannot hold a binlog position safely (file number, a position past 4 GiB in a large
-transaction, and a row index need more than 63 bits), and Spark decimals stop at 38 digits; a string
-of digits has neither limit and compares correctly as long as every value has the same width.
+The leading ``1`` of binlog values puts them above every value written by earlier versions of cdc-lake,
+which encoded binlog coordinates as file number (10 digits, so a leading ``0``) + position + row: rows
+stored that way lose to the next change of their key instead of winning over it.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -43,10 +48,9 @@ ORDERING_WIDTH: Final = 40
 SNAPSHOT_ORDERING_VALUE: Final = "0" * ORDERING_WIDTH
 
 _LSN_DIGITS: Final = 20
-_FILE_DIGITS: Final = 10
-_POS_DIGITS: Final = 20
-_ROW_DIGITS: Final = 10
-_BINLOG_SUFFIX: Final = re.compile(r"\.(\d+)$")
+_OFFSET_DIGITS: Final = ORDERING_WIDTH - 1
+#: First digit of binlog ordering values (see the module docstring).
+_BINLOG_EPOCH: Final = 1
 
 
 def _check(name: str, value: int, digits: int) -> int:
@@ -55,17 +59,13 @@ def _check(name: str, value: int, digits: int) -> int:
     return value
 
 
-def binlog_file_number(file_name: str) -> int:
-    """The sequence number of a MySQL/MariaDB binlog file: ``mysql-bin.000123`` -> 123."""
-    match = _BINLOG_SUFFIX.search(file_name)
-    if match is None:
-        raise DecodeError(f"binlog file name {file_name!r} does not end in a numeric extension")
-    return _check("binlog file number", int(match.group(1)), _FILE_DIGITS)
-
-
 @dataclass(frozen=True, order=True)
 class SourcePosition:
-    """A totally ordered position in one source's change stream; see the module docstring."""
+    """A per-key totally ordered position of a change; see the module docstring.
+
+    ``parts`` is ``()`` for snapshots, ``(lsn,)`` for Postgres and ``(1, kafka_offset)`` for binlog
+    sources; positions of different engines are never compared (a table has one source).
+    """
 
     parts: tuple[int, ...] = ()
 
@@ -82,17 +82,9 @@ class SourcePosition:
         return cls((_check("Postgres LSN", lsn, _LSN_DIGITS),))
 
     @classmethod
-    def binlog(cls, file_name: str, pos: int, row: int) -> SourcePosition:
-        """Position of a streamed MySQL/MariaDB row: binlog file, event position, row in the event."""
-        if pos == 0:
-            raise DecodeError(f"binlog position 0 in {file_name!r} is not a valid event position")
-        return cls(
-            (
-                binlog_file_number(file_name),
-                _check("binlog position", pos, _POS_DIGITS),
-                _check("binlog row", row, _ROW_DIGITS),
-            )
-        )
+    def binlog(cls, kafka_offset: int) -> SourcePosition:
+        """Position of a streamed MySQL/MariaDB change stored at ``kafka_offset`` of its partition."""
+        return cls((_BINLOG_EPOCH, _check("Kafka offset", kafka_offset, _OFFSET_DIGITS)))
 
     @property
     def is_snapshot(self) -> bool:
@@ -105,5 +97,5 @@ class SourcePosition:
             return SNAPSHOT_ORDERING_VALUE
         if len(self.parts) == 1:
             return f"{self.parts[0]:0{ORDERING_WIDTH}d}"
-        file_number, pos, row = self.parts
-        return f"{file_number:0{_FILE_DIGITS}d}{pos:0{_POS_DIGITS}d}{row:0{_ROW_DIGITS}d}"
+        epoch, offset = self.parts
+        return f"{epoch}{offset:0{_OFFSET_DIGITS}d}"

@@ -7,7 +7,6 @@ their partitions, so the cost of a poll over 200 tables is a few round trips, no
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,8 +16,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from cdc_lake.exceptions import KafkaReadError
-
-_RDKAFKA_LOGGER = logging.getLogger("cdc_lake.kafka.librdkafka")
+from cdc_lake.kafka.unreachable import rdkafka_logger
 
 
 @dataclass(frozen=True)
@@ -43,7 +41,7 @@ def _consumer(bootstrap_servers: str, extra: Mapping[str, str] | None = None) ->
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "isolation.level": "read_committed",
-        "logger": _RDKAFKA_LOGGER,
+        "logger": rdkafka_logger(),
         **(extra or {}),
     })
 
@@ -65,7 +63,7 @@ def topic_watermarks(
     if not wanted:
         return marks
     settings: dict[str, Any] = {
-        **(extra or {}), "bootstrap.servers": bootstrap_servers, "logger": _RDKAFKA_LOGGER
+        **(extra or {}), "bootstrap.servers": bootstrap_servers, "logger": rdkafka_logger()
     }
     admin = AdminClient(settings)
     try:

@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.exceptions import KafkaReadError
 from cdc_lake.kafka.offsets import OffsetRange
+from cdc_lake.kafka.unreachable import rdkafka_logger
 
 _LOG = logging.getLogger(__name__)
 _CONSUME_BATCH = 1000
@@ -90,6 +91,7 @@ def _consumer(settings: KafkaReadSettings) -> Consumer:
         "enable.partition.eof": True,
         "isolation.level": "read_committed",
         "fetch.max.bytes": 16 * 1024 * 1024,
+        "logger": rdkafka_logger(),
         **settings.consumer,
         # Never jump: a range whose start retention deleted must fail, not read as empty (the config
         # refuses these keys in kafka.consumer).

@@ -87,10 +87,10 @@ class CheckResult:
 
 
 def raise_for_failures(source: str, results: Sequence[CheckResult]) -> None:
-    """Raise :class:`PreflightError` naming every failed check of ``source``, if any failed."""
+    """Raise :class:`PreflightError` naming every failed check of ``source`` and its fix, if any failed."""
     failed = [result for result in results if result.failed]
     if failed:
-        found = "; ".join(f"{result.name}: {result.detail}" for result in failed)
+        found = "; ".join(f"{result.name}: {result.detail} (fix: {result.fix})" for result in failed)
         raise PreflightError(f"source {source}: {len(failed)} preflight check(s) failed: {found}")
 
 

@@ -11,14 +11,24 @@ import importlib
 
 from cdc_lake.config import Source
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.sources.base import Capture, Change, ConnectorEndpoints, PreflightOptions, SourceEngine
+from cdc_lake.sources.base import (
+    Capture,
+    CaptureLag,
+    Change,
+    ConnectorEndpoints,
+    PreflightOptions,
+    ReplicaDelay,
+    SourceEngine,
+)
 
 __all__ = [
     "ENGINES",
     "Capture",
+    "CaptureLag",
     "Change",
     "ConnectorEndpoints",
     "PreflightOptions",
+    "ReplicaDelay",
     "SourceEngine",
     "engine_for",
 ]

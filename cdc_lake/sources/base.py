@@ -69,6 +69,39 @@ class ConnectorEndpoints:
     kafka_bootstrap: str
 
 
+@dataclass(frozen=True)
+class CaptureLag:
+    """What the primary keeps for one connector, and how far the connector's reader trails it.
+
+    Postgres fills the slot fields (``status`` is the slot's ``wal_status``: reserved, extended,
+    unreserved or lost; ``missing`` when the slot does not exist); MySQL/MariaDB fill the binlog
+    ones (``status`` is ``retained``, ``purged`` when the file the connector needs is gone, or
+    ``unknown`` before the connector committed an offset).  ``retained_bytes`` is WAL held by the
+    slot, or binlog bytes from the connector's position to the end of the newest file.
+    """
+
+    connector: str
+    status: str
+    retained_bytes: int | None = None
+    unconfirmed_bytes: int | None = None
+    slot: str | None = None
+    active: bool | None = None
+    safe_bytes: int | None = None
+    files_ahead_of_purge: int | None = None
+    position: str | None = None
+    primary_position: str | None = None
+
+
+@dataclass(frozen=True)
+class ReplicaDelay:
+    """How far the read replica trails the primary: bytes (Postgres WAL) and seconds."""
+
+    behind_bytes: int | None
+    behind_seconds: float | None
+    replaying: bool
+    position: str | None
+
+
 class SourceEngine(ABC):
     """One source database engine; subclasses register under :attr:`engine` in :mod:`cdc_lake.sources`.
 
@@ -131,3 +164,13 @@ class SourceEngine(ABC):
 
         Raises :class:`~cdc_lake.exceptions.SourceEngineError` after ``timeout`` seconds.
         """
+
+    @abstractmethod
+    def capture_lag(
+        self, captures: Sequence[Capture], offsets: Mapping[str, Mapping[str, object]]
+    ) -> list[CaptureLag]:
+        """One :class:`CaptureLag` per capture; ``offsets`` are connectors' committed source offsets."""
+
+    @abstractmethod
+    def replica_delay(self) -> ReplicaDelay:
+        """How far the read replica trails the primary now."""

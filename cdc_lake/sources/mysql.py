@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
@@ -20,7 +20,15 @@ from pymysql.cursors import DictCursor
 from cdc_lake.config import Connection
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.onboard.preflight import CheckResult
-from cdc_lake.sources.base import Capture, Change, ConnectorEndpoints, PreflightOptions, SourceEngine
+from cdc_lake.sources.base import (
+    Capture,
+    CaptureLag,
+    Change,
+    ConnectorEndpoints,
+    PreflightOptions,
+    ReplicaDelay,
+    SourceEngine,
+)
 from cdc_lake.sources.mysql_checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
 from connectors.render import ConnectorParams
@@ -387,6 +395,63 @@ class MySqlEngine(SourceEngine):
         delay = "unknown" if behind in (None, "") else f"{behind}s"
         return f"applied {self.replica_position() or 'nothing'}, not {position}; reported delay {delay}"
 
+
+    # Lag (cdc-lake lag, metrics)
+
+    def capture_lag(
+        self, captures: Sequence[Capture], offsets: Mapping[str, Mapping[str, object]]
+    ) -> list[CaptureLag]:
+        """Each connector's binlog file and position (from its committed offset) against the binlogs kept.
+
+        ``files_ahead_of_purge`` counts the retained files older than the one the connector needs:
+        0 means the next purge (``binlog_expire_logs_seconds``, ``PURGE BINARY LOGS``) removes it.
+        """
+        with self._connect() as conn, conn.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            files = [(str(row[0]), int(row[1])) for row in cur.fetchall()]
+        names = [name for name, _ in files]
+        primary = f"{files[-1][0]}:{files[-1][1]}" if files else None
+        lags = []
+        for capture in captures:
+            offset = offsets.get(capture.connector) or {}
+            needed, pos = offset.get("file"), offset.get("pos")
+            if not isinstance(needed, str) or not isinstance(pos, int):
+                lags.append(CaptureLag(capture.connector, "unknown", primary_position=primary))
+                continue
+            gtids = offset.get("gtids")
+            position = f"{needed}:{pos}" + (f" ({gtids})" if gtids else "")
+            if needed not in names:
+                lags.append(
+                    CaptureLag(capture.connector, "purged", position=position, primary_position=primary)
+                )
+                continue
+            index = names.index(needed)
+            retained = sum(size for _, size in files[index:]) - pos
+            lags.append(
+                CaptureLag(
+                    capture.connector,
+                    "retained",
+                    retained_bytes=max(0, retained),
+                    unconfirmed_bytes=max(0, retained),
+                    files_ahead_of_purge=index,
+                    position=position,
+                    primary_position=primary,
+                )
+            )
+        return lags
+
+    def replica_delay(self) -> ReplicaDelay:
+        """The delay the replica reports (``Seconds_Behind_Source``) and whether its SQL thread runs."""
+        with self._connect("replica") as conn, conn.cursor(DictCursor) as cur:
+            cur.execute(self.replica_status_query)
+            status = cur.fetchone() or {}
+        if not status:
+            raise SourceEngineError(f"source {self.source.name}: the replica does not replicate (no status)")
+        behind = _field(status, "Seconds_Behind_Source", "Seconds_Behind_Master")
+        running = str(_field(status, "Replica_SQL_Running", "Slave_SQL_Running") or "").lower() == "yes"
+        return ReplicaDelay(
+            None, None if behind in (None, "") else float(str(behind)), running, self.replica_position()
+        )
 
 class MariaDbEngine(MySqlEngine):
     """A MariaDB source: GTIDs are always on; positions are ``gtid_binlog_pos`` / ``gtid_slave_pos``."""

@@ -8,7 +8,7 @@ publication only after the connector's include list has them (see :meth:`Postgre
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -20,7 +20,15 @@ from psycopg import sql
 from cdc_lake.config import Connection, Source, Table
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.onboard.preflight import CheckResult
-from cdc_lake.sources.base import Capture, Change, ConnectorEndpoints, PreflightOptions, SourceEngine
+from cdc_lake.sources.base import (
+    Capture,
+    CaptureLag,
+    Change,
+    ConnectorEndpoints,
+    PreflightOptions,
+    ReplicaDelay,
+    SourceEngine,
+)
 from cdc_lake.sources.postgres_checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,
@@ -29,6 +37,7 @@ from cdc_lake.sources.postgres_checks import (
     PgTableFacts,
     PostgresFacts,
     evaluate,
+    identity_gap,
 )
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
 from connectors.render import ConnectorParams, heartbeat_table_ddl
@@ -54,7 +63,11 @@ select n.nspname || '.' || c.relname, c.relkind::text, c.relreplident::text,
              where i.indrelid = c.oid and i.indisprimary order by k.ord),
        array(select a.attname::text from pg_attribute a
              where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped and a.attstorage <> 'p'
-             order by a.attnum)
+             order by a.attnum),
+       array(select a.attname::text from pg_index i
+             cross join lateral unnest(i.indkey) with ordinality as k(attnum, ord)
+             join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+             where i.indrelid = c.oid and i.indisreplident order by k.ord)
 from pg_class c join pg_namespace n on n.oid = c.relnamespace
 where (n.nspname, c.relname) in (select * from unnest(%s::text[], %s::text[]))
 """
@@ -599,6 +612,77 @@ class PostgresEngine(SourceEngine):
         return f"replayed {replayed}, {max(0, int(behind or 0))} bytes of WAL behind {position}{age_text}"
 
 
+    # Lag (cdc-lake lag, metrics)
+
+    def capture_lag(
+        self, captures: Sequence[Capture], offsets: Mapping[str, Mapping[str, object]]
+    ) -> list[CaptureLag]:
+        """Each capture's slot: WAL it retains and has not confirmed, ``active``, ``wal_status``."""
+        slots = [capture.slot_name for capture in captures if capture.slot_name]
+        with self._connect() as conn:
+            rows = conn.execute(_SLOT_LAG_QUERY, (slots,)).fetchall()
+            primary = str(_one(conn.execute("select pg_current_wal_lsn()::text").fetchone())[0])
+        found = {str(row[0]): row for row in rows}
+        lags = []
+        for capture in captures:
+            row = found.get(capture.slot_name or "")
+            if row is None:
+                lags.append(
+                    CaptureLag(capture.connector, "missing", slot=capture.slot_name, primary_position=primary)
+                )
+                continue
+            _, active, wal_status, safe, retained, unconfirmed, confirmed = row
+            lags.append(
+                CaptureLag(
+                    capture.connector,
+                    str(wal_status or "lost"),
+                    retained_bytes=None if retained is None else max(0, int(retained)),
+                    unconfirmed_bytes=None if unconfirmed is None else max(0, int(unconfirmed)),
+                    slot=capture.slot_name,
+                    active=bool(active),
+                    safe_bytes=None if safe is None else int(safe),
+                    position=None if confirmed is None else str(confirmed),
+                    primary_position=primary,
+                )
+            )
+        return lags
+
+    def replica_delay(self) -> ReplicaDelay:
+        """WAL bytes between the primary's position and the standby's replay, and the replay's age.
+
+        The age counts only while the standby has received WAL it has not replayed: an idle primary
+        is not a lagging replica.
+        """
+        primary = self.current_position()
+        with self._connect("replica") as conn:
+            replayed, behind, pending, age, paused = _one(
+                conn.execute(
+                    "select pg_last_wal_replay_lsn()::text, "
+                    "pg_wal_lsn_diff(%s::pg_lsn, pg_last_wal_replay_lsn())::bigint, "
+                    "pg_last_wal_receive_lsn() is distinct from pg_last_wal_replay_lsn(), "
+                    "extract(epoch from clock_timestamp() - pg_last_xact_replay_timestamp())::float8, "
+                    "case when pg_is_in_recovery() then pg_is_wal_replay_paused() else false end",
+                    (primary,),
+                ).fetchone()
+            )
+        if replayed is None:
+            raise SourceEngineError(
+                f"source {self.source.name}: the replica is not a standby (no replay LSN)"
+            )
+        bytes_behind = max(0, int(behind or 0))
+        seconds = float(age) if (pending or bytes_behind) and age is not None else 0.0
+        return ReplicaDelay(bytes_behind, max(0.0, seconds), not paused, str(replayed))
+
+
+_SLOT_LAG_QUERY = """
+select slot_name::text, active, wal_status, safe_wal_size,
+       pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint,
+       pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint,
+       confirmed_flush_lsn::text
+from pg_replication_slots where slot_name = any(%s)
+"""
+
+
 # Below this many rows (by the statistics) a table is counted exactly when planning its bootstrap.
 _EXACT_COUNT_BELOW = 100_000
 
@@ -626,7 +710,7 @@ def _table_facts(conn: _Conn, names: Sequence[str]) -> dict[str, PgTableFacts]:
     schemas, tables = zip(*(_split(name) for name in names), strict=True) if names else ((), ())
     found: dict[str, PgTableFacts] = {}
     for row in conn.execute(_TABLES_QUERY, (list(schemas), list(tables))).fetchall():
-        name, kind, identity, can_select, owned, columns, primary_key, toastable = row
+        name, kind, identity, can_select, owned, columns, primary_key, toastable, identity_index = row
         found[str(name)] = PgTableFacts(
             name=str(name),
             kind=str(kind),
@@ -636,21 +720,19 @@ def _table_facts(conn: _Conn, names: Sequence[str]) -> dict[str, PgTableFacts]:
             columns=tuple(columns),
             primary_key=tuple(primary_key),
             toastable=tuple(toastable),
+            identity_index=tuple(identity_index),
         )
     return {name: found.get(name, PgTableFacts(name=name)) for name in names}
 
 
 def _needs_full_identity(conn: _Conn, tables: Sequence[Table]) -> list[str]:
-    """Tables whose DEFAULT/NOTHING identity leaves updates without a key or TOASTed values out."""
+    """Tables whose identity leaves an update or delete without the configured key, or TOAST values out."""
     facts = _table_facts(conn, [table.name for table in tables])
+    keys = {table.name: tuple(table.key or ()) for table in tables}
     return [
         name
         for name, table in facts.items()
-        if table.kind is not None
-        and (
-            table.replica_identity == "n"
-            or (table.replica_identity == "d" and (not table.primary_key or bool(table.toastable)))
-        )
+        if table.kind is not None and identity_gap(table, keys[name]) is not None
     ]
 
 

@@ -7,6 +7,7 @@ results, including the settings a shared server cannot change (``wal_level``,
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -26,7 +27,8 @@ class PgTableFacts:
     """One table on the primary; ``kind`` is None when it does not exist.
 
     ``toastable`` lists columns whose storage is not PLAIN (their values may be TOASTed);
-    ``owned`` says whether the current user may ALTER the table (owner, member, superuser).
+    ``owned`` says whether the current user may ALTER the table (owner, member, superuser);
+    ``identity_index`` lists the columns of the index named by REPLICA IDENTITY USING INDEX.
     """
 
     name: str
@@ -34,6 +36,7 @@ class PgTableFacts:
     columns: tuple[str, ...] = ()
     primary_key: tuple[str, ...] = ()
     replica_identity: str = "d"
+    identity_index: tuple[str, ...] = ()
     toastable: tuple[str, ...] = ()
     can_select: bool = False
     owned: bool = False
@@ -103,6 +106,41 @@ class PostgresFacts:
     replica: PgReplicaFacts
     slots: Mapping[str, PgSlotFacts] = field(default_factory=dict)
     publications: Mapping[str, PgPublicationFacts] = field(default_factory=dict)
+
+
+class IdentityGap(enum.Enum):
+    """What a table's replica identity leaves out of the old row of an update or delete.
+
+    ``NO_KEY``: no old key at all (NOTHING, or DEFAULT without a primary key).  ``OTHER_KEY``: the
+    configured ``key`` is not the identity's columns (DEFAULT names the primary key, USING INDEX its
+    index), so pgoutput sends no old key when the configured key changes (the row under the old key
+    would stay in the lake) and a delete's before image lacks the configured key.  ``TOAST``: DEFAULT
+    with TOASTable columns, whose unchanged values arrive as placeholders.
+    """
+
+    NO_KEY = "no key"
+    OTHER_KEY = "other key"
+    TOAST = "toast"
+
+
+def identity_gap(table: PgTableFacts, key: Sequence[str]) -> IdentityGap | None:
+    """What ``table``'s replica identity misses for the configured ``key`` (empty: the primary key)."""
+    identity = table.replica_identity
+    if identity == "n" or (identity == "d" and not table.primary_key):
+        return IdentityGap.NO_KEY
+    if key and identity in ("d", "i"):
+        covered = table.primary_key if identity == "d" else table.identity_index
+        if set(key) != set(covered):
+            return IdentityGap.OTHER_KEY
+    if identity == "d" and table.toastable:
+        return IdentityGap.TOAST
+    return None
+
+
+def _identity_columns(table: PgTableFacts) -> str:
+    if table.replica_identity == "i":
+        return f"USING INDEX on {', '.join(table.identity_index) or 'no columns'}"
+    return f"DEFAULT = primary key {', '.join(table.primary_key)}"
 
 
 def evaluate(
@@ -284,22 +322,23 @@ def check_replica_identity(
     """Updates and deletes carry enough of the old row: fail without an identity, warn on TOAST loss."""
     name = "replica identity"
     broken: list[str] = []
+    other_key: list[str] = []
     toasty: list[str] = []
     to_set: list[str] = []
     not_owned: list[str] = []
-    for table_name in keys:
+    for table_name, key in keys.items():
         table = facts.tables[table_name]
         if table.kind is None:
             continue
-        identity = table.replica_identity
-        no_identity = identity == "n" or (identity == "d" and not table.primary_key)
-        loses_toast = identity == "d" and bool(table.primary_key) and bool(table.toastable)
-        if not (no_identity or loses_toast):
+        gap = identity_gap(table, key)
+        if gap is None:
             continue
         if set_full:
             (to_set if table.owned else not_owned).append(table_name)
-        elif no_identity:
-            broken.append(f"{table_name} ({_IDENTITY.get(identity, identity)})")
+        elif gap is IdentityGap.NO_KEY:
+            broken.append(f"{table_name} ({_IDENTITY.get(table.replica_identity, table.replica_identity)})")
+        elif gap is IdentityGap.OTHER_KEY:
+            other_key.append(f"{table_name} (key {', '.join(key)}; identity {_identity_columns(table)})")
         else:
             toasty.append(f"{table_name} ({', '.join(table.toastable)})")
     if not_owned:
@@ -314,6 +353,14 @@ def check_replica_identity(
             name,
             f"updates and deletes would have no old key: {name_list(broken)}",
             "ALTER TABLE … REPLICA IDENTITY FULL (or USING INDEX), or onboard with --replica-identity-full",
+        )
+    if other_key:
+        return CheckResult.fail(
+            name,
+            "configured key is not the replica identity, so key changes and deletes would not carry "
+            f"the old key: {name_list(other_key)}",
+            "ALTER TABLE … REPLICA IDENTITY FULL (or USING INDEX on a unique index over exactly the key "
+            "columns), or onboard with --replica-identity-full",
         )
     if toasty:
         return CheckResult.warn(

@@ -8,13 +8,18 @@ their shape.  :func:`spark_conf` is pure (it computes the Spark properties) and
 
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 import pyspark
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from cdc_lake import jvm
@@ -26,6 +31,10 @@ HUDI_REQUIRED_CONF: Mapping[str, str] = {
     "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
     "spark.sql.extensions": "org.apache.spark.sql.hudi.HoodieSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
+    # Hudi's Avro-to-Parquet writer (upserts, MOR compaction) defaults to the legacy two-level list,
+    # which cannot hold a NULL array element ("Array contains a null element") and differs from the
+    # three-level list Spark's row writer (bulk_insert) uses; the standard layout fixes both.
+    "spark.hadoop.parquet.avro.write-old-list-structure": "false",
 }
 
 # Sized for a small machine (2 cores, 1 GB driver); every key can be overridden in ``spark.conf``.
@@ -156,6 +165,57 @@ def spark_conf(
     return conf
 
 
+QUIET_LOG4J2 = """\
+# Written by cdc-lake: Spark's warnings to stderr, without its start-up chatter (-v shows it all).
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+logger.mac.name = io.netty.util.internal.MacAddressUtil
+logger.mac.level = error
+"""
+"""A root level equal to the one Spark sets for PySpark (WARN) keeps Spark from printing "Setting
+default log level"; NativeCodeLoader's and netty's start-up warnings are silenced by name."""
+
+QUIET_JAVA_OPTIONS = ("-Djdk.attach.allowAttachSelf=true",)
+"""Hudi's bundled JOL warns "Unable to get Instrumentation" unless the JVM may attach to itself."""
+
+
+def quiet_conf(conf: Mapping[str, str], log4j2_file: Path) -> dict[str, str]:
+    """``conf`` with the driver's Java options extended so Spark and JOL start without chatter."""
+    options = [f"-Dlog4j2.configurationFile=file:{log4j2_file}", *QUIET_JAVA_OPTIONS]
+    existing = conf.get("spark.driver.extraJavaOptions", "")
+    return {**conf, "spark.driver.extraJavaOptions": " ".join(filter(None, [existing, *options]))}
+
+
+def _quiet_log4j2_file() -> Path:
+    path = jvm.cache_root() / "log4j2-quiet.properties"
+    if not path.exists() or path.read_text() != QUIET_LOG4J2:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(QUIET_LOG4J2)
+    return path
+
+
+def _launch_gateway(conf: Mapping[str, str], verbose: bool) -> None:
+    """Start the driver JVM with its stdout sent to stderr (-v) or discarded, never to our stdout.
+
+    Spark logs to stderr; what the JVM prints on stdout is chatter (Hudi's JOL prints its
+    "# WARNING: Unable to attach Serviceability Agent" there) that would corrupt ``--json`` output.
+    """
+    if SparkContext._gateway is not None:
+        return
+    launch_conf = SparkConf(loadDefaults=False).setAll(list(conf.items()))
+    stdout = sys.stderr if verbose else subprocess.DEVNULL
+    gateway = launch_gateway(launch_conf, popen_kwargs={"stdout": stdout})  # type: ignore[no-untyped-call]
+    SparkContext._gateway = gateway
+    SparkContext._jvm = gateway.jvm
+
+
 def _alive(session: SparkSession) -> bool:
     return session.sparkContext._jsc is not None
 
@@ -175,8 +235,14 @@ def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSessi
         if settings.master.startswith("local"):
             # Read by the JVM launcher before any conf applies: keeps Spark's own lookups on loopback.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        conf = spark_conf(settings, lake, jars)
+        # Spark's own warnings only with -v (cdc-lake's logging at INFO or below).
+        verbose = logging.getLogger().isEnabledFor(logging.INFO)
+        if not verbose:
+            conf = quiet_conf(conf, _quiet_log4j2_file())
+        _launch_gateway(conf, verbose)
         builder = SparkSession.builder
-        for key, value in spark_conf(settings, lake, jars).items():
+        for key, value in conf.items():
             builder = builder.config(key, value)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("WARN")

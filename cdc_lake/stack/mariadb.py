@@ -1,4 +1,10 @@
-"""MariaDB from Debian: a ROW-binlog, full-image, GTID primary and a replica following it by GTID."""
+"""MariaDB from Debian: a ROW-binlog, full-image, GTID primary and a replica following it by GTID.
+
+Both servers log replicated transactions (``log-slave-updates``) with ``gtid-strict-mode``, each in its
+own GTID domain (``gtid-domain-id`` = ``server-id``, see docs/applier.md "Failover"), so either can
+be promoted and the other made to follow it by GTID (:meth:`_MariaDbServer.promote`,
+:meth:`_MariaDbServer.follow`): what a failover test needs, and how it puts the stack back.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import Any
 
 import pymysql
 
+from cdc_lake.exceptions import StackError
 from cdc_lake.stack.process import run_checked
 from cdc_lake.stack.service import DEMO_DATABASE, HOST, Service, StackLayout
 from cdc_lake.stack.system import ensure_debian_packages, which_or_none
@@ -58,6 +65,10 @@ class _MariaDbServer(Service):
             f"--pid-file={self.layout.path('mariadb', f'{self.role}.pid')}",
             "--user=root",
             f"--server-id={self.server_id}",
+            # Each server writes its own GTID domain, so a promoted replica's GTID position still lists
+            # the old primary's domain: Debezium 3.5's MariaDB connector compares GTIDs by domain AND
+            # server id and refuses to resume on a server whose position lacks its offset's pair.
+            f"--gtid-domain-id={self.server_id}",
             "--log-bin=mysql-bin",
             "--binlog-format=ROW",
             "--binlog-row-image=FULL",
@@ -113,6 +124,47 @@ class _MariaDbServer(Service):
             cur.execute("select 1")
             return bool(cur.fetchone() == (1,))
 
+    def gtid_binlog_pos(self) -> str:
+        """The GTID position of the server's binlog (the last transaction of each domain)."""
+        with self.root_connection() as conn, conn.cursor() as cur:
+            cur.execute("select @@global.gtid_binlog_pos")
+            row = cur.fetchone()
+        return str(row[0]) if row else ""
+
+    def wait_for_gtid(self, position: str, timeout: float) -> None:
+        """Wait until this server has applied every transaction of ``position`` (``MASTER_GTID_WAIT``)."""
+        with self.root_connection() as conn, conn.cursor() as cur:
+            cur.execute("select master_gtid_wait(%s, %s)", (position, timeout))
+            row = cur.fetchone()
+        if not row or row[0] != 0:
+            raise StackError(f"{self.name}: did not reach GTID position {position!r} within {timeout:.0f}s")
+
+    def promote(self) -> None:
+        """Make this server a writable primary: stop replicating and forget its primary."""
+        with self.root_connection() as conn, conn.cursor() as cur:
+            cur.execute("stop slave")
+            cur.execute("reset slave all")
+            cur.execute("set global read_only = 0")
+
+    def follow(self, primary: _MariaDbServer) -> None:
+        """Make this server a read-only replica of ``primary``, from the GTIDs its binlog already holds."""
+        with self.root_connection() as conn, conn.cursor() as cur:
+            cur.execute("set global read_only = 1")
+            cur.execute("stop slave")
+            cur.execute("set global gtid_slave_pos = @@global.gtid_binlog_pos")
+            self._change_master(cur, primary)
+            cur.execute("start slave")
+
+    def _change_master(self, cur: pymysql.cursors.Cursor, primary: _MariaDbServer) -> None:
+        creds = self.layout.credentials
+        cur.execute(
+            "change master to "
+            f"master_host={_quote_literal(HOST)}, master_port={primary.port}, "
+            f"master_user={_quote_literal(creds.db_user)}, "
+            f"master_password={_quote_literal(creds.db_password)}, "
+            "master_use_gtid=slave_pos, master_connect_retry=1"
+        )
+
 
 class MariaDbPrimary(_MariaDbServer):
     """The primary: binlog in ROW format with full row images; GTIDs are always on in MariaDB."""
@@ -151,20 +203,13 @@ class MariaDbReplica(_MariaDbServer):
         return [*super()._server_flags(), "--read-only=ON", "--relay-log=relay-bin"]
 
     def after_healthy(self) -> None:
-        creds = self.layout.credentials
         with self.root_connection() as conn, conn.cursor(pymysql.cursors.DictCursor) as cur:
             cur.execute("show slave status")
             row = cur.fetchone()
             if row and row.get("Slave_IO_Running") == "Yes" and row.get("Slave_SQL_Running") == "Yes":
                 return
             if not row:
-                cur.execute(
-                    "change master to "
-                    f"master_host={_quote_literal(HOST)}, master_port={self.primary.port}, "
-                    f"master_user={_quote_literal(creds.db_user)}, "
-                    f"master_password={_quote_literal(creds.db_password)}, "
-                    "master_use_gtid=slave_pos, master_connect_retry=1"
-                )
+                self._change_master(cur, self.primary)
             cur.execute("start slave")
 
     def replicating(self) -> bool:

@@ -4,6 +4,8 @@ A table is onboarded as PENDING_BOOTSTRAP, snapshotted (BOOTSTRAPPING), replays
 Kafka from its watermark (CATCHING_UP) and is published once the applier has
 passed the snapshot point (LIVE).  PAUSED and FAILED stop it; PENDING_BOOTSTRAP
 is also where a re-bootstrap starts; OFFBOARDED is the end unless it is onboarded again.
+SCHEMA_CHANGED stops a table whose source schema changed in a way the lake table cannot follow
+(docs/schema-changes.md); ``cdc-lake rebootstrap`` leads out of it, as out of FAILED.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class TableState(enum.StrEnum):
     LIVE = "LIVE"
     PAUSED = "PAUSED"
     FAILED = "FAILED"
+    SCHEMA_CHANGED = "SCHEMA_CHANGED"
     OFFBOARDED = "OFFBOARDED"
 
 
@@ -31,11 +34,19 @@ ALLOWED_TRANSITIONS: dict[TableState, frozenset[TableState]] = {
     _S.PENDING_BOOTSTRAP: frozenset({_S.BOOTSTRAPPING, _S.PAUSED, _S.FAILED, _S.OFFBOARDED}),
     # Back to PENDING_BOOTSTRAP when a bootstrap is abandoned before it wrote anything.
     _S.BOOTSTRAPPING: frozenset({_S.CATCHING_UP, _S.PENDING_BOOTSTRAP, _S.FAILED, _S.OFFBOARDED}),
-    _S.CATCHING_UP: frozenset({_S.LIVE, _S.PENDING_BOOTSTRAP, _S.PAUSED, _S.FAILED, _S.OFFBOARDED}),
-    _S.LIVE: frozenset({_S.PENDING_BOOTSTRAP, _S.PAUSED, _S.FAILED, _S.OFFBOARDED}),
+    _S.CATCHING_UP: frozenset(
+        {_S.LIVE, _S.PENDING_BOOTSTRAP, _S.PAUSED, _S.FAILED, _S.SCHEMA_CHANGED, _S.OFFBOARDED}
+    ),
+    _S.LIVE: frozenset({_S.PENDING_BOOTSTRAP, _S.PAUSED, _S.FAILED, _S.SCHEMA_CHANGED, _S.OFFBOARDED}),
     _S.PAUSED: frozenset({_S.PENDING_BOOTSTRAP, _S.CATCHING_UP, _S.LIVE, _S.OFFBOARDED}),
     # FAILED -> FAILED records a newer error for a table that is still broken.
-    _S.FAILED: frozenset({_S.FAILED, _S.PENDING_BOOTSTRAP, _S.CATCHING_UP, _S.PAUSED, _S.OFFBOARDED}),
+    _S.FAILED: frozenset(
+        {_S.FAILED, _S.SCHEMA_CHANGED, _S.PENDING_BOOTSTRAP, _S.CATCHING_UP, _S.PAUSED, _S.OFFBOARDED}
+    ),
+    # SCHEMA_CHANGED -> SCHEMA_CHANGED records a newer report; CATCHING_UP when the config now hides it.
+    _S.SCHEMA_CHANGED: frozenset(
+        {_S.SCHEMA_CHANGED, _S.FAILED, _S.CATCHING_UP, _S.PENDING_BOOTSTRAP, _S.PAUSED, _S.OFFBOARDED}
+    ),
     _S.OFFBOARDED: frozenset({_S.PENDING_BOOTSTRAP}),
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Integer, LargeBinary, String, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -66,6 +66,7 @@ class TableRow(Base):
     lake_base_path: Mapped[str] = mapped_column(Text)
     last_error: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    possibly_diverged: Mapped[str | None] = mapped_column(Text)
 
 
 class BootstrapWatermarkRow(Base):
@@ -124,3 +125,40 @@ class FreshnessRow(Base):
     newest_source_ts_ms: Mapped[int | None] = mapped_column(BigInteger)
     lag_messages: Mapped[int] = mapped_column(BigInteger)
     measured_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class QuarantinedMessageRow(Base):
+    """A message an operator chose to skip: a copy of it, where it was, and why (migration 0002)."""
+
+    __tablename__ = "quarantined_messages"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    table_name: Mapped[str] = mapped_column(
+        String(NAME_LENGTH), ForeignKey("tables.qualified_name"), index=True
+    )
+    topic: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    kafka_partition: Mapped[int] = mapped_column(Integer)
+    kafka_offset: Mapped[int] = mapped_column(BigInteger)
+    reason: Mapped[str] = mapped_column(Text)
+    message_key: Mapped[bytes | None] = mapped_column(LargeBinary)
+    message_value: Mapped[bytes | None] = mapped_column(LargeBinary)
+    quarantined_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class RebootstrapRow(Base):
+    """One re-bootstrap of a table into a new versioned base path (migration 0002)."""
+
+    __tablename__ = "rebootstraps"
+
+    table_name: Mapped[str] = mapped_column(
+        String(NAME_LENGTH), ForeignKey("tables.qualified_name"), primary_key=True
+    )
+    version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    copy_name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    old_path: Mapped[str] = mapped_column(Text)
+    new_path: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str] = mapped_column(Text)
+    phase: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    switched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    remove_after: Mapped[datetime | None] = mapped_column(UtcDateTime)

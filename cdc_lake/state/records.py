@@ -39,6 +39,9 @@ class TableInfo:
     lake_base_path: str
     last_error: str | None
     updated_at: datetime
+    possibly_diverged: str | None = None
+    """Why the lake copy may differ from the source (a quarantined message), until a re-bootstrap or a
+    clean validate clears it; None when nothing is known to differ."""
 
 
 @dataclass(frozen=True)
@@ -117,3 +120,43 @@ class Freshness:
         if self.newest_source_ts_ms is None:
             return None
         return max(0.0, now.timestamp() - self.newest_source_ts_ms / 1000)
+
+
+@dataclass(frozen=True)
+class QuarantinedMessage:
+    """A message an operator chose to skip, kept with where it was and why."""
+
+    id: int
+    table: str
+    topic: str
+    partition: int
+    offset: int
+    reason: str
+    key: bytes | None
+    value: bytes | None
+    quarantined_at: datetime
+
+
+class RebootstrapPhase(enum.StrEnum):
+    """Where a re-bootstrap stands: copying (resumable), switched (old path kept), done or rolled back."""
+
+    COPYING = "COPYING"
+    SWITCHED = "SWITCHED"
+    REMOVED = "REMOVED"
+    ABORTED = "ABORTED"
+
+
+@dataclass(frozen=True)
+class Rebootstrap:
+    """One re-bootstrap: the copy's state-store name, the old and new base paths, and its phase."""
+
+    table: str
+    version: int
+    copy_name: str
+    old_path: str
+    new_path: str
+    reason: str
+    phase: RebootstrapPhase
+    started_at: datetime
+    switched_at: datetime | None
+    remove_after: datetime | None

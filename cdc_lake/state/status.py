@@ -25,6 +25,7 @@ class TableStatus:
     lag_messages: int | None
     last_error: str | None
     updated_at: datetime
+    possibly_diverged: str | None = None
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict; partitions become string keys as JSON requires."""
@@ -40,6 +41,7 @@ class TableStatus:
             "lag_messages": self.lag_messages,
             "last_error": self.last_error,
             "updated_at": self.updated_at.isoformat(),
+            "possibly_diverged": self.possibly_diverged,
         }
 
 
@@ -62,6 +64,7 @@ def table_statuses(store: StateStore, now: datetime | None = None) -> list[Table
                 lag_messages=None if freshness is None else freshness.lag_messages,
                 last_error=table.last_error,
                 updated_at=table.updated_at,
+                possibly_diverged=table.possibly_diverged,
             )
         )
     return statuses

@@ -7,9 +7,9 @@ methods each run in their own transaction and return plain values.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -29,6 +29,8 @@ from cdc_lake.state.models import (
     AppliedOffsetRow,
     BootstrapWatermarkRow,
     FreshnessRow,
+    QuarantinedMessageRow,
+    RebootstrapRow,
     RunRow,
     SourceRow,
     TableRow,
@@ -37,6 +39,9 @@ from cdc_lake.state.models import (
 from cdc_lake.state.records import (
     BootstrapPartition,
     Freshness,
+    QuarantinedMessage,
+    Rebootstrap,
+    RebootstrapPhase,
     Run,
     RunHandle,
     RunOutcome,
@@ -144,7 +149,9 @@ class StateStore:
                 raise StateStoreError(f"table {qualified_name}: belongs to source {row.source}, not {source}")
             elif (row.tier, row.lake_base_path) != (tier, lake_base_path):
                 row.tier = tier
-                row.lake_base_path = lake_base_path
+                # A re-bootstrapped table lives in a versioned path derived from the configured one.
+                if not row.lake_base_path.startswith(versioned_path(lake_base_path, 0)[:-1]):
+                    row.lake_base_path = lake_base_path
                 row.updated_at = utcnow()
             return _table_info(row)
 
@@ -287,6 +294,154 @@ class StateStore:
             self._require_row(session, table)
             for model in (BootstrapWatermarkRow, AppliedOffsetRow, FreshnessRow):
                 session.execute(delete(model).where(model.table_name == table))
+
+    # Quarantine and divergence
+
+    def quarantine_message(
+        self,
+        table: str,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        reason: str,
+        key: bytes | None,
+        value: bytes | None,
+    ) -> QuarantinedMessage:
+        """Keep a copy of the message the operator chose to skip and mark ``table`` possibly diverged."""
+        with self._transaction() as session:
+            table_row = self._require_row(session, table)
+            found = session.scalars(
+                select(QuarantinedMessageRow).where(
+                    QuarantinedMessageRow.table_name == table,
+                    QuarantinedMessageRow.topic == topic,
+                    QuarantinedMessageRow.kafka_partition == partition,
+                    QuarantinedMessageRow.kafka_offset == offset,
+                )
+            ).one_or_none()
+            if found is not None:
+                return _quarantined(found)
+            row = QuarantinedMessageRow(
+                table_name=table, topic=topic, kafka_partition=partition, kafka_offset=offset,
+                reason=_one_line_text(reason), message_key=key, message_value=value, quarantined_at=utcnow(),
+            )
+            session.add(row)
+            table_row.possibly_diverged = _one_line_text(
+                f"message at topic {topic!r} partition {partition} offset {offset} quarantined: {reason}"
+            )
+            table_row.updated_at = utcnow()
+            session.flush()
+            return _quarantined(row)
+
+    def quarantined(self, table: str, topic: str | None = None) -> list[QuarantinedMessage]:
+        """The quarantined messages of ``table`` (of ``topic`` if given), oldest first."""
+        query = select(QuarantinedMessageRow).where(QuarantinedMessageRow.table_name == table)
+        if topic is not None:
+            query = query.where(QuarantinedMessageRow.topic == topic)
+        with self._transaction() as session:
+            return [_quarantined(row) for row in session.scalars(query.order_by(QuarantinedMessageRow.id))]
+
+    def clear_possibly_diverged(self, table: str) -> TableInfo:
+        """Record that the lake copy of ``table`` is known equal to the source again (a clean validate)."""
+        with self._transaction() as session:
+            row = self._require_row(session, table)
+            row.possibly_diverged = None
+            row.updated_at = utcnow()
+            return _table_info(row)
+
+    # Re-bootstraps
+
+    def start_rebootstrap(self, table: str, reason: str, new_path_for: Callable[[int], str]) -> Rebootstrap:
+        """The table's unfinished re-bootstrap, or a new one (the next version) into ``new_path_for(v)``."""
+        with self._transaction() as session:
+            table_row = self._require_row(session, table)
+            query = select(RebootstrapRow).where(RebootstrapRow.table_name == table)
+            rows = list(session.scalars(query.order_by(RebootstrapRow.version)))
+            open_rows = [r for r in rows if r.phase == RebootstrapPhase.COPYING.value]
+            if open_rows:
+                return _rebootstrap(open_rows[-1])
+            version = max((r.version for r in rows), default=1) + 1
+            row = RebootstrapRow(
+                table_name=table, version=version, copy_name=f"{table}~v{version}",
+                old_path=table_row.lake_base_path, new_path=new_path_for(version),
+                reason=_one_line_text(reason) or "operator request", phase=RebootstrapPhase.COPYING.value,
+                started_at=utcnow(), switched_at=None, remove_after=None,
+            )
+            session.add(row)
+            return _rebootstrap(row)
+
+    def rebootstraps(self, table: str | None = None) -> list[Rebootstrap]:
+        """Every recorded re-bootstrap (of ``table`` if given), oldest first."""
+        query = select(RebootstrapRow).order_by(RebootstrapRow.table_name, RebootstrapRow.version)
+        if table is not None:
+            query = query.where(RebootstrapRow.table_name == table)
+        with self._transaction() as session:
+            return [_rebootstrap(row) for row in session.scalars(query)]
+
+    def switch_rebootstrap(self, table: str, version: int, keep: timedelta) -> Rebootstrap:
+        """Make the caught-up copy the table, in one transaction; the copy's own rows go.
+
+        The table takes the copy's base path, state (LIVE), applied offsets and freshness; its error and
+        possibly-diverged mark are cleared; the old path may be removed after ``keep``.
+        """
+        now = utcnow()
+        with self._transaction() as session:
+            row = self._require_rebootstrap(session, table, version, RebootstrapPhase.COPYING)
+            table_row = self._require_row(session, table)
+            copy_row = self._require_row(session, row.copy_name)
+            if copy_row.state != TableState.LIVE.value:
+                raise StateStoreError(f"table {table}: the re-bootstrap copy is {copy_row.state}, not LIVE")
+            for model in (AppliedOffsetRow, FreshnessRow):
+                session.execute(delete(model).where(model.table_name == table))
+            session.flush()
+            copied = select(AppliedOffsetRow).where(AppliedOffsetRow.table_name == row.copy_name)
+            for offsets in session.scalars(copied):
+                offsets.table_name = table
+            fresh_rows = select(FreshnessRow).where(FreshnessRow.table_name == row.copy_name)
+            for fresh in session.scalars(fresh_rows):
+                fresh.table_name = table
+            session.flush()
+            self._drop_copy(session, row.copy_name)
+            table_row.lake_base_path = row.new_path
+            table_row.state = TableState.LIVE.value
+            table_row.last_error = None
+            table_row.possibly_diverged = None
+            table_row.updated_at = now
+            row.phase = RebootstrapPhase.SWITCHED.value
+            row.switched_at = now
+            row.remove_after = now + keep
+            return _rebootstrap(row)
+
+    def abort_rebootstrap(self, table: str, version: int) -> Rebootstrap:
+        """Forget an unfinished re-bootstrap's copy (its new path is the caller's to remove)."""
+        with self._transaction() as session:
+            row = self._require_rebootstrap(session, table, version, RebootstrapPhase.COPYING)
+            self._drop_copy(session, row.copy_name)
+            row.phase = RebootstrapPhase.ABORTED.value
+            return _rebootstrap(row)
+
+    def mark_old_path_removed(self, table: str, version: int) -> Rebootstrap:
+        """Record that the old base path of a switched re-bootstrap was removed."""
+        with self._transaction() as session:
+            row = self._require_rebootstrap(session, table, version, RebootstrapPhase.SWITCHED)
+            row.phase = RebootstrapPhase.REMOVED.value
+            return _rebootstrap(row)
+
+    @staticmethod
+    def _drop_copy(session: Session, copy_name: str) -> None:
+        for model in (BootstrapWatermarkRow, AppliedOffsetRow, FreshnessRow):
+            session.execute(delete(model).where(model.table_name == copy_name))
+        session.execute(delete(TableRow).where(TableRow.qualified_name == copy_name))
+
+    @staticmethod
+    def _require_rebootstrap(
+        session: Session, table: str, version: int, phase: RebootstrapPhase
+    ) -> RebootstrapRow:
+        row = session.get(RebootstrapRow, (table, version))
+        if row is None or row.phase != phase.value:
+            found = "none" if row is None else row.phase
+            raise StateStoreError(f"table {table}: re-bootstrap v{version} is {found}, not {phase.value}")
+        return row
 
     # Runs
 
@@ -434,6 +589,28 @@ def _table_info(row: TableRow) -> TableInfo:
         lake_base_path=row.lake_base_path,
         last_error=row.last_error,
         updated_at=row.updated_at,
+        possibly_diverged=row.possibly_diverged,
+    )
+
+
+def versioned_path(base_path: str, version: int) -> str:
+    """The base path of version ``version`` of a table configured at ``base_path`` (a sibling directory)."""
+    return f"{base_path.rstrip('/')}__v{version}"
+
+
+def _quarantined(row: QuarantinedMessageRow) -> QuarantinedMessage:
+    return QuarantinedMessage(
+        id=row.id, table=row.table_name, topic=row.topic, partition=row.kafka_partition,
+        offset=row.kafka_offset, reason=row.reason, key=row.message_key, value=row.message_value,
+        quarantined_at=row.quarantined_at,
+    )
+
+
+def _rebootstrap(row: RebootstrapRow) -> Rebootstrap:
+    return Rebootstrap(
+        table=row.table_name, version=row.version, copy_name=row.copy_name, old_path=row.old_path,
+        new_path=row.new_path, reason=row.reason, phase=RebootstrapPhase(row.phase),
+        started_at=row.started_at, switched_at=row.switched_at, remove_after=row.remove_after,
     )
 
 

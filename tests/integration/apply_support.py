@@ -49,6 +49,7 @@ from cdc_lake.decode.types import stash_logical_types
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.stack.manager import LocalStack
+from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
 from cdc_lake.stack.service import DEMO_DATABASE, HOST
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
@@ -78,6 +79,7 @@ class Capture:
     key: tuple[str, ...] = ("id",)
     server_id: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    promoted: bool = False
 
     @property
     def topic_prefix(self) -> str:
@@ -94,6 +96,10 @@ class Capture:
         """``source.schema.table``."""
         return f"{self.source_name}.{self.schema}.{self.table}"
 
+    def mariadb_writer(self) -> MariaDbPrimary | MariaDbReplica:
+        """The MariaDB server taking writes: the stack's primary, or its replica once promoted."""
+        return self.stack.mariadb_replica if self.promoted else self.stack.mariadb_primary
+
     def execute(self, *statements: str | tuple[str, Sequence[Any]]) -> None:
         """Run statements (each SQL, or SQL with parameters) on the primary, autocommitted one by one."""
         if self.engine == "postgres":
@@ -102,7 +108,7 @@ class Capture:
                     sql, params = statement if isinstance(statement, tuple) else (statement, ())
                     conn.execute(sql, params)  # type: ignore[arg-type]
         else:
-            with self.stack.mariadb_primary.connect(self.schema) as conn, conn.cursor() as cur:
+            with self.mariadb_writer().connect(self.schema) as conn, conn.cursor() as cur:
                 for statement in statements:
                     sql, params = statement if isinstance(statement, tuple) else (statement, ())
                     cur.execute(sql, params)
@@ -115,7 +121,7 @@ class Capture:
                 cur = conn.execute(f'select * from "{self.schema}"."{self.table}" order by {order}')
                 names = [d.name for d in cur.description or ()]
                 return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-        with self.stack.mariadb_primary.connect(self.schema) as conn, conn.cursor() as cur:
+        with self.mariadb_writer().connect(self.schema) as conn, conn.cursor() as cur:
             cur.execute(f"select * from `{self.table}` order by {order}")
             names = [d[0] for d in cur.description or ()]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

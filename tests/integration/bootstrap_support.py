@@ -56,6 +56,7 @@ from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
+from connectors.client import KafkaConnectClient
 
 PASSWORD_REF = "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"
 MOVE_GAP = 10_000_000
@@ -359,8 +360,9 @@ def wait_streamed(config: Config, table: str, timeout: float = 120.0) -> None:
     engine = cast(SnapshotSource, engine_for(source))
     point = SnapshotPoint(engine.current_position(), engine.primary_clock_ms())
     prefix = source.topic_prefix or source.name
-    wait = HandoffWait(config.kafka_connect.url, source.engine, prefix, 0, timeout)
-    how = wait_until_streamed(table, entry.name, point, wait, engine.primary_clock_ms)
+    wait = HandoffWait(source.engine, prefix, timeout)
+    with KafkaConnectClient(config.kafka_connect.url) as connect:
+        how = wait_until_streamed(table, entry.name, point, wait, connect)
     assert how.startswith("Debezium"), how
 
 
@@ -421,11 +423,16 @@ def comparable(value: Any, spark_type: DataType, from_source: bool) -> Any:
 
 
 def assert_lake_equals_source(
-    spark: SparkSession, config: Config, db: SourceDb, table: str, key: Sequence[str] = ("id",)
+    spark: SparkSession,
+    config: Config,
+    db: SourceDb,
+    table: str,
+    key: Sequence[str] = ("id",),
+    base_path: str | None = None,
 ) -> int:
-    """The lake table holds exactly the primary's rows and values; returns the row count."""
+    """The lake table (at ``base_path``, default the configured one) holds exactly the primary's rows."""
     qualified = db.qualified(table)
-    base_path = config.lake.table_base_path(qualified)
+    base_path = base_path or config.lake.table_base_path(qualified)
     source = db.rows(table, key)
     lake_frame = read_table(spark, base_path)
     types = {f.name: f.dataType for f in lake_frame.schema.fields}

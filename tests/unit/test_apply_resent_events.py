@@ -33,8 +33,8 @@ def _text(value: int | None) -> str:
     return "null" if value is None else f'"{value}"'
 
 
-def _my(file: str, pos: int, row: int, server: int = 223344) -> str | None:
-    source = {**dbz.mysql_source(file, pos, row), "server_id": server}
+def _my(gtid: str | None, snapshot: str = "false") -> str | None:
+    source = {**dbz.mysql_source(snapshot=snapshot), "gtid": gtid}
     return stream_position(_event(MY, dbz.mysql_envelope(), dbz.MYSQL_COLUMNS, source))
 
 
@@ -52,12 +52,27 @@ def test_postgres_positions_follow_commit_order_not_change_lsns() -> None:
     assert emitted == sorted(emitted)  # type: ignore[type-var]
 
 
-def test_binlog_positions_compare_as_numbers_within_one_server() -> None:
-    assert _my("mysql-bin.000009", 900, 0) < _my("mysql-bin.000010", 4, 0)  # type: ignore[operator]
-    assert _my("mysql-bin.000010", 4, 1) > _my("mysql-bin.000010", 4, 0)  # type: ignore[operator]
-    assert not already_applied(
-        _my("mysql-bin.000001", 4, 0, server=2), _my("mysql-bin.000009", 4, 0, server=1)
+def test_binlog_positions_are_gtid_sources_and_sequence_numbers() -> None:
+    assert _my("0-1-42") == "gtid:0-1=42"
+    assert _my("3e11fa47-71ca-11e1-9e33-c80aa9429562:23") == "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562=23"
+    assert _my("3e11fa47-71ca-11e1-9e33-c80aa9429562:blue:7") == (
+        "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:blue=7"
     )
+    assert _my(None) is None and _my("garbage") is None
+    assert _my("0-1-42", snapshot="true") is None
+
+
+def test_binlog_events_are_skipped_only_below_the_mark_of_their_own_source() -> None:
+    mark = "gtid:0-1=100,0-2=7"
+    assert already_applied(_my("0-1-99"), mark)
+    assert already_applied(_my("0-2-6"), mark)
+    assert not already_applied(_my("0-1-100"), mark), "the mark's own transaction may be cut by a batch"
+    assert not already_applied(_my("0-1-101"), mark)
+    assert not already_applied(_my("0-3-1"), mark), "a source the mark does not know is new"
+    assert not already_applied(_my("1-1-5"), mark), "another replication domain is another source"
+    assert not already_applied(_my("0-1-5"), "1:0000000007000000000000000090000000000000")
+    assert not already_applied(_my("0-1-5"), _pg(500, 900))
+    assert not already_applied(_pg(400, 900), "gtid:0-1=100")
 
 
 def test_snapshot_reads_and_incomplete_positions_have_none() -> None:
@@ -74,20 +89,23 @@ def test_already_applied_is_at_or_below_the_mark_of_the_same_server() -> None:
     assert not already_applied(None, mark)
 
 
-def test_the_high_mark_follows_the_server_of_the_newest_event() -> None:
-    old_server, new_server = (
-        _my("mysql-bin.000050", 10, 0, server=1),
-        _my("mysql-bin.000002", 10, 0, server=2),
-    )
-    assert old_server is not None and new_server is not None
+def test_marks_keep_the_highest_sequence_of_every_source_across_slices_and_batches() -> None:
     marks = PartitionMarks()
-    marks.add(5, old_server)
+    for gtid in ("0-1-50", "0-1-52", "0-1-51"):
+        marks.add(_my(gtid) or "")
     other = PartitionMarks()
-    other.add(9, new_server)
+    other.add(_my("0-2-53") or "")
     marks.merge(other)
 
-    assert marks.high_mark() == new_server
-    assert advance({0: old_server, 1: "pg:x"}, {0: marks}) == {0: new_server, 1: "pg:x"}
-    stale = PartitionMarks()
-    stale.add(3, _my("mysql-bin.000001", 10, 0, server=1) or "")
-    assert advance({0: old_server}, {0: stale}) == {0: old_server}
+    assert marks.high_mark() == "gtid:0-1=52,0-2=53"
+    assert advance({0: "gtid:0-1=60,5-5=1", 1: "pg:x"}, {0: marks}) == {
+        0: "gtid:0-1=60,0-2=53,5-5=1",
+        1: "pg:x",
+    }
+    old_format = "1:0000000050000000000000000010000000000000"
+    assert advance({0: old_format}, {0: marks}) == {0: "gtid:0-1=52,0-2=53"}
+    assert advance({0: old_format}, {0: PartitionMarks()}) == {0: old_format}
+    pg = PartitionMarks()
+    pg.add(_pg(500, 900) or "")
+    pg.add(_pg(400, 950) or "")
+    assert advance({}, {0: pg}) == {0: _pg(500, 900)}

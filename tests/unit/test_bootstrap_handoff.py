@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
-import requests
 
 from bootstrap import handoff
 from bootstrap.handoff import (
@@ -18,7 +16,7 @@ from bootstrap.handoff import (
     parse_lsn,
     wait_until_streamed,
 )
-from cdc_lake.exceptions import BootstrapError
+from cdc_lake.exceptions import BootstrapError, ConnectError
 
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
@@ -53,69 +51,128 @@ def test_mysql_gtid_sets_compare_by_containment() -> None:
     assert not offset_passed("mysql", {"gtids": f"{UUID}:1-100"}, f"{UUID}:1-57,aaaa:1")
 
 
+class FakeConnect:
+    """Kafka Connect's answers, scripted: ``configs`` by connector, offsets answered in turn.
+
+    ``down`` answers that many calls with the client's error for an unreachable worker.
+    """
+
+    url = "http://connect"
+
+    def __init__(
+        self,
+        configs: dict[str, dict[str, str]],
+        offsets: dict[str, list[list[dict[str, Any]]]] | None = None,
+        down: int = 0,
+    ) -> None:
+        self.configs = configs
+        self.answers = offsets or {}
+        self.down = down
+        self.polls: list[str] = []
+
+    def list_configs(self) -> dict[str, dict[str, str]]:
+        if self.down > 0:
+            self.down -= 1
+            raise ConnectError("Kafka Connect at http://connect: GET /connectors failed after 6 attempts")
+        return self.configs
+
+    def offsets(self, name: str) -> list[dict[str, Any]]:
+        self.polls.append(name)
+        answers = self.answers[name]
+        return answers.pop(0) if len(answers) > 1 else answers[0]
+
+
+def _captures(*names: str) -> dict[str, dict[str, str]]:
+    return {name: {"topic.prefix": "shop", "table.include.list": r"s\.t"} for name in names}
+
+
 def _wait(timeout: float = 5.0) -> HandoffWait:
-    return HandoffWait("http://connect", "postgres", "shop", delay_seconds=3, timeout_seconds=timeout)
+    return HandoffWait("postgres", "shop", timeout_seconds=timeout)
 
 
-def test_waits_for_every_capturing_connector(monkeypatch: pytest.MonkeyPatch) -> None:
-    polls: list[str] = []
-    answers = {"a": [[{"lsn_commit": 0x10}], [{"lsn_commit": 0x20}]], "b": [[{"lsn_commit": 0x30}]] * 2}
+class Clock:
+    """A monotonic clock that only sleeping moves."""
 
-    def offsets(url: str, connector: str) -> list[Mapping[str, Any]]:
-        polls.append(connector)
-        return answers[connector].pop(0)
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
 
-    monkeypatch.setattr(handoff, "capturing_connectors", lambda url, prefix, table: ["a", "b"])
-    monkeypatch.setattr(handoff, "committed_offsets", offsets)
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
 
-    how = wait_until_streamed("src.s.t", "s.t", SnapshotPoint("0/20", 0), _wait(), lambda: 0, lambda s: None)
+    def monotonic(self) -> float:
+        return self.now
 
-    assert polls == ["a", "b", "a"]
+
+def _run(connect: FakeConnect, clock: Clock, timeout: float = 5.0) -> str:
+    point = SnapshotPoint("0/20", 0)
+    return wait_until_streamed("src.s.t", "s.t", point, _wait(timeout), connect, clock.sleep, clock.monotonic)
+
+
+def test_waits_for_every_capturing_connector() -> None:
+    connect = FakeConnect(
+        _captures("a", "b"),
+        {"a": [[{"lsn_commit": 0x10}], [{"lsn_commit": 0x20}]], "b": [[{"lsn_commit": 0x30}]]},
+    )
+
+    how = _run(connect, Clock())
+
+    assert connect.polls == ["a", "b", "a", "b"]
     assert "committed offsets past the snapshot point 0/20" in how
 
 
-def test_offsets_that_never_pass_fail_with_what_was_seen(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(handoff, "capturing_connectors", lambda url, prefix, table: ["a"])
-    monkeypatch.setattr(handoff, "committed_offsets", lambda url, connector: [{"lsn_commit": 1}])
+def test_offsets_that_never_pass_fail_with_what_was_seen() -> None:
+    connect = FakeConnect(_captures("a"), {"a": [[{"lsn_commit": 1}]]})
 
-    with pytest.raises(BootstrapError, match=r"did not stream past the snapshot point 0/20 within 0s \(a: "):
-        wait_until_streamed("src.s.t", "s.t", SnapshotPoint("0/20", 0), _wait(0), lambda: 0, lambda s: None)
-
-
-def test_without_a_connector_the_time_rule_stands_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    def unreachable(url: str, prefix: str, table: str) -> list[str]:
-        raise requests.ConnectionError("refused")
-
-    monkeypatch.setattr(handoff, "capturing_connectors", unreachable)
-    now = [1_000]
-    sleeps: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        now[0] += int(seconds * 1000)
-
-    how = wait_until_streamed("src.s.t", "s.t", SnapshotPoint("0/20", 1_000), _wait(), lambda: now[0], sleep)
-
-    assert now[0] >= 4_000
-    assert "Kafka Connect unreachable" in how and "+ 3s" in how
+    with pytest.raises(BootstrapError, match=r"snapshot point 0/20 within 0s \(a: \[\{'lsn_commit': 1\}\]\)"):
+        _run(connect, Clock(), timeout=0)
 
 
-def test_connectors_are_found_by_prefix_and_include_list(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Answer:
-        def raise_for_status(self) -> None:
-            return None
+def test_handoff_with_connect_unreachable_waits_then_hands_off_when_it_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    connect = FakeConnect(_captures("a"), {"a": [[{"lsn_commit": 0x20}]]}, down=3)
+    clock = Clock()
 
-        def json(self) -> dict[str, Any]:
-            configs = {
-                "mine": ("shop", r"s\.other,s\.t"),
-                "prefix": ("other", r"s\.t"),
-                "table": ("shop", r"s\.tt"),
-            }
-            return {
-                name: {"info": {"config": {"topic.prefix": prefix, "table.include.list": tables}}}
-                for name, (prefix, tables) in configs.items()
-            }
+    how = _run(connect, clock, timeout=60)
 
-    monkeypatch.setattr(handoff.requests, "get", lambda *args, **kwargs: Answer())
+    assert clock.sleeps == [handoff.POLL_SECONDS] * 3
+    assert how.startswith("Debezium (a) committed offsets past")
+    assert "src.s.t: hand-off waits for Debezium past 0/20: Kafka Connect unreachable" in caplog.text
 
-    assert handoff.capturing_connectors("http://connect", "shop", "s.t") == ["mine"]
+
+def test_handoff_with_connect_unreachable_fails_after_the_timeout_and_says_what_to_run() -> None:
+    connect = FakeConnect(_captures("a"), {"a": [[{"lsn_commit": 0x20}]]}, down=1000)
+    clock = Clock()
+
+    with pytest.raises(BootstrapError) as raised:
+        _run(connect, clock, timeout=5)
+
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("table src.s.t: not handed off, Debezium not seen past the snapshot point 0/20")
+    assert "Kafka Connect unreachable" in message
+    assert "run cdc-lake bootstrap src.s.t again (it resumes at the hand-off)" in message
+    assert 5 <= clock.now <= 6
+
+
+def test_no_capturing_connector_fails_at_once() -> None:
+    connect = FakeConnect({"other": {"topic.prefix": "other", "table.include.list": r"s\.t"}})
+    clock = Clock()
+
+    with pytest.raises(
+        BootstrapError, match=r"no connector at http://connect captures s\.t under topic prefix shop"
+    ):
+        _run(connect, clock)
+    assert clock.sleeps == []
+
+
+def test_connectors_are_found_by_prefix_and_include_list() -> None:
+    configs = {
+        "mine": {"topic.prefix": "shop", "table.include.list": r"s\.other,s\.t"},
+        "prefix": {"topic.prefix": "other", "table.include.list": r"s\.t"},
+        "table": {"topic.prefix": "shop", "table.include.list": r"s\.tt"},
+    }
+
+    assert handoff.capturing_connectors(FakeConnect(configs), "shop", "s.t") == ["mine"]

@@ -15,12 +15,6 @@ from cdc_lake.cli.group import CdcLakeGroup
 from cdc_lake.cli.main import cli
 from cdc_lake.state import StateStore, TableState
 
-NOT_YET = [
-    (["lag", "--json"], "lag", "the operations issue"),
-    (["validate", "pg.public.a"], "validate", "the operations issue"),
-    (["rebootstrap", "pg.public.a"], "rebootstrap", "the operations issue"),
-]
-
 
 @pytest.fixture
 def runner() -> CliRunner:
@@ -54,7 +48,7 @@ def test_every_contract_verb_is_listed() -> None:
     } <= names
 
 
-@pytest.mark.parametrize("verb", ["status", "stack", "demo"])
+@pytest.mark.parametrize("verb", ["status", "stack", "demo", "rebootstrap", "quarantine"])
 def test_implemented_and_lazy_verbs_have_help(runner: CliRunner, verb: str) -> None:
     result = runner.invoke(cli, [verb, "--help"])
 
@@ -62,23 +56,22 @@ def test_implemented_and_lazy_verbs_have_help(runner: CliRunner, verb: str) -> N
     assert f"Usage: cli {verb}" in result.stdout
 
 
-@pytest.mark.parametrize(("args", "verb", "issue"), NOT_YET, ids=[" ".join(a) for a, _, _ in NOT_YET])
-def test_not_yet_verbs_exit_3_with_one_line(
-    runner: CliRunner, args: list[str], verb: str, issue: str
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ([], "name the tables to re-bootstrap"),
+        (["--remove-old", "pg.public.a"], "give --remove-old alone"),
+        (["pg.public.a", "--now"], "--now applies to --remove-old only"),
+    ],
+)
+def test_rebootstrap_refuses_contradictory_arguments_in_one_line(
+    runner: CliRunner, config_file: Path, args: list[str], fragment: str
 ) -> None:
-    result = runner.invoke(cli, args)
+    result = runner.invoke(cli, ["--config", str(config_file), "rebootstrap", *args])
 
-    assert result.exit_code == 3
-    assert result.stderr == f"error: cdc-lake {verb} is not implemented yet: it arrives with {issue}\n"
-    assert result.stdout == ""
-
-
-@pytest.mark.parametrize("args", sorted({tuple(a[: len(v.split())]) for a, v, _ in NOT_YET}))
-def test_not_yet_verbs_say_so_in_their_help(runner: CliRunner, args: tuple[str, ...]) -> None:
-    result = runner.invoke(cli, [*args, "--help"])
-
-    assert result.exit_code == 0
-    assert "Not implemented yet: arrives with the" in result.stdout
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert fragment in result.stderr
 
 
 def test_status_json_on_an_empty_store(runner: CliRunner, config_file: Path) -> None:
@@ -122,10 +115,27 @@ def test_status_table_for_people(runner: CliRunner, config_file: Path) -> None:
 
     result = runner.invoke(cli, ["--config", str(config_file), "status"], terminal_width=200)
 
-    assert result.exit_code == 0, result.stderr
+    assert result.exit_code == 4, result.stderr
     assert "pg.public.orders" in result.stdout
     assert "FAILED" in result.stdout
-    assert "pg.public.orders: replica wait timed out" in result.stdout
+    assert "  error: replica wait timed out" in result.stdout
+    assert result.stderr.startswith("error: 1 tables FAILED: pg.public.orders")
+
+
+def test_status_keeps_paths_whole_at_80_columns(runner: CliRunner, config_file: Path) -> None:
+    path = "s3a://lake-bucket/warehouse/cdc/pg/public/a_rather_long_table_name_for_orders"
+    with StateStore.open(f"sqlite:///{config_file.parent}/state/cdc.db") as store:
+        store.upsert_source("pg", "postgres")
+        store.upsert_table("pg.public.orders", "pg", 1, path)
+        store.transition("pg.public.orders", TableState.BOOTSTRAPPING)
+        store.record_applied_offsets("pg.public.orders", {0: 123456789, 1: 987654321}, "20250101120000000")
+
+    result = runner.invoke(cli, ["--config", str(config_file), "status"], terminal_width=80)
+
+    assert result.exit_code == 0, result.stderr
+    assert f"  lake: {path}" in result.stdout
+    assert "  applied offsets: 0:123456789 1:987654321" in result.stdout
+    assert "20250101120000000" in result.stdout
 
 
 def test_status_on_an_empty_store_says_what_to_do(runner: CliRunner, config_file: Path) -> None:
@@ -209,7 +219,7 @@ def test_lazy_subcommands_load_on_first_use(runner: CliRunner) -> None:
     result = runner.invoke(group, ["later", "--help"])
 
     assert result.exit_code == 0
-    assert "Not implemented yet" in result.stdout
+    assert "Show how far behind each part is" in result.stdout
     assert group.commands["later"].name == "lag"
 
 

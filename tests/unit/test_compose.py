@@ -32,6 +32,7 @@ def test_compose_has_every_stack_service_on_the_same_port(tmp_path: Path) -> Non
         "kafka": stack.layout.ports.kafka,
         "schema-registry": stack.layout.ports.registry,
         "kafka-connect": stack.layout.ports.connect,
+        "glue-catalog": stack.layout.ports.glue,
     }
     assert set(expected) == {service.name for service in stack.services}
     for name, port in expected.items():

@@ -410,3 +410,42 @@ def test_replica_reachable_and_replaying(
 
     assert result.failed is failed
     assert result.detail == detail
+
+
+def _keyed_by(*key: str) -> list[Capture]:
+    return [TIER0, replace(SHARED, tables=(Table(name="shop.orders", key=list(key)),))]
+
+
+def test_key_not_primary_key_with_default_identity_is_refused_by_name() -> None:
+    facts = with_table(HEALTHY, columns=("id", "code", "amount"), toastable=())
+
+    refused = check("replica identity", facts, _keyed_by("code"))
+    fixed = check("replica identity", facts, _keyed_by("code"), PreflightOptions(replica_identity_full=True))
+
+    assert refused.failed
+    assert refused.detail == (
+        "configured key is not the replica identity, so key changes and deletes would not carry the old "
+        "key: shop.orders (key code; identity DEFAULT = primary key id)"
+    )
+    assert refused.fix is not None and "REPLICA IDENTITY FULL" in refused.fix
+    assert "--replica-identity-full" in refused.fix
+    assert fixed.outcome is Outcome.PASS
+    assert fixed.detail == "will set FULL on shop.orders"
+
+
+def test_key_not_primary_key_passes_with_full_or_an_index_over_exactly_the_key() -> None:
+    full = with_table(HEALTHY, replica_identity="f")
+    on_key = with_table(HEALTHY, replica_identity="i", identity_index=("code",), toastable=())
+    on_other = with_table(HEALTHY, replica_identity="i", identity_index=("code", "id"), toastable=())
+
+    assert check("replica identity", full, _keyed_by("code")).outcome is Outcome.PASS
+    assert check("replica identity", on_key, _keyed_by("code")).outcome is Outcome.PASS
+    refused = check("replica identity", on_other, _keyed_by("code"))
+    assert refused.failed
+    assert "shop.orders (key code; identity USING INDEX on code, id)" in refused.detail
+
+
+def test_key_equal_to_the_primary_key_in_another_order_needs_nothing() -> None:
+    facts = with_table(HEALTHY, primary_key=("id", "code"), toastable=())
+
+    assert check("replica identity", facts, _keyed_by("code", "id")).outcome is Outcome.PASS

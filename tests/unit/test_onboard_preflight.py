@@ -53,8 +53,8 @@ def test_failures_raise_one_line_naming_each_failed_check() -> None:
         raise_for_failures("pg", results)
 
     assert str(raised.value) == (
-        "source pg: 2 preflight check(s) failed: primary keys: no primary key and no configured key: shop.a; "
-        "replica: h:1 unreachable: refused"
+        "source pg: 2 preflight check(s) failed: primary keys: no primary key and no configured key: shop.a "
+        "(fix: add one); replica: h:1 unreachable: refused (fix: start it)"
     )
 
 

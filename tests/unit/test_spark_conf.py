@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.spark.session import HUDI_REQUIRED_CONF, S3SettingsLike, spark_conf
+from cdc_lake.spark.session import HUDI_REQUIRED_CONF, S3SettingsLike, quiet_conf, spark_conf
 
 
 @dataclass(frozen=True)
@@ -73,3 +74,12 @@ def test_s3a_without_keys_leaves_the_default_credential_chain() -> None:
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
     assert "spark.hadoop.fs.s3a.access.key" not in conf
     assert "spark.hadoop.fs.s3a.aws.credentials.provider" not in conf
+
+
+def test_quiet_conf_keeps_the_users_driver_java_options(tmp_path: Path) -> None:
+    conf = quiet_conf({"spark.driver.extraJavaOptions": "-Dmine=1"}, tmp_path / "log4j2.properties")
+
+    options = conf["spark.driver.extraJavaOptions"].split()
+    assert options[0] == "-Dmine=1"
+    assert f"-Dlog4j2.configurationFile=file:{tmp_path / 'log4j2.properties'}" in options
+    assert "-Djdk.attach.allowAttachSelf=true" in options

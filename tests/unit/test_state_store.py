@@ -332,4 +332,5 @@ def test_table_statuses(store: StateStore) -> None:
         "lag_messages": 3,
         "last_error": None,
         "updated_at": status.updated_at.isoformat(),
+        "possibly_diverged": None,
     }

@@ -1,0 +1,292 @@
+"""``cdc-lake rebootstrap``: a fresh copy of a table in a new versioned base path, switched in atomically.
+
+The way out of every stopped state (FAILED for a lost slot, a purged binlog or a bad message;
+SCHEMA_CHANGED), and the way to take a new schema in.  Steps, each resumable:
+
+1. Under the table's bootstrap lock (a second re-bootstrap or bootstrap of the table is refused), the
+   state store records the re-bootstrap (version N, reason, old and new path: ``<base>__vN``, a sibling of
+   the configured path) and a *copy* row named ``TABLE~vN`` for the new path.
+2. The copy is bootstrapped exactly like a new table (:class:`bootstrap.run.TableBootstrap`: watermark,
+   replica wait, partitions, hand-off) and caught up until LIVE.  Meanwhile the table itself stays as it
+   was: readable at its old path and still applied by ``cdc-lake run`` if it can be.
+3. The switch, under the table's apply lock (no batch of the old table in flight): a last catch-up of the
+   copy, then one state-store transaction gives the table the copy's path, offsets and freshness and
+   makes it LIVE (clearing its error and possibly-diverged mark).  ``cdc-lake run`` takes the new path
+   at its next batch.  The old path stays for ``lake.old_copy_keep_hours`` so readers that resolved it
+   before the switch finish; ``cdc-lake rebootstrap --remove-old`` then removes it.
+
+Killed in step 1 or 2, running the command again resumes the copy (the bootstrap resumes at its step);
+``--abort`` rolls it back instead (the copy row and the new path are removed; the table is untouched).
+A crash inside the switch leaves either the old or the new state: it is one transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from bootstrap.progress import LineView, ProgressView
+from bootstrap.run import APPLY_TIMEOUT_SECONDS, BUSY_RETRY_SECONDS, TableBootstrap
+from cdc_lake.apply.lake_schema import row_columns
+from cdc_lake.apply.runner import ApplyRunner, registry_client
+from cdc_lake.apply.schema_change import SchemaDiff, SchemaPolicy
+from cdc_lake.apply.target import ApplyTarget, target_for
+from cdc_lake.catalog.sync import CatalogSync
+from cdc_lake.config import Config
+from cdc_lake.exceptions import BootstrapBusyError, CdcLakeError, RebootstrapError
+from cdc_lake.hudi.writer import read_table
+from cdc_lake.onboard.preflight import raise_for_failures
+from cdc_lake.onboard.run import OnboardRequest, execute_onboarding, plan_onboarding
+from cdc_lake.spark import get_spark
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import LockPurpose, table_lock
+from cdc_lake.state.models import utcnow
+from cdc_lake.state.records import Rebootstrap, RebootstrapPhase
+from cdc_lake.state.store import StateStore, versioned_path
+
+_LOG = logging.getLogger(__name__)
+
+REBOOTSTRAP_RUN = "rebootstrap"
+REMOVE_OLD_RUN = "rebootstrap remove-old"
+NOT_YET_BOOTSTRAPPED = frozenset({TableState.PENDING_BOOTSTRAP, TableState.BOOTSTRAPPING})
+
+
+@dataclass(frozen=True)
+class RebootstrapResult:
+    """How one table's re-bootstrap ended (or what ``--abort`` / ``--remove-old`` did)."""
+
+    table: str
+    version: int
+    action: str
+    path: str
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "table": self.table, "version": self.version, "action": self.action, "path": self.path,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@contextmanager
+def _bootstrap_lock(config: Config, name: str) -> Iterator[None]:
+    """The table's bootstrap lock: a second re-bootstrap (or a bootstrap) of it is refused."""
+    with table_lock(config.state_store.url, LockPurpose.BOOTSTRAP, name) as acquired:
+        if not acquired:
+            raise BootstrapBusyError(
+                f"table {name}: another bootstrap of this table is running; wait for it, or stop it and "
+                "run again"
+            )
+        yield
+
+
+def copy_target(config: Config, table: str, record: Rebootstrap) -> ApplyTarget:
+    """The apply target of the re-bootstrap's copy: the same Hudi table, in the new path."""
+    source, configured = config.table(table)
+    target = target_for(config, source, configured)
+    return replace(target, qualified_name=record.copy_name, base_path=record.new_path, hudi_name=table)
+
+
+def rebootstrap_tables(
+    config: Config,
+    tables: Sequence[str],
+    reason: str,
+    view: ProgressView,
+    password_env: Callable[[str], str] | None = None,
+) -> list[RebootstrapResult]:
+    """Re-bootstrap each table in turn and switch it; the first failure stops the command (resumable).
+
+    ``password_env`` names, per source, the variable holding the primary's password on the Connect
+    worker (``onboard``'s): needed to update the connectors of a table with a frozen column list first.
+    """
+    results = []
+    with StateStore.open(config.state_store.url) as store:
+        for name in dict.fromkeys(tables):
+            source, table = config.table(name)
+            with _bootstrap_lock(config, name):
+                if table.columns and password_env is not None:
+                    variable = password_env(source.name)
+                    for action in update_connectors(config, source.name, table.name, variable):
+                        _LOG.info("%s: %s", name, action)
+                results.append(_rebootstrap(config, store, name, reason, view))
+    return results
+
+
+def update_connectors(config: Config, source: str, table: str, password_env: str) -> list[str]:
+    """Bring the source's connectors in line with the config first (a changed frozen column list).
+
+    The same plan and reconciliation as ``cdc-lake onboard SOURCE --tables TABLE``: nothing changes
+    when the connectors already capture what the config says; a failed check stops the re-bootstrap.
+    """
+    request = OnboardRequest(source=source, password_env=password_env, tables=(table,))
+    plan = plan_onboarding(config, request)
+    raise_for_failures(source, plan.checks)
+    if not plan.planned_changes():
+        return []
+    return execute_onboarding(plan).actions
+
+
+def _rebootstrap(
+    config: Config, store: StateStore, name: str, reason: str, view: ProgressView
+) -> RebootstrapResult:
+    began = time.monotonic()
+    info = store.require_table(name)
+    if info.state in NOT_YET_BOOTSTRAPPED:
+        raise RebootstrapError(f"table {name} is {info.state.value}: run `cdc-lake bootstrap {name}` instead")
+    if info.state is TableState.OFFBOARDED:
+        raise RebootstrapError(f"table {name} is OFFBOARDED: onboard it again first")
+    record = store.start_rebootstrap(
+        name, reason, lambda version: versioned_path(config.lake.table_base_path(name), version)
+    )
+    source, table = config.table(name)
+    target = copy_target(config, name, record)
+    if store.get_table(record.copy_name) is None:
+        store.upsert_table(record.copy_name, source.name, table.tier, record.new_path)
+    _LOG.info("%s: re-bootstrap v%d into %s (%s)", name, record.version, record.new_path, record.reason)
+    with store.run(REBOOTSTRAP_RUN, name) as handle:
+        handle.detail.update({"version": record.version, "reason": record.reason, "path": record.new_path})
+        registry = registry_client(config)
+        copy = TableBootstrap(config, source, table, store, registry, view, apply=True, target=target)
+        copy.run()
+        spark = get_spark(config.spark, config.lake)
+        switched = _switch(config, store, spark, name, record, target)
+        handle.detail.update({"switched_at": switched.isoformat()})
+    return RebootstrapResult(name, record.version, "switched", record.new_path, time.monotonic() - began)
+
+
+def _switch(
+    config: Config,
+    store: StateStore,
+    spark: SparkSession,
+    name: str,
+    record: Rebootstrap,
+    target: ApplyTarget,
+) -> dt.datetime:
+    """Under the table's apply lock: catch the copy up once more, then switch in one transaction."""
+    runner = ApplyRunner.for_config(spark, store, config)
+    keep = dt.timedelta(hours=config.lake.old_copy_keep_hours)
+    deadline = time.monotonic() + APPLY_TIMEOUT_SECONDS
+    while True:
+        with table_lock(config.state_store.url, LockPurpose.APPLY, name) as acquired:
+            if acquired:
+                outcome = runner.catch_up(target)
+                if outcome.failed:
+                    raise RebootstrapError(
+                        f"table {name}: the re-bootstrap copy failed while catching up: {outcome.error}; "
+                        "run the rebootstrap again to resume, or --abort"
+                    )
+                if store.require_table(record.copy_name).state is TableState.LIVE:
+                    done = store.switch_rebootstrap(name, record.version, keep)
+                    _LOG.info("%s: switched to %s (v%d)", name, done.new_path, done.version)
+                    _register(config, spark, name, target)
+                    return done.switched_at or utcnow()
+        if time.monotonic() > deadline:
+            raise RebootstrapError(
+                f"table {name}: the copy did not catch up within {APPLY_TIMEOUT_SECONDS:.0f}s; run again"
+            )
+        time.sleep(BUSY_RETRY_SECONDS)
+
+
+def _register(config: Config, spark: SparkSession, name: str, target: ApplyTarget) -> None:
+    """Point the catalog entry at the new path: the switch readers of ``database.table`` see."""
+    catalog = CatalogSync.for_config(config)
+    if catalog is None:
+        return
+    columns = row_columns(read_table(spark, target.base_path).schema)
+    for known in catalog.register(name, target.base_path, columns, target.partition_fields):
+        _LOG.info("%s: catalog entry %s now at %s", name, known, target.base_path)
+
+
+def abort_rebootstraps(config: Config, tables: Sequence[str]) -> list[RebootstrapResult]:
+    """Roll back each table's unfinished re-bootstrap: forget its copy and remove the new path."""
+    results = []
+    with StateStore.open(config.state_store.url) as store:
+        for name in dict.fromkeys(tables):
+            with _bootstrap_lock(config, name):
+                open_ones = [r for r in store.rebootstraps(name) if r.phase is RebootstrapPhase.COPYING]
+                if not open_ones:
+                    raise RebootstrapError(f"table {name}: no unfinished re-bootstrap to abort")
+                record = open_ones[-1]
+                with table_lock(config.state_store.url, LockPurpose.APPLY, record.copy_name) as acquired:
+                    if not acquired:
+                        raise RebootstrapError(f"table {name}: its copy is being applied; stop that first")
+                    remove_path(get_spark(config.spark, config.lake), record.new_path)
+                    store.abort_rebootstrap(name, record.version)
+                results.append(RebootstrapResult(name, record.version, "aborted", record.new_path))
+    return results
+
+
+def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResult]:
+    """Remove the previous base paths whose keep time has passed (every switched one with ``now``)."""
+    results = []
+    with StateStore.open(config.state_store.url) as store:
+        due = [
+            r for r in store.rebootstraps()
+            if r.phase is RebootstrapPhase.SWITCHED and (now or (r.remove_after or utcnow()) <= utcnow())
+        ]
+        for record in due:
+            current = store.require_table(record.table).lake_base_path
+            if record.old_path == current:
+                raise RebootstrapError(f"table {record.table}: {record.old_path} is its current path")
+            with store.run(REMOVE_OLD_RUN, record.table) as handle:
+                handle.detail.update({"version": record.version, "path": record.old_path})
+                remove_path(get_spark(config.spark, config.lake), record.old_path)
+                store.mark_old_path_removed(record.table, record.version)
+            results.append(RebootstrapResult(record.table, record.version, "removed", record.old_path))
+    return results
+
+
+def remove_path(spark: SparkSession, path: str) -> None:
+    """Delete ``path`` recursively through Hadoop's file system (local, s3a)."""
+    jvm: Any = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if fs.exists(hadoop_path):
+        fs.delete(hadoop_path, True)
+
+
+class AutoRebootstrap:
+    """The ``rebootstrap`` schema policy: re-bootstrap a table that stopped in SCHEMA_CHANGED, in a thread.
+
+    ``cdc-lake run`` calls it with the table and its schema difference; tables of other policies stay
+    stopped for the operator.  One thread per table at a time; the table's bootstrap lock refuses a
+    re-bootstrap another process already runs (logged, not retried).
+    """
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._running: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, table: str, diff: SchemaDiff) -> None:
+        """Start the re-bootstrap of ``table`` if its policy asks for it and none is running here."""
+        _source, configured = self.config.table(table)
+        if SchemaPolicy(configured.schema_changes) is not SchemaPolicy.REBOOTSTRAP:
+            return
+        with self._lock:
+            running = self._running.get(table)
+            if running is not None and running.is_alive():
+                return
+            thread = threading.Thread(
+                target=self._rebootstrap, args=(table, diff), name=f"rebootstrap {table}", daemon=True
+            )
+            self._running[table] = thread
+            thread.start()
+
+    def _rebootstrap(self, table: str, diff: SchemaDiff) -> None:
+        reason = f"automatic (schema_changes: rebootstrap): {diff.summary()}"
+        _LOG.warning("%s: re-bootstrapping: %s", table, reason)
+        try:
+            for result in rebootstrap_tables(self.config, [table], reason, LineView(_LOG.info)):
+                _LOG.warning("%s: re-bootstrap v%d switched to %s", table, result.version, result.path)
+        except CdcLakeError as exc:
+            _LOG.error("%s: automatic re-bootstrap stopped: %s (`rebootstrap` resumes it)", table, exc)

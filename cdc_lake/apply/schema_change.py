@@ -1,0 +1,232 @@
+"""Classifying a new writer schema against the lake table, before anything of it is written.
+
+Each change between the lake table's columns (and record key) and the newest writer schema is one
+:class:`Change`; two kinds evolve the table in place and the applier keeps going:
+
+- ``ADDED``: a new column that is nullable, or NOT NULL with a default (older rows read null);
+- ``WIDENED``: a new type that holds every value of the lake column's (int to bigint, float to double,
+  a decimal with more digits that still fits; a longer varchar is the same string type, no change):
+  the lake column takes the wider type (Hudi promotes it on write).
+
+Every other kind stops the table in SCHEMA_CHANGED with :meth:`SchemaDiff.report`: ``DROPPED``,
+``RENAMED`` (a column gone and one of the same type added in its place), ``NARROWED``, ``TYPE_CHANGED``
+(incompatible), ``NOT_NULL_ADDED`` (a NOT NULL column without default), ``KEY_CHANGED`` and
+``PARTITION_CHANGED`` (a partition column dropped or retyped).
+
+The table's policy (config ``tables[].schema_changes``) decides what is compared: ``evolve`` compares
+every column (restricted to the frozen ``columns`` list when there is one, so a change outside it is
+invisible); ``freeze`` compares only the columns the lake table already has (new columns are ignored,
+never added); ``rebootstrap`` classifies like ``evolve`` and ``cdc-lake run`` re-bootstraps the table
+when it stops (docs/schema-changes.md).
+"""
+
+from __future__ import annotations
+
+import enum
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.types import DataType, StructType
+
+from cdc_lake.apply.lake_schema import holds, lake_type
+from cdc_lake.decode.schema import RegisteredSchema
+from cdc_lake.decode.types import row_schema
+from cdc_lake.exceptions import SchemaChangeError
+
+
+class SchemaPolicy(enum.StrEnum):
+    """What a table does with a new writer schema (config ``tables[].schema_changes``)."""
+
+    EVOLVE = "evolve"
+    FREEZE = "freeze"
+    REBOOTSTRAP = "rebootstrap"
+
+
+class ChangeKind(enum.StrEnum):
+    """One kind of difference between the lake table and a writer schema."""
+
+    ADDED = "added"
+    WIDENED = "widened"
+    DROPPED = "dropped"
+    RENAMED = "renamed"
+    NARROWED = "narrowed"
+    TYPE_CHANGED = "type changed"
+    NOT_NULL_ADDED = "NOT NULL added"
+    KEY_CHANGED = "key changed"
+    PARTITION_CHANGED = "partition column changed"
+
+
+EVOLVABLE = frozenset({ChangeKind.ADDED, ChangeKind.WIDENED})
+_GONE = frozenset({ChangeKind.DROPPED, ChangeKind.RENAMED})
+_OLDER_VERSION = _GONE | {ChangeKind.NARROWED, ChangeKind.PARTITION_CHANGED}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference: its kind, the column it concerns, and what changed, for people."""
+
+    kind: ChangeKind
+    column: str
+    detail: str
+
+    @property
+    def evolvable(self) -> bool:
+        """Whether the lake table follows this change in place."""
+        return self.kind in EVOLVABLE
+
+    def describe(self) -> str:
+        """``column 'x' dropped``-style text."""
+        return f"column {self.column!r} {self.kind.value}" + (f": {self.detail}" if self.detail else "")
+
+
+@dataclass(frozen=True)
+class SchemaDiff:
+    """Every difference between the lake table and one writer schema."""
+
+    schema_id: int
+    changes: tuple[Change, ...]
+
+    @property
+    def breaking(self) -> tuple[Change, ...]:
+        """The changes the lake table cannot follow in place."""
+        return tuple(c for c in self.changes if not c.evolvable)
+
+    def summary(self) -> str:
+        """One line: the breaking changes (``last_error`` of a SCHEMA_CHANGED table)."""
+        parts = "; ".join(c.describe() for c in self.breaking)
+        return f"schema change (writer schema id {self.schema_id}): {parts}; re-bootstrap the table"
+
+    def without_older_version_gaps(self, latest: StructType, lake: StructType) -> SchemaDiff:
+        """Without what only an older writer version differs in: columns it lacks, or has narrower,
+        while the newest registered version has them as the lake does (or wider)."""
+        newest = {f.name: lake_type(f.dataType) for f in latest.fields}
+        stored = {f.name: f.dataType for f in lake.fields}
+        gaps = {c.column for c in self.changes if c.kind in _GONE and c.column in newest}
+        gaps |= {
+            c.column
+            for c in self.changes
+            if c.kind is ChangeKind.NARROWED
+            and c.column in newest
+            and holds(newest[c.column], stored[c.column])
+        }
+        kept = tuple(c for c in self.changes if not (c.column in gaps and c.kind in _OLDER_VERSION))
+        return SchemaDiff(self.schema_id, kept)
+
+    def report(self) -> list[str]:
+        """Lines of at most 80 columns, breaking changes first, for the run's detail and the docs."""
+        ordered = sorted(self.changes, key=lambda c: (c.evolvable, c.column))
+        lines = []
+        for change in ordered:
+            head = "follows" if change.evolvable else "BREAKS "
+            lines += textwrap.wrap(
+                change.describe(), 80, initial_indent=f"{head}  ", subsequent_indent=" " * 9
+            )
+        return lines
+
+
+@dataclass(frozen=True)
+class WriterColumns:
+    """The columns of a writer schema: lake types, and which are NOT NULL without a default."""
+
+    struct: StructType
+    required_without_default: frozenset[str]
+
+    @classmethod
+    def of(cls, schema: RegisteredSchema) -> WriterColumns:
+        """The row columns of a Debezium value schema."""
+        fields: Sequence[Mapping[str, Any]] = row_schema(schema.schema).get("fields", [])
+        required = frozenset(
+            str(f["name"]) for f in fields if not _nullable(f.get("type")) and "default" not in f
+        )
+        return cls(schema.struct_type, required)
+
+    def restricted(self, keep: frozenset[str]) -> WriterColumns:
+        """Only the columns in ``keep`` (a frozen column list): changes elsewhere are invisible."""
+        struct = StructType([f for f in self.struct.fields if f.name in keep])
+        return WriterColumns(struct, self.required_without_default & keep)
+
+
+def _nullable(avro_type: Any) -> bool:
+    return isinstance(avro_type, list) and "null" in avro_type
+
+
+def _type_name(data_type: DataType) -> str:
+    return data_type.simpleString()
+
+
+def classify(
+    schema_id: int,
+    lake: StructType,
+    writer: WriterColumns,
+    *,
+    partition_fields: Iterable[str] = (),
+) -> SchemaDiff:
+    """The differences between the lake columns and the writer's (both already restricted by policy)."""
+    incoming = {f.name: lake_type(f.dataType) for f in writer.struct.fields}
+    stored = {f.name: f.dataType for f in lake.fields}
+    changes: list[Change] = []
+    gone = [name for name in stored if name not in incoming]
+    new = [name for name in incoming if name not in stored]
+    renamed: dict[str, str] = {}
+    for old in gone:
+        kind = _type_name(stored[old])
+        same = [n for n in new if n not in renamed.values() and _type_name(incoming[n]) == kind]
+        if len(same) == 1 and len(gone) == len(new):
+            renamed[old] = same[0]
+    partitions = set(partition_fields)
+    for name in gone:
+        if name in renamed:
+            changes.append(Change(ChangeKind.RENAMED, name, f"now {renamed[name]!r}?"))
+        else:
+            changes.append(Change(ChangeKind.DROPPED, name, "no longer in the source table"))
+        if name in partitions:
+            changes.append(Change(ChangeKind.PARTITION_CHANGED, name, "the table is partitioned by it"))
+    for name in new:
+        if name in renamed.values():
+            continue
+        if name in writer.required_without_default:
+            changes.append(Change(ChangeKind.NOT_NULL_ADDED, name, "NOT NULL without a default"))
+        else:
+            changes.append(Change(ChangeKind.ADDED, name, _type_name(incoming[name])))
+    for name, old_type in stored.items():
+        new_type = incoming.get(name)
+        if new_type is None or _type_name(new_type) == _type_name(old_type):
+            continue
+        detail = f"{_type_name(old_type)} -> {_type_name(new_type)}"
+        if holds(new_type, old_type):
+            changes.append(Change(ChangeKind.WIDENED, name, detail))
+            continue
+        if holds(old_type, new_type):
+            changes.append(Change(ChangeKind.NARROWED, name, detail))
+        else:
+            changes.append(Change(ChangeKind.TYPE_CHANGED, name, f"{detail} (incompatible)"))
+        if name in partitions:
+            changes.append(Change(ChangeKind.PARTITION_CHANGED, name, "the table is partitioned by it"))
+    return SchemaDiff(schema_id, tuple(changes))
+
+
+def key_change(schema_id: int, stored: Sequence[str], incoming: Sequence[str]) -> SchemaDiff:
+    """The difference of a key schema whose columns differ from the table's record key."""
+    change = Change(ChangeKind.KEY_CHANGED, ",".join(incoming), f"record key was {list(stored)}")
+    return SchemaDiff(schema_id, (change,))
+
+
+class IncompatibleSchemaChange(SchemaChangeError):
+    """A writer schema the lake table cannot follow; carries the classified difference."""
+
+    def __init__(self, diff: SchemaDiff) -> None:
+        super().__init__(diff.summary())
+        self.diff = diff
+
+
+def policy_columns(
+    policy: SchemaPolicy, frozen: Sequence[str] | None, key: Sequence[str], lake: StructType | None
+) -> frozenset[str] | None:
+    """The columns a policy compares (None: all): the frozen list, or under ``freeze`` the lake's."""
+    if frozen:
+        return frozenset([*frozen, *key])
+    if policy is SchemaPolicy.FREEZE and lake is not None:
+        return frozenset(lake.fieldNames())
+    return None

@@ -1,0 +1,1 @@
+"""Operating cdc-lake: lag, metrics, alert rules and source-versus-lake validation."""

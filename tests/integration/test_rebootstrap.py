@@ -1,0 +1,151 @@
+"""``cdc-lake rebootstrap`` on both engines while the source changes and a reader polls the table.
+
+A LIVE table, registered in the Glue catalog (moto's server in the stack), is re-bootstrapped while a
+writer changes the source throughout and a reader resolves the catalog table's location and reads it,
+again and again: the reader never finds it missing, empty or half-written; the catalog entry moves to a
+new versioned path equal to the source (the state store agrees); the old path is kept until
+``rebootstrap --remove-old``.  A second re-bootstrap of the same table while one runs is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bootstrap_support import (
+    ChangeWriter,
+    SourceDb,
+    apply_until_live,
+    assert_lake_equals_source,
+    cli_run,
+    load,
+    mariadb_db,
+    onboard,
+    postgres_db,
+    wait_for_schema,
+    write_config,
+)
+from pyspark.sql import SparkSession
+
+from cdc_lake.catalog.glue import HUDI_META_COLUMNS, GlueCatalog, glue_table_name
+from cdc_lake.config import GlueSettings
+from cdc_lake.hudi.timeline import table_exists
+from cdc_lake.hudi.writer import read_table
+from cdc_lake.stack.manager import LocalStack
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import LockPurpose, table_lock
+from cdc_lake.state.records import RebootstrapPhase
+from cdc_lake.state.store import StateStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
+
+ROWS = 3000
+CREATE = {
+    "postgres": (
+        "create table public.{name} (id bigint primary key, grp int not null, val text, "
+        "amount numeric(12, 2), updated timestamp(6), flag boolean)",
+        "insert into public.{name} select g, g % 10, 'v' || g, g / 7.0, "
+        "timestamp '2024-01-01' + g * interval '1 second', g % 2 = 0 from generate_series(1, {rows}) g",
+    ),
+    "mariadb": (
+        "create table {name} (id bigint primary key, grp int not null, val varchar(200), "
+        "amount decimal(12, 2), updated datetime(6), flag boolean)",
+        "insert into {name} select seq, seq % 10, concat('v', seq), seq / 7, "
+        "timestamp'2024-01-01 00:00:00' + interval seq second, seq % 2 = 0 from seq_1_to_{rows}",
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=["postgres", "mariadb"])
+def db(request: pytest.FixtureRequest, local_stack: LocalStack) -> Iterator[SourceDb]:
+    make = postgres_db if request.param == "postgres" else mariadb_db
+    with make(local_stack) as created:
+        yield created
+
+
+class Reader(threading.Thread):
+    """Resolves the catalog table's location and counts its rows, until stopped."""
+
+    def __init__(self, spark: SparkSession, catalog: GlueCatalog, table: str) -> None:
+        super().__init__(name="catalog-reader", daemon=True)
+        self.spark, self.catalog, self.table = spark, catalog, table
+        self.seen: list[tuple[str, int]] = []
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            path = self.catalog.location(self.table)
+            if path is None:
+                self.errors.append("the catalog table is missing")
+            else:
+                try:
+                    self.seen.append((path, read_table(self.spark, path).count()))
+                except Exception as exc:  # every failure to read is what the test looks for
+                    self.errors.append(f"{path}: {type(exc).__name__}: {exc}"[:300])
+            self.stop.wait(0.2)
+
+
+def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
+    spark: SparkSession, db: SourceDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = "rebooted"
+    db.execute(*(s.format(name=name, rows=ROWS) for s in CREATE[db.engine]))
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(variable, "local")
+    glue = GlueSettings(database=f"lake_{db.engine}", endpoint_url=db.stack.glue.endpoint)
+    catalog = {"glue": glue.model_dump()}
+    config_path = write_config(tmp_path, db, [{"name": name}], str(tmp_path / "lake"), catalog=catalog)
+    onboard(config_path, db.source)
+    table = db.qualified(name)
+    config = load(config_path)
+    old_path = config.lake.table_base_path(table)
+    writer = ChangeWriter(db, name, ROWS, max_transactions=100_000, pause=0.05).start()
+    wait_for_schema(config, table)
+    first = cli_run(config_path, "bootstrap", table, "--apply")
+    assert first.exit_code == 0, first.stderr
+    assert GlueCatalog(glue).location(table) == old_path, "published tables are registered"
+    reader = Reader(spark, GlueCatalog(glue), table)
+    reader.start()
+    with table_lock(config.state_store.url, LockPurpose.BOOTSTRAP, table) as held:
+        assert held
+        refused = cli_run(config_path, "rebootstrap", table)
+    assert refused.exit_code != 0 and "another bootstrap of this table is running" in refused.stderr
+
+    result = cli_run(config_path, "rebootstrap", table, "--reason", "schema change", "--json")
+
+    assert result.exit_code == 0, result.stderr
+    [outcome] = json.loads(result.stdout)
+    new_path = f"{old_path}__v2"
+    assert (outcome["version"], outcome["action"], outcome["path"]) == (2, "switched", new_path)
+    writer.stop()
+    assert writer.transactions > 20
+    apply_until_live(spark, config, table)
+    reader.stop.set()
+    reader.join()
+    assert not reader.errors, reader.errors[:3]
+    assert {path for path, _ in reader.seen} == {old_path, new_path}
+    assert min(count for _, count in reader.seen) >= ROWS // 2, "a reader saw an empty or partial table"
+    assert assert_lake_equals_source(spark, config, db, name, base_path=new_path) >= ROWS // 2
+    with StateStore.open(config.state_store.url) as store:
+        info = store.require_table(table)
+        assert (info.state, info.lake_base_path) == (TableState.LIVE, new_path)
+        assert [t.qualified_name for t in store.list_tables()] == [table], "the copy's row is gone"
+        [record] = store.rebootstraps(table)
+        assert record.phase is RebootstrapPhase.SWITCHED and record.reason == "schema change"
+    assert table_exists(spark, old_path), "the old path is kept for readers"
+    entry = GlueCatalog(glue).client.get_table(DatabaseName=glue.database, Name=glue_table_name(table))
+    parameters = entry["Table"]["Parameters"]
+    assert parameters["spark.sql.sources.provider"] == "hudi" and parameters["path"] == new_path
+    columns = [c["Name"] for c in entry["Table"]["StorageDescriptor"]["Columns"]]
+    assert columns[:5] == list(HUDI_META_COLUMNS) and {"id", "val", "amount"} <= set(columns)
+
+    removed = cli_run(config_path, "rebootstrap", "--remove-old", "--now")
+
+    assert removed.exit_code == 0, removed.stderr
+    assert not Path(old_path).exists()
+    with StateStore.open(config.state_store.url) as store:
+        assert store.rebootstraps(table)[0].phase is RebootstrapPhase.REMOVED

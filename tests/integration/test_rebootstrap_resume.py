@@ -1,0 +1,124 @@
+"""A re-bootstrap killed mid-way resumes where it stopped, or rolls back with ``--abort``.
+
+Engine-agnostic (the copy is a bootstrap, whose resume both engines test in their bootstrap tests), so
+it runs on Postgres only: a re-bootstrap process is SIGKILLed after the copy's first commit; running
+the command again finishes the copy without writing any partition twice and switches; a second one,
+killed the same way, is rolled back by ``--abort``: its path and copy row are gone, the table is
+untouched and LIVE.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bootstrap_support import (
+    SourceDb,
+    apply_until_live,
+    assert_lake_equals_source,
+    cli_run,
+    commit_runs,
+    load,
+    onboard,
+    postgres_db,
+    write_config,
+)
+from pyspark.sql import SparkSession
+
+from cdc_lake.stack.manager import LocalStack
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.records import RebootstrapPhase
+from cdc_lake.state.store import StateStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
+
+ROWS = 30_000
+_KILLABLE = """
+import sys
+from pathlib import Path
+
+from bootstrap import partitions, rebootstrap, run
+from bootstrap.progress import LineView
+from cdc_lake.config import load_config
+
+partitions.SINGLE_PARTITION_ROWS = 1000
+partitions.ROWS_PER_PARTITION = 5000
+run.PARTITIONS_PER_COMMIT_PER_SLOT = 1
+config = load_config(Path(sys.argv[1]))
+rebootstrap.rebootstrap_tables(config, [sys.argv[2]], "killed", LineView(print))
+"""
+
+
+@pytest.fixture(scope="module")
+def db(local_stack: LocalStack) -> Iterator[SourceDb]:
+    with postgres_db(local_stack) as created:
+        yield created
+
+
+def _kill_after_first_copy_commit(config_path: Path, copy: str, timeout: float = 300.0) -> None:
+    log_path = config_path.with_name("killed-rebootstrap.log")
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", _KILLABLE, str(config_path), copy.partition("~")[0]],
+            env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    try:
+        while not commit_runs(config_path, copy):
+            if process.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-3000:]
+                raise AssertionError(f"the re-bootstrap exited with {process.returncode}:\n{tail}")
+            assert time.monotonic() < deadline, f"no copy commit within {timeout:.0f}s"
+            time.sleep(0.2)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def test_a_killed_rebootstrap_resumes_and_another_is_rolled_back(
+    spark: SparkSession, db: SourceDb, tmp_path: Path
+) -> None:
+    db.execute(
+        "create table public.resumed (id bigint primary key, val text)",
+        f"insert into public.resumed select g, 'v' || g from generate_series(1, {ROWS}) g",
+        "analyze public.resumed",
+    )
+    config_path = write_config(tmp_path, db, [{"name": "resumed"}], str(tmp_path / "lake"))
+    onboard(config_path, db.source)
+    table = db.qualified("resumed")
+    config = load(config_path)
+    assert cli_run(config_path, "bootstrap", table, "--apply").exit_code == 0
+    old_path = config.lake.table_base_path(table)
+
+    _kill_after_first_copy_commit(config_path, f"{table}~v2")
+    db.execute("update public.resumed set val = 'changed' where id <= 10")
+    resumed = cli_run(config_path, "rebootstrap", table)
+
+    assert resumed.exit_code == 0, resumed.stderr
+    commits = commit_runs(config_path, f"{table}~v2")
+    indexes = sorted(i for group in commits for i in group)
+    assert len(commits) > 1 and indexes == sorted(set(indexes)), "no partition written twice"
+    apply_until_live(spark, config, table)
+    assert assert_lake_equals_source(spark, config, db, "resumed", base_path=f"{old_path}__v2") == ROWS
+
+    _kill_after_first_copy_commit(config_path, f"{table}~v3")
+    aborted = cli_run(config_path, "rebootstrap", table, "--abort")
+
+    assert aborted.exit_code == 0, aborted.stderr
+    assert not Path(f"{old_path}__v3").exists()
+    with StateStore.open(config.state_store.url) as store:
+        assert store.get_table(f"{table}~v3") is None
+        info = store.require_table(table)
+        assert (info.state, info.lake_base_path) == (TableState.LIVE, f"{old_path}__v2")
+        phases = [r.phase for r in store.rebootstraps(table)]
+        assert phases == [RebootstrapPhase.SWITCHED, RebootstrapPhase.ABORTED]

@@ -1,0 +1,136 @@
+"""Source schema changes on both engines while the source keeps changing.
+
+Three LIVE tables: one gains a nullable column (it evolves in place and loses no row, under concurrent
+writes), one drops a column and one changes a column's type incompatibly: each of those two stops alone
+in SCHEMA_CHANGED with a readable report, while the first keeps applying; ``cdc-lake rebootstrap`` is
+the way out and ends equal to the source.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bootstrap_support import (
+    ChangeWriter,
+    SourceDb,
+    apply_until_live,
+    assert_lake_equals_source,
+    cli_run,
+    load,
+    mariadb_db,
+    onboard,
+    postgres_db,
+    wait_for_schema,
+    wait_streamed,
+    write_config,
+)
+from pyspark.sql import SparkSession
+
+from cdc_lake.apply.runner import SCHEMA_CHANGE_RUN
+from cdc_lake.hudi.writer import read_table
+from cdc_lake.stack.manager import LocalStack
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.store import StateStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
+
+ROWS = 500
+CREATE = {
+    "postgres": (
+        "create table public.{name} (id bigint primary key, grp int not null, val text, "
+        "amount numeric(12, 2), updated timestamp(6), flag boolean)",
+        "insert into public.{name} select g, g % 10, 'v' || g, g / 7.0, "
+        "timestamp '2024-01-01' + g * interval '1 second', g % 2 = 0 from generate_series(1, {rows}) g",
+    ),
+    "mariadb": (
+        "create table {name} (id bigint primary key, grp int not null, val varchar(200), "
+        "amount decimal(12, 2), updated datetime(6), flag boolean)",
+        "insert into {name} select seq, seq % 10, concat('v', seq), seq / 7, "
+        "timestamp'2024-01-01 00:00:00' + interval seq second, seq % 2 = 0 from seq_1_to_{rows}",
+    ),
+}
+CHANGES = {
+    "postgres": {
+        "grows": "alter table public.grows add column note text",
+        "drops": "alter table public.drops drop column val",
+        "retypes": "alter table public.retypes alter column grp type text",
+    },
+    "mariadb": {
+        "grows": "alter table grows add column note varchar(40)",
+        "drops": "alter table drops drop column val",
+        "retypes": "alter table retypes modify grp varchar(20) not null",
+    },
+}
+TOUCH = {
+    "postgres": "update public.{name} set amount = amount + 1 where id <= 5",
+    "mariadb": "update {name} set amount = amount + 1 where id <= 5",
+}
+
+
+@pytest.fixture(scope="module", params=["postgres", "mariadb"])
+def db(request: pytest.FixtureRequest, local_stack: LocalStack) -> Iterator[SourceDb]:
+    make = postgres_db if request.param == "postgres" else mariadb_db
+    with make(local_stack) as created:
+        yield created
+
+
+def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
+    spark: SparkSession, db: SourceDb, tmp_path: Path
+) -> None:
+    names = ["grows", "drops", "retypes"]
+    for name in names:
+        db.execute(*(s.format(name=name, rows=ROWS) for s in CREATE[db.engine]))
+    config_path = write_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
+    onboard(config_path, db.source)
+    config = load(config_path)
+    tables = {name: db.qualified(name) for name in names}
+    writer = ChangeWriter(db, "grows", ROWS, max_transactions=100_000, pause=0.05).start()
+    for name in names:
+        db.execute(TOUCH[db.engine].format(name=name))
+        wait_for_schema(config, tables[name])
+    first = cli_run(config_path, "bootstrap", *tables.values(), "--apply")
+    assert first.exit_code == 0, first.stderr
+
+    note = "note"
+    db.execute(*(CHANGES[db.engine][name] for name in names))
+    grows_insert = (
+        "insert into public.grows (id, grp, val, note) values (900001, 1, 'n', 'with a note')"
+        if db.engine == "postgres"
+        else "insert into grows (id, grp, val, note) values (900001, 1, 'n', 'with a note')"
+    )
+    db.execute(grows_insert, TOUCH[db.engine].format(name="drops"), TOUCH[db.engine].format(name="retypes"))
+    for name in names:
+        wait_streamed(config, tables[name])
+    applied = cli_run(config_path, "apply", "--once")
+
+    assert applied.exit_code == 1
+    writer.stop()
+    apply_until_live(spark, config, tables["grows"])
+    assert assert_lake_equals_source(spark, config, db, "grows") >= ROWS // 2
+    lake = read_table(spark, config.lake.table_base_path(tables["grows"]))
+    assert note in lake.columns
+    assert [r[note] for r in lake.where("id = 900001").collect()] == ["with a note"]
+    expected = {"drops": "column 'val' dropped", "retypes": "column 'grp' type changed: int -> string"}
+    with StateStore.open(config.state_store.url) as store:
+        for name, fragment in expected.items():
+            info = store.require_table(tables[name])
+            assert info.state is TableState.SCHEMA_CHANGED, (name, info.last_error)
+            assert info.last_error is not None and fragment in info.last_error, info.last_error
+            assert "re-bootstrap the table" in info.last_error
+            [run] = [r for r in store.list_runs(tables[name]) if r.command == SCHEMA_CHANGE_RUN]
+            assert any(fragment in line and line.startswith("BREAKS") for line in run.detail["report"])
+            assert all(len(line) <= 80 for line in run.detail["report"])
+        assert store.require_table(tables["grows"]).state is TableState.LIVE
+    status = json.loads(cli_run(config_path, "status", "--json").stdout)
+    assert {r["name"]: r["state"] for r in status}[tables["drops"]] == "SCHEMA_CHANGED"
+
+    rebooted = cli_run(config_path, "rebootstrap", tables["drops"], "--reason", "dropped val")
+
+    assert rebooted.exit_code == 0, rebooted.stderr
+    new_path = config.lake.table_base_path(tables["drops"]) + "__v2"
+    assert assert_lake_equals_source(spark, config, db, "drops", base_path=new_path) == ROWS
+    with StateStore.open(config.state_store.url) as store:
+        assert store.require_table(tables["drops"]).state is TableState.LIVE

@@ -1,0 +1,173 @@
+"""Classifying a writer schema against the lake table: what evolves in place and what stops the table."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql.types import (
+    DataType,
+    DecimalType,
+    FloatType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from cdc_lake.apply.schema_change import (
+    ChangeKind,
+    SchemaPolicy,
+    WriterColumns,
+    classify,
+    key_change,
+    policy_columns,
+)
+from cdc_lake.decode.schema import RegisteredSchema
+
+
+def _struct(**columns: DataType) -> StructType:
+    return StructType([StructField(name, t, True) for name, t in columns.items()])
+
+
+LAKE = _struct(id=LongType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2))
+
+
+def _kinds(writer: StructType, required: frozenset[str] = frozenset(), **kw: object) -> list[tuple[str, str]]:
+    diff = classify(7, LAKE, WriterColumns(writer, required), **kw)  # type: ignore[arg-type]
+    return sorted((c.kind.value, c.column) for c in diff.changes)
+
+
+def test_added_nullable_and_widened_columns_evolve() -> None:
+    writer = _struct(
+        id=LongType(), name=StringType(), qty=LongType(), price=DecimalType(12, 3), note=StringType()
+    )
+
+    diff = classify(7, LAKE, WriterColumns(writer, frozenset()))
+
+    assert not diff.breaking
+    assert sorted((c.kind, c.column) for c in diff.changes) == [
+        (ChangeKind.ADDED, "note"),
+        (ChangeKind.WIDENED, "price"),
+        (ChangeKind.WIDENED, "qty"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("writer", "required", "expected"),
+    [
+        (
+            _struct(id=LongType(), name=StringType(), price=DecimalType(10, 2)),
+            frozenset(),
+            [("dropped", "qty")],
+        ),
+        (
+            _struct(id=LongType(), title=StringType(), qty=IntegerType(), price=DecimalType(10, 2)),
+            frozenset(),
+            [("renamed", "name")],
+        ),
+        (
+            _struct(id=LongType(), name=StringType(), qty=StringType(), price=DecimalType(10, 2)),
+            frozenset(),
+            [("type changed", "qty")],
+        ),
+        (
+            _struct(id=IntegerType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2)),
+            frozenset(),
+            [("narrowed", "id")],
+        ),
+        (
+            _struct(id=LongType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 4)),
+            frozenset(),
+            [("type changed", "price")],
+        ),
+        (
+            _struct(
+                id=LongType(),
+                name=StringType(),
+                qty=IntegerType(),
+                price=DecimalType(10, 2),
+                must=FloatType(),
+            ),
+            frozenset({"must"}),
+            [("NOT NULL added", "must")],
+        ),
+    ],
+    ids=["drop", "rename", "incompatible", "narrowing", "fewer-integer-digits", "not-null-without-default"],
+)
+def test_other_changes_stop_the_table(
+    writer: StructType, required: frozenset[str], expected: list[tuple[str, str]]
+) -> None:
+    assert _kinds(writer, required) == expected
+    diff = classify(7, LAKE, WriterColumns(writer, required))
+    assert diff.breaking and diff.summary().startswith("schema change (writer schema id 7): column ")
+    assert all(len(line) <= 80 for line in diff.report())
+
+
+def test_a_retyped_partition_column_is_a_partition_change() -> None:
+    writer = _struct(id=LongType(), name=StringType(), qty=StringType(), price=DecimalType(10, 2))
+
+    assert _kinds(writer, partition_fields=("qty",)) == [
+        ("partition column changed", "qty"),
+        ("type changed", "qty"),
+    ]
+    assert _kinds(writer) == [("type changed", "qty")]
+
+
+def test_what_only_an_older_writer_version_lacks_is_no_change() -> None:
+    older = _struct(id=IntegerType(), name=StringType(), qty=IntegerType())
+    diff = classify(3, LAKE, WriterColumns(older, frozenset()))
+
+    assert sorted(c.column for c in diff.breaking) == ["id", "price"]
+    assert not diff.without_older_version_gaps(LAKE, LAKE).breaking
+    assert diff.without_older_version_gaps(older, LAKE).breaking
+
+
+def test_the_frozen_list_and_freeze_hide_changes_outside_them() -> None:
+    writer = WriterColumns(_struct(id=LongType(), qty=StringType(), extra=StringType()), frozenset({"extra"}))
+
+    keep = policy_columns(SchemaPolicy.EVOLVE, ["qty"], ["id"], LAKE)
+    frozen = policy_columns(SchemaPolicy.FREEZE, None, ["id"], _struct(id=LongType()))
+
+    assert keep == {"id", "qty"} and frozen == {"id"}
+    assert policy_columns(SchemaPolicy.EVOLVE, None, ["id"], LAKE) is None
+    assert not classify(1, _struct(id=LongType()), writer.restricted(frozen)).changes
+    assert [c.kind for c in classify(1, LAKE, writer.restricted(keep)).breaking] == [
+        ChangeKind.DROPPED,
+        ChangeKind.DROPPED,
+        ChangeKind.TYPE_CHANGED,
+    ]
+
+
+def test_a_key_change_is_reported() -> None:
+    diff = key_change(4, ["id"], ["id", "region"])
+
+    assert [c.kind for c in diff.breaking] == [ChangeKind.KEY_CHANGED]
+    assert "record key was ['id']" in diff.summary()
+
+
+def test_not_null_without_default_is_read_from_the_avro_row_schema() -> None:
+    row = {
+        "type": "record",
+        "name": "Value",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "opt", "type": ["null", "string"], "default": None},
+            {"name": "dflt", "type": "int", "default": 0},
+        ],
+    }
+    envelope = {
+        "type": "record",
+        "name": "t.Envelope",
+        "fields": [
+            {"name": "before", "type": ["null", row], "default": None},
+            {"name": "after", "type": ["null", "Value"], "default": None},
+            {"name": "op", "type": "string"},
+            {"name": "ts_ms", "type": ["null", "long"], "default": None},
+            {"name": "source", "type": {"type": "record", "name": "Source", "fields": []}},
+        ],
+    }
+
+    columns = WriterColumns.of(RegisteredSchema(5, envelope))
+
+    assert columns.required_without_default == {"id"}
+    assert columns.struct.fieldNames() == ["id", "opt", "dflt"]

@@ -1,0 +1,55 @@
+"""The Glue table input of a Hudi table: names, Hive types, location, Hudi parameters, partition keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.types import (
+    ByteType,
+    DecimalType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from cdc_lake.catalog.glue import HUDI_META_COLUMNS, INPUT_FORMAT, glue_table_name, hive_type, table_input
+
+COLUMNS = StructType(
+    [
+        StructField("id", LongType()),
+        StructField("region", StringType()),
+        StructField("total", DecimalType(12, 2)),
+        StructField("at", TimestampType()),
+    ]
+)
+
+
+def test_glue_names_are_lowercase_without_dots() -> None:
+    assert glue_table_name("pg.public.Orders") == "pg_public_orders"
+
+
+def test_hive_types_follow_spark_but_for_byte_and_short() -> None:
+    assert [hive_type(t) for t in (ByteType(), ShortType(), DecimalType(12, 2), LongType())] == [
+        "tinyint",
+        "smallint",
+        "decimal(12,2)",
+        "bigint",
+    ]
+
+
+def test_the_table_input_is_an_external_hudi_table_at_the_location() -> None:
+    made: dict[str, Any] = table_input(
+        "pg_public_orders", "s3a://lake/pg/public/orders__v2", COLUMNS, ["region"]
+    )
+
+    sd = made["StorageDescriptor"]
+    assert made["TableType"] == "EXTERNAL_TABLE"
+    assert made["Parameters"]["spark.sql.sources.provider"] == "hudi"
+    assert sd["Location"] == made["Parameters"]["path"] == "s3a://lake/pg/public/orders__v2"
+    assert sd["InputFormat"] == INPUT_FORMAT
+    assert [c["Name"] for c in sd["Columns"]] == [*HUDI_META_COLUMNS, "id", "total", "at"]
+    assert [c["Type"] for c in sd["Columns"]][-3:] == ["bigint", "decimal(12,2)", "timestamp"]
+    assert made["PartitionKeys"] == [{"Name": "region", "Type": "string"}]

@@ -1,0 +1,42 @@
+"""The ``schema_changes`` policy decides whether ``cdc-lake run`` re-bootstraps a stopped table itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bootstrap.rebootstrap import AutoRebootstrap
+from cdc_lake.apply.schema_change import ChangeKind, SchemaPolicy, key_change
+from cdc_lake.config import load_config
+from cdc_lake.exceptions import ConfigError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "cdc-lake.example.yaml"
+
+
+def test_the_example_sets_each_policy_it_documents() -> None:
+    config = load_config(EXAMPLE)
+
+    policies = {t.qualified_name(s): SchemaPolicy(t.schema_changes) for s, t in config.iter_tables()}
+
+    assert policies["pg.public.events"] is SchemaPolicy.REBOOTSTRAP
+    assert policies["pg.public.customers"] is SchemaPolicy.EVOLVE
+
+
+def test_tables_of_other_policies_stay_stopped_for_the_operator() -> None:
+    automatic = AutoRebootstrap(load_config(EXAMPLE))
+    diff = key_change(3, ["id"], ["id", "region"])
+    assert diff.breaking[0].kind is ChangeKind.KEY_CHANGED
+
+    automatic("pg.public.customers", diff)
+
+    assert not automatic._running
+
+
+def test_an_unknown_policy_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    text = EXAMPLE.read_text().replace("schema_changes: rebootstrap", "schema_changes: ignore")
+    path = tmp_path / "cdc-lake.yaml"
+    path.write_text(text)
+
+    with pytest.raises(ConfigError, match="schema_changes"):
+        load_config(path)
