@@ -5,8 +5,8 @@ process, a failure).  Under the table's bootstrap lock (:mod:`cdc_lake.state.loc
 order, each skipped when the state store says it is done: watermark, replica wait, partition plan, the
 partitions not yet in the lake (a Hudi commit per group), then the hand-off.  A failure leaves the table
 BOOTSTRAPPING, which the applier does not touch, so nothing partial is ever published; running the
-bootstrap again continues where it stopped.  Tables are bootstrapped one after the other, each using
-every Spark executor.
+bootstrap again continues where it stopped.  Here tables are bootstrapped one after the other, each
+using every Spark executor; :mod:`bootstrap.parallel` runs this same flow for many tables at once.
 """
 
 from __future__ import annotations
