@@ -238,6 +238,13 @@ def lake_columns(reads: Sequence[ColumnRead]) -> StructType:
     return StructType([StructField(read.name, read.lake_type, True) for read in reads])
 
 
+# Spark's string-to-date/timestamp cast ignores text it does not expect (``0044-03-15 BC`` becomes 44 AD)
+# and accepts years beyond 9999; the decoder refuses both, so only this exact shape is cast.
+_ISO_DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_DATE_TEXT = _ISO_DATE + "$"
+_TIMESTAMP_TEXT = _ISO_DATE + r" [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?$"
+
+
 def _column(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
@@ -251,11 +258,11 @@ def _converted(read: ColumnRead, source: Column) -> Column:
             fraction = F.regexp_extract(source, r"\.(\d*?)0*$", 1)
             return F.when(F.length(fraction) <= read.lake_type.scale, source.cast(read.lake_type))
         case Conversion.DATE_TEXT:
-            return source.cast(DateType())
+            return F.when(source.rlike(_DATE_TEXT), source.cast(DateType()))
         case Conversion.LOCAL_TIMESTAMP_TEXT:
-            return source.cast(TimestampNTZType())
+            return F.when(source.rlike(_TIMESTAMP_TEXT), source.cast(TimestampNTZType()))
         case Conversion.UTC_TIMESTAMP_TEXT:
-            return F.concat(source, F.lit("Z")).cast(TimestampType())
+            return F.when(source.rlike(_TIMESTAMP_TEXT), F.concat(source, F.lit("Z")).cast(TimestampType()))
 
 
 def to_lake_types(frame: DataFrame, reads: Sequence[ColumnRead], table: str) -> DataFrame:

@@ -5,8 +5,8 @@ process, a failure).  Under the table's bootstrap lock (:mod:`cdc_lake.state.loc
 order, each skipped when the state store says it is done: watermark, replica wait, partition plan, the
 partitions not yet in the lake (a Hudi commit per group), then the hand-off.  A failure leaves the table
 BOOTSTRAPPING, which the applier does not touch, so nothing partial is ever published; running the
-bootstrap again continues where it stopped.  Tables are bootstrapped one after the other, each using
-every Spark executor.
+bootstrap again continues where it stopped.  Here tables are bootstrapped one after the other, each
+using every Spark executor; :mod:`bootstrap.parallel` runs this same flow for many tables at once.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, ProgressView, TablePro
 from bootstrap.read import SnapshotQuery, snapshot_rows
 from bootstrap.registry_check import align_with_registry
 from bootstrap.replica_wait import ReplicaWait, wait_for_replica
-from bootstrap.watermark import take_watermark
+from bootstrap.watermark import WatermarkPoint, take_watermark
 from bootstrap.write import attempt_id, check_fresh, lake_state, records_written, write_group
 from cdc_lake.apply.runner import BUSY, ApplyRunner, describe_failure, registry_client
 from cdc_lake.apply.target import ApplyTarget, target_for
@@ -219,7 +219,8 @@ class TableBootstrap:
             note=note,
         )
 
-    def _role(self) -> str:
+    def role(self) -> str:
+        """Where the snapshot is read: ``replica``, or ``primary`` when the config allows it."""
         if self.source.replica is not None:
             return "replica"
         if self.config.bootstrap.allow_primary_reads:
@@ -231,7 +232,7 @@ class TableBootstrap:
 
     def _bootstrap(self, state: TableState) -> str:
         engine = _snapshot_engine(self.source)
-        role = self._role()
+        role = self.role()
         if role == "replica":
             _LOG.info("%s: %s", self.name, engine.check_replica())
         shape = engine.table_shape(self.table.name, role)
@@ -289,10 +290,7 @@ class TableBootstrap:
         return "bootstrapped; the applier publishes it once caught up"
 
     def _save_watermark(self, spark: SparkSession, engine: SnapshotSource, state: TableState) -> Watermark:
-        self._show("saving the watermark")
-        check_fresh(spark, self.target.base_path, self.name)
-        if state is TableState.PENDING_BOOTSTRAP:
-            self.store.transition(self.name, TableState.BOOTSTRAPPING)
+        self.begin_watermark(spark, state)
         point = take_watermark(
             self.config.kafka.bootstrap_servers,
             self.target.topic,
@@ -300,6 +298,17 @@ class TableBootstrap:
             self.registry,
             dict(self.config.kafka.consumer),
         )
+        return self.record_watermark(point)
+
+    def begin_watermark(self, spark: SparkSession, state: TableState) -> None:
+        """Before the watermark is measured: the lake path must be fresh; the table becomes BOOTSTRAPPING."""
+        self._show("saving the watermark")
+        check_fresh(spark, self.target.base_path, self.name)
+        if state is TableState.PENDING_BOOTSTRAP:
+            self.store.transition(self.name, TableState.BOOTSTRAPPING)
+
+    def record_watermark(self, point: WatermarkPoint) -> Watermark:
+        """Save the measured watermark (step 1 done)."""
         _LOG.info(
             "%s: watermark %s, Tₛ %s ms (newest event at %s), replica must pass %s",
             self.name, point.offsets, point.ts_source_ms, point.newest_event_position, point.wait_position,

@@ -13,16 +13,20 @@ The event's position is still recorded (in the run detail) for people.
 
 An empty topic (or one Debezium has not created yet) gets a watermark too: no offsets (the applier
 starts every partition at its beginning), the primary's time as ``Tₛ`` and its position.
+
+Many tables of one source take their watermarks together (:func:`take_watermarks`): the end offsets of
+all their topics in one Kafka batch, then one read of the primary's position and clock, which is after
+every topic's ``O`` and so a valid wait position for each; one replica wait then covers them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cdc_lake.decode.envelope import ChangeEvent, SourceInfo, decode_message
 from cdc_lake.decode.registry import SchemaRegistry
-from cdc_lake.kafka.offsets import OffsetRange, read_ranges, watermarks
+from cdc_lake.kafka.offsets import OffsetRange, read_ranges, topic_watermarks
 from cdc_lake.sources.snapshot import SnapshotSource
 
 _LOOK_BACK = (8, 256)
@@ -101,16 +105,29 @@ def take_watermark(
     registry: SchemaRegistry,
     kafka_extra: Mapping[str, str] | None = None,
 ) -> WatermarkPoint:
-    """Measure the watermark: end offsets first, then the primary's position and clock."""
-    marks = watermarks(bootstrap_servers, topic, extra=kafka_extra)
+    """Measure one topic's watermark: end offsets first, then the primary's position and clock."""
+    return take_watermarks(bootstrap_servers, [topic], engine, registry, kafka_extra)[topic]
+
+
+def take_watermarks(
+    bootstrap_servers: str,
+    topics: Sequence[str],
+    engine: SnapshotSource,
+    registry: SchemaRegistry,
+    kafka_extra: Mapping[str, str] | None = None,
+) -> dict[str, WatermarkPoint]:
+    """The watermarks of ``topics`` (one source's): all end offsets, then one position and clock read."""
+    marks = topic_watermarks(bootstrap_servers, topics, extra=kafka_extra)
     position = engine.current_position()
     clock_ms = engine.primary_clock_ms()
-    offsets = {partition: high for partition, (_, high) in marks.items()}
-    newest = newest_event(bootstrap_servers, topic, marks, registry)
-    return WatermarkPoint(
-        offsets=offsets,
-        ts_source_ms=clock_ms if newest is None else newest.ts_ms,
-        wait_position=position,
-        newest_event_position=None if newest is None else newest.position,
-        newest_event_ts_ms=None if newest is None else newest.ts_ms,
-    )
+    points = {}
+    for topic, topic_marks in marks.items():
+        newest = newest_event(bootstrap_servers, topic, topic_marks, registry)
+        points[topic] = WatermarkPoint(
+            offsets={partition: high for partition, (_, high) in topic_marks.items()},
+            ts_source_ms=clock_ms if newest is None else newest.ts_ms,
+            wait_position=position,
+            newest_event_position=None if newest is None else newest.position,
+            newest_event_ts_ms=None if newest is None else newest.ts_ms,
+        )
+    return points

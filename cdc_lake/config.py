@@ -90,6 +90,8 @@ class LakeSettings(_Model):
     soft_deletes: bool = False
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     s3: S3Settings | None = None
+    # Hudi table version written (docs/hudi.md#table-version): 9 is Hudi 1.1's own; 8 or 6 for older readers.
+    table_version: Literal[6, 8, 9] = 9
     old_copy_keep_hours: float = Field(default=24.0, ge=0)
     """How long a re-bootstrapped table's previous base path is kept before
     ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""

@@ -12,6 +12,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from types import FrameType
 
 from cdc_lake.apply.runner import (
@@ -26,6 +27,7 @@ from cdc_lake.apply.service import ApplyService
 from cdc_lake.apply.target import ApplyTarget, select_targets
 from cdc_lake.config import Config
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.spark import get_spark
 from cdc_lake.state.store import StateStore
@@ -140,6 +142,24 @@ def _stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+BOARD_REUSE_POLLS = 5
+"""A step plans from batched end offsets up to this many polls old (newer ones arrive every poll)."""
+
+
+def service_for(
+    config: Config, store: StateStore, targets: Sequence[ApplyTarget], workers: int, poll_seconds: float = 1.0
+) -> ApplyService:
+    """The ``run`` service for ``targets``: one runner whose batch plans read the service's offset board."""
+    runner = _runner(config, store, slices=max(2, workers))
+    board = OffsetBoard(
+        runner.options.kafka, max_age_seconds=poll_seconds, reuse_seconds=BOARD_REUSE_POLLS * poll_seconds
+    )
+    runner.options = replace(runner.options, board=board)
+    return ApplyService(
+        runner, targets, lambda t: float(config.apply.interval_for(t)), workers, poll_seconds, board=board
+    )
+
+
 def run_command(
     config: Config,
     tables: Sequence[str],
@@ -161,11 +181,8 @@ def run_command(
     _check_supported(config)
     targets = select_targets(config, tuple(tables), tier)
     with StateStore.open(config.state_store.url) as store:
-        runner = _runner(config, store, slices=max(2, workers))
-        runner.on_schema_change = on_schema_change
-        service = ApplyService(
-            runner, targets, lambda t: float(config.apply.interval_for(t)), workers, poll_seconds
-        )
+        service = service_for(config, store, targets, workers, poll_seconds)
+        service.runner.on_schema_change = on_schema_change
 
         def report(outcome: TableOutcome) -> None:
             if outcome.offsets or outcome.error:

@@ -4,13 +4,15 @@ The steps, all in Spark:
 
 1. :func:`change_frame`: every decoded change before the batch's cut-offs as a row of the merged lake
    columns plus its op, source time, ordering value, Kafka partition/offset and unavailable columns.
-2. :func:`latest_changes`: per record key, the change with the highest source ordering value (LSN, or
-   binlog file number/position/row as numbers), ties broken by Kafka partition and offset.  Within one
-   partition a key's changes arrive in source order, so this is the last change by offset, except for
-   events Debezium re-sent after a restart, which carry their original (lower) ordering values and so
-   never win over newer changes.  Unavailable columns (unchanged Postgres TOAST values; with soft
-   deletes, what a delete's before image lacks) take the value of the key's latest earlier change in
-   the batch that had one.
+2. :func:`latest_changes`: per record key, the change with the highest source ordering value (Postgres
+   LSN; MySQL/MariaDB Kafka offset, see :mod:`cdc_lake.decode.ordering`), ties broken by Kafka partition
+   and offset.  Within one partition a key's changes arrive in source order, so this is the last change
+   by offset.  A Postgres event Debezium re-sent after a restart carries its original (lower) LSN and
+   never wins over newer changes; a re-sent binlog event has a new offset, but the re-sent suffix
+   replays the same changes in the same order, so the last one is still the key's latest state (and
+   re-sent events below the applied marks are skipped before).  Unavailable columns (unchanged
+   Postgres TOAST values; with soft deletes, what a delete's before image lacks) take the value of the
+   key's latest earlier change in the batch that had one.
 3. :func:`fill_from_lake`: what is still unavailable comes from the stored row (a join on the key with a
    snapshot read of the table, only when some row needs it).  A key the lake does not hold gets null:
    the placeholder text is never written.

@@ -6,6 +6,11 @@ every ``apply.default_interval_seconds[tier]`` (default 15 minutes for tier 1), 
 batch left a backlog.  A failed table is retried with a growing delay while the others keep going.
 Up to ``workers`` tables apply at once, all in one Spark application.
 
+With an :class:`~cdc_lake.kafka.board.OffsetBoard` (the one the runner's batch plans read), every loop
+first refreshes the end offsets of all due tables' topics in one batched Kafka read, so 200 mostly idle
+tables cost a few Kafka round trips per poll rather than one consumer each; an idle table's step then
+reads no Kafka and starts no Spark job.
+
 A stop request (SIGTERM/SIGINT through :meth:`ApplyService.stop`) lets running batches finish and
 starts no new one; a batch interrupted anyway (SIGKILL) is rolled back by Hudi on the next write and
 re-applied from the last completed commit's offsets.
@@ -22,6 +27,8 @@ from dataclasses import dataclass
 
 from cdc_lake.apply.runner import ApplyRunner, TableOutcome
 from cdc_lake.apply.target import ApplyTarget
+from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.kafka.board import OffsetBoard
 
 _LOG = logging.getLogger(__name__)
 
@@ -48,8 +55,10 @@ class ApplyService:
         workers: int = 4,
         poll_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        board: OffsetBoard | None = None,
     ) -> None:
         self.runner = runner
+        self.board = board
         self.targets = list(targets)
         self.interval_for = interval_for
         self.workers = max(1, workers)
@@ -91,6 +100,8 @@ class ApplyService:
             while not self._stop.is_set():
                 now = self.clock()
                 busy = {t.qualified_name for t in running.values()}
+                if self.board is not None and len(running) < self.workers:
+                    self._refresh_due(schedules, busy, now)
                 for target in sorted(self.targets, key=lambda t: (schedules[t.qualified_name].due, t.tier)):
                     if len(running) >= self.workers:
                         break
@@ -112,6 +123,18 @@ class ApplyService:
                 outcome = future.result()
                 if on_outcome is not None:
                     on_outcome(outcome)
+
+    def _refresh_due(self, schedules: dict[str, _Schedule], busy: set[str], now: float) -> None:
+        """One batched end-offset read for every due table's topic (stale entries only)."""
+        assert self.board is not None
+        due = [
+            t.topic for t in self.targets
+            if t.qualified_name not in busy and schedules[t.qualified_name].due <= now
+        ]
+        try:
+            self.board.refresh(due)
+        except CdcLakeError as exc:  # each table's step reads its own offsets and records the failure
+            _LOG.warning("batched end-offset read of %d topics failed: %s", len(due), exc)
 
     def _seconds_to_next(
         self, schedules: dict[str, _Schedule], running: dict[Future[TableOutcome], ApplyTarget], now: float

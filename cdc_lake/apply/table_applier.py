@@ -51,6 +51,7 @@ from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.timeline import latest_commit, table_exists
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.offsets import watermarks
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark, split_ranges
 from cdc_lake.state.store import StateStore
@@ -66,6 +67,8 @@ class ApplierOptions:
     max_events: int
     reader: KafkaReader = KafkaReader.CONSUMER
     slices: int = 4
+    board: OffsetBoard | None = None
+    """Where batch plans take end offsets from (the ``run`` service's batched reads); None: read alone."""
 
 
 @dataclass(frozen=True)
@@ -198,8 +201,13 @@ class TableApplier:
 
     def plan(self, limit: dict[int, int] | None = None) -> BatchPlan:
         """The next batch's offsets: from the checkpoint to the end offsets now (or ``limit``), capped."""
-        marks = watermarks(
-            self.options.kafka.bootstrap_servers, self.target.topic, extra=self.options.kafka.consumer
+        board = self.options.board
+        marks = (
+            board.marks(self.target.topic)
+            if board is not None
+            else watermarks(
+                self.options.kafka.bootstrap_servers, self.target.topic, extra=self.options.kafka.consumer
+            )
         )
         return plan_batch(self.target.topic, self.checkpoint().offsets, marks, self.options.max_events, limit)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from cdc_lake.apply.changes import ORDERING_COLUMN
 from cdc_lake.apply.schema_change import SchemaPolicy
 from cdc_lake.config import Config, Source, Table
-from cdc_lake.hudi.options import CompactionSpec, HudiTableSpec, IndexType, TableType
+from cdc_lake.hudi.options import DEFAULT_TABLE_VERSION, CompactionSpec, HudiTableSpec, IndexType, TableType
 
 
 def topic_for(source: Source, table: Table) -> str:
@@ -37,6 +37,7 @@ class ApplyTarget:
     index: IndexType
     compaction: CompactionSpec
     soft_deletes: bool
+    table_version: int = DEFAULT_TABLE_VERSION
     hudi_name: str | None = None
     schema_policy: SchemaPolicy = SchemaPolicy.EVOLVE
 
@@ -51,6 +52,7 @@ class ApplyTarget:
             table_type=self.table_type,
             index=self.index,
             compaction=self.compaction,
+            table_version=self.table_version,
         )
 
 
@@ -71,6 +73,7 @@ def target_for(config: Config, source: Source, table: Table) -> ApplyTarget:
         index=IndexType(lake.index),
         compaction=CompactionSpec(lake.compaction.inline, lake.compaction.max_delta_commits),
         soft_deletes=lake.soft_deletes,
+        table_version=lake.table_version,
         schema_policy=SchemaPolicy(table.schema_changes),
     )
 

@@ -251,6 +251,13 @@ def connectors_restart(ctx: click.Context, source: str, as_json: bool) -> None:
         "running `cdc-lake run` through the table's apply lock)."
     ),
 )
+@click.option(
+    "--parallel", type=click.IntRange(min=1), default=1, show_default=True,
+    help=(
+        "How many tables bootstrap at once (one Spark application); above 1, the watermarks and the "
+        "replica wait of a source's tables are also taken once for all of them."
+    ),
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of results instead of lines.")
 @click.pass_context
 def bootstrap(
@@ -259,6 +266,7 @@ def bootstrap(
     source: str | None,
     all_pending: bool,
     apply_backlog: bool,
+    parallel: int,
     as_json: bool,
 ) -> None:
     """Snapshot tables from the read replica into Hudi and hand them over to the applier.
@@ -268,6 +276,7 @@ def bootstrap(
     Debezium has streamed past the snapshot, and LIVE when the applier has caught up.  An interrupted
     or failed bootstrap resumes where it stopped when run again.
     """
+    from bootstrap.parallel import bootstrap_concurrently
     from bootstrap.progress import BarView, LineView, ProgressView
     from bootstrap.run import BootstrapRequest, bootstrap_tables
 
@@ -279,7 +288,10 @@ def bootstrap(
     else:
         view = LineView(lambda line: click.echo(line, err=as_json))
     try:
-        results = bootstrap_tables(config, request, view)
+        if parallel > 1:
+            results = bootstrap_concurrently(config, request, view, parallel)
+        else:
+            results = bootstrap_tables(config, request, view)
     finally:
         view.close()
     if as_json:

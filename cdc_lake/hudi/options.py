@@ -1,6 +1,7 @@
 """What a cdc-lake Hudi table is (:class:`HudiTableSpec`) and the writer options derived from it.
 
-The options target Hudi 1.1 (table version 9).  Choices that are fixed when a
+The options target Hudi 1.1, writing table version 9 unless the spec asks for 8 or 6
+(``hoodie.write.table.version``, see ``docs/hudi.md``).  Choices that are fixed when a
 table is created (key generator, ordering field, merge mode, index family)
 come only from the spec, so every write of a table sends the same values.
 """
@@ -20,6 +21,11 @@ DELETE_MARKER_COLUMN = "_hoodie_is_deleted"
 """Boolean column: rows where it is true are hard-deleted by an upsert (deletes and upserts in one commit)."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+TABLE_VERSIONS = (6, 8, 9)
+"""Hudi table versions Hudi 1.1 can write (``hoodie.write.table.version``); 9 is its own."""
+
+DEFAULT_TABLE_VERSION = 9
 
 
 class TableType(StrEnum):
@@ -82,6 +88,7 @@ class HudiTableSpec:
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
     parallelism: int = 4
     bucket_count: int = 4
+    table_version: int = DEFAULT_TABLE_VERSION
 
     def __post_init__(self) -> None:
         if not self.record_key_fields:
@@ -92,6 +99,11 @@ class HudiTableSpec:
             raise ConfigError(f"table '{self.table_name}': the lake base path is empty")
         if self.parallelism < 1:
             raise ConfigError(f"table '{self.table_name}': parallelism must be at least 1")
+        if self.table_version not in TABLE_VERSIONS:
+            raise ConfigError(
+                f"table '{self.table_name}': Hudi table version {self.table_version} cannot be written; "
+                f"choose one of {', '.join(map(str, TABLE_VERSIONS))}"
+            )
         if self.compaction.max_delta_commits < 1:
             raise ConfigError(f"table '{self.table_name}': compaction max_delta_commits must be at least 1")
 
@@ -175,6 +187,7 @@ def write_options(
         "hoodie.delete.shuffle.parallelism": parallelism,
         "hoodie.bulkinsert.shuffle.parallelism": parallelism,
         "hoodie.metadata.enable": "true",
+        "hoodie.write.table.version": str(spec.table_version),
         # Instant times are timestamps; UTC keeps them comparable across hosts and with freshness checks.
         "hoodie.table.timeline.timezone": "UTC",
     }

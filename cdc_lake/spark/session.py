@@ -31,6 +31,10 @@ HUDI_REQUIRED_CONF: Mapping[str, str] = {
     "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
     "spark.sql.extensions": "org.apache.spark.sql.hudi.HoodieSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
+    # Hudi's Avro-to-Parquet writer (upserts, MOR compaction) defaults to the legacy two-level list,
+    # which cannot hold a NULL array element ("Array contains a null element") and differs from the
+    # three-level list Spark's row writer (bulk_insert) uses; the standard layout fixes both.
+    "spark.hadoop.parquet.avro.write-old-list-structure": "false",
 }
 
 # Sized for a small machine (2 cores, 1 GB driver); every key can be overridden in ``spark.conf``.

@@ -28,7 +28,6 @@ from bootstrap_support import (
     write_config,
 )
 from hudi_rs_support import hudi_rs_rows
-from onboard_fixtures import assert_one_line_failure
 from pyspark.sql import SparkSession
 
 from cdc_lake.stack.manager import LocalStack
@@ -70,11 +69,16 @@ def test_handoff_with_connect_unreachable_fails_without_publishing_then_resumes(
 
     failed = cli_run(cut_off, "bootstrap", table)
 
-    assert_one_line_failure(
-        failed,
-        f"table {table}: not handed off, Debezium not seen past the snapshot point",
-        "Kafka Connect unreachable",
-        f"run cdc-lake bootstrap {table} again (it resumes at the hand-off)",
+    assert failed.exit_code == 1, failed.output
+    *logged, error = failed.stderr.rstrip("\n").split("\n")
+    assert error.startswith(
+        f"error: table {table}: not handed off, Debezium not seen past the snapshot point"
+    )
+    assert "Kafka Connect unreachable" in error
+    assert error.endswith(f"run cdc-lake bootstrap {table} again (it resumes at the hand-off)")
+    # The wait is logged, naming the table and the snapshot point.
+    assert any(
+        f"WARNING bootstrap.handoff {table}: hand-off waits for Debezium past" in line for line in logged
     )
     assert state_of(config, table) is TableState.BOOTSTRAPPING
     status = json.loads(cli_run(config_path, "status", "--json").stdout)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
 
 from cdc_lake.exceptions import HudiWriteError
@@ -141,3 +142,62 @@ def test_failed_write_names_table_and_path(spark: SparkSession, tmp_path: Path) 
     without_ordering_field = spark.createDataFrame([(1, "a")], "id long, name string")
     with pytest.raises(HudiWriteError, match=r"table 'src\.public\.broken' at file:"):
         write_batch(spark, spec, without_ordering_field, WriteOperation.UPSERT)
+
+
+ARRAY_SCHEMA = "id long, tags array<string>, nums array<int>, lsn long, _hoodie_is_deleted boolean"
+
+
+def _array_rows(spark: SparkSession, spec: HudiTableSpec) -> list[tuple[Any, ...]]:
+    df = read_table(spark, spec.base_path).select("id", "tags", "nums", "lsn").orderBy("id")
+    return [(r["id"], r["tags"], r["nums"], r["lsn"]) for r in df.collect()]
+
+
+@pytest.mark.parametrize("table_type", [TableType.COPY_ON_WRITE, TableType.MERGE_ON_READ])
+def test_arrays_with_null_elements_in_every_write_path(
+    spark: SparkSession, tmp_path: Path, table_type: TableType
+) -> None:
+    """bulk_insert (Spark's row writer), upsert and MOR log + compaction (Hudi's Avro writer) alike."""
+    spec = _spec(
+        tmp_path,
+        f"arrays_{table_type.value.lower()}",
+        table_type=table_type,
+        compaction=CompactionSpec(inline=True, max_delta_commits=2),
+    )
+
+    def write(rows: list[tuple[Any, ...]], operation: WriteOperation = WriteOperation.UPSERT) -> None:
+        write_batch(spark, spec, spark.createDataFrame(rows, ARRAY_SCHEMA), operation)
+
+    write([(1, ["a", None], [1, 2, None], 0, False), (2, None, [], 0, False)], WriteOperation.BULK_INSERT)
+    write([(1, [None], [None, 3], 1, False), (3, ["c", None, "d"], [None], 1, False)])
+    write([(2, [None, None], [7, None], 2, False)])
+    write([(3, ["c2"], None, 3, False)])
+
+    assert _array_rows(spark, spec) == [
+        (1, [None], [None, 3], 1),
+        (2, [None, None], [7, None], 2),
+        (3, ["c2"], None, 3),
+    ]
+    second_reader = hudi_rs_rows(spec.base_path, ["id", "tags", "nums", "lsn"])
+    assert sorted(tuple(r.values()) for r in second_reader) == [
+        (1, [None], [None, 3], 1),
+        (2, [None, None], [7, None], 2),
+        (3, ["c2"], None, 3),
+    ]
+    if table_type is TableType.MERGE_ON_READ:
+        timeline = tmp_path / spec.base_path.rsplit("/", 1)[1] / ".hoodie" / "timeline"
+        assert list(timeline.glob("*.commit")), "inline compaction should have rewritten the log files"
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_an_older_table_version_is_written_and_read_by_both_readers(
+    spark: SparkSession, tmp_path: Path, version: int
+) -> None:
+    """``lake.table_version``: a table older readers understand, read back by Spark and by hudi-rs."""
+    spec = _spec(tmp_path, f"v{version}", table_version=version)
+    _write(spark, spec, [(1, None, "a", 1, False), (2, None, "b", 1, False)], WriteOperation.BULK_INSERT)
+    _write(spark, spec, [(1, None, "a2", 2, False), (2, None, None, 2, True)])
+
+    properties = (tmp_path / f"v{version}" / ".hoodie" / "hoodie.properties").read_text()
+    assert f"hoodie.table.version={version}\n" in properties
+    assert _rows(spark, spec) == [("", 1, "a2", 2)]
+    assert [tuple(r.values()) for r in hudi_rs_rows(spec.base_path, ["id", "name", "lsn"])] == [(1, "a2", 2)]

@@ -23,6 +23,7 @@ SERVICES = {
     "kafka",
     "schema-registry",
     "kafka-connect",
+    "glue-catalog",
 }
 
 

@@ -100,3 +100,10 @@ def test_merge_on_read_compaction() -> None:
 def test_spec_rejects_missing_keys() -> None:
     with pytest.raises(ConfigError, match=r"pg\.public\.orders.*record key"):
         _spec(record_key_fields=())
+
+
+def test_table_version_is_written_as_configured_and_checked() -> None:
+    assert write_options(_spec(), WriteOperation.UPSERT)["hoodie.write.table.version"] == "9"
+    assert write_options(_spec(table_version=6), WriteOperation.UPSERT)["hoodie.write.table.version"] == "6"
+    with pytest.raises(ConfigError, match=r"pg\.public\.orders.*table version 7.*6, 8, 9"):
+        _spec(table_version=7)

@@ -1,0 +1,80 @@
+"""End offsets of many topics, read in batches and shared by the tables' batch plans.
+
+The ``run`` service polls every table on its schedule; planning a batch needs the topic's end offsets.
+Read per table, 200 tables cost 200 metadata and offset requests per poll.  The service instead asks the
+board to refresh every due table's topic at once (:func:`cdc_lake.kafka.offsets.topic_watermarks`: a
+few round trips whatever the number of topics) when they are more than ``max_age_seconds`` old, and
+each table's plan takes its topic's offsets from the board while they are at most ``reuse_seconds``
+old (a step's own work before it plans, such as reading the checkpoint, may take a while on a busy
+driver); an older or missing entry is read alone.
+
+Stale offsets are safe: they are at most the real end, so a batch plans less, never past the end; the
+next poll sees the rest.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from cdc_lake.kafka.offsets import topic_watermarks
+from cdc_lake.kafka.reader import KafkaReadSettings
+
+Marks = dict[int, tuple[int, int]]
+
+
+class OffsetBoard:
+    """The (low, high) watermarks of topics, refreshed in batches; safe from many threads."""
+
+    def __init__(
+        self,
+        kafka: KafkaReadSettings,
+        max_age_seconds: float,
+        reuse_seconds: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kafka = kafka
+        self.max_age_seconds = max_age_seconds
+        self.reuse_seconds = max(max_age_seconds, reuse_seconds or 0.0)
+        self.clock = clock
+        self.requests = 0
+        """How many batched reads the board made (each covers any number of topics)."""
+        self.served = 0
+        """How many :meth:`marks` calls were answered from an earlier read, with no Kafka request."""
+        self._marks: dict[str, tuple[float, Marks]] = {}
+        self._lock = threading.Lock()
+
+    def _fresh(self, topic: str, now: float, max_age: float) -> Marks | None:
+        found = self._marks.get(topic)
+        if found is None or now - found[0] > max_age:
+            return None
+        return found[1]
+
+    def refresh(self, topics: Iterable[str]) -> None:
+        """Read the watermarks of every topic in ``topics`` whose entry is stale, in one batch."""
+        now = self.clock()
+        with self._lock:
+            stale = [
+                topic for topic in dict.fromkeys(topics)
+                if self._fresh(topic, now, self.max_age_seconds) is None
+            ]
+        if not stale:
+            return
+        marks = topic_watermarks(self.kafka.bootstrap_servers, stale, extra=self.kafka.consumer)
+        with self._lock:
+            self.requests += 1
+            for topic, topic_marks in marks.items():
+                self._marks[topic] = (now, topic_marks)
+
+    def marks(self, topic: str) -> Marks:
+        """``topic``'s watermarks, read now unless the board holds recent ones."""
+        with self._lock:
+            found = self._fresh(topic, self.clock(), self.reuse_seconds)
+            if found is not None:
+                self.served += 1
+        if found is not None:
+            return found
+        self.refresh([topic])
+        with self._lock:
+            return self._marks[topic][1]
