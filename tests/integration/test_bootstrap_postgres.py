@@ -267,6 +267,8 @@ def test_bad_input_fails_clearly_and_publishes_nothing(
     assert watermark is not None and [p.index for p in watermark.pending_partitions] == [0]
 
     blocked.unlink()
+    # The hand-off needs Debezium to capture the table (no time fallback): onboard it for real now.
+    onboard(write_config(tmp_path / "onboard", db, [{"name": "lost"}], str(blocked)), db.source)
     resumed = cli_run(config_path, "bootstrap", lost)
 
     assert resumed.exit_code == 0, resumed.stderr

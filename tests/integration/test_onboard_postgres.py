@@ -37,6 +37,7 @@ from psycopg import sql
 from cdc_lake.config import Connection, Source
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.onboard.plan import tier0_pg_name
+from cdc_lake.secrets import MASK
 from cdc_lake.sources import engine_for
 from cdc_lake.stack.manager import LocalStack
 
@@ -265,14 +266,14 @@ def test_dry_run_prints_checks_and_redacted_configs_and_changes_nothing(pg: PgEn
     as_json = run_json(config, "onboard", source, "--dry-run")
 
     assert result.exit_code == 0, result.stderr
-    assert '"database.password": "******"' in result.stdout
+    assert f'"database.password": "{MASK}"' in result.stdout
     assert "cdc-lake-local" not in result.stdout
     assert "register connector" in result.stdout
     assert [c["name"] for c in as_json["connectors"]] == [
         f"cdc-lake.{source}.tier0.shop.customers",
         f"cdc-lake.{source}",
     ]
-    assert {c["config"]["database.password"] for c in as_json["connectors"]} == {"******"}
+    assert {c["config"]["database.password"] for c in as_json["connectors"]} == {MASK}
     assert {check["outcome"] for check in as_json["checks"]} <= {"pass", "warn"}
     pg.assert_nothing_made(source)
 
