@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -31,6 +32,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
+from cdc_lake.hudi.options import passthrough_option_problem
 from cdc_lake.secrets import is_secret_key
 
 DEFAULT_CONFIG_NAME = "cdc-lake.yaml"
@@ -54,6 +56,18 @@ def _scalar_to_str(value: object) -> object:
 
 PassthroughValue = Annotated[str, BeforeValidator(_scalar_to_str)]
 Secret = Annotated[SecretStr, BeforeValidator(_scalar_to_str)]
+
+
+def _passthrough_hudi_options(value: dict[str, str]) -> dict[str, str]:
+    for key in value:
+        problem = passthrough_option_problem(key)
+        if problem is not None:
+            raise PydanticCustomError("hudi_option", problem)
+    return value
+
+
+HudiOptions = Annotated[dict[str, PassthroughValue], AfterValidator(_passthrough_hudi_options)]
+"""``hoodie.*`` options passed to every write of a table (docs/hudi.md#passing-hudi-options)."""
 
 
 class _Model(BaseModel):
@@ -92,6 +106,8 @@ class LakeSettings(_Model):
     s3: S3Settings | None = None
     # Hudi table version written (docs/hudi.md#table-version): 9 is Hudi 1.1's own; 8 or 6 for older readers.
     table_version: Literal[6, 8, 9] = 9
+    hudi_options: HudiOptions = Field(default_factory=dict)
+    """``hoodie.*`` options for every table; a table's own ``hudi_options`` win over these."""
     old_copy_keep_hours: float = Field(default=24.0, ge=0)
     """How long a re-bootstrapped table's previous base path is kept before
     ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""
@@ -320,7 +336,7 @@ class Table(_Model):
     key: list[str] | None = None
     columns: list[str] | None = None
     partition_by: list[str] | None = None
-    ordering: list[str] | None = None
+    hudi_options: HudiOptions = Field(default_factory=dict)
     schema_changes: Literal["evolve", "freeze", "rebootstrap"] = "evolve"
     """What a new source schema does to the lake table (docs/schema-changes.md): ``evolve`` follows
     additive and widening changes and stops on others (SCHEMA_CHANGED); ``freeze`` ignores columns the

@@ -40,6 +40,7 @@ class ApplyTarget:
     table_version: int = DEFAULT_TABLE_VERSION
     hudi_name: str | None = None
     schema_policy: SchemaPolicy = SchemaPolicy.EVOLVE
+    hudi_options: tuple[tuple[str, str], ...] = ()
 
     def spec(self, key_fields: tuple[str, ...]) -> HudiTableSpec:
         """The Hudi table spec, ordered by the source position column (``_cdc_ordering``)."""
@@ -53,6 +54,7 @@ class ApplyTarget:
             index=self.index,
             compaction=self.compaction,
             table_version=self.table_version,
+            extra_options=self.hudi_options,
         )
 
 
@@ -75,6 +77,7 @@ def target_for(config: Config, source: Source, table: Table) -> ApplyTarget:
         soft_deletes=lake.soft_deletes,
         table_version=lake.table_version,
         schema_policy=SchemaPolicy(table.schema_changes),
+        hudi_options=tuple({**lake.hudi_options, **table.hudi_options}.items()),
     )
 
 

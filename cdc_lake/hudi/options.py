@@ -4,6 +4,12 @@ The options target Hudi 1.1, writing table version 9 unless the spec asks for 8 
 (``hoodie.write.table.version``, see ``docs/hudi.md``).  Choices that are fixed when a
 table is created (key generator, ordering field, merge mode, index family)
 come only from the spec, so every write of a table sends the same values.
+
+Users pass other ``hoodie.*`` options through (``lake.hudi_options`` and a table's ``hudi_options``):
+metrics reporters, lock providers, clustering, index tuning.  They are applied after the product's
+options, except the :data:`PROTECTED_OPTIONS`, which decide correctness (key, ordering and merge
+rules, table type and version, index family, the commit-metadata checkpoint): overriding one is a
+:class:`ConfigError` naming the key and the setting to use instead.
 """
 
 from __future__ import annotations
@@ -26,6 +32,67 @@ TABLE_VERSIONS = (6, 8, 9)
 """Hudi table versions Hudi 1.1 can write (``hoodie.write.table.version``); 9 is its own."""
 
 DEFAULT_TABLE_VERSION = 9
+
+
+_ORDERING = "the latest source position must win every merge (docs/applier.md)"
+_LAYOUT = "the bootstrap, the applier and readers rely on one partition layout"
+PROTECTED_OPTIONS: dict[str, str] = {
+    "hoodie.table.name": "the Hudi table name comes from the source and table names",
+    "hoodie.datasource.write.table.name": "the Hudi table name comes from the source and table names",
+    "hoodie.datasource.write.table.type": "set lake.table_type instead",
+    "hoodie.table.type": "set lake.table_type instead",
+    "hoodie.datasource.write.operation": "cdc-lake chooses the operation of each write",
+    "hoodie.datasource.write.recordkey.field": "set the table's key instead",
+    "hoodie.table.recordkey.fields": "set the table's key instead",
+    "hoodie.datasource.write.partitionpath.field": "set the table's partition_by instead",
+    "hoodie.table.partition.fields": "set the table's partition_by instead",
+    "hoodie.datasource.write.keygenerator.class": "the key generator follows key and partition_by",
+    "hoodie.datasource.write.keygenerator.type": "the key generator follows key and partition_by",
+    "hoodie.table.keygenerator.class": "the key generator follows key and partition_by",
+    "hoodie.datasource.write.hive_style_partitioning": _LAYOUT,
+    "hoodie.datasource.write.partitionpath.urlencode": _LAYOUT,
+    "hoodie.datasource.write.precombine.field": _ORDERING,
+    "hoodie.table.precombine.field": _ORDERING,
+    "hoodie.table.ordering.fields": _ORDERING,
+    "hoodie.record.merge.mode": _ORDERING,
+    "hoodie.write.record.merge.mode": _ORDERING,
+    "hoodie.record.merge.strategy.id": _ORDERING,
+    "hoodie.write.record.merge.strategy.id": _ORDERING,
+    "hoodie.datasource.write.record.merger.impls": _ORDERING,
+    "hoodie.write.record.merge.custom.implementation.classes": _ORDERING,
+    "hoodie.datasource.write.payload.class": _ORDERING,
+    "hoodie.compaction.payload.class": _ORDERING,
+    "hoodie.combine.before.upsert": _ORDERING,
+    "hoodie.combine.before.delete": _ORDERING,
+    "hoodie.combine.before.insert": _ORDERING,
+    "hoodie.datasource.write.insert.drop.duplicates": _ORDERING,
+    "hoodie.write.table.version": "set lake.table_version instead",
+    "hoodie.table.version": "set lake.table_version instead",
+    "hoodie.table.timeline.timezone": "freshness and the hand-off compare instant times in UTC",
+    "hoodie.datasource.write.commitmeta.key.prefix": "applied Kafka offsets are stored in commit metadata",
+    "hoodie.index.type": "set lake.index instead",
+    "hoodie.bloom.index.update.partition.path": "a global index must move a row whose partition changes",
+    "hoodie.simple.index.update.partition.path": "a global index must move a row whose partition changes",
+    "hoodie.record.index.update.partition.path": "a global index must move a row whose partition changes",
+    "hoodie.metadata.global.record.level.index.enable": "set lake.index instead",
+    "hoodie.metadata.record.index.enable": "set lake.index instead",
+    "hoodie.metadata.enable": "the record index and file listings need the metadata table",
+    "hoodie.index.bucket.engine": "set lake.index instead",
+    "hoodie.bucket.index.num.buckets": "the bucket layout is fixed when the table is created",
+    "hoodie.bucket.index.hash.field": "the bucket layout follows the table's key",
+    "hoodie.compact.inline": "set lake.compaction.inline instead",
+    "hoodie.compact.inline.max.delta.commits": "set lake.compaction.max_delta_commits instead",
+    "hoodie.populate.meta.fields": "incremental reads, validation and hudi-rs need the meta fields",
+}
+"""``hoodie.*`` options cdc-lake decides itself, with the reason a user cannot override them."""
+
+
+def passthrough_option_problem(key: str) -> str | None:
+    """Why ``key`` cannot be passed through (not ``hoodie.*``, or decided by cdc-lake), or None."""
+    if not key.startswith("hoodie."):
+        return f"'{key}' is not a Hudi option (only hoodie.* keys pass through)"
+    reason = PROTECTED_OPTIONS.get(key)
+    return None if reason is None else f"'{key}' cannot be overridden: {reason}"
 
 
 class TableType(StrEnum):
@@ -89,8 +156,14 @@ class HudiTableSpec:
     parallelism: int = 4
     bucket_count: int = 4
     table_version: int = DEFAULT_TABLE_VERSION
+    extra_options: tuple[tuple[str, str], ...] = ()
+    """Passed-through ``hoodie.*`` options (global, then the table's), applied after the product's."""
 
     def __post_init__(self) -> None:
+        for key, _ in self.extra_options:
+            problem = passthrough_option_problem(key)
+            if problem is not None:
+                raise ConfigError(f"table '{self.table_name}' hudi_options: {problem}")
         if not self.record_key_fields:
             raise ConfigError(f"table '{self.table_name}': a Hudi table needs at least one record key field")
         if not self.ordering_field:
@@ -195,5 +268,6 @@ def write_options(
     if spec.table_type is TableType.MERGE_ON_READ:
         options["hoodie.compact.inline"] = "true" if spec.compaction.inline else "false"
         options["hoodie.compact.inline.max.delta.commits"] = str(spec.compaction.max_delta_commits)
+    options.update(spec.extra_options)
     options.update(commit_metadata_options(commit_metadata or {}))
     return options

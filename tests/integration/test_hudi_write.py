@@ -201,3 +201,28 @@ def test_an_older_table_version_is_written_and_read_by_both_readers(
     assert f"hoodie.table.version={version}\n" in properties
     assert _rows(spark, spec) == [("", 1, "a2", 2)]
     assert [tuple(r.values()) for r in hudi_rs_rows(spec.base_path, ["id", "name", "lsn"])] == [(1, "a2", 2)]
+
+
+def _codecs(base: Path) -> set[str]:
+    """The compression codec of the first column of every data file of the table at ``base``."""
+    import pyarrow.parquet as pq
+
+    files = [f for f in base.rglob("*.parquet") if ".hoodie" not in f.parts]
+    assert files
+    return {pq.ParquetFile(f).metadata.row_group(0).column(0).compression for f in files}
+
+
+def test_passed_through_options_reach_the_files(spark: SparkSession, tmp_path: Path) -> None:
+    plain = _spec(tmp_path, "plain")
+    spec = _spec(tmp_path, "zstd", extra_options=(("hoodie.parquet.compression.codec", "zstd"),))
+    for table in (plain, spec):
+        _write(spark, table, [(1, "eu", "a", 0, False), (2, "us", "b", 0, False)], WriteOperation.BULK_INSERT)
+        _write(spark, table, [(2, "us", "b2", 5, False)])
+
+    assert _codecs(tmp_path / "zstd") == {"ZSTD"}
+    assert "ZSTD" not in _codecs(tmp_path / "plain")
+    assert _rows(spark, spec) == [("", 1, "a", 0), ("", 2, "b2", 5)]
+    assert sorted(hudi_rs_rows(spec.base_path, ["id", "name"]), key=lambda r: r["id"]) == [
+        {"id": 1, "name": "a"},
+        {"id": 2, "name": "b2"},
+    ]
