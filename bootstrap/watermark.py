@@ -67,6 +67,7 @@ def newest_event(
     topic: str,
     marks: Mapping[int, tuple[int, int]],
     registry: SchemaRegistry,
+    kafka_extra: Mapping[str, str] | None = None,
 ) -> NewestEvent | None:
     """The newest change event (by source commit time) among the last messages of each partition."""
     best: NewestEvent | None = None
@@ -75,7 +76,8 @@ def newest_event(
             start = max(low, high - window)
             if start >= high:
                 break
-            found = _last_change(bootstrap_servers, topic, partition, start, high, registry)
+            window_range = OffsetRange(topic, partition, start, high)
+            found = _last_change(bootstrap_servers, window_range, registry, kafka_extra)
             if found is not None:
                 if best is None or found.ts_ms > best.ts_ms:
                     best = found
@@ -86,12 +88,15 @@ def newest_event(
 
 
 def _last_change(
-    bootstrap_servers: str, topic: str, partition: int, start: int, end: int, registry: SchemaRegistry
+    bootstrap_servers: str,
+    wanted: OffsetRange,
+    registry: SchemaRegistry,
+    kafka_extra: Mapping[str, str] | None,
 ) -> NewestEvent | None:
-    messages = read_ranges(bootstrap_servers, [OffsetRange(topic, partition, start, end)])
+    messages = read_ranges(bootstrap_servers, [wanted], extra=kafka_extra)
     for message in sorted(messages, key=lambda m: m.offset() or 0, reverse=True):
         decoded = decode_message(
-            registry, topic, partition, message.offset() or 0, message.key(), message.value()
+            registry, wanted.topic, wanted.partition, message.offset() or 0, message.key(), message.value()
         )
         if isinstance(decoded, ChangeEvent):
             return NewestEvent(decoded.source.ts_ms, describe_position(decoded.source))
@@ -122,7 +127,7 @@ def take_watermarks(
     clock_ms = engine.primary_clock_ms()
     points = {}
     for topic, topic_marks in marks.items():
-        newest = newest_event(bootstrap_servers, topic, topic_marks, registry)
+        newest = newest_event(bootstrap_servers, topic, topic_marks, registry, kafka_extra)
         points[topic] = WatermarkPoint(
             offsets={partition: high for partition, (_, high) in topic_marks.items()},
             ts_source_ms=clock_ms if newest is None else newest.ts_ms,

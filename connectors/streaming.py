@@ -7,6 +7,8 @@ first record on the connector's heartbeat topic proves that every later change i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cdc_lake.exceptions import ConnectError, KafkaReadError
 from cdc_lake.kafka.offsets import end_offsets, wait_for_messages
 
@@ -18,19 +20,26 @@ def heartbeat_topic(topic_prefix: str) -> str:
     return f"{HEARTBEAT_TOPIC_PREFIX}.{topic_prefix}"
 
 
-def heartbeat_count(bootstrap_servers: str, topic_prefix: str) -> int:
-    """How many heartbeats the connector with this prefix has emitted so far (0 before the first)."""
-    return sum(end_offsets(bootstrap_servers, heartbeat_topic(topic_prefix)).values())
+def heartbeat_count(bootstrap_servers: str, topic_prefix: str, extra: Mapping[str, str] | None = None) -> int:
+    """How many heartbeats the connector with this prefix has emitted so far (0 before the first).
+
+    `extra` is the config's Kafka client settings (security), as for every other client.
+    """
+    return sum(end_offsets(bootstrap_servers, heartbeat_topic(topic_prefix), extra=extra).values())
 
 
 def wait_streaming(
-    bootstrap_servers: str, connector: str, topic_prefix: str, baseline: int = 0, timeout: float = 120.0
+    bootstrap_servers: str,
+    connector: str,
+    topic_prefix: str,
+    baseline: int = 0,
+    timeout: float = 120.0,
+    extra: Mapping[str, str] | None = None,
 ) -> None:
     """Block until `connector` emits a heartbeat beyond `baseline` (counted before it was (re)started)."""
     try:
-        wait_for_messages(
-            bootstrap_servers, heartbeat_topic(topic_prefix), at_least=baseline + 1, timeout=timeout
-        )
+        topic = heartbeat_topic(topic_prefix)
+        wait_for_messages(bootstrap_servers, topic, at_least=baseline + 1, timeout=timeout, extra=extra)
     except KafkaReadError as exc:
         raise ConnectError(
             f"connector {connector!r} is not streaming: no heartbeat on {heartbeat_topic(topic_prefix)!r} "

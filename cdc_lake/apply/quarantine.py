@@ -127,7 +127,7 @@ def quarantine(config: Config, request: QuarantineRequest) -> QuarantinedMessage
 def _read_one(config: Config, topic: str, partition: int, offset: int) -> RawMessage:
     try:
         wanted = [OffsetRange(topic, partition, offset, offset + 1)]
-        found = read_ranges(config.kafka.bootstrap_servers, wanted)
+        found = read_ranges(config.kafka.bootstrap_servers, wanted, extra=config.kafka.consumer)
     except KafkaReadError as exc:
         raise QuarantineError(f"{MessageRef(topic, partition, offset)}: cannot read it: {exc}") from exc
     if not found:

@@ -111,13 +111,16 @@ def end_offsets(
 
 
 def read_ranges(
-    bootstrap_servers: str, ranges: list[OffsetRange], timeout: float = 60.0
+    bootstrap_servers: str,
+    ranges: list[OffsetRange],
+    timeout: float = 60.0,
+    extra: Mapping[str, str] | None = None,
 ) -> list[Message]:
     """Every message in `ranges`, read on this process (small ranges: tests, demos, probes)."""
     pending = {(r.topic, r.partition): r for r in ranges if r.count > 0}
     if not pending:
         return []
-    consumer = _consumer(bootstrap_servers)
+    consumer = _consumer(bootstrap_servers, extra)
     consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in pending.values()])
     messages: list[Message] = []
     deadline = time.monotonic() + timeout
@@ -150,11 +153,17 @@ def read_ranges(
     return messages
 
 
-def wait_for_messages(bootstrap_servers: str, topic: str, at_least: int, timeout: float) -> dict[int, int]:
+def wait_for_messages(
+    bootstrap_servers: str,
+    topic: str,
+    at_least: int,
+    timeout: float,
+    extra: Mapping[str, str] | None = None,
+) -> dict[int, int]:
     """Wait until `topic` holds at least `at_least` messages in all; returns its end offsets."""
     deadline = time.monotonic() + timeout
     while True:
-        ends = end_offsets(bootstrap_servers, topic)
+        ends = end_offsets(bootstrap_servers, topic, extra=extra)
         if sum(ends.values()) >= at_least:
             return ends
         if time.monotonic() > deadline:

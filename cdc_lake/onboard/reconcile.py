@@ -102,16 +102,17 @@ class Reconciler:
         self.journal.add(*self.engine.prepare(capture, self.options))
         previous = self.connect.get_config(plan.name) if plan.name in self.connect.list_connectors() else None
         bootstrap = self.config.kafka.bootstrap_servers
+        kafka = dict(self.config.kafka.consumer)
         if previous == desired:
             outcome = "unchanged"
             self.connect.wait_running(plan.name, timeout=self.timeout)
-            if heartbeat_count(bootstrap, plan.heartbeat_key) == 0:
-                wait_streaming(bootstrap, plan.name, plan.heartbeat_key, 0, self.timeout)
+            if heartbeat_count(bootstrap, plan.heartbeat_key, kafka) == 0:
+                wait_streaming(bootstrap, plan.name, plan.heartbeat_key, 0, self.timeout, kafka)
         else:
             if previous is None:
                 outcome = "created"
                 slot_before = capture.slot_name is not None and self.engine.slot_exists(capture.slot_name)
-                baseline = heartbeat_count(bootstrap, plan.heartbeat_key)
+                baseline = heartbeat_count(bootstrap, plan.heartbeat_key, kafka)
                 if capture.slot_name is not None and not slot_before:
                     # Offsets a deleted namesake left in Connect would point into a slot that is gone.
                     self.connect.create_stopped(plan.name, desired)
@@ -128,7 +129,7 @@ class Reconciler:
             else:
                 outcome = "updated"
                 self._stop(plan.name)
-                baseline = heartbeat_count(bootstrap, plan.heartbeat_key)
+                baseline = heartbeat_count(bootstrap, plan.heartbeat_key, kafka)
                 self.connect.create_or_update(plan.name, desired)
                 old = previous
                 self.journal.add(
@@ -136,7 +137,7 @@ class Reconciler:
                 )
                 self.connect.resume(plan.name)
             self.connect.wait_running(plan.name, timeout=self.timeout)
-            wait_streaming(bootstrap, plan.name, plan.heartbeat_key, baseline, self.timeout)
+            wait_streaming(bootstrap, plan.name, plan.heartbeat_key, baseline, self.timeout, kafka)
         self.journal.add(*self.engine.publish(capture))
         topics = [table_topic(self.source, table) for table in capture.tables]
         created = ensure_topics(
