@@ -318,14 +318,34 @@ class StackSettings(_Model):
 
 
 class Connection(_Model):
-    """How to reach one database server."""
+    """How to reach one database server.
+
+    ``sslmode`` and ``sslrootcert`` (Postgres) are used by every connection cdc-lake opens to the
+    server (preflight, positions, lag, bootstrap and validate JDBC reads) and rendered into the
+    Debezium connector (``database.sslmode``, ``database.sslrootcert``: the path must exist on the
+    Connect workers too).  ``verify-full`` checks the certificate chain and the host name.
+    """
 
     host: str = "127.0.0.1"
     port: int = Field(ge=1, le=65535)
     database: str | None = None
     user: str
     password: Secret | None = None
-    options: dict[str, PassthroughValue] = Field(default_factory=dict)
+    sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] | None = None
+    sslrootcert: str | None = None
+
+    @model_validator(mode="after")
+    def _root_cert_needs_verification(self) -> Connection:
+        if self.sslrootcert is not None and self.sslmode not in ("verify-ca", "verify-full"):
+            raise PydanticCustomError(
+                "tls_setting", "sslrootcert is used only with sslmode verify-ca or verify-full"
+            )
+        return self
+
+    def tls_settings(self) -> dict[str, str]:
+        """The libpq/pgJDBC TLS parameters set for this server (empty: the driver defaults)."""
+        settings = {"sslmode": self.sslmode, "sslrootcert": self.sslrootcert}
+        return {key: value for key, value in settings.items() if value is not None}
 
 
 class Table(_Model):
@@ -403,6 +423,13 @@ class Source(_Model):
             self.slot_name = self.slot_name or f"cdc_lake_{self.name}"
             self.publication_name = self.publication_name or f"cdc_lake_{self.name}"
         else:
+            for role, connection in (("primary", self.primary), ("replica", self.replica)):
+                if connection is not None and connection.tls_settings():
+                    raise PydanticCustomError(
+                        "engine_setting",
+                        "{role}.sslmode and {role}.sslrootcert apply only to postgres sources",
+                        {"role": role},
+                    )
             if self.slot_name is not None or self.publication_name is not None:
                 raise PydanticCustomError(
                     "engine_setting", "slot_name and publication_name apply only to postgres sources"

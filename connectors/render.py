@@ -58,6 +58,7 @@ class ConnectorParams:
     match the installed converter.  Postgres needs ``database``, ``slot_name``,
     ``publication_name`` and ``heartbeat_table`` (``schema.table``); MySQL/MariaDB need
     ``server_id`` and ``kafka_bootstrap`` (for the schema history topic).
+    ``database_settings`` are extra ``database.*`` connector settings (TLS), added as given.
     """
 
     host: str
@@ -77,6 +78,7 @@ class ConnectorParams:
     heartbeat_interval_ms: int = 10_000
     topic_partitions: int = 1
     topic_replication_factor: int = 1
+    database_settings: Mapping[str, str] = field(default_factory=dict)
 
 
 def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[str, str]:
@@ -112,6 +114,10 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
     config = {key: _fill(name, engine, value, values) for key, value in _template(engine).items()}
     if params.columns:
         config["column.include.list"] = _column_include_list(name, params, tables)
+    for key, value in params.database_settings.items():
+        if not key.startswith("database.") or key in config:
+            raise ConfigError(f"connector {name!r}: {key!r} is not an extra database.* setting")
+        config[key] = value
     return config
 
 

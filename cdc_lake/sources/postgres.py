@@ -107,17 +107,18 @@ class PostgresEngine(SourceEngine):
         if connection is None:
             raise SourceEngineError(f"source {self.source.name}: no {role} configured")
         password = connection.password.get_secret_value() if connection.password is not None else None
+        libpq: dict[str, Any] = {
+            "host": connection.host,
+            "port": connection.port,
+            "dbname": connection.database or self.database,
+            "user": connection.user,
+            "password": password,
+            "connect_timeout": _CONNECT_TIMEOUT,
+            "application_name": "cdc-lake",
+            **connection.tls_settings(),
+        }
         try:
-            conn = psycopg.connect(
-                host=connection.host,
-                port=connection.port,
-                dbname=connection.database or self.database,
-                user=connection.user,
-                password=password,
-                connect_timeout=_CONNECT_TIMEOUT,
-                autocommit=True,
-                application_name="cdc-lake",
-            )
+            conn = psycopg.connect(autocommit=True, **libpq)
         except psycopg.Error as exc:
             raise SourceEngineError(
                 f"{self._where(role, connection)}: cannot connect as {connection.user}: {_first_line(exc)}"
@@ -414,6 +415,7 @@ class PostgresEngine(SourceEngine):
             slot_name=capture.slot_name,
             publication_name=capture.publication_name,
             heartbeat_table=HEARTBEAT_TABLE,
+            database_settings={f"database.{key}": value for key, value in primary.tls_settings().items()},
         )
 
     # Positions
@@ -481,7 +483,7 @@ class PostgresEngine(SourceEngine):
             f"jdbc:postgresql://{connection.host}:{connection.port}/{database}"
             "?ApplicationName=cdc-lake-bootstrap&connectTimeout=10&tcpKeepAlive=true&readOnly=true"
         )
-        properties = {"driver": "org.postgresql.Driver", "user": connection.user}
+        properties = {"driver": "org.postgresql.Driver", "user": connection.user, **connection.tls_settings()}
         if connection.password is not None:
             properties["password"] = connection.password.get_secret_value()
         session_init = (

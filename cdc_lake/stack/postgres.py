@@ -13,15 +13,22 @@ from psycopg import sql
 from cdc_lake.stack.process import ManagedProcess, run_checked
 from cdc_lake.stack.service import DEMO_DATABASE, HOST, Service, StackLayout
 from cdc_lake.stack.system import drop_privileges, ensure_debian_packages, own, service_user
+from cdc_lake.stack.tls import ServerCertificate, server_certificate
 
 PG_MAJOR = "15"
 PG_BIN = Path(f"/usr/lib/postgresql/{PG_MAJOR}/bin")
 REPLICA_SLOT = "cdc_lake_replica"
 
 
-def _settings(port: int, socket_dir: Path) -> list[str]:
-    """Server settings, passed as -c flags so the data directory needs no edited config file."""
+def _settings(port: int, socket_dir: Path, tls: ServerCertificate) -> list[str]:
+    """Server settings, passed as -c flags so the data directory needs no edited config file.
+
+    TLS is on (clients choose: ``sslmode=verify-full`` with the stack CA, or plain connections).
+    """
     values = {
+        "ssl": "on",
+        "ssl_cert_file": str(tls.certificate),
+        "ssl_key_file": str(tls.key),
         "listen_addresses": HOST,
         "port": str(port),
         "unix_socket_directories": str(socket_dir),
@@ -94,8 +101,9 @@ class _PostgresServer(Service):
             return
         self.socket_dir.mkdir(parents=True, exist_ok=True)
         own(self.socket_dir, self.user)
+        tls = server_certificate(self.layout, "postgres", self.user)
         self.process.start(
-            [str(PG_BIN / "postgres"), "-D", str(self.data_dir), *_settings(self.port, self.socket_dir)],
+            [str(PG_BIN / "postgres"), "-D", str(self.data_dir), *_settings(self.port, self.socket_dir, tls)],
             preexec=drop_privileges(self.user),
             env={"HOME": str(self.data_dir)},
         )

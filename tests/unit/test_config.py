@@ -410,3 +410,35 @@ def test_kafka_retention_consumer_settings_the_applier_fixes_are_refused(
 
     assert message.startswith(f"{path}: kafka.consumer: ")
     assert f"{setting} cannot be set" in message
+
+
+def test_postgres_tls_settings_are_kept_and_checked(tmp_path: Path) -> None:
+    tls = "      sslmode: verify-full\n      sslrootcert: /etc/ssl/pg-ca.crt\n"
+    config = load_config(write(tmp_path, PG_SOURCE.replace("      user: cdc\n", "      user: cdc\n" + tls)))
+    assert config.source("pg").primary.tls_settings() == {
+        "sslmode": "verify-full",
+        "sslrootcert": "/etc/ssl/pg-ca.crt",
+    }
+
+    unverified = PG_SOURCE.replace("      user: cdc\n", "      user: cdc\n      sslrootcert: /ca.crt\n")
+    assert "sslrootcert is used only with sslmode verify-ca or verify-full" in error_of(
+        write(tmp_path, unverified)
+    )
+
+
+def test_tls_settings_are_refused_for_mysql_sources(tmp_path: Path) -> None:
+    text = """
+    sources:
+      maria:
+        engine: mariadb
+        server_id: 7
+        primary: {port: 13306, user: cdc, sslmode: require}
+    """
+    assert "primary.sslmode and primary.sslrootcert apply only to postgres sources" in error_of(
+        write(tmp_path, text)
+    )
+
+
+def test_connection_options_key_is_unknown(tmp_path: Path) -> None:
+    text = PG_SOURCE.replace("      user: cdc\n", "      user: cdc\n      options: {sslmode: require}\n")
+    assert "sources.pg.primary.options: unknown key" in error_of(write(tmp_path, text))

@@ -269,3 +269,12 @@ def test_rendered_config_redacts_to_no_secret() -> None:
 
     assert redacted["database.password"] == MASK
     assert "PG_PASSWORD" not in json.dumps(redacted)
+
+
+def test_database_tls_settings_are_rendered_and_cannot_replace_template_keys() -> None:
+    tls = {"database.sslmode": "verify-full", "database.sslrootcert": "/etc/ssl/pg-ca.crt"}
+    config = render_connector("postgres", "c1", replace(PG, database_settings=tls))
+    assert {key: config[key] for key in tls} == tls
+
+    with pytest.raises(ConfigError, match=r"'database\.hostname' is not an extra database"):
+        render_connector("postgres", "c1", replace(PG, database_settings={"database.hostname": "elsewhere"}))
