@@ -293,6 +293,7 @@ class StackPorts(_Model):
     registry: int = Field(default=18081, ge=1, le=65535)
     object_store: int = Field(default=17070, ge=1, le=65535)
     glue: int = Field(default=17080, ge=1, le=65535)
+    hive_metastore: int = Field(default=19083, ge=1, le=65535)
 
 
 class GlueSettings(_Model):
@@ -304,10 +305,19 @@ class GlueSettings(_Model):
     """A Glue-compatible endpoint (the local stack's ``http://127.0.0.1:17080``); AWS when unset."""
 
 
+class HiveMetastoreSettings(_Model):
+    """A Hive Metastore database the lake tables are registered in (through Spark's JVM)."""
+
+    uri: str
+    """The metastore's thrift URI, e.g. the local stack's ``thrift://127.0.0.1:19083``."""
+    database: str
+
+
 class CatalogSettings(_Model):
     """Where tables are registered after publish, schema changes and re-bootstrap switches."""
 
     glue: GlueSettings | None = None
+    hive: HiveMetastoreSettings | None = None
 
 
 class StackSettings(_Model):

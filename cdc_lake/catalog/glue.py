@@ -20,7 +20,7 @@ from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
-from pyspark.sql.types import ByteType, DataType, ShortType, StructType
+from pyspark.sql.types import ByteType, DataType, ShortType, StructType, TimestampNTZType
 
 from cdc_lake.config import GlueSettings
 from cdc_lake.exceptions import CatalogError
@@ -45,7 +45,13 @@ def glue_table_name(qualified_name: str) -> str:
 
 
 def hive_type(data_type: DataType) -> str:
-    """The Hive/Glue type name of a Spark type (Spark's simple strings are Hive's, but byte/short)."""
+    """The Hive/Glue type name of a Spark type (Spark's simple strings are Hive's, but a few).
+
+    Hive has no ``timestamp_ntz``: its ``timestamp`` is the wall-clock one (a metastore refuses the
+    Spark name).
+    """
+    if isinstance(data_type, TimestampNTZType):
+        return "timestamp"
     if isinstance(data_type, ByteType):
         return "tinyint"
     if isinstance(data_type, ShortType):

@@ -1,6 +1,7 @@
 """When tables are registered: after publish (LIVE), after a schema change, after a re-bootstrap switch.
 
-:class:`CatalogSync` holds the configured catalogs (today AWS Glue, ``catalog.glue``) and remembers,
+:class:`CatalogSync` holds the configured catalogs (AWS Glue, ``catalog.glue``, and a Hive Metastore,
+``catalog.hive``) and remembers,
 per process, the location and columns it last registered for each table; the applier calls
 :meth:`CatalogSync.after_batch` after every batch of a LIVE table and only a new location or new
 columns reach the catalog.  The re-bootstrap calls :meth:`CatalogSync.register` right after its switch.
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from pyspark.sql.types import StructType
 
 from cdc_lake.catalog.glue import GlueCatalog
+from cdc_lake.catalog.hive import HiveMetastoreCatalog
 from cdc_lake.config import Config
 from cdc_lake.exceptions import CatalogError
 
@@ -25,17 +27,22 @@ _LOG = logging.getLogger(__name__)
 class CatalogSync:
     """The configured catalogs and what was last registered in them."""
 
-    def __init__(self, glue: GlueCatalog | None) -> None:
+    def __init__(self, glue: GlueCatalog | None, hive: HiveMetastoreCatalog | None = None) -> None:
         self.glue = glue
+        self.hive = hive
         self._registered: dict[str, tuple[str, str]] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def for_config(cls, config: Config) -> CatalogSync | None:
         """The catalogs of ``config`` (None when it configures none)."""
-        if config.catalog.glue is None:
+        glue, hive = config.catalog.glue, config.catalog.hive
+        if glue is None and hive is None:
             return None
-        return cls(GlueCatalog(config.catalog.glue))
+        return cls(
+            GlueCatalog(glue) if glue is not None else None,
+            HiveMetastoreCatalog(hive) if hive is not None else None,
+        )
 
     def register(
         self, table: str, location: str, columns: StructType, partition_fields: Sequence[str]
@@ -44,6 +51,8 @@ class CatalogSync:
         names = []
         if self.glue is not None:
             names.append(self.glue.sync(table, location, columns, partition_fields))
+        if self.hive is not None:
+            names.append(self.hive.sync(table, location, columns, partition_fields))
         with self._lock:
             self._registered[table] = (location, columns.simpleString())
         return names

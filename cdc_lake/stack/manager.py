@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cdc_lake.config import StackSettings
 from cdc_lake.stack.glue import GlueCatalog
+from cdc_lake.stack.hive import HiveMetastore
 from cdc_lake.stack.kafka import KafkaBroker, KafkaConnect
 from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
 from cdc_lake.stack.objectstore import ObjectStore
@@ -42,10 +43,11 @@ class LocalStack:
         self.connect = KafkaConnect(self.layout, self.kafka)
         self.object_store = ObjectStore(self.layout)
         self.glue = GlueCatalog(self.layout)
+        self.hive_metastore = HiveMetastore(self.layout)
         # Each wave starts together and must be healthy before the next one starts.
         self.waves: tuple[tuple[Service, ...], ...] = (
             (self.object_store, self.postgres_primary, self.mariadb_primary, self.kafka, self.registry),
-            (self.postgres_replica, self.mariadb_replica, self.connect, self.glue),
+            (self.postgres_replica, self.mariadb_replica, self.connect, self.glue, self.hive_metastore),
         )
 
     @property

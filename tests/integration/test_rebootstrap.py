@@ -1,17 +1,19 @@
 """``cdc-lake rebootstrap`` on both engines while the source changes and a reader polls the table.
 
-A LIVE table, registered in the Glue catalog (moto's server in the stack), is re-bootstrapped while a
-writer changes the source throughout and a reader resolves the catalog table's location and reads it,
-again and again: the reader never finds it missing, empty or half-written; the catalog entry moves to a
-new versioned path equal to the source (the state store agrees); the old path is kept until
-``rebootstrap --remove-old``.  A second re-bootstrap of the same table while one runs is refused.
+A LIVE table, registered in both catalogs of the stack (Glue: moto's server; Hive: the Derby-backed
+``hive-metastore``), is re-bootstrapped while a writer changes the source throughout and a reader
+resolves the catalog table ``database.table`` in each catalog and reads what it names with both
+readers (Spark+Hudi and hudi-rs), again and again: the reader never finds it missing, empty or
+half-written; both catalog entries move to a new versioned path equal to the source (the state store
+agrees); the old path is kept until ``rebootstrap --remove-old``.  A second re-bootstrap of the same
+table while one runs is refused.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,10 +30,12 @@ from bootstrap_support import (
     wait_for_schema,
     write_config,
 )
+from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
 
 from cdc_lake.catalog.glue import HUDI_META_COLUMNS, GlueCatalog, glue_table_name
-from cdc_lake.config import GlueSettings
+from cdc_lake.catalog.hive import HiveMetastoreCatalog
+from cdc_lake.config import GlueSettings, HiveMetastoreSettings
 from cdc_lake.hudi.timeline import table_exists
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.stack.manager import LocalStack
@@ -67,25 +71,29 @@ def db(request: pytest.FixtureRequest, local_stack: LocalStack) -> Iterator[Sour
 
 
 class Reader(threading.Thread):
-    """Resolves the catalog table's location and counts its rows, until stopped."""
+    """Resolves the table in each catalog and counts its rows with both readers, until stopped."""
 
-    def __init__(self, spark: SparkSession, catalog: GlueCatalog, table: str) -> None:
+    def __init__(
+        self, spark: SparkSession, catalogs: dict[str, Callable[[str], str | None]], table: str
+    ) -> None:
         super().__init__(name="catalog-reader", daemon=True)
-        self.spark, self.catalog, self.table = spark, catalog, table
-        self.seen: list[tuple[str, int]] = []
+        self.spark, self.catalogs, self.table = spark, catalogs, table
+        self.seen: list[tuple[str, str, int, int]] = []
         self.errors: list[str] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
-            path = self.catalog.location(self.table)
-            if path is None:
-                self.errors.append("the catalog table is missing")
-            else:
+            for catalog, location in self.catalogs.items():
                 try:
-                    self.seen.append((path, read_table(self.spark, path).count()))
-                except Exception as exc:  # every failure to read is what the test looks for
-                    self.errors.append(f"{path}: {type(exc).__name__}: {exc}"[:300])
+                    path = location(self.table)
+                    if path is None:
+                        self.errors.append(f"{catalog}: the catalog table is missing")
+                        continue
+                    spark_rows = read_table(self.spark, path).count()
+                    self.seen.append((catalog, path, spark_rows, len(hudi_rs_rows(path, ["id"]))))
+                except Exception as exc:  # every failure to resolve or read is what the test looks for
+                    self.errors.append(f"{catalog}: {type(exc).__catalog_name_}: {exc}"[:300])
             self.stop.wait(0.2)
 
 
@@ -97,7 +105,8 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(variable, "local")
     glue = GlueSettings(database=f"lake_{db.engine}", endpoint_url=db.stack.glue.endpoint)
-    catalog = {"glue": glue.model_dump()}
+    hive = HiveMetastoreSettings(uri=db.stack.hive_metastore.uri, database=f"lake_{db.engine}")
+    catalog = {"glue": glue.model_dump(), "hive": hive.model_dump()}
     config_path = write_config(tmp_path, db, [{"name": name}], str(tmp_path / "lake"), catalog=catalog)
     onboard(config_path, db.source)
     table = db.qualified(name)
@@ -107,8 +116,12 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     wait_for_schema(config, table)
     first = cli_run(config_path, "bootstrap", table, "--apply")
     assert first.exit_code == 0, first.stderr
-    assert GlueCatalog(glue).location(table) == old_path, "published tables are registered"
-    reader = Reader(spark, GlueCatalog(glue), table)
+    catalogs = {"glue": GlueCatalog(glue).location, "hive": HiveMetastoreCatalog(hive).location}
+    assert {name: location(table) for name, location in catalogs.items()} == {
+        "glue": old_path,
+        "hive": old_path,
+    }, "published tables are registered in both catalogs"
+    reader = Reader(spark, catalogs, table)
     reader.start()
     with table_lock(config.state_store.url, LockPurpose.BOOTSTRAP, table) as held:
         assert held
@@ -127,9 +140,18 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     reader.stop.set()
     reader.join()
     assert not reader.errors, reader.errors[:3]
-    assert {path for path, _ in reader.seen} == {old_path, new_path}
-    assert min(count for _, count in reader.seen) >= ROWS // 2, "a reader saw an empty or partial table"
+    for catalog_name in catalogs:
+        paths = {path for catalog, path, _, _ in reader.seen if catalog == catalog_name}
+        assert paths == {old_path, new_path}, catalog_name
+    smallest = min(min(spark_rows, rs_rows) for _, _, spark_rows, rs_rows in reader.seen)
+    assert smallest >= ROWS // 2, "a reader saw an empty or partial table"
+    assert {catalog_name: location(table) for catalog_name, location in catalogs.items()} == {
+        "glue": new_path,
+        "hive": new_path,
+    }
     assert assert_lake_equals_source(spark, config, db, name, base_path=new_path) >= ROWS // 2
+    source = {row["id"]: row["val"] for row in db.rows(name, ("id",))}
+    assert {row["id"]: row["val"] for row in hudi_rs_rows(new_path, ["id", "val"])} == source, "hudi-rs"
     with StateStore.open(config.state_store.url) as store:
         info = store.require_table(table)
         assert (info.state, info.lake_base_path) == (TableState.LIVE, new_path)

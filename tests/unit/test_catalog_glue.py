@@ -12,6 +12,7 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampNTZType,
     TimestampType,
 )
 
@@ -38,6 +39,11 @@ def test_hive_types_follow_spark_but_for_byte_and_short() -> None:
         "decimal(12,2)",
         "bigint",
     ]
+
+
+def test_a_wall_clock_timestamp_is_hives_timestamp() -> None:
+    # A Hive Metastore refuses Spark's name: "Invalid column type: timestamp_ntz".
+    assert (hive_type(TimestampNTZType()), hive_type(TimestampType())) == ("timestamp", "timestamp")
 
 
 def test_the_table_input_is_an_external_hudi_table_at_the_location() -> None:
