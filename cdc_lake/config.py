@@ -175,9 +175,22 @@ class SchemaRegistrySettings(_Model):
 
 
 class KafkaConnectSettings(_Model):
-    """The Kafka Connect REST endpoint running Debezium."""
+    """The Kafka Connect REST endpoint running Debezium.
+
+    ``user``/``password``: HTTP basic authentication (Connect's ``BasicAuthSecurityRestExtension``).
+    ``ca_cert``: the CA bundle that verifies an ``https://`` endpoint (default: the system's).
+    """
 
     url: str = "http://127.0.0.1:18083"
+    user: str | None = None
+    password: Secret | None = None
+    ca_cert: str | None = None
+
+    @model_validator(mode="after")
+    def _password_needs_user(self) -> KafkaConnectSettings:
+        if self.password is not None and self.user is None:
+            raise PydanticCustomError("connect_auth", "password is set but user is not")
+        return self
 
 
 class SparkSettings(_Model):

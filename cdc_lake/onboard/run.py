@@ -214,7 +214,7 @@ def plan_onboarding(config: Config, request: OnboardRequest) -> OnboardPlan:
     }
     registered: dict[str, dict[str, str]] = {}
     in_use: dict[int, str] = {}
-    with KafkaConnectClient(config.kafka_connect.url, attempts=_PREFLIGHT_ATTEMPTS) as connect:
+    with KafkaConnectClient.for_settings(config.kafka_connect, attempts=_PREFLIGHT_ATTEMPTS) as connect:
         service_checks = [check_connect(connect, source.engine), check_registry(config), check_kafka(config)]
         if not service_checks[0].failed:
             names_check, registered = check_connector_names(connect, configs)
@@ -263,7 +263,7 @@ def execute_onboarding(plan: OnboardPlan) -> OnboardReport:
     """Carry out a checked plan; on failure roll back this run's changes and raise :class:`OnboardError`."""
     raise_for_failures(plan.source.name, plan.checks)
     source = plan.source
-    with KafkaConnectClient(plan.config.kafka_connect.url) as connect:
+    with KafkaConnectClient.for_settings(plan.config.kafka_connect) as connect:
         reconciler = Reconciler(
             plan.config, source, plan.engine, connect, plan.options, plan.endpoints, plan.request.timeout
         )
