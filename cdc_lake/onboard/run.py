@@ -32,6 +32,7 @@ from cdc_lake.secrets import mask_mapping
 from cdc_lake.sources import ConnectorEndpoints, PreflightOptions, SourceEngine, engine_for
 from cdc_lake.state import StateStore, TableState
 from connectors.client import KafkaConnectClient
+from connectors.render import ConverterSettings
 
 DEFAULT_TIMEOUT = 120.0
 _PREFLIGHT_ATTEMPTS = 2
@@ -136,10 +137,17 @@ class OnboardReport:
 
 def connector_endpoints(config: Config, password_env: str) -> ConnectorEndpoints:
     """Where connectors find the registry and Kafka, and the variable holding the password."""
+    registry = config.schema_registry
     return ConnectorEndpoints(
         password_env=password_env,
         registry_url=registry_base_url(config.schema_registry.url),
         kafka_bootstrap=config.kafka.bootstrap_servers,
+        converter=ConverterSettings(
+            kind=registry.converter,
+            confluent_url=registry.url,
+            credentials_env=registry.connect_credentials_env,
+            credentials_kind=registry.connect_credentials_kind,
+        ),
     )
 
 
