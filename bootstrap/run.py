@@ -279,7 +279,7 @@ class TableBootstrap:
             topic_prefix=self.source.topic_prefix or self.source.name,
             timeout_seconds=self.config.bootstrap.handoff_timeout_seconds,
         )
-        with KafkaConnectClient(self.config.kafka_connect.url) as connect:
+        with KafkaConnectClient.for_settings(self.config.kafka_connect) as connect:
             how = wait_until_streamed(self.name, self.table.name, point, handoff, connect)
         _LOG.info("%s: %s", self.name, how)
         self.store.transition(self.name, TableState.CATCHING_UP)

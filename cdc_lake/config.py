@@ -167,17 +167,52 @@ class KafkaSettings(_Model):
 
 
 class SchemaRegistrySettings(_Model):
-    """The Confluent-compatible schema registry that holds the Avro schemas."""
+    """The Confluent-compatible schema registry that holds the Avro schemas.
+
+    ``url`` is its Confluent API (Confluent, Karapace, Apicurio's ``/apis/ccompat/v7``); ``user`` and
+    ``password`` authenticate the decoder.  ``converter`` is the Avro converter the connectors use:
+    ``apicurio`` (the local stack's, talking to Apicurio's native API on the same server) or
+    ``confluent`` (``io.confluent.connect.avro.AvroConverter`` against ``url``).
+    ``connect_credentials_env`` names the environment variable ON THE CONNECT WORKERS that holds
+    the converter's credentials (``user:password``, or a token when ``connect_credentials_kind``
+    is ``bearer``): connector configs carry only ``${env:VAR}``.
+    """
 
     url: str = "http://127.0.0.1:18081/apis/ccompat/v7"
     user: str | None = None
     password: Secret | None = None
+    converter: Literal["apicurio", "confluent"] = "apicurio"
+    connect_credentials_env: str | None = None
+    connect_credentials_kind: Literal["user_info", "bearer"] = "user_info"
+
+    @model_validator(mode="after")
+    def _credentials_need_confluent(self) -> SchemaRegistrySettings:
+        if self.connect_credentials_env is not None and self.converter != "confluent":
+            raise PydanticCustomError(
+                "registry_auth",
+                "connect_credentials_env needs converter: confluent "
+                "(the Apicurio converter is rendered without auth)",
+            )
+        return self
 
 
 class KafkaConnectSettings(_Model):
-    """The Kafka Connect REST endpoint running Debezium."""
+    """The Kafka Connect REST endpoint running Debezium.
+
+    ``user``/``password``: HTTP basic authentication (Connect's ``BasicAuthSecurityRestExtension``).
+    ``ca_cert``: the CA bundle that verifies an ``https://`` endpoint (default: the system's).
+    """
 
     url: str = "http://127.0.0.1:18083"
+    user: str | None = None
+    password: Secret | None = None
+    ca_cert: str | None = None
+
+    @model_validator(mode="after")
+    def _password_needs_user(self) -> KafkaConnectSettings:
+        if self.password is not None and self.user is None:
+            raise PydanticCustomError("connect_auth", "password is set but user is not")
+        return self
 
 
 class SparkSettings(_Model):

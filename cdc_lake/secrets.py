@@ -12,11 +12,16 @@ Two ways a secret can leak, one function each:
   given for the one call (the literal values of a connector config being sent).
 
 Longer values are replaced first, so a secret that contains another vanishes whole.
+
+What cdc-lake stores locally (the SQLite state store, lock files) goes into directories it creates
+private to its user (:func:`private_directory`): offsets and table states are no one else's business.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Final
 
 MASK: Final = "***"  # as SQLAlchemy renders a hidden URL password
@@ -54,3 +59,15 @@ def redact(text: str, also: Iterable[str] = ()) -> str:
     for secret in sorted(_registered.union(value for value in also if value), key=len, reverse=True):
         text = text.replace(secret, MASK)
     return text
+
+
+def private_directory(path: Path) -> None:
+    """Create ``path`` (and missing parents) so that only its owner can enter it (mode 0700).
+
+    A directory that already exists is left as its owner made it.
+    """
+    if path.is_dir():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask

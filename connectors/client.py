@@ -18,6 +18,7 @@ from urllib.parse import quote
 import requests
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from cdc_lake.config import KafkaConnectSettings
 from cdc_lake.exceptions import ConnectError
 from cdc_lake.secrets import redact, secret_values
 
@@ -85,7 +86,8 @@ class KafkaConnectClient:
     """Kafka Connect REST API at ``url`` (for example ``http://127.0.0.1:8083``).
 
     ``timeout`` bounds each HTTP request; ``attempts`` and ``backoff`` (the first wait, in
-    seconds, doubling up to ``max_backoff``) govern retries of transient failures.
+    seconds, doubling up to ``max_backoff``) govern retries of transient failures.  ``auth`` is
+    HTTP basic authentication (user, password); ``verify`` a CA bundle path for ``https://``.
     """
 
     def __init__(
@@ -95,6 +97,8 @@ class KafkaConnectClient:
         attempts: int = 6,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
+        auth: tuple[str, str] | None = None,
+        verify: str | bool = True,
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
@@ -103,6 +107,17 @@ class KafkaConnectClient:
         self._max_backoff = max_backoff
         self._session = requests.Session()
         self._session.headers.update({"Accept": "application/json"})
+        self._session.auth = auth
+        self._session.verify = verify
+
+    @classmethod
+    def for_settings(cls, settings: KafkaConnectSettings, **kwargs: Any) -> KafkaConnectClient:
+        """A client for the config's ``kafka_connect`` section (URL, basic auth, CA bundle)."""
+        auth = None
+        if settings.user is not None:
+            password = settings.password.get_secret_value() if settings.password is not None else ""
+            auth = (settings.user, password)
+        return cls(settings.url, auth=auth, verify=settings.ca_cert or True, **kwargs)
 
     def close(self) -> None:
         """Release the HTTP connection pool."""

@@ -20,8 +20,10 @@ from cdc_lake import jvm
 from cdc_lake.exceptions import ConfigError
 
 __all__ = [
+    "CONVERTERS",
     "ENGINES",
     "ConnectorParams",
+    "ConverterSettings",
     "heartbeat_table_ddl",
     "registry_api_url",
     "render_connector",
@@ -46,6 +48,64 @@ _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _ENV_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+CONVERTERS = ("apicurio", "confluent")
+"""Avro converters a connector can write with; both write the Confluent wire format the decoder reads."""
+
+CONFLUENT_AVRO_CONVERTER = "io.confluent.connect.avro.AvroConverter"
+_CONVERTER_SIDES = ("key.converter", "value.converter")
+
+
+@dataclass(frozen=True)
+class ConverterSettings:
+    """Which Avro converter the connector uses and how it authenticates to the registry.
+
+    ``apicurio`` (the local stack's) takes its settings from the engine templates.  ``confluent``
+    is Confluent's ``AvroConverter`` against ``confluent_url`` (any Confluent-API registry).
+    ``credentials_env`` names the environment variable on the Connect workers holding the
+    registry credentials (``user:password`` for ``user_info``, a token for ``bearer``); the
+    connector config carries only the ``${env:VAR}`` placeholder.
+    """
+
+    kind: str = "apicurio"
+    confluent_url: str | None = None
+    credentials_env: str | None = None
+    credentials_kind: str = "user_info"
+
+    def settings(self, connector: str) -> dict[str, str] | None:
+        """The converter settings replacing the templates' (None: keep the templates' Apicurio block)."""
+        if self.kind not in CONVERTERS:
+            raise ConfigError(
+                f"connector {connector!r}: unknown converter {self.kind!r} (expected one of {CONVERTERS})"
+            )
+        if self.kind == "apicurio":
+            if self.credentials_env is not None:
+                raise ConfigError(
+                    f"connector {connector!r}: registry credentials for the Connect workers need "
+                    "schema_registry.converter: confluent (the Apicurio converter is rendered without auth)"
+                )
+            return None
+        if not self.confluent_url:
+            raise ConfigError(f"connector {connector!r}: the Confluent converter needs the registry URL")
+        block: dict[str, str] = {}
+        for side in _CONVERTER_SIDES:
+            block[side] = CONFLUENT_AVRO_CONVERTER
+            block[f"{side}.schema.registry.url"] = self.confluent_url
+            if self.credentials_env is None:
+                continue
+            if not _ENV_VAR.fullmatch(self.credentials_env):
+                raise ConfigError(
+                    f"connector {connector!r}: {self.credentials_env!r} is not an environment variable name"
+                )
+            secret = f"${{env:{self.credentials_env}}}"
+            if self.credentials_kind == "bearer":
+                block[f"{side}.bearer.auth.credentials.source"] = "STATIC_TOKEN"
+                block[f"{side}.bearer.auth.token"] = secret
+            else:
+                block[f"{side}.basic.auth.credentials.source"] = "USER_INFO"
+                block[f"{side}.basic.auth.user.info"] = secret
+        return block
+
+
 @dataclass(frozen=True)
 class ConnectorParams:
     """Everything a connector template needs, for one source and one connector.
@@ -59,6 +119,7 @@ class ConnectorParams:
     ``publication_name`` and ``heartbeat_table`` (``schema.table``); MySQL/MariaDB need
     ``server_id`` and ``kafka_bootstrap`` (for the schema history topic).
     ``database_settings`` are extra ``database.*`` connector settings (TLS), added as given.
+    ``converter`` chooses the Avro converter (:class:`ConverterSettings`).
     """
 
     host: str
@@ -79,6 +140,7 @@ class ConnectorParams:
     topic_partitions: int = 1
     topic_replication_factor: int = 1
     database_settings: Mapping[str, str] = field(default_factory=dict)
+    converter: ConverterSettings = field(default_factory=ConverterSettings)
 
 
 def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[str, str]:
@@ -112,6 +174,10 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
         "topic_replication_factor": str(params.topic_replication_factor),
     }
     config = {key: _fill(name, engine, value, values) for key, value in _template(engine).items()}
+    converter = params.converter.settings(name)
+    if converter is not None:
+        config = {key: value for key, value in config.items() if not key.startswith(_CONVERTER_SIDES)}
+        config.update(converter)
     if params.columns:
         config["column.include.list"] = _column_include_list(name, params, tables)
     for key, value in params.database_settings.items():

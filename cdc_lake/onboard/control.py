@@ -32,7 +32,7 @@ def connector_names(config: Config, source: str | None) -> dict[str, list[str]]:
 def statuses(config: Config, source: str | None) -> list[dict[str, Any]]:
     """Connector and task states of the onboarded connectors, with the trace of failed ones."""
     rows: list[dict[str, Any]] = []
-    with KafkaConnectClient(config.kafka_connect.url) as connect:
+    with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
         registered = set(connect.list_connectors())
         for source_name, names in connector_names(config, source).items():
             for name in names:
@@ -69,7 +69,7 @@ Action = Literal["pause", "resume", "restart"]
 def control(config: Config, source: str, action: Action) -> list[str]:
     """Pause, resume or restart (with failed tasks) every connector of ``source``; returns their names."""
     names: Sequence[str] = connector_names(config, source)[source]
-    with KafkaConnectClient(config.kafka_connect.url) as connect:
+    with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
         for name in names:
             if action == "pause":
                 connect.pause(name)

@@ -83,7 +83,7 @@ def offboard(config: Config, request: OffboardRequest) -> OffboardReport:
     names = {plan.name for plan in plans}
     known_tables = [Table(name=name.split(".", 1)[1]) for name in ever]
     outcomes: dict[str, str] = {}
-    with KafkaConnectClient(config.kafka_connect.url) as connect:
+    with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
         reconciler = Reconciler(
             config,
             source,

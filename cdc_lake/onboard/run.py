@@ -32,6 +32,7 @@ from cdc_lake.secrets import mask_mapping
 from cdc_lake.sources import ConnectorEndpoints, PreflightOptions, SourceEngine, engine_for
 from cdc_lake.state import StateStore, TableState
 from connectors.client import KafkaConnectClient
+from connectors.render import ConverterSettings
 
 DEFAULT_TIMEOUT = 120.0
 _PREFLIGHT_ATTEMPTS = 2
@@ -136,10 +137,17 @@ class OnboardReport:
 
 def connector_endpoints(config: Config, password_env: str) -> ConnectorEndpoints:
     """Where connectors find the registry and Kafka, and the variable holding the password."""
+    registry = config.schema_registry
     return ConnectorEndpoints(
         password_env=password_env,
         registry_url=registry_base_url(config.schema_registry.url),
         kafka_bootstrap=config.kafka.bootstrap_servers,
+        converter=ConverterSettings(
+            kind=registry.converter,
+            confluent_url=registry.url,
+            credentials_env=registry.connect_credentials_env,
+            credentials_kind=registry.connect_credentials_kind,
+        ),
     )
 
 
@@ -214,7 +222,7 @@ def plan_onboarding(config: Config, request: OnboardRequest) -> OnboardPlan:
     }
     registered: dict[str, dict[str, str]] = {}
     in_use: dict[int, str] = {}
-    with KafkaConnectClient(config.kafka_connect.url, attempts=_PREFLIGHT_ATTEMPTS) as connect:
+    with KafkaConnectClient.for_settings(config.kafka_connect, attempts=_PREFLIGHT_ATTEMPTS) as connect:
         service_checks = [check_connect(connect, source.engine), check_registry(config), check_kafka(config)]
         if not service_checks[0].failed:
             names_check, registered = check_connector_names(connect, configs)
@@ -263,7 +271,7 @@ def execute_onboarding(plan: OnboardPlan) -> OnboardReport:
     """Carry out a checked plan; on failure roll back this run's changes and raise :class:`OnboardError`."""
     raise_for_failures(plan.source.name, plan.checks)
     source = plan.source
-    with KafkaConnectClient(plan.config.kafka_connect.url) as connect:
+    with KafkaConnectClient.for_settings(plan.config.kafka_connect) as connect:
         reconciler = Reconciler(
             plan.config, source, plan.engine, connect, plan.options, plan.endpoints, plan.request.timeout
         )

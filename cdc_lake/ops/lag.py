@@ -116,7 +116,7 @@ def _source_lag(config: Config, source: Source, tables: Sequence[Table], report:
     plans = plan_source(source, tables)
     offsets: dict[str, dict[str, object]] = {}
     try:
-        with KafkaConnectClient(config.kafka_connect.url) as connect:
+        with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
             registered = set(connect.list_connectors())
             for plan in plans:
                 if plan.name in registered:
@@ -144,7 +144,7 @@ def _source_lag(config: Config, source: Source, tables: Sequence[Table], report:
 
 def _connector_rows(config: Config, store: StateStore, report: LagReport) -> None:
     try:
-        with KafkaConnectClient(config.kafka_connect.url) as connect:
+        with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
             registered = set(connect.list_connectors())
             for name in sorted(config.sources):
                 recorded = store.get_source(name)

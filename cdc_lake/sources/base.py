@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from cdc_lake.config import Source, Table
 from cdc_lake.onboard.preflight import CheckResult
-from connectors.render import ConnectorParams
+from connectors.render import ConnectorParams, ConverterSettings
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ class ConnectorEndpoints:
     password_env: str
     registry_url: str
     kafka_bootstrap: str
+    converter: ConverterSettings = field(default_factory=ConverterSettings)
 
 
 @dataclass(frozen=True)

@@ -221,6 +221,7 @@ class MySqlEngine(SourceEngine):
             topic_prefix=self.source.topic_prefix or self.source.name,
             tables=list(capture.table_names),
             registry_url=endpoints.registry_url,
+            converter=endpoints.converter,
             columns={t.name: t.columns for t in capture.tables if t.columns},
             server_id=capture.server_id,
             kafka_bootstrap=endpoints.kafka_bootstrap,

@@ -410,6 +410,7 @@ class PostgresEngine(SourceEngine):
             topic_prefix=self.source.topic_prefix or self.source.name,
             tables=list(capture.table_names),
             registry_url=endpoints.registry_url,
+            converter=endpoints.converter,
             database=self.database,
             columns={t.name: t.columns for t in capture.tables if t.columns},
             slot_name=capture.slot_name,

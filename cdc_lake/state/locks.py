@@ -28,6 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from cdc_lake.exceptions import StateStoreError
+from cdc_lake.secrets import private_directory
 
 
 class LockPurpose(enum.StrEnum):
@@ -47,7 +48,7 @@ def _digest(purpose: LockPurpose, table: str) -> bytes:
 
 @contextlib.contextmanager
 def _file_lock(path: Path) -> Iterator[bool]:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_directory(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from cdc_lake.exceptions import StateStoreError, UnknownTableError
-from cdc_lake.secrets import redact
+from cdc_lake.secrets import private_directory, redact
 from cdc_lake.state.lifecycle import TableState, check_transition
 from cdc_lake.state.migrate import upgrade_to_head
 from cdc_lake.state.models import (
@@ -544,7 +544,7 @@ def _create_engine(url: str) -> Engine:
         engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
         if not database.startswith("file:"):
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
+            private_directory(Path(database).parent)
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
     event.listen(engine, "connect", _enable_sqlite_foreign_keys)
     return engine

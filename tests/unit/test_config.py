@@ -442,3 +442,10 @@ def test_tls_settings_are_refused_for_mysql_sources(tmp_path: Path) -> None:
 def test_connection_options_key_is_unknown(tmp_path: Path) -> None:
     text = PG_SOURCE.replace("      user: cdc\n", "      user: cdc\n      options: {sslmode: require}\n")
     assert "sources.pg.primary.options: unknown key" in error_of(write(tmp_path, text))
+
+
+def test_connector_registry_credentials_need_the_confluent_converter(tmp_path: Path) -> None:
+    text = "schema_registry:\n  connect_credentials_env: SR_AUTH\n"
+    assert "connect_credentials_env needs converter: confluent" in error_of(write(tmp_path, text))
+    config = load_config(write(tmp_path, text + "  converter: confluent\n"))
+    assert config.schema_registry.converter == "confluent"

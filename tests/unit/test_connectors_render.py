@@ -16,6 +16,7 @@ from connectors import render
 from connectors.render import (
     ENGINES,
     ConnectorParams,
+    ConverterSettings,
     heartbeat_table_ddl,
     registry_api_url,
     render_connector,
@@ -278,3 +279,52 @@ def test_database_tls_settings_are_rendered_and_cannot_replace_template_keys() -
 
     with pytest.raises(ConfigError, match=r"'database\.hostname' is not an extra database"):
         render_connector("postgres", "c1", replace(PG, database_settings={"database.hostname": "elsewhere"}))
+
+
+CONFLUENT_API = "https://registry.internal:8081"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_confluent_converter_replaces_the_apicurio_block(engine: str) -> None:
+    converter = ConverterSettings(kind="confluent", confluent_url=CONFLUENT_API)
+    config = render_connector(engine, "c1", replace(_params(engine), converter=converter))
+
+    assert not [key for key in config if "apicurio" in key]
+    for side in ("key", "value"):
+        # Confluent's documented keys (docs.confluent.io: "Using Kafka Connect with Schema Registry").
+        assert config[f"{side}.converter"] == "io.confluent.connect.avro.AvroConverter"
+        assert config[f"{side}.converter.schema.registry.url"] == CONFLUENT_API
+        assert f"{side}.converter.basic.auth.credentials.source" not in config
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        (
+            "user_info",
+            {"basic.auth.credentials.source": "USER_INFO", "basic.auth.user.info": "${env:SR_AUTH}"},
+        ),
+        ("bearer", {"bearer.auth.credentials.source": "STATIC_TOKEN", "bearer.auth.token": "${env:SR_AUTH}"}),
+    ],
+)
+def test_confluent_converter_credentials_come_from_the_worker_environment(
+    kind: str, expected: dict[str, str]
+) -> None:
+    converter = ConverterSettings(
+        "confluent", CONFLUENT_API, credentials_env="SR_AUTH", credentials_kind=kind
+    )
+    config = render_connector("postgres", "c1", replace(PG, converter=converter))
+
+    for side in ("key", "value"):
+        assert {k: v for k, v in config.items() if k.startswith(f"{side}.converter.") and "auth" in k} == {
+            f"{side}.converter.{key}": value for key, value in expected.items()
+        }
+    assert all(
+        value == MASK for key, value in mask_mapping(config).items() if key.endswith(("user.info", "token"))
+    )
+
+
+def test_registry_credentials_with_the_apicurio_converter_are_refused() -> None:
+    converter = ConverterSettings("apicurio", credentials_env="SR_AUTH")
+    with pytest.raises(ConfigError, match=r"need schema_registry\.converter: confluent"):
+        render_connector("postgres", "c1", replace(PG, converter=converter))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from cdc_lake import secrets
-from cdc_lake.secrets import MASK, mask_mapping, redact, register_secrets, secret_values
+from cdc_lake.secrets import MASK, mask_mapping, private_directory, redact, register_secrets, secret_values
 
 
 @pytest.fixture(autouse=True)
@@ -54,3 +56,18 @@ def test_registered_and_given_secrets_are_redacted_longest_first() -> None:
 
     assert redact("x abcdef y abc", also=["abcdef"]) == f"x {MASK} y {MASK}"
     assert redact("nothing here") == "nothing here"
+
+
+def test_the_state_directory_is_created_private(tmp_path: Path) -> None:
+    from cdc_lake.state.store import StateStore
+
+    state_dir = tmp_path / "new" / ".cdc-lake"
+    with StateStore.open(f"sqlite:///{state_dir / 'state.db'}"):
+        pass
+    assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
+
+    existing = tmp_path / "shared"
+    existing.mkdir(mode=0o755)
+    existing.chmod(0o755)
+    private_directory(existing)
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o755
