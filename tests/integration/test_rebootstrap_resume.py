@@ -29,6 +29,7 @@ from bootstrap_support import (
     postgres_db,
     write_config,
 )
+from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
 
 from cdc_lake.stack.manager import LocalStack
@@ -110,6 +111,8 @@ def test_a_killed_rebootstrap_resumes_and_another_is_rolled_back(
     assert len(commits) > 1 and indexes == sorted(set(indexes)), "no partition written twice"
     apply_until_live(spark, config, table)
     assert assert_lake_equals_source(spark, config, db, "resumed", base_path=f"{old_path}__v2") == ROWS
+    source = {int(r["id"]): r["val"] for r in db.rows("resumed", ("id",))}
+    assert {int(r["id"]): r["val"] for r in hudi_rs_rows(f"{old_path}__v2", ["id", "val"])} == source
 
     _kill_after_first_copy_commit(config_path, f"{table}~v3")
     aborted = cli_run(config_path, "rebootstrap", table, "--abort")
