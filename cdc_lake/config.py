@@ -328,6 +328,9 @@ class StackPorts(_Model):
     registry: int = Field(default=18081, ge=1, le=65535)
     object_store: int = Field(default=17070, ge=1, le=65535)
     glue: int = Field(default=17080, ge=1, le=65535)
+    spark_master: int = Field(default=17077, ge=1, le=65535)
+    spark_master_ui: int = Field(default=18090, ge=1, le=65535)
+    spark_worker_ui: int = Field(default=18091, ge=1, le=65535)
 
 
 class GlueSettings(_Model):

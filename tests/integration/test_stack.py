@@ -24,6 +24,8 @@ SERVICES = {
     "schema-registry",
     "kafka-connect",
     "glue-catalog",
+    "spark-master",
+    "spark-worker",
 }
 
 

@@ -33,6 +33,8 @@ def test_compose_has_every_stack_service_on_the_same_port(tmp_path: Path) -> Non
         "schema-registry": stack.layout.ports.registry,
         "kafka-connect": stack.layout.ports.connect,
         "glue-catalog": stack.layout.ports.glue,
+        "spark-master": stack.layout.ports.spark_master,
+        "spark-worker": stack.layout.ports.spark_worker_ui,
     }
     assert set(expected) == {service.name for service in stack.services}
     for name, port in expected.items():
