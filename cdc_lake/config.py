@@ -324,6 +324,8 @@ class StackPorts(_Model):
     mariadb_replica: int = Field(default=13307, ge=1, le=65535)
     kafka: int = Field(default=19092, ge=1, le=65535)
     kafka_controller: int = Field(default=19093, ge=1, le=65535)
+    kafka_secure: int = Field(default=19094, ge=1, le=65535)
+    """The broker's SASL/SCRAM-over-TLS listener (user ``cdc-lake``, the stack CA)."""
     connect: int = Field(default=18083, ge=1, le=65535)
     registry: int = Field(default=18081, ge=1, le=65535)
     object_store: int = Field(default=17070, ge=1, le=65535)
