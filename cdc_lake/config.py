@@ -39,6 +39,7 @@ DEFAULT_CONFIG_NAME = "cdc-lake.yaml"
 DEFAULT_STATE_DIR = ".cdc-lake"
 
 _ENV_REFERENCE = re.compile(r"\$\{([^}]*)\}")
+_CONNECT_ENV_REFERENCE = re.compile(r"^env:[A-Za-z_][A-Za-z0-9_]*$")
 _ENV_BODY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
 # Source names become Postgres slot names, Kafka topic prefixes and lake directories;
 # slot names only allow lowercase letters, digits and underscores.
@@ -150,6 +151,9 @@ class KafkaSettings(_Model):
 
     bootstrap_servers: str = "127.0.0.1:19092"
     consumer: dict[str, PassthroughValue] = Field(default_factory=dict)
+    connector_clients: dict[str, PassthroughValue] = Field(default_factory=dict)
+    """Java Kafka client settings for the connectors' own clients (MySQL/MariaDB schema history), e.g.
+    ``security.protocol``, ``sasl.jaas.config``; ``${env:VAR}`` is resolved by the Connect workers."""
 
     @field_validator("consumer")
     @classmethod
@@ -663,6 +667,10 @@ def _expand_env(value: object, loc: tuple[str | int, ...], path: Path) -> object
 
 
 def _env_value(body: str, loc: tuple[str | int, ...], path: Path) -> str:
+    if _CONNECT_ENV_REFERENCE.match(body):
+        # ${env:VAR} is Kafka Connect's EnvVarConfigProvider syntax: the Connect worker resolves it from
+        # its own environment, so a connector setting can name a secret without holding it.
+        return f"${{{body}}}"
     parsed = _ENV_BODY.match(body)
     if parsed is None:
         raise ConfigError(

@@ -75,6 +75,23 @@ class KafkaBroker(Service):
             "ssl.ca.location": str(self.layout.path("tls", "ca.crt")),
         }
 
+    def secure_connector_client_settings(self) -> dict[str, str]:
+        """Java client settings for the SASL_SSL listener (what ``kafka.connector_clients`` holds).
+
+        The password stays on the Connect worker: ``${env:CDC_LAKE_KAFKA_PASSWORD}``.
+        """
+        jaas = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{self.layout.credentials.kafka_user}" password="${{env:CDC_LAKE_KAFKA_PASSWORD}}";'
+        )
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": SCRAM_MECHANISM,
+            "sasl.jaas.config": jaas,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.layout.path("tls", "ca.crt")),
+        }
+
     def _keystore(self) -> Path:
         """A PEM keystore (private key, then certificate) for the TLS listener."""
         certificate = server_certificate(self.layout, "kafka", None)
@@ -245,7 +262,7 @@ class KafkaConnect(Service):
                 "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(config_file),
             ),
-            env={"CDC_LAKE_DB_PASSWORD": creds.db_password},
+            env={"CDC_LAKE_DB_PASSWORD": creds.db_password, "CDC_LAKE_KAFKA_PASSWORD": creds.kafka_password},
         )
 
     def healthy(self) -> bool:

@@ -4,7 +4,9 @@ The config points ``kafka.bootstrap_servers`` at the secured listener only and g
 settings once in ``kafka.consumer``: a client created without them cannot talk to that listener, so
 onboarding (the heartbeat check), the bootstrap (watermarks, the newest-event read), the applier
 (executor range reads, end offsets) and `lag` all working proves every client got them.  Debezium
-writes through Connect's own (plaintext) listener.  A wrong password fails in one line and creates
+writes through Connect's own (plaintext) listener; the MySQL/MariaDB connector's schema-history
+clients use the secured one with ``kafka.connector_clients`` (the password as ``${env:…}``,
+resolved by the Connect worker).  A wrong password fails in one line and creates
 nothing.
 """
 
@@ -22,6 +24,7 @@ from bootstrap_support import (
     assert_lake_equals_source,
     cli_run,
     load,
+    mariadb_db,
     postgres_db,
     state_of,
     write_config,
@@ -35,10 +38,11 @@ from cdc_lake.state.lifecycle import TableState
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 
-ITEMS = """
-create table public.{name} (id bigint primary key, val text, n integer);
-insert into public.{name} select g, 'v' || g, g from generate_series(1, 60) g;
-"""
+ROWS = ", ".join(f"({i}, 'v{i}', {i})" for i in range(1, 61))
+ITEMS = (
+    "create table {name} (id bigint primary key, val text, n integer)",
+    "insert into {name} values " + ROWS,
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,15 +51,26 @@ def db(local_stack: LocalStack) -> Iterator[SourceDb]:
         yield created
 
 
+@pytest.fixture(scope="module")
+def maria(local_stack: LocalStack) -> Iterator[SourceDb]:
+    with mariadb_db(local_stack) as created:
+        yield created
+
+
 def _secured_kafka(local_stack: LocalStack, **override: str) -> dict[str, Any]:
     settings = {**local_stack.kafka.secure_client_settings(), **override}
-    return {"bootstrap_servers": local_stack.kafka.secure_address(), "consumer": settings}
+    return {
+        "bootstrap_servers": local_stack.kafka.secure_address(),
+        "consumer": settings,
+        # Debezium's MySQL/MariaDB schema-history clients reach the same listener (Java settings).
+        "connector_clients": local_stack.kafka.secure_connector_client_settings(),
+    }
 
 
 def test_wrong_password_fails_in_one_line_and_creates_nothing(
     local_stack: LocalStack, db: SourceDb, tmp_path: Path
 ) -> None:
-    db.execute(ITEMS.format(name="refused"))
+    db.execute(*(statement.format(name="refused") for statement in ITEMS))
     kafka = _secured_kafka(local_stack, **{"sasl.password": "not-the-password"})
     config_path = write_config(tmp_path, db, [{"name": "refused"}], str(tmp_path / "lake"), kafka=kafka)
 
@@ -68,10 +83,12 @@ def test_wrong_password_fails_in_one_line_and_creates_nothing(
     assert connectors_of(db.source) == []
 
 
+@pytest.mark.parametrize("engine", ["postgres", "mariadb"])
 def test_onboard_bootstrap_apply_lag_over_sasl_ssl_end_equal(
-    spark: SparkSession, local_stack: LocalStack, db: SourceDb, tmp_path: Path
+    spark: SparkSession, local_stack: LocalStack, request: pytest.FixtureRequest, tmp_path: Path, engine: str
 ) -> None:
-    db.execute(ITEMS.format(name="items"))
+    db: SourceDb = request.getfixturevalue("db" if engine == "postgres" else "maria")
+    db.execute(*(statement.format(name="items") for statement in ITEMS))
     kafka = _secured_kafka(local_stack)
     config_path = write_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"), kafka=kafka)
     config = load(config_path)
@@ -83,12 +100,11 @@ def test_onboard_bootstrap_apply_lag_over_sasl_ssl_end_equal(
     assert bootstrapped.exit_code == 0, bootstrapped.stderr
     assert json.loads(bootstrapped.stdout)[0]["state"] == "CATCHING_UP"
     db.execute(
-        "update public.items set val = 'changed' where id <= 15",
-        "delete from public.items where id between 30 and 35",
-        "insert into public.items values (200, 'new', 200)",
+        "update items set val = 'changed' where id <= 15",
+        "delete from items where id between 30 and 35",
+        "insert into items values (200, 'new', 200)",
     )
     apply_until_live(spark, config, table)
-
     assert state_of(config, table) is TableState.LIVE
     lag = cli_run(config_path, "lag", "--json")
     assert lag.exit_code in (0, 4), lag.stderr

@@ -449,3 +449,10 @@ def test_connector_registry_credentials_need_the_confluent_converter(tmp_path: P
     assert "connect_credentials_env needs converter: confluent" in error_of(write(tmp_path, text))
     config = load_config(write(tmp_path, text + "  converter: confluent\n"))
     assert config.schema_registry.converter == "confluent"
+
+
+def test_connect_env_references_are_left_for_the_connect_workers(tmp_path: Path) -> None:
+    jaas = "'Scram required password=\"${env:KAFKA_PW}\";'"
+    text = f"kafka:\n  connector_clients:\n    sasl.jaas.config: {jaas}\n"
+    config = load_config(write(tmp_path, text))
+    assert config.kafka.connector_clients["sasl.jaas.config"] == 'Scram required password="${env:KAFKA_PW}";'
