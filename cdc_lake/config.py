@@ -185,9 +185,28 @@ class SchemaRegistrySettings(_Model):
     url: str = "http://127.0.0.1:18081/apis/ccompat/v7"
     user: str | None = None
     password: Secret | None = None
+    bearer_token: Secret | None = None
     converter: Literal["apicurio", "confluent"] = "apicurio"
     connect_credentials_env: str | None = None
     connect_credentials_kind: Literal["user_info", "bearer"] = "user_info"
+
+    def basic_auth(self) -> tuple[str, str] | None:
+        """(user, password) for HTTP basic authentication, when a user is configured."""
+        if self.user is None:
+            return None
+        return self.user, self.password.get_secret_value() if self.password is not None else ""
+
+    def auth_headers(self) -> dict[str, str]:
+        """The ``Authorization: Bearer`` header, when a token is configured."""
+        if self.bearer_token is None:
+            return {}
+        return {"Authorization": f"Bearer {self.bearer_token.get_secret_value()}"}
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> SchemaRegistrySettings:
+        if self.bearer_token is not None and self.user is not None:
+            raise PydanticCustomError("registry_auth", "set either user/password or bearer_token, not both")
+        return self
 
     @model_validator(mode="after")
     def _credentials_need_confluent(self) -> SchemaRegistrySettings:

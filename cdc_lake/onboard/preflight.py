@@ -137,20 +137,18 @@ def check_connect(client: KafkaConnectClient, engine: str) -> CheckResult:
 
 
 def check_registry(config: Config) -> CheckResult:
-    """The schema registry answers on its Confluent API (the applier) and its native API (the converter)."""
+    """The schema registry answers on its Confluent API (the decoder; Confluent's converter) and, with the
+    Apicurio converter, on Apicurio's native API."""
     name = "schema registry"
     settings = config.schema_registry
-    auth = None
-    if settings.user is not None:
-        password = settings.password.get_secret_value() if settings.password is not None else ""
-        auth = (settings.user, password)
-    urls = (
-        settings.url.rstrip("/") + "/subjects",
-        registry_api_url(registry_base_url(settings.url)) + "/system/info",
-    )
+    urls = [settings.url.rstrip("/") + "/subjects"]
+    if settings.converter == "apicurio":
+        urls.append(registry_api_url(registry_base_url(settings.url)) + "/system/info")
     for url in urls:
         try:
-            response = requests.get(url, timeout=_SERVICE_TIMEOUT, auth=auth)
+            response = requests.get(
+                url, timeout=_SERVICE_TIMEOUT, auth=settings.basic_auth(), headers=settings.auth_headers()
+            )
         except requests.RequestException as exc:
             return CheckResult.fail(
                 name,
