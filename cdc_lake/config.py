@@ -39,6 +39,7 @@ DEFAULT_CONFIG_NAME = "cdc-lake.yaml"
 DEFAULT_STATE_DIR = ".cdc-lake"
 
 _ENV_REFERENCE = re.compile(r"\$\{([^}]*)\}")
+_CONNECT_ENV_REFERENCE = re.compile(r"^env:[A-Za-z_][A-Za-z0-9_]*$")
 _ENV_BODY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
 # Source names become Postgres slot names, Kafka topic prefixes and lake directories;
 # slot names only allow lowercase letters, digits and underscores.
@@ -150,6 +151,9 @@ class KafkaSettings(_Model):
 
     bootstrap_servers: str = "127.0.0.1:19092"
     consumer: dict[str, PassthroughValue] = Field(default_factory=dict)
+    connector_clients: dict[str, PassthroughValue] = Field(default_factory=dict)
+    """Java Kafka client settings for the connectors' own clients (MySQL/MariaDB schema history), e.g.
+    ``security.protocol``, ``sasl.jaas.config``; ``${env:VAR}`` is resolved by the Connect workers."""
 
     @field_validator("consumer")
     @classmethod
@@ -181,9 +185,28 @@ class SchemaRegistrySettings(_Model):
     url: str = "http://127.0.0.1:18081/apis/ccompat/v7"
     user: str | None = None
     password: Secret | None = None
+    bearer_token: Secret | None = None
     converter: Literal["apicurio", "confluent"] = "apicurio"
     connect_credentials_env: str | None = None
     connect_credentials_kind: Literal["user_info", "bearer"] = "user_info"
+
+    def basic_auth(self) -> tuple[str, str] | None:
+        """(user, password) for HTTP basic authentication, when a user is configured."""
+        if self.user is None:
+            return None
+        return self.user, self.password.get_secret_value() if self.password is not None else ""
+
+    def auth_headers(self) -> dict[str, str]:
+        """The ``Authorization: Bearer`` header, when a token is configured."""
+        if self.bearer_token is None:
+            return {}
+        return {"Authorization": f"Bearer {self.bearer_token.get_secret_value()}"}
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> SchemaRegistrySettings:
+        if self.bearer_token is not None and self.user is not None:
+            raise PydanticCustomError("registry_auth", "set either user/password or bearer_token, not both")
+        return self
 
     @model_validator(mode="after")
     def _credentials_need_confluent(self) -> SchemaRegistrySettings:
@@ -324,11 +347,16 @@ class StackPorts(_Model):
     mariadb_replica: int = Field(default=13307, ge=1, le=65535)
     kafka: int = Field(default=19092, ge=1, le=65535)
     kafka_controller: int = Field(default=19093, ge=1, le=65535)
+    kafka_secure: int = Field(default=19094, ge=1, le=65535)
+    """The broker's SASL/SCRAM-over-TLS listener (user ``cdc-lake``, the stack CA)."""
     connect: int = Field(default=18083, ge=1, le=65535)
     registry: int = Field(default=18081, ge=1, le=65535)
     object_store: int = Field(default=17070, ge=1, le=65535)
     glue: int = Field(default=17080, ge=1, le=65535)
     hive_metastore: int = Field(default=19083, ge=1, le=65535)
+    spark_master: int = Field(default=17077, ge=1, le=65535)
+    spark_master_ui: int = Field(default=18090, ge=1, le=65535)
+    spark_worker_ui: int = Field(default=18091, ge=1, le=65535)
 
 
 class GlueSettings(_Model):
@@ -668,6 +696,10 @@ def _expand_env(value: object, loc: tuple[str | int, ...], path: Path) -> object
 
 
 def _env_value(body: str, loc: tuple[str | int, ...], path: Path) -> str:
+    if _CONNECT_ENV_REFERENCE.match(body):
+        # ${env:VAR} is Kafka Connect's EnvVarConfigProvider syntax: the Connect worker resolves it from
+        # its own environment, so a connector setting can name a secret without holding it.
+        return f"${{{body}}}"
     parsed = _ENV_BODY.match(body)
     if parsed is None:
         raise ConfigError(

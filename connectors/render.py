@@ -120,6 +120,8 @@ class ConnectorParams:
     ``server_id`` and ``kafka_bootstrap`` (for the schema history topic).
     ``database_settings`` are extra ``database.*`` connector settings (TLS), added as given.
     ``converter`` chooses the Avro converter (:class:`ConverterSettings`).
+    ``schema_history_clients`` are Java Kafka client settings (security) for the MySQL/MariaDB
+    schema-history producer and consumer.
     """
 
     host: str
@@ -141,6 +143,7 @@ class ConnectorParams:
     topic_replication_factor: int = 1
     database_settings: Mapping[str, str] = field(default_factory=dict)
     converter: ConverterSettings = field(default_factory=ConverterSettings)
+    schema_history_clients: Mapping[str, str] = field(default_factory=dict)
 
 
 def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[str, str]:
@@ -180,6 +183,10 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
         config.update(converter)
     if params.columns:
         config["column.include.list"] = _column_include_list(name, params, tables)
+    if "schema.history.internal.kafka.bootstrap.servers" in config:
+        for key, value in params.schema_history_clients.items():
+            config[f"schema.history.internal.producer.{key}"] = value
+            config[f"schema.history.internal.consumer.{key}"] = value
     for key, value in params.database_settings.items():
         if not key.startswith("database.") or key in config:
             raise ConfigError(f"connector {name!r}: {key!r} is not an extra database.* setting")

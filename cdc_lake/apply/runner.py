@@ -87,7 +87,9 @@ def applier_options(
 def registry_client(config: Config) -> SchemaRegistry:
     """The schema registry client the driver and the executors use."""
     settings = config.schema_registry
-    return SchemaRegistry(settings.url, username=settings.user, password=settings.password)
+    return SchemaRegistry(
+        settings.url, username=settings.user, password=settings.password, bearer_token=settings.bearer_token
+    )
 
 
 def describe_failure(exc: BaseException) -> str:

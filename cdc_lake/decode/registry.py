@@ -42,6 +42,7 @@ class SchemaRegistry:
         *,
         username: str | None = None,
         password: SecretStr | None = None,
+        bearer_token: SecretStr | None = None,
         timeout_seconds: float = 10.0,
         attempts: int = 5,
         backoff_seconds: float = 0.5,
@@ -57,6 +58,7 @@ class SchemaRegistry:
         self.url = url.rstrip("/")
         self._username = username
         self._password = password
+        self._bearer_token = bearer_token
         self._timeout = timeout_seconds
         self._attempts = attempts
         self._backoff = backoff_seconds
@@ -71,6 +73,8 @@ class SchemaRegistry:
         if self._username is not None:
             secret = self._password.get_secret_value() if self._password is not None else ""
             session.auth = (self._username, secret)
+        if self._bearer_token is not None:
+            session.headers["Authorization"] = f"Bearer {self._bearer_token.get_secret_value()}"
         return session
 
     def get_schema(self, schema_id: int) -> RegisteredSchema:

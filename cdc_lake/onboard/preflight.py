@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from cdc_lake.config import Config
@@ -137,20 +137,18 @@ def check_connect(client: KafkaConnectClient, engine: str) -> CheckResult:
 
 
 def check_registry(config: Config) -> CheckResult:
-    """The schema registry answers on its Confluent API (the applier) and its native API (the converter)."""
+    """The schema registry answers on its Confluent API (the decoder; Confluent's converter) and, with the
+    Apicurio converter, on Apicurio's native API."""
     name = "schema registry"
     settings = config.schema_registry
-    auth = None
-    if settings.user is not None:
-        password = settings.password.get_secret_value() if settings.password is not None else ""
-        auth = (settings.user, password)
-    urls = (
-        settings.url.rstrip("/") + "/subjects",
-        registry_api_url(registry_base_url(settings.url)) + "/system/info",
-    )
+    urls = [settings.url.rstrip("/") + "/subjects"]
+    if settings.converter == "apicurio":
+        urls.append(registry_api_url(registry_base_url(settings.url)) + "/system/info")
     for url in urls:
         try:
-            response = requests.get(url, timeout=_SERVICE_TIMEOUT, auth=auth)
+            response = requests.get(
+                url, timeout=_SERVICE_TIMEOUT, auth=settings.basic_auth(), headers=settings.auth_headers()
+            )
         except requests.RequestException as exc:
             return CheckResult.fail(
                 name,
@@ -170,25 +168,42 @@ def check_kafka(config: Config) -> CheckResult:
     """The Kafka cluster answers a metadata request."""
     name = "kafka"
     servers = config.kafka.bootstrap_servers
-    admin = kafka_admin(config)
+    seen: list[KafkaError] = []
+    admin = kafka_admin(config, seen)
     try:
         metadata = admin.list_topics(timeout=_SERVICE_TIMEOUT)
     except KafkaException as exc:
+        # A failed login or TLS handshake surfaces as "broker transport failure": say what it was
+        # (error events reach ``seen`` only when the client is polled).
+        admin.poll(0)
+        refused = [e for e in seen if e.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL)]
+        if refused:
+            return CheckResult.fail(
+                name,
+                f"{servers} refused the connection: {refused[-1].str()}",
+                "check the security settings (sasl.*, ssl.*) in kafka.consumer",
+            )
         return CheckResult.fail(
             name, f"{servers} unreachable: {exc}", "start Kafka or fix kafka.bootstrap_servers in the config"
         )
     return CheckResult.ok(name, f"{servers}: {len(metadata.brokers)} broker(s)")
 
 
-def kafka_admin(config: Config) -> AdminClient:
+def kafka_admin(config: Config, errors: list[KafkaError] | None = None) -> AdminClient:
     """An admin client for the configured cluster, with the consumer settings (security, etc.) too.
 
     librdkafka's own log is off: it would print a line to stderr per failed connection attempt,
-    and every failure reaches the caller as an exception (and a check result) anyway.
+    and every failure reaches the caller as an exception (and a check result) anyway; ``errors``
+    collects the client's error events (a failed authentication is only reported there).
     """
-    return AdminClient(
-        {**config.kafka.consumer, "bootstrap.servers": config.kafka.bootstrap_servers, "log_level": 0}
-    )
+    settings: dict[str, Any] = {
+        **config.kafka.consumer,
+        "bootstrap.servers": config.kafka.bootstrap_servers,
+        "log_level": 0,
+    }
+    if errors is not None:
+        settings["error_cb"] = errors.append
+    return AdminClient(settings)
 
 
 def check_connector_names(

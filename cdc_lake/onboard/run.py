@@ -142,6 +142,7 @@ def connector_endpoints(config: Config, password_env: str) -> ConnectorEndpoints
         password_env=password_env,
         registry_url=registry_base_url(config.schema_registry.url),
         kafka_bootstrap=config.kafka.bootstrap_servers,
+        kafka_clients=dict(config.kafka.connector_clients),
         converter=ConverterSettings(
             kind=registry.converter,
             confluent_url=registry.url,

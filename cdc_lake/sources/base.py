@@ -68,6 +68,7 @@ class ConnectorEndpoints:
     registry_url: str
     kafka_bootstrap: str
     converter: ConverterSettings = field(default_factory=ConverterSettings)
+    kafka_clients: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,7 @@ class MySqlEngine(SourceEngine):
             columns={t.name: t.columns for t in capture.tables if t.columns},
             server_id=capture.server_id,
             kafka_bootstrap=endpoints.kafka_bootstrap,
+            schema_history_clients=endpoints.kafka_clients,
         )
 
     # Positions

@@ -236,6 +236,9 @@ def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSessi
             # Read by the JVM launcher before any conf applies: keeps Spark's own lookups on loopback.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf = spark_conf(settings, lake, jars)
+        # PySpark takes the executors' interpreter from this variable, not from spark.pyspark.python: on a
+        # cluster the default ("python3" on the worker's PATH) lacks cdc_lake and its dependencies.
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
         # Spark's own warnings only with -v (cdc-lake's logging at INFO or below).
         verbose = logging.getLogger().isEnabledFor(logging.INFO)
         if not verbose:

@@ -1,4 +1,9 @@
-"""Apache Kafka in KRaft mode and a distributed Kafka Connect worker, both from Maven Central jars."""
+"""Apache Kafka in KRaft mode and a distributed Kafka Connect worker, both from Maven Central jars.
+
+The broker has a plaintext listener (Connect, tests, the demo) and a SASL/SCRAM-SHA-512 over TLS
+listener (``ports.kafka_secure``) with the certificate from the stack CA and the SCRAM user from the
+stack credentials, so the secured path of every cdc-lake Kafka client runs against a real broker.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +15,15 @@ from typing import Any
 
 import requests
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._scram import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from cdc_lake import jvm
 from cdc_lake.stack.java import classpath_argv
 from cdc_lake.stack.process import run_checked
 from cdc_lake.stack.service import HOST, Service, StackLayout
+from cdc_lake.stack.tls import server_certificate
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
 
 DEBEZIUM_CONNECTOR_CLASSES = (
     "io.debezium.connector.postgresql.PostgresConnector",
@@ -51,17 +60,68 @@ class KafkaBroker(Service):
     def config_file(self) -> Path:
         return self.layout.path("kafka", "server.properties")
 
+    def secure_address(self) -> str:
+        """The SASL_SSL listener."""
+        return f"{HOST}:{self.layout.ports.kafka_secure}"
+
+    def secure_client_settings(self) -> dict[str, str]:
+        """librdkafka settings for the SASL_SSL listener (what ``kafka.consumer`` holds in a config)."""
+        creds = self.layout.credentials
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": SCRAM_MECHANISM,
+            "sasl.username": creds.kafka_user,
+            "sasl.password": creds.kafka_password,
+            "ssl.ca.location": str(self.layout.path("tls", "ca.crt")),
+        }
+
+    def secure_connector_client_settings(self) -> dict[str, str]:
+        """Java client settings for the SASL_SSL listener (what ``kafka.connector_clients`` holds).
+
+        The password stays on the Connect worker: ``${env:CDC_LAKE_KAFKA_PASSWORD}``.
+        """
+        jaas = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{self.layout.credentials.kafka_user}" password="${{env:CDC_LAKE_KAFKA_PASSWORD}}";'
+        )
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": SCRAM_MECHANISM,
+            "sasl.jaas.config": jaas,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.layout.path("tls", "ca.crt")),
+        }
+
+    def _keystore(self) -> Path:
+        """A PEM keystore (private key, then certificate) for the TLS listener."""
+        certificate = server_certificate(self.layout, "kafka", None)
+        keystore = certificate.key.parent / "keystore.pem"
+        if not keystore.exists():
+            keystore.write_text(certificate.key.read_text() + certificate.certificate.read_text())
+            keystore.chmod(0o600)
+        return keystore
+
     def _properties(self) -> dict[str, str]:
         ports = self.layout.ports
+        secure = "listener.name.sasl_ssl."
         return {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{HOST}:{ports.kafka_controller}",
-            "listeners": f"PLAINTEXT://{HOST}:{ports.kafka},CONTROLLER://{HOST}:{ports.kafka_controller}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{ports.kafka}",
+            "listeners": (
+                f"PLAINTEXT://{HOST}:{ports.kafka},CONTROLLER://{HOST}:{ports.kafka_controller},"
+                f"SASL_SSL://{HOST}:{ports.kafka_secure}"
+            ),
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{ports.kafka},SASL_SSL://{HOST}:{ports.kafka_secure}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            f"{secure}{SCRAM_MECHANISM.lower()}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            f"{secure}ssl.keystore.type": "PEM",
+            f"{secure}ssl.keystore.location": str(self._keystore()),
             "log.dirs": str(self.layout.path("kafka", "data")),
             "num.partitions": "1",
             "default.replication.factor": "1",
@@ -84,21 +144,24 @@ class KafkaBroker(Service):
         classpath = jvm.resolve(jvm.KAFKA_SERVER)
         _write_properties(self.config_file, self._properties())
         if not self.layout.path("kafka", "data", "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            run_checked(
-                classpath_argv(
-                    "256m",
-                    classpath,
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "-t",
-                    cluster_id,
-                    "-c",
-                    str(self.config_file),
-                ),
-                "formatting Kafka KRaft storage",
-            )
+            self.format_storage(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
         self.process.start(classpath_argv("512m", classpath, "kafka.Kafka", str(self.config_file)))
+
+    def format_storage(self, cluster_id: str) -> None:
+        """Format the KRaft log directory for ``cluster_id`` (the config file must be written)."""
+        run_checked(
+            classpath_argv(
+                "256m",
+                jvm.resolve(jvm.KAFKA_SERVER),
+                "kafka.tools.StorageTool",
+                "format",
+                # One argument: a random id may start with "-", which would read as an option.
+                f"--cluster-id={cluster_id}",
+                "-c",
+                str(self.config_file),
+            ),
+            "formatting Kafka KRaft storage",
+        )
 
     def admin(self) -> AdminClient:
         """An admin client for this broker."""
@@ -112,6 +175,18 @@ class KafkaBroker(Service):
     def healthy(self) -> bool:
         metadata = self.admin().list_topics(timeout=3)
         return len(metadata.brokers) == 1
+
+    def after_healthy(self) -> None:
+        """Create (or reset) the SCRAM user of the secured listener, through the plaintext one."""
+        creds = self.layout.credentials
+        upsert = UserScramCredentialUpsertion(
+            creds.kafka_user,
+            ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+            creds.kafka_password.encode(),
+        )
+        admin = self.admin()  # keep it alive until the futures resolve
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(timeout=30)
 
 
 class KafkaConnect(Service):
@@ -187,7 +262,7 @@ class KafkaConnect(Service):
                 "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(config_file),
             ),
-            env={"CDC_LAKE_DB_PASSWORD": creds.db_password},
+            env={"CDC_LAKE_DB_PASSWORD": creds.db_password, "CDC_LAKE_KAFKA_PASSWORD": creds.kafka_password},
         )
 
     def healthy(self) -> bool:

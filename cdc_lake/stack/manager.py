@@ -17,6 +17,7 @@ from cdc_lake.stack.postgres import PostgresPrimary, PostgresReplica
 from cdc_lake.stack.process import wait_until
 from cdc_lake.stack.registry import SchemaRegistry
 from cdc_lake.stack.service import Service, ServiceStatus, StackLayout
+from cdc_lake.stack.spark import SparkMaster, SparkWorker
 
 HEALTH_TIMEOUT_SECONDS = 180.0
 
@@ -44,10 +45,26 @@ class LocalStack:
         self.object_store = ObjectStore(self.layout)
         self.glue = GlueCatalog(self.layout)
         self.hive_metastore = HiveMetastore(self.layout)
+        self.spark_master = SparkMaster(self.layout)
+        self.spark_worker = SparkWorker(self.layout, self.spark_master)
         # Each wave starts together and must be healthy before the next one starts.
         self.waves: tuple[tuple[Service, ...], ...] = (
-            (self.object_store, self.postgres_primary, self.mariadb_primary, self.kafka, self.registry),
-            (self.postgres_replica, self.mariadb_replica, self.connect, self.glue, self.hive_metastore),
+            (
+                self.object_store,
+                self.postgres_primary,
+                self.mariadb_primary,
+                self.kafka,
+                self.registry,
+                self.spark_master,
+            ),
+            (
+                self.postgres_replica,
+                self.mariadb_replica,
+                self.connect,
+                self.glue,
+                self.hive_metastore,
+                self.spark_worker,
+            ),
         )
 
     @property

@@ -21,6 +21,10 @@ class StackCredentials:
     s3_secret_key: str = field(
         default_factory=lambda: os.environ.get("CDC_LAKE_S3_SECRET_KEY", "cdc-lake-local-secret")
     )
+    kafka_user: str = "cdc-lake"
+    kafka_password: str = field(
+        default_factory=lambda: os.environ.get("CDC_LAKE_KAFKA_PASSWORD", "cdc-lake-local-kafka")
+    )
 
     def __repr__(self) -> str:
         return f"StackCredentials(db_user={self.db_user!r}, secrets=******)"

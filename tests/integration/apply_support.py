@@ -474,6 +474,7 @@ class Workload:
         self.next_key = 1
         self.version = 0
         self.messages = 0
+        self.tombstones = 0  # of those messages: the tombstone after each delete (not a change event)
         quote = '"' if capture.engine == "postgres" else "`"
         self.table = f"{quote}{capture.schema}{quote}.{quote}{capture.table}{quote}"
 
@@ -517,6 +518,7 @@ class Workload:
         self.live.discard(key)
         self.deleted.add(key)
         self.messages += 2
+        self.tombstones += 1
         return f"delete from {self.table} where id = %s", [key]
 
     def run(self, count: int) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from apply_support import (
     Capture,
     SyntheticTopic,
@@ -44,6 +46,22 @@ def capture(local_stack: LocalStack) -> Iterator[Capture]:
         yield captured
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _samples(exposition: str, table: str) -> dict[str, float]:
+    """Sample values labelled with ``table`` in a Prometheus text exposition, by metric name."""
+    found: dict[str, float] = {}
+    for line in exposition.splitlines():
+        if not line.startswith("#") and f'table="{table}"' in line:
+            name = line.split("{", 1)[0]
+            found[name] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
 def _applied(config: Config, table: str) -> int:
     with StateStore.open(config.state_store.url) as store:
         return sum(store.get_applied_offsets(table).values())
@@ -53,15 +71,19 @@ def test_run_applies_tier_zero_continuously_and_stops_on_sigterm(
     spark: SparkSession, capture: Capture, local_stack: LocalStack, tmp_path: Path
 ) -> None:
     config_path = tmp_path / "cdc-lake.yaml"
+    port = _free_port()
     config = write_config(
         config_path,
-        config_dict(
-            local_stack,
-            [capture],
-            str(tmp_path / "lake"),
-            f"sqlite:///{tmp_path}/state.db",
-            tables={capture.qualified_name: {"tier": 0, "partition_by": ["region"]}},
-        ),
+        {
+            **config_dict(
+                local_stack,
+                [capture],
+                str(tmp_path / "lake"),
+                f"sqlite:///{tmp_path}/state.db",
+                tables={capture.qualified_name: {"tier": 0, "partition_by": ["region"]}},
+            ),
+            "monitoring": {"metrics_port": port, "metrics_host": "127.0.0.1"},
+        },
     )
     onboard(config)
     table = capture.qualified_name
@@ -88,6 +110,12 @@ def test_run_applies_tier_zero_continuously_and_stops_on_sigterm(
         assert freshness is not None and freshness.newest_source_ts_ms is not None
         age = dt.datetime.now(dt.UTC).timestamp() - freshness.newest_source_ts_ms / 1000
         assert age < 120, f"newest applied change is {age:.0f}s old"
+
+        # The service's own Prometheus endpoint: the applier's counters moved with the changes.
+        scraped = _samples(requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text, table)
+        assert scraped["cdc_lake_applied_events_total"] == workload.messages - workload.tombstones
+        assert scraped["cdc_lake_commits_total"] >= 3
+        assert scraped.get("cdc_lake_failures_total", 0.0) == 0.0
 
         service.send_signal(signal.SIGTERM)
         assert service.wait(timeout=120) == 0

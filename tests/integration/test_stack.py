@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 import requests
 
+from cdc_lake.stack.kafka import KafkaBroker
 from cdc_lake.stack.manager import LocalStack
+from cdc_lake.stack.service import StackLayout
 
 pytestmark = pytest.mark.integration
 
@@ -24,6 +29,8 @@ SERVICES = {
     "schema-registry",
     "kafka-connect",
     "glue-catalog",
+    "spark-master",
+    "spark-worker",
 }
 
 
@@ -70,3 +77,20 @@ def test_registry_keeps_schema_ids_across_a_restart(local_stack: LocalStack) -> 
     fetched = requests.get(f"{registry.confluent_url}/schemas/ids/{schema_id}", timeout=10)
     assert fetched.status_code == 200
     assert json.loads(fetched.json()["schema"])["name"] == schema["name"]
+
+
+def test_kafka_storage_formats_with_a_cluster_id_starting_with_a_dash(tmp_path: Path) -> None:
+    """A random cluster id starts with "-" once in 64 stacks; it must not read as an option."""
+    broker = KafkaBroker(StackLayout(data_dir=tmp_path))
+    cluster_id = ""
+    while not cluster_id.startswith("-"):
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    broker.config_file.parent.mkdir(parents=True)
+    broker.config_file.write_text(
+        "".join(f"{key}={value}\n" for key, value in broker._properties().items()), encoding="utf-8"
+    )
+
+    broker.format_storage(cluster_id)
+
+    meta = (tmp_path / "kafka" / "data" / "meta.properties").read_text(encoding="utf-8")
+    assert f"cluster.id={cluster_id}" in meta

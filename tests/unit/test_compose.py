@@ -34,6 +34,8 @@ def test_compose_has_every_stack_service_on_the_same_port(tmp_path: Path) -> Non
         "kafka-connect": stack.layout.ports.connect,
         "glue-catalog": stack.layout.ports.glue,
         "hive-metastore": stack.layout.ports.hive_metastore,
+        "spark-master": stack.layout.ports.spark_master,
+        "spark-worker": stack.layout.ports.spark_worker_ui,
     }
     assert set(expected) == {service.name for service in stack.services}
     for name, port in expected.items():

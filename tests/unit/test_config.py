@@ -449,3 +449,21 @@ def test_connector_registry_credentials_need_the_confluent_converter(tmp_path: P
     assert "connect_credentials_env needs converter: confluent" in error_of(write(tmp_path, text))
     config = load_config(write(tmp_path, text + "  converter: confluent\n"))
     assert config.schema_registry.converter == "confluent"
+
+
+def test_connect_env_references_are_left_for_the_connect_workers(tmp_path: Path) -> None:
+    jaas = "'Scram required password=\"${env:KAFKA_PW}\";'"
+    text = f"kafka:\n  connector_clients:\n    sasl.jaas.config: {jaas}\n"
+    config = load_config(write(tmp_path, text))
+    assert config.kafka.connector_clients["sasl.jaas.config"] == 'Scram required password="${env:KAFKA_PW}";'
+
+
+def test_registry_takes_basic_auth_or_a_bearer_token_not_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SR_TOKEN", "tok")
+    config = load_config(write(tmp_path, "schema_registry:\n  bearer_token: ${SR_TOKEN}\n"))
+    assert config.schema_registry.auth_headers() == {"Authorization": "Bearer tok"}
+    assert config.schema_registry.basic_auth() is None
+    both = "schema_registry:\n  user: u\n  password: p\n  bearer_token: ${SR_TOKEN}\n"
+    assert "set either user/password or bearer_token, not both" in error_of(write(tmp_path, both))

@@ -328,3 +328,17 @@ def test_registry_credentials_with_the_apicurio_converter_are_refused() -> None:
     converter = ConverterSettings("apicurio", credentials_env="SR_AUTH")
     with pytest.raises(ConfigError, match=r"need schema_registry\.converter: confluent"):
         render_connector("postgres", "c1", replace(PG, converter=converter))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_schema_history_clients_get_the_connector_client_settings(engine: str) -> None:
+    clients = {"security.protocol": "SASL_SSL", "sasl.jaas.config": "x password=\"${env:KAFKA_PW}\";"}
+    config = render_connector(engine, "c1", replace(_params(engine), schema_history_clients=clients))
+
+    rendered = {k: v for k, v in config.items() if k.startswith("schema.history.internal.")}
+    if engine == "postgres":
+        assert rendered == {}  # no schema history: the connector has no Kafka client of its own
+        return
+    for side in ("producer", "consumer"):
+        for key, value in clients.items():
+            assert rendered[f"schema.history.internal.{side}.{key}"] == value

@@ -160,3 +160,17 @@ def test_decode_message_through_the_http_registry(fake: FakeRegistry) -> None:
     with serve(fake), client(fake.url) as registry:
         event = decode_message(registry, dbz.PG_TOPIC, 0, 1, None, value)
     assert event.ref.offset == 1
+
+
+def test_bearer_token_is_sent_survives_pickling_and_is_never_shown(fake: FakeRegistry) -> None:
+    fake.bearer_token = "t0ken-abc"
+    with serve(fake):
+        registry = SchemaRegistry(fake.url, bearer_token=SecretStr("t0ken-abc"), attempts=1)
+        assert registry.get_schema(1).schema_id == 1
+        shipped = pickle.loads(pickle.dumps(registry))  # what an executor gets
+        assert shipped.get_schema(2).schema_id == 2
+        assert "t0ken" not in repr(registry)
+        wrong = SchemaRegistry(fake.url, bearer_token=SecretStr("stale-token"), attempts=1)
+        with pytest.raises(SchemaRegistryError, match="answered HTTP 401") as info:
+            wrong.get_schema(1)
+        assert "stale-token" not in str(info.value)
