@@ -31,6 +31,7 @@ SERVICES = {
     "glue-catalog",
     "spark-master",
     "spark-worker",
+    "hive-metastore",
 }
 
 
