@@ -30,6 +30,7 @@ import psycopg
 import pymysql
 import yaml
 from click.testing import CliRunner, Result
+from hudi_rs_support import hudi_rs_rows
 from psycopg import sql
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
@@ -471,6 +472,14 @@ run.PARTITIONS_PER_COMMIT_PER_SLOT = 1
 config = load_config(Path(sys.argv[1]))
 run.bootstrap_tables(config, run.BootstrapRequest(tables=(sys.argv[2],)), LineView(print))
 """
+
+
+def assert_hudi_rs_equals_source(config: Config, db: SourceDb, table: str, columns: Sequence[str]) -> None:
+    """hudi-rs, the second reader, sees exactly the primary's values of ``columns`` in ``table``."""
+    source = sorted(tuple(row[c] for c in columns) for row in db.rows(table, (columns[0],)))
+    base_path = config.lake.table_base_path(db.qualified(table))
+    lake = sorted(tuple(row[c] for c in columns) for row in hudi_rs_rows(base_path, columns))
+    assert lake == source, "hudi-rs reads other values than the source holds"
 
 
 def commit_runs(config_path: Path, table: str) -> list[list[int]]:

@@ -21,6 +21,7 @@ import pytest
 from bootstrap_support import (
     SourceDb,
     apply_until_live,
+    assert_hudi_rs_equals_source,
     assert_lake_equals_source,
     cli_run,
     load,
@@ -29,7 +30,6 @@ from bootstrap_support import (
     state_of,
     write_config,
 )
-from hudi_rs_support import hudi_rs_rows
 from onboard_fixtures import connectors_of
 from pyspark.sql import SparkSession
 
@@ -110,9 +110,4 @@ def test_onboard_bootstrap_apply_lag_over_sasl_ssl_end_equal(
     assert lag.exit_code in (0, 4), lag.stderr
     assert table in lag.stdout
     assert assert_lake_equals_source(spark, config, db, "items") == 55
-    columns = ("id", "val", "n")
-    source = sorted(tuple(row[c] for c in columns) for row in db.rows("items", ("id",)))
-    lake = sorted(
-        tuple(row[c] for c in columns) for row in hudi_rs_rows(config.lake.table_base_path(table), columns)
-    )
-    assert lake == source
+    assert_hudi_rs_equals_source(config, db, "items", ("id", "val", "n"))

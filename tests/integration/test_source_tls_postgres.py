@@ -23,6 +23,7 @@ import yaml
 from bootstrap_support import (
     SourceDb,
     apply_until_live,
+    assert_hudi_rs_equals_source,
     assert_lake_equals_source,
     cli_run,
     load,
@@ -30,7 +31,6 @@ from bootstrap_support import (
     state_of,
     write_config,
 )
-from hudi_rs_support import hudi_rs_rows
 from onboard_fixtures import assert_one_line_failure, connectors_of
 from pyspark.sql import SparkSession
 
@@ -145,9 +145,4 @@ def test_verify_full_onboard_bootstrap_apply_end_equal_over_tls(
 
     assert state_of(config, table) is TableState.LIVE
     assert assert_lake_equals_source(spark, config, db, "items", key=("id",)) == 45
-    columns = ("id", "val", "n")
-    source_rows = sorted(tuple(row[c] for c in columns) for row in db.rows("items", ("id",)))
-    lake = sorted(
-        tuple(row[c] for c in columns) for row in hudi_rs_rows(config.lake.table_base_path(table), columns)
-    )
-    assert lake == source_rows
+    assert_hudi_rs_equals_source(config, db, "items", ("id", "val", "n"))

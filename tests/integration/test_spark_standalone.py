@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from bootstrap_support import (
     SourceDb,
+    assert_hudi_rs_equals_source,
     assert_lake_equals_source,
     cli_run,
     load,
@@ -26,7 +27,6 @@ from bootstrap_support import (
     wait_streamed,
     write_config,
 )
-from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
 
 from cdc_lake.stack.manager import LocalStack
@@ -107,9 +107,4 @@ def test_bootstrap_and_apply_run_on_a_standalone_cluster(
     assert all(app["state"] == "FINISHED" and app["cores"] >= 1 for app in ran_here)
 
     assert assert_lake_equals_source(spark, config, db, "items") == 309
-    columns = ("id", "val", "n")
-    source = sorted(tuple(row[c] for c in columns) for row in db.rows("items", ("id",)))
-    lake = sorted(
-        tuple(row[c] for c in columns) for row in hudi_rs_rows(config.lake.table_base_path(table), columns)
-    )
-    assert lake == source
+    assert_hudi_rs_equals_source(config, db, "items", ("id", "val", "n"))
