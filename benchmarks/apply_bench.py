@@ -4,7 +4,9 @@ readers, and per-event freshness of a tier-0 table.
 Run it with the stack up (``cdc-lake stack up``)::
 
     .venv/bin/python benchmarks/apply_bench.py [--rows 1000000] [--events 100000] [--batch 50000]
-        [--freshness-seconds 60] [--tables 4] [--parts ...] [--driver-memory 2g] [--json results.json]
+        [--freshness-seconds 60] [--freshness-rate 1] [--tables 4] [--growth-sizes 1000000,2500000,5000000]
+        [--growth-table-type MERGE_ON_READ] [--batch-rows DIR] [--plots docs/] [--parts ...]
+        [--driver-memory 2g] [--json results.json]
 
 1. Throughput.  A Hudi table of ``--rows`` rows (8 region partitions) is written with ``bulk_insert`` as a
    bootstrap would, once per variant: COPY_ON_WRITE with GLOBAL_BLOOM (the default), COPY_ON_WRITE with
@@ -18,12 +20,24 @@ Run it with the stack up (``cdc-lake stack up``)::
 2. Readers.  Read + decode + summarise the whole topic (no write) with the librdkafka consumers on the
    executors and with Spark's Kafka source.
 3. Freshness.  A real Postgres table captured by Debezium, applied by ``cdc-lake run``'s service at tier 0
-   while one row is inserted per second; per event: completion time of the Hudi commit that made it
-   visible minus its source commit time (``_cdc_source_ts``).
+   while one row is inserted per second (``--freshness-rate N``: N one-row transactions per second by
+   ``pgbench --rate``); per event: completion time of the Hudi commit that made it visible minus its
+   source commit time (``_cdc_source_ts``); p50/p95/p99, and with a rate a PNG over time (``--plots``).
 4. Concurrency.  ``--tables`` small tables (2 000 rows, 2 000 changes each, two batches) applied one at a
    time (``--parallel 1``), then the same on fresh tables all at once in the one Spark application.
 
-``--parts`` picks some of them (``readers,throughput,freshness,concurrency``).
+5. Limit.  For COPY_ON_WRITE and MERGE_ON_READ x GLOBAL_BLOOM and the record-level index: one
+   ``--rows`` table bootstrapped and copied; the applier's full path (Kafka read, decode, last change per
+   key, Hudi upsert: one batch, one commit) into one copy, then a plain DataFrame Hudi upsert of the very
+   rows the applier wrote (saved as Parquet after its write, outside its time; read and cached before the
+   timer) with the same table options into the other.  Figures: both times, their ratio, and where the
+   applier's time goes (read + decode, materialising the rows in Spark, the Hudi write).
+6. Growth.  The same saved batch upserted (plain DataFrame write) into tables of ``--growth-sizes`` rows
+   with each global index; seconds per upsert, and a PNG of the curve (``--plots``).
+
+``--parts`` picks some of them (``readers,throughput,freshness,concurrency,limit,growth``; the default
+is the first four).  ``growth`` needs the rows ``limit`` saves: run them together, or give ``limit``'s
+``--batch-rows`` directory to a later ``growth`` run.
 """
 
 from __future__ import annotations
@@ -32,12 +46,16 @@ import argparse
 import datetime as dt
 import io
 import json
+import os
 import random
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -45,9 +63,11 @@ from typing import Any
 import requests
 from confluent_kafka import Producer
 from fastavro import parse_schema, schemaless_writer
-from pyspark.sql import SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from cdc_lake.apply import table_applier
 from cdc_lake.apply.changes import (
     APPLIED_AT_COLUMN,
     DELETED_COLUMN,
@@ -66,7 +86,7 @@ from cdc_lake.config import Config
 from cdc_lake.decode.framing import encode_frame
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
 from cdc_lake.decode.types import stash_logical_types
-from cdc_lake.hudi.options import WriteOperation
+from cdc_lake.hudi.options import HudiTableSpec, IndexType, TableType, WriteOperation, write_options
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.kafka.offsets import OffsetRange, end_offsets
 from cdc_lake.kafka.reader import KafkaReader, read_ranges_in_spark, split_ranges
@@ -82,6 +102,11 @@ VARIANTS = (
     ("COPY_ON_WRITE", "GLOBAL_BLOOM"),
     ("COPY_ON_WRITE", "RECORD_INDEX"),
     ("MERGE_ON_READ", "RECORD_INDEX"),
+)
+LIMIT_VARIANTS = tuple(
+    (table_type, index)
+    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ")
+    for index in ("GLOBAL_BLOOM", "RECORD_INDEX")
 )
 EPOCH = dt.datetime(1970, 1, 1)
 
@@ -241,7 +266,7 @@ def produce_events(stack: LocalStack, topic: str, rows: int, events: int, seed: 
     return counts
 
 
-def bootstrap_table(spark: SparkSession, target: ApplyTarget, rows: int) -> float:
+def bootstrap_table(spark: SparkSession, target: ApplyTarget | HudiTableSpec, rows: int) -> float:
     """Bulk-insert the table's ``rows`` snapshot rows as a bootstrap would; returns seconds."""
     ids = spark.range(rows)
     frame = ids.select(
@@ -257,9 +282,11 @@ def bootstrap_table(spark: SparkSession, target: ApplyTarget, rows: int) -> floa
         F.lit(False).alias(SOFT_DELETED_COLUMN),
         F.lit(False).alias(DELETED_COLUMN),
     )
-    checkpoint = Checkpoint(target.topic, {0: 0}, None, Origin.WATERMARK)
+    topic = "bench.s.t" if isinstance(target, HudiTableSpec) else target.topic
+    checkpoint = Checkpoint(topic, {0: 0}, None, Origin.WATERMARK)
     began = time.monotonic()
-    write_batch(spark, target.spec(("id",)), frame, WriteOperation.BULK_INSERT, checkpoint.commit_metadata())
+    spec = target if isinstance(target, HudiTableSpec) else target.spec(("id",))
+    write_batch(spark, spec, frame, WriteOperation.BULK_INSERT, checkpoint.commit_metadata())
     return time.monotonic() - began
 
 
@@ -321,6 +348,189 @@ def throughput(
     }
 
 
+class WriteProbe:
+    """Stands in for the applier's ``write_batch`` to time it: materialising the batch's rows (the Python
+    rows of the decoded changes into Spark, last change per key) and Hudi's write of them.  With ``keep``
+    it also saves the written rows as Parquet after the write, outside the applier's time, so the plain
+    write upserts exactly those rows."""
+
+    def __init__(self, keep: Path | None) -> None:
+        self.keep = keep
+        self.batches: list[dict[str, Any]] = []
+        self.kept_seconds = 0.0
+
+    def __call__(
+        self,
+        spark: SparkSession,
+        spec: HudiTableSpec,
+        df: DataFrame,
+        operation: WriteOperation,
+        commit_metadata: dict[str, str] | None = None,
+    ) -> str:
+        began = time.monotonic()
+        rows = df.count()
+        materialised = time.monotonic()
+        instant = write_batch(spark, spec, df, operation, commit_metadata)
+        written = time.monotonic()
+        self.batches.append(
+            {
+                "rows": rows,
+                "materialise_seconds": materialised - began,
+                "write_seconds": written - materialised,
+            }
+        )
+        if self.keep is not None:
+            df.write.mode("append").parquet(str(self.keep))
+            self.kept_seconds += time.monotonic() - written
+        return instant
+
+
+def plain_upsert(spark: SparkSession, spec: HudiTableSpec, rows_path: Path) -> tuple[float, int]:
+    """The limit: one plain DataFrame Hudi upsert of the saved rows, same table options as the applier's
+    target; the rows are read and cached first, so only Hudi's write is timed.  Returns (seconds, rows)."""
+    frame = spark.read.parquet(str(rows_path)).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = frame.count()
+    began = time.monotonic()
+    frame.write.format("hudi").options(**write_options(spec, WriteOperation.UPSERT)).mode("append").save(
+        spec.base_path
+    )
+    seconds = time.monotonic() - began
+    frame.unpersist()
+    return seconds, rows
+
+
+def limit(
+    spark: SparkSession,
+    stack: LocalStack,
+    work: Path,
+    topic: str,
+    variant: tuple[str, str],
+    rows: int,
+    counts: dict[str, int],
+    rows_path: Path,
+) -> dict[str, Any]:
+    """The applier's full path (Kafka read, decode, last change per key, write) against a plain DataFrame
+    upsert of the same rows, into two copies of one bootstrapped ``variant`` table, one commit each."""
+    table_type, index = variant
+    name = f"limit_{table_type}_{index}".lower()
+    prefix, schema, table = topic.split(".")
+    base = config_dict(
+        stack,
+        [],
+        str(work / f"lake-{name}"),
+        f"sqlite:///{work}/state-{name}.db",
+        lake={"index": index, "table_type": table_type},
+        apply={"batch_max_events": 10 * counts["messages"]},
+    )
+    base["sources"] = {
+        f"bench_{name}": {
+            "engine": "postgres",
+            "topic_prefix": prefix,
+            "primary": {"port": stack.layout.ports.postgres_primary, "database": "app", "user": "cdc"},
+            "tables": [{"name": f"{schema}.{table}", "partition_by": ["region"], "key": ["id"]}],
+        }
+    }
+    config = write_config(work / f"{name}.yaml", base)
+    onboard(config)
+    (target,) = select_targets(config)
+    bootstrap_seconds = bootstrap_table(spark, target, rows)
+    plain_spec = replace(target.spec(("id",)), base_path=f"{target.base_path}-plain")
+    shutil.copytree(target.base_path, plain_spec.base_path)
+    probe = WriteProbe(None if rows_path.exists() else rows_path)
+    table_applier.write_batch = probe  # type: ignore[assignment]
+    try:
+        with StateStore.open(config.state_store.url) as store:
+            runner = ApplyRunner.for_config(spark, store, config, slices=4)
+            began = time.monotonic()
+            (outcome,) = apply_once(runner, [target], workers=1)
+            applier_seconds = time.monotonic() - began - probe.kept_seconds
+    finally:
+        table_applier.write_batch = write_batch
+    assert outcome.error is None, outcome.error
+    plain_seconds, plain_rows = plain_upsert(spark, plain_spec, rows_path)
+    expected = rows + counts["inserts"] - counts["deletes"]
+    for path in (target.base_path, plain_spec.base_path):
+        lake = read_table(spark, path)
+        stored, distinct = lake.count(), lake.select("id").distinct().count()
+        assert stored == distinct == expected, (path, stored, distinct, expected)
+    (batch,) = probe.batches
+    return {
+        "table_type": table_type,
+        "index": index,
+        "rows": rows,
+        "messages": outcome.offsets,
+        "changes": outcome.changes,
+        "upserted_rows": plain_rows,
+        "commits": outcome.batches,
+        "bootstrap_seconds": round(bootstrap_seconds, 1),
+        "applier_seconds": round(applier_seconds, 1),
+        "applier_read_decode_seconds": round(
+            applier_seconds - batch["materialise_seconds"] - batch["write_seconds"], 1
+        ),
+        "applier_materialise_seconds": round(batch["materialise_seconds"], 1),
+        "applier_write_seconds": round(batch["write_seconds"], 1),
+        "plain_seconds": round(plain_seconds, 1),
+        "ratio": round(applier_seconds / plain_seconds, 2),
+        "write_ratio": round(batch["write_seconds"] / plain_seconds, 2),
+        "load_average": [round(load, 1) for load in os.getloadavg()],
+    }
+
+
+def growth(
+    spark: SparkSession, work: Path, sizes: list[int], table_type: str, rows_path: Path
+) -> list[dict[str, Any]]:
+    """Upsert cost of one batch (the saved rows of the limit part) into tables of ``sizes`` rows, for the
+    two global indexes; plain DataFrame upserts, so the figure is Hudi's alone."""
+    figures = []
+    for size in sizes:
+        for index in ("GLOBAL_BLOOM", "RECORD_INDEX"):
+            spec = HudiTableSpec(
+                table_name=f"growth_{size}_{index}".lower(),
+                base_path=str(work / f"lake-growth-{size}-{index}".lower()),
+                record_key_fields=("id",),
+                ordering_field=ORDERING_COLUMN,
+                partition_fields=("region",),
+                table_type=TableType(table_type),
+                index=IndexType(index),
+            )
+            bootstrap_seconds = bootstrap_table(spark, spec, size)
+            seconds, upserted = plain_upsert(spark, spec, rows_path)
+            figures.append({
+                "rows": size,
+                "index": index,
+                "table_type": table_type,
+                "upserted_rows": upserted,
+                "bootstrap_seconds": round(bootstrap_seconds, 1),
+                "upsert_seconds": round(seconds, 1),
+                "load_average": [round(load, 1) for load in os.getloadavg()],
+            })
+            print(json.dumps(figures[-1]), flush=True)
+            shutil.rmtree(spec.base_path)
+    return figures
+
+
+def plot_growth(figures: list[dict[str, Any]], path: Path) -> None:
+    """PNG of upsert seconds against table rows, one line per index (needs the ``bench`` extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    fig, ax = pyplot.subplots(figsize=(6, 4))
+    for index in ("GLOBAL_BLOOM", "RECORD_INDEX"):
+        points = sorted((f["rows"] / 1e6, f["upsert_seconds"]) for f in figures if f["index"] == index)
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=index)
+    upserted = figures[0]["upserted_rows"]
+    ax.set_title(f"Upsert of one {upserted:,}-row batch ({figures[0]['table_type']})")
+    ax.set_xlabel("table rows (millions)")
+    ax.set_ylabel("seconds per upsert")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
 def readers(spark: SparkSession, stack: LocalStack, topic: str, registry_url: str) -> dict[str, Any]:
     """Read + decode + summarise the topic with each reader; events per second."""
     from cdc_lake.decode.registry import SchemaRegistry
@@ -353,8 +563,34 @@ def _completions(base_path: Path) -> dict[str, dt.datetime]:
     return found
 
 
-def freshness(spark: SparkSession, stack: LocalStack, work: Path, seconds: int) -> dict[str, Any]:
-    """Per-event freshness of a tier-0 Postgres table applied by the run service."""
+def _pgbench(stack: LocalStack, schema: str, table: str, rate: int, seconds: int) -> None:
+    """Insert into ``schema.table`` (keys from the sequence ``schema.fresh_ids``) at ``rate`` one-row
+    transactions per second for ``seconds`` with pgbench (fixed-rate mode: transactions are scheduled on a
+    Poisson clock, and pgbench reports how far it fell behind)."""
+    script = Path(tempfile.mkdtemp(prefix="cdc-lake-pgbench-")) / "insert.sql"
+    script.write_text(
+        f'insert into "{schema}"."{table}" (id, region, note) '
+        f"""values (nextval('"{schema}"."fresh_ids"'), 'eu', 'e');\n"""
+    )
+    creds = stack.layout.credentials
+    command = [
+        "pgbench", "-n", "-f", str(script), "--rate", str(rate), "-T", str(seconds), "-c", "4", "-j", "2",
+        "-h", "127.0.0.1", "-p", str(stack.layout.ports.postgres_primary), "-U", creds.db_user, "app",
+    ]
+    done = subprocess.run(
+        command, env={**os.environ, "PGPASSWORD": creds.db_password}, capture_output=True, text=True,
+        timeout=seconds + 120, check=False,
+    )
+    wanted = ("number of", "latency", "rate", "tps")
+    report = [line for line in done.stdout.splitlines() if line.startswith(wanted)]
+    print("\n".join(report), flush=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def freshness(
+    spark: SparkSession, stack: LocalStack, work: Path, seconds: int, rate: int = 1
+) -> dict[str, Any]:
+    """Per-event freshness of a tier-0 Postgres table applied by the run service, ``rate`` inserts/s."""
     with simple_capture(stack, "postgres") as capture:
         config = write_config(
             work / "fresh.yaml",
@@ -369,7 +605,10 @@ def freshness(spark: SparkSession, stack: LocalStack, work: Path, seconds: int) 
         onboard(config)
         base_path = Path(config.lake.table_base_path(capture.qualified_name))
         table = f'"{capture.schema}"."{capture.table}"'
-        capture.execute(f"insert into {table} (id, region, note) values (0, 'eu', 'warm-up')")
+        capture.execute(
+            f'create sequence "{capture.schema}"."fresh_ids" start 1',
+            f"insert into {table} (id, region, note) values (0, 'eu', 'warm-up')",
+        )
         with StateStore.open(config.state_store.url) as store:
             runner = ApplyRunner.for_config(spark, store, config)
             service = ApplyService(
@@ -378,11 +617,16 @@ def freshness(spark: SparkSession, stack: LocalStack, work: Path, seconds: int) 
             thread = threading.Thread(target=service.run)
             thread.start()
             time.sleep(30)
-            for key in range(1, seconds + 1):
-                capture.execute((f"insert into {table} (id, region, note) values (%s, 'eu', 'e')", [key]))
-                time.sleep(1.0)
-            deadline = time.monotonic() + 120
-            while store.get_applied_offsets(capture.qualified_name).get(0, 0) < seconds + 1:
+            if rate > 1:
+                _pgbench(stack, capture.schema, capture.table, rate, seconds)
+            else:
+                for key in range(1, seconds + 1):
+                    capture.execute((f"insert into {table} (id, region, note) values (%s, 'eu', 'e')", [key]))
+                    time.sleep(1.0)
+            time.sleep(5)
+            end = capture.end_offset()
+            deadline = time.monotonic() + 300
+            while store.get_applied_offsets(capture.qualified_name).get(0, 0) < end:
                 assert time.monotonic() < deadline, "the service did not catch up"
                 time.sleep(0.5)
             service.stop()
@@ -394,17 +638,68 @@ def freshness(spark: SparkSession, stack: LocalStack, work: Path, seconds: int) 
             .select("_hoodie_commit_time", F.unix_millis(F.col(SOURCE_TS_COLUMN)).alias("source_ms"))
             .collect()
         )
-    lags = sorted(
-        (completions[r["_hoodie_commit_time"]].timestamp() * 1000 - r["source_ms"]) / 1000 for r in rows
+    visible_ms = {instant: at.timestamp() * 1000 for instant, at in completions.items()}
+    timeline = sorted(
+        (r["source_ms"] / 1000, (visible_ms[r["_hoodie_commit_time"]] - r["source_ms"]) / 1000) for r in rows
     )
-    return {
+    lags = sorted(lag for _, lag in timeline)
+    figures = {
+        "rate": rate,
+        "seconds": seconds,
         "events": len(lags),
+        "min_seconds": round(lags[0], 1),
         "p50_seconds": round(statistics.median(lags), 1),
         "p95_seconds": round(lags[int(0.95 * (len(lags) - 1))], 1),
+        "p99_seconds": round(lags[int(0.99 * (len(lags) - 1))], 1),
         "max_seconds": round(lags[-1], 1),
-        "min_seconds": round(lags[0], 1),
         "commits": len({r["_hoodie_commit_time"] for r in rows}),
+        "load_average": [round(load, 1) for load in os.getloadavg()],
     }
+    if rate > 1:
+        figures["timeline"] = _per_interval(timeline, 10)
+    return figures
+
+
+def _per_interval(timeline: list[tuple[float, float]], width: int) -> list[dict[str, float]]:
+    """Freshness per ``width``-second interval of source commit time: events, p50, p99, max."""
+    start = timeline[0][0]
+    buckets: dict[int, list[float]] = {}
+    for at, lag in timeline:
+        buckets.setdefault(int((at - start) // width), []).append(lag)
+    out = []
+    for bucket, lags in sorted(buckets.items()):
+        lags.sort()
+        out.append({
+            "second": bucket * width,
+            "events": len(lags),
+            "p50": round(statistics.median(lags), 2),
+            "p99": round(lags[int(0.99 * (len(lags) - 1))], 2),
+            "max": round(lags[-1], 2),
+        })
+    return out
+
+
+def plot_freshness(figures: dict[str, Any], path: Path) -> None:
+    """PNG of freshness over time, per 10 s of source commit time (needs the ``bench`` extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    points = figures["timeline"]
+    at = [p["second"] for p in points]
+    fig, ax = pyplot.subplots(figsize=(7, 4))
+    for key in ("p50", "p99", "max"):
+        ax.plot(at, [p[key] for p in points], label=key)
+    ax.axhline(30, color="grey", linestyle="--", linewidth=1, label="target p99 30 s")
+    ax.set_title(f"Tier-0 freshness at {figures['rate']} inserts/s (per 10 s)")
+    ax.set_xlabel("seconds since the load started (source commit time)")
+    ax.set_ylabel("source commit to visible in the lake (s)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
 
 
 def concurrency(spark: SparkSession, stack: LocalStack, work: Path, tables: int, keys: int) -> dict[str, Any]:
@@ -455,6 +750,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--freshness-seconds", type=int, default=60)
     parser.add_argument("--tables", type=int, default=4, help="tables of the concurrency part")
+    parser.add_argument("--freshness-rate", type=int, default=1, help="inserts/s of the freshness part")
+    parser.add_argument("--growth-sizes", default="1000000,2500000,5000000", help="table rows, comma list")
+    parser.add_argument("--growth-table-type", default="MERGE_ON_READ")
+    parser.add_argument(
+        "--batch-rows", type=Path, help="Parquet of one applier batch's rows: saved by limit, used by growth"
+    )
+    parser.add_argument("--plots", type=Path, help="directory for PNG plots (needs the bench extra)")
     parser.add_argument("--parts", default="readers,throughput,freshness,concurrency")
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--json", type=Path)
@@ -472,7 +774,8 @@ def main() -> None:
     )
     use_driver_python(spark)
     results: dict[str, Any] = {"batch_max_events": args.batch, "driver_memory": args.driver_memory}
-    if parts & {"readers", "throughput"}:
+    batch_rows = args.batch_rows or work / "batch-rows"
+    if parts & {"readers", "throughput", "limit"}:
         topic = f"bench_{int(time.time())}.s.t"
         began = time.monotonic()
         counts = produce_events(stack, topic, args.rows, args.events, seed=42)
@@ -488,9 +791,21 @@ def main() -> None:
                 throughput(spark, stack, work, topic, variant, args.rows, args.batch, counts)
             )
             print(json.dumps(results["throughput"][-1]), flush=True)
+    if "limit" in parts:
+        results["limit"] = []
+        for variant in LIMIT_VARIANTS:
+            results["limit"].append(limit(spark, stack, work, topic, variant, args.rows, counts, batch_rows))
+            print(json.dumps(results["limit"][-1]), flush=True)
+    if "growth" in parts:
+        sizes = [int(size) for size in args.growth_sizes.split(",")]
+        results["growth"] = growth(spark, work, sizes, args.growth_table_type, batch_rows)
+        if args.plots:
+            plot_growth(results["growth"], args.plots / "index-growth.png")
     if "freshness" in parts:
-        results["freshness"] = freshness(spark, stack, work, args.freshness_seconds)
-        print(json.dumps(results["freshness"]), flush=True)
+        results["freshness"] = freshness(spark, stack, work, args.freshness_seconds, args.freshness_rate)
+        print(json.dumps({k: v for k, v in results["freshness"].items() if k != "timeline"}), flush=True)
+        if args.plots and args.freshness_rate > 1:
+            plot_freshness(results["freshness"], args.plots / "freshness-tier0.png")
     if "concurrency" in parts:
         results["concurrency"] = concurrency(spark, stack, work, args.tables, keys=2_000)
         print(json.dumps(results["concurrency"]), flush=True)
