@@ -1,6 +1,6 @@
 """The ``run`` service over many onboarded tables across tiers, few of them busy (CI-sized).
 
-``benchmarks/apply_bench.py many`` runs the same at 200 tables with 10 busy and reports cycle time and
+``benchmarks/scale_bench.py many`` runs the same at 200 tables with 10 busy and reports cycle time and
 memory; here 40 tables, 2 busy: every busy table catches up, idle tables start no Spark job, and the
 end offsets of all due tables are read in batches (far fewer Kafka reads than table steps).
 """

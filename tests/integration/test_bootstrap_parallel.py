@@ -3,7 +3,7 @@
 Many small tables and one larger one of a source bootstrap in one command and one Spark application:
 their watermarks are taken in one batch (one primary position for all), one replica wait covers them,
 tables run side by side, and each ends equal to the source after the hand-off.
-``benchmarks/bootstrap_bench.py --many`` measures the same at 100 small tables and 1M rows.
+``benchmarks/scale_bench.py bootstrap`` measures the same at 100 small tables and 1M rows.
 """
 
 from __future__ import annotations
