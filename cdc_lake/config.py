@@ -350,6 +350,8 @@ class StackPorts(_Model):
     kafka_secure: int = Field(default=19094, ge=1, le=65535)
     """The broker's SASL/SCRAM-over-TLS listener (user ``cdc-lake``, the stack CA)."""
     connect: int = Field(default=18083, ge=1, le=65535)
+    connect_secure: int = Field(default=18084, ge=1, le=65535)
+    """The secured Connect worker (REST basic auth; its Kafka clients on ``kafka_secure``)."""
     registry: int = Field(default=18081, ge=1, le=65535)
     object_store: int = Field(default=17070, ge=1, le=65535)
     glue: int = Field(default=17080, ge=1, le=65535)
@@ -397,6 +399,14 @@ class Connection(_Model):
     server (preflight, positions, lag, bootstrap and validate JDBC reads) and rendered into the
     Debezium connector (``database.sslmode``, ``database.sslrootcert``: the path must exist on the
     Connect workers too).  ``verify-full`` checks the certificate chain and the host name.
+
+    ``ssl_ca`` and ``ssl_verify_identity`` (MySQL/MariaDB) do the same there: with ``ssl_ca`` every
+    connection requires TLS and verifies the server's chain against that CA (PEM), and
+    ``ssl_verify_identity`` also checks the host name (pymysql, the JDBC drivers, Debezium's
+    ``database.ssl.mode``).  Debezium reads the CA from a PKCS#12 truststore, ``ssl_truststore``
+    (default: ``ssl_ca`` with the suffix ``.p12``), which onboarding makes from ``ssl_ca`` with
+    ``keytool`` when it is missing; its password is read from the environment variable named by
+    ``ssl_truststore_password_env`` (by cdc-lake and, as ``${env:VAR}``, by the Connect workers).
     """
 
     host: str = "127.0.0.1"
@@ -406,6 +416,12 @@ class Connection(_Model):
     password: Secret | None = None
     sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] | None = None
     sslrootcert: str | None = None
+    ssl_ca: str | None = None
+    ssl_verify_identity: bool = False
+    ssl_truststore: str | None = None
+    ssl_truststore_password_env: str = Field(
+        default="CDC_LAKE_TRUSTSTORE_PASSWORD", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"
+    )
 
     @model_validator(mode="after")
     def _root_cert_needs_verification(self) -> Connection:
@@ -413,7 +429,21 @@ class Connection(_Model):
             raise PydanticCustomError(
                 "tls_setting", "sslrootcert is used only with sslmode verify-ca or verify-full"
             )
+        if self.ssl_ca is None and (self.ssl_verify_identity or self.ssl_truststore is not None):
+            raise PydanticCustomError(
+                "tls_setting", "ssl_verify_identity and ssl_truststore are used only with ssl_ca"
+            )
         return self
+
+    def mysql_tls(self) -> bool:
+        """Whether MySQL/MariaDB connections to this server require TLS (``ssl_ca`` is set)."""
+        return self.ssl_ca is not None
+
+    def truststore_path(self) -> str:
+        """The PKCS#12 truststore Debezium verifies the server with: ``ssl_truststore`` or by ``ssl_ca``."""
+        if self.ssl_ca is None:
+            raise ConfigError("ssl_truststore is derived from ssl_ca, which is not set")
+        return self.ssl_truststore or str(Path(self.ssl_ca).with_suffix(".p12"))
 
     def tls_settings(self) -> dict[str, str]:
         """The libpq/pgJDBC TLS parameters set for this server (empty: the driver defaults)."""
@@ -495,12 +525,21 @@ class Source(_Model):
                 )
             self.slot_name = self.slot_name or f"cdc_lake_{self.name}"
             self.publication_name = self.publication_name or f"cdc_lake_{self.name}"
+            for role, connection in (("primary", self.primary), ("replica", self.replica)):
+                if connection is not None and connection.mysql_tls():
+                    raise PydanticCustomError(
+                        "engine_setting",
+                        "{role}.ssl_ca applies only to mysql/mariadb sources "
+                        "(postgres: sslmode, sslrootcert)",
+                        {"role": role},
+                    )
         else:
             for role, connection in (("primary", self.primary), ("replica", self.replica)):
                 if connection is not None and connection.tls_settings():
                     raise PydanticCustomError(
                         "engine_setting",
-                        "{role}.sslmode and {role}.sslrootcert apply only to postgres sources",
+                        "{role}.sslmode and {role}.sslrootcert apply only to postgres sources "
+                        "(mysql/mariadb: ssl_ca, ssl_verify_identity)",
                         {"role": role},
                     )
             if self.slot_name is not None or self.publication_name is not None:

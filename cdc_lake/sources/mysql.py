@@ -30,6 +30,13 @@ from cdc_lake.sources.base import (
     SourceEngine,
 )
 from cdc_lake.sources.mysql_checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
+from cdc_lake.sources.mysql_tls import (
+    connector_settings,
+    ensure_truststore,
+    jdbc_properties,
+    pymysql_settings,
+    truststore_password,
+)
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
 from connectors.render import ConnectorParams
 
@@ -96,10 +103,12 @@ class MySqlEngine(SourceEngine):
                 connect_timeout=_CONNECT_TIMEOUT,
                 autocommit=True,
                 program_name="cdc-lake",
+                **pymysql_settings(connection),
             )
         except pymysql.MySQLError as exc:
             raise SourceEngineError(
-                f"{where}: cannot connect as {connection.user}: {_first_line(exc)}"
+                f"{where}: cannot connect as {connection.user}{_tls_hint(exc, connection, role)}: "
+                f"{_first_line(exc)}"
             ) from None
         try:
             with conn:
@@ -115,14 +124,33 @@ class MySqlEngine(SourceEngine):
             facts = self.read_facts(captures)
         except SourceEngineError as exc:
             found = str(exc).removeprefix(f"source {self.source.name}: ")
-            return [
-                CheckResult.fail(
-                    "primary connection", found, "check host, port, user and the password variable"
-                )
-            ]
+            fix = (
+                "check primary.ssl_ca (the CA that signed the server's certificate) and "
+                "primary.ssl_verify_identity"
+                if "ssl_ca" in found
+                else "check host, port, user and the password variable"
+            )
+            return [CheckResult.fail("primary connection", found, fix)]
         address = f"{self.source.primary.host}:{self.source.primary.port}"
         connected = CheckResult.ok("primary connection", f"{address} as {facts.user}")
-        return [connected, *evaluate(facts, captures, options)]
+        return [connected, *self._truststore_check(), *evaluate(facts, captures, options)]
+
+    def _truststore_check(self) -> list[CheckResult]:
+        """With TLS, the connector's truststore password is in the environment (nothing to check without)."""
+        primary = self.source.primary
+        if not primary.mysql_tls():
+            return []
+        try:
+            truststore_password(primary, "primary")
+        except SourceEngineError as exc:
+            return [
+                CheckResult.fail(
+                    "connector truststore",
+                    str(exc),
+                    f"export {primary.ssl_truststore_password_env} here and on the Connect workers",
+                )
+            ]
+        return [CheckResult.ok("connector truststore", primary.truststore_path())]
 
     def read_facts(self, captures: Sequence[Capture]) -> MySqlFacts:
         """Everything the checks judge, read from the primary and the replica."""
@@ -193,7 +221,10 @@ class MySqlEngine(SourceEngine):
         return []
 
     def prepare(self, capture: Capture, options: PreflightOptions) -> list[Change]:
-        """Nothing to create."""
+        """Nothing on the source; the connector's truststore when the primary's ``ssl_ca`` is set."""
+        primary = self.source.primary
+        if primary.mysql_tls() and ensure_truststore(primary, "primary"):
+            return [Change(f"created truststore {primary.truststore_path()} from {primary.ssl_ca}")]
         return []
 
     def publish(self, capture: Capture) -> list[Change]:
@@ -226,6 +257,7 @@ class MySqlEngine(SourceEngine):
             server_id=capture.server_id,
             kafka_bootstrap=endpoints.kafka_bootstrap,
             schema_history_clients=endpoints.kafka_clients,
+            database_settings=connector_settings(self.flavor, primary),
         )
 
     # Positions
@@ -283,7 +315,11 @@ class MySqlEngine(SourceEngine):
         if connection is None:
             raise SourceEngineError(f"source {self.source.name}: no {role} configured")
         url = f"jdbc:{self.jdbc_scheme}://{connection.host}:{connection.port}/?{self.jdbc_url_options}"
-        properties = {"driver": self.jdbc_driver, "user": connection.user}
+        properties = {
+            "driver": self.jdbc_driver,
+            "user": connection.user,
+            **jdbc_properties(self.flavor, connection, role),
+        }
         if connection.password is not None:
             properties["password"] = connection.password.get_secret_value()
         session_init = (
@@ -504,6 +540,16 @@ def _literal(value: Any, source: str, table: str) -> str:
     raise SourceEngineError(
         f"source {source}: table {table}: cannot write a key value of type {type(value).__name__} as SQL"
     )
+
+
+def _tls_hint(exc: BaseException, connection: Connection, role: str) -> str:
+    """Which setting a TLS failure points at (empty for other failures)."""
+    text = " ".join(str(arg) for arg in exc.args).lower()
+    if not any(word in text for word in ("ssl", "certificate", "tls")):
+        return ""
+    if connection.ssl_ca is None:
+        return f" without TLS (set {role}.ssl_ca: the server requires it)"
+    return f" over TLS verified with {role}.ssl_ca {connection.ssl_ca}"
 
 
 def _gtid_set(value: Any) -> str:
