@@ -147,6 +147,14 @@ KAFKA_SERVER = ArtifactSet(
 )
 """Broker, admin tools and the Kafka Connect worker share one classpath."""
 
+CONNECT_BASIC_AUTH = ArtifactSet(
+    name="connect-basic-auth",
+    artifacts=(MavenArtifact("org.apache.kafka", "connect-basic-auth-extension", KAFKA_VERSION),),
+    transitive=False,
+)
+"""Kafka's ``BasicAuthSecurityRestExtension`` for a Connect worker's REST API (its JAX-RS and Connect
+dependencies are on the worker's classpath already)."""
+
 DEBEZIUM_PLUGINS = {
     engine: ArtifactSet(
         name=f"debezium-{engine}",
