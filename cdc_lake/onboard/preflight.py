@@ -123,6 +123,12 @@ def check_connect(client: KafkaConnectClient, engine: str) -> CheckResult:
     try:
         plugins = {plugin.class_name: plugin.version for plugin in client.plugins()}
     except ConnectError as exc:
+        if "HTTP 401" in str(exc) or "HTTP 403" in str(exc):
+            return CheckResult.fail(
+                name,
+                f"refused: {exc}",
+                "set kafka_connect.user and kafka_connect.password (the REST API's basic auth credentials)",
+            )
         return CheckResult.fail(
             name, f"unreachable: {exc}", "start Kafka Connect or fix kafka_connect.url in the config"
         )

@@ -94,6 +94,26 @@ class CaptureLag:
     primary_position: str | None = None
 
 
+def tls_failure_hint(error: str, setting: str, value: str | None) -> str:
+    """`` over TLS verified with SETTING VALUE`` when ``error`` is a failed certificate check, else empty.
+
+    Connection errors name the CA setting at fault, so a wrong CA reads as one (not as a bad password).
+    """
+    lowered = error.lower()
+    if value is None or not any(word in lowered for word in ("certificate", "ssl", "tls")):
+        return ""
+    return f" over TLS verified with {setting} {value}"
+
+
+def connection_fix(found: str, settings: str, default: str) -> str:
+    """The fix of a failed connection check: the TLS settings when the failure names them."""
+    return (
+        f"check {settings} (the CA that signed the server's certificate)"
+        if "verified with" in found
+        else default
+    )
+
+
 @dataclass(frozen=True)
 class ReplicaDelay:
     """How far the read replica trails the primary: bytes (Postgres WAL) and seconds."""

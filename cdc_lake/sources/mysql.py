@@ -28,6 +28,8 @@ from cdc_lake.sources.base import (
     PreflightOptions,
     ReplicaDelay,
     SourceEngine,
+    connection_fix,
+    tls_failure_hint,
 )
 from cdc_lake.sources.mysql_checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
 from cdc_lake.sources.mysql_tls import (
@@ -107,8 +109,8 @@ class MySqlEngine(SourceEngine):
             )
         except pymysql.MySQLError as exc:
             raise SourceEngineError(
-                f"{where}: cannot connect as {connection.user}{_tls_hint(exc, connection, role)}: "
-                f"{_first_line(exc)}"
+                f"{where}: cannot connect as {connection.user}"
+                f"{tls_failure_hint(str(exc), f'{role}.ssl_ca', connection.ssl_ca)}: {_first_line(exc)}"
             ) from None
         try:
             with conn:
@@ -124,11 +126,10 @@ class MySqlEngine(SourceEngine):
             facts = self.read_facts(captures)
         except SourceEngineError as exc:
             found = str(exc).removeprefix(f"source {self.source.name}: ")
-            fix = (
-                "check primary.ssl_ca (the CA that signed the server's certificate) and "
-                "primary.ssl_verify_identity"
-                if "ssl_ca" in found
-                else "check host, port, user and the password variable"
+            fix = connection_fix(
+                found,
+                "primary.ssl_ca and primary.ssl_verify_identity",
+                "check host, port, user and the password variable",
             )
             return [CheckResult.fail("primary connection", found, fix)]
         address = f"{self.source.primary.host}:{self.source.primary.port}"
@@ -433,7 +434,6 @@ class MySqlEngine(SourceEngine):
         delay = "unknown" if behind in (None, "") else f"{behind}s"
         return f"applied {self.replica_position() or 'nothing'}, not {position}; reported delay {delay}"
 
-
     # Lag (cdc-lake lag, metrics)
 
     def capture_lag(
@@ -491,6 +491,7 @@ class MySqlEngine(SourceEngine):
             None, None if behind in (None, "") else float(str(behind)), running, self.replica_position()
         )
 
+
 class MariaDbEngine(MySqlEngine):
     """A MariaDB source: GTIDs are always on; positions are ``gtid_binlog_pos`` / ``gtid_slave_pos``."""
 
@@ -540,16 +541,6 @@ def _literal(value: Any, source: str, table: str) -> str:
     raise SourceEngineError(
         f"source {source}: table {table}: cannot write a key value of type {type(value).__name__} as SQL"
     )
-
-
-def _tls_hint(exc: BaseException, connection: Connection, role: str) -> str:
-    """Which setting a TLS failure points at (empty for other failures)."""
-    text = " ".join(str(arg) for arg in exc.args).lower()
-    if not any(word in text for word in ("ssl", "certificate", "tls")):
-        return ""
-    if connection.ssl_ca is None:
-        return f" without TLS (set {role}.ssl_ca: the server requires it)"
-    return f" over TLS verified with {role}.ssl_ca {connection.ssl_ca}"
 
 
 def _gtid_set(value: Any) -> str:

@@ -28,6 +28,8 @@ from cdc_lake.sources.base import (
     PreflightOptions,
     ReplicaDelay,
     SourceEngine,
+    connection_fix,
+    tls_failure_hint,
 )
 from cdc_lake.sources.postgres_checks import (
     PgHeartbeatFacts,
@@ -121,7 +123,9 @@ class PostgresEngine(SourceEngine):
             conn = psycopg.connect(autocommit=True, **libpq)
         except psycopg.Error as exc:
             raise SourceEngineError(
-                f"{self._where(role, connection)}: cannot connect as {connection.user}: {_first_line(exc)}"
+                f"{self._where(role, connection)}: cannot connect as {connection.user}"
+                f"{tls_failure_hint(str(exc), f'{role}.sslrootcert', connection.sslrootcert)}: "
+                f"{_first_line(exc)}"
             ) from None
         try:
             with conn:
@@ -141,7 +145,11 @@ class PostgresEngine(SourceEngine):
                 CheckResult.fail(
                     "primary connection",
                     found,
-                    "check host, port, database, user and the password variable",
+                    connection_fix(
+                        found,
+                        "primary.sslmode and primary.sslrootcert",
+                        "check host, port, database, user and the password variable",
+                    ),
                 )
             ]
         address = f"{self.source.primary.host}:{self.source.primary.port}/{self.database}"
@@ -613,7 +621,6 @@ class PostgresEngine(SourceEngine):
             )
         age_text = "" if age is None else f"; last replayed commit {age}s ago"
         return f"replayed {replayed}, {max(0, int(behind or 0))} bytes of WAL behind {position}{age_text}"
-
 
     # Lag (cdc-lake lag, metrics)
 

@@ -199,12 +199,17 @@ def mariadb_db(stack: LocalStack) -> Iterator[SourceDb]:
 
 
 def _delete_connectors(stack: LocalStack, source: str) -> None:
+    """Delete ``source``'s connectors from both workers (the secured one with its credentials)."""
     import requests
 
-    url = stack.connect.url
-    for name in requests.get(f"{url}/connectors", timeout=10).json():
-        if name == f"cdc-lake.{source}" or name.startswith(f"cdc-lake.{source}."):
-            requests.delete(f"{url}/connectors/{name}", timeout=30)
+    creds = stack.layout.credentials
+    for url, auth in (
+        (stack.connect.url, None),
+        (stack.connect_secure.url, (creds.connect_user, creds.connect_password)),
+    ):
+        for name in requests.get(f"{url}/connectors", timeout=10, auth=auth).json():
+            if name == f"cdc-lake.{source}" or name.startswith(f"cdc-lake.{source}."):
+                requests.delete(f"{url}/connectors/{name}", timeout=30, auth=auth)
 
 
 def write_config(
@@ -362,7 +367,7 @@ def wait_streamed(config: Config, table: str, timeout: float = 120.0) -> None:
     point = SnapshotPoint(engine.current_position(), engine.primary_clock_ms())
     prefix = source.topic_prefix or source.name
     wait = HandoffWait(source.engine, prefix, timeout)
-    with KafkaConnectClient(config.kafka_connect.url) as connect:
+    with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
         how = wait_until_streamed(table, entry.name, point, wait, connect)
     assert how.startswith("Debezium"), how
 
