@@ -2,7 +2,6 @@
 
 from connectors.client import ConnectorPlugin, ConnectorStatus, KafkaConnectClient, TaskStatus
 from connectors.render import (
-    ENGINES,
     ConnectorParams,
     heartbeat_table_ddl,
     registry_api_url,
@@ -10,7 +9,6 @@ from connectors.render import (
 )
 
 __all__ = [
-    "ENGINES",
     "ConnectorParams",
     "ConnectorPlugin",
     "ConnectorStatus",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from cdc_lake.config import Source, Table
-from cdc_lake.onboard.preflight import CheckResult
+from cdc_lake.sources.checks import CheckResult
 from connectors.render import ConnectorParams, ConverterSettings
 
 

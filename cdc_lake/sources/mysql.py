@@ -19,7 +19,6 @@ from pymysql.cursors import DictCursor
 
 from cdc_lake.config import Connection
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.onboard.preflight import CheckResult
 from cdc_lake.sources.base import (
     Capture,
     CaptureLag,
@@ -31,6 +30,7 @@ from cdc_lake.sources.base import (
     connection_fix,
     tls_failure_hint,
 )
+from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.mysql_checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
 from cdc_lake.sources.mysql_tls import (
     connector_settings,

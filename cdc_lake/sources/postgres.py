@@ -19,7 +19,6 @@ from psycopg import sql
 
 from cdc_lake.config import Connection, Source, Table
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.onboard.preflight import CheckResult
 from cdc_lake.sources.base import (
     Capture,
     CaptureLag,
@@ -31,6 +30,7 @@ from cdc_lake.sources.base import (
     connection_fix,
     tls_failure_hint,
 )
+from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.postgres_checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,

@@ -6,14 +6,12 @@ import pytest
 
 from cdc_lake.exceptions import PreflightError
 from cdc_lake.onboard.preflight import (
-    CheckResult,
-    Outcome,
     check_connector_names,
-    name_list,
     raise_for_failures,
     registry_base_url,
     shown_url,
 )
+from cdc_lake.sources.checks import CheckResult, Outcome, name_list
 from connectors.client import KafkaConnectClient
 
 OURS = {
