@@ -11,9 +11,9 @@ reach every client cdc-lake opens or renders:
   PKCS#12 truststore (``trustCertificateKeyStoreUrl``) (:func:`jdbc_properties`);
 - the Debezium connector: ``database.ssl.mode`` (MariaDB ``verify-full|verify-ca``, MySQL
   ``verify_identity|verify_ca``), ``database.ssl.truststore`` and
-  ``database.ssl.truststore.password=${env:VAR}`` (:func:`connector_settings`).  The MariaDB
-  connector's own JDBC connections get ``database.serverSslCert`` (Debezium passes ``database.*``
-  settings it does not know to the driver).
+  ``database.ssl.truststore.password=${env:VAR}`` (:func:`connector_settings`); Debezium verifies
+  both its JDBC connections and its binlog reader with that truststore (a truststore from another
+  CA fails the connector's validation with "PKIX path building failed", checked on the stack).
 
 Java reads a CA from a keystore, not a PEM file: :func:`ensure_truststore` makes the PKCS#12
 truststore from ``ssl_ca`` with ``keytool`` (the password read by keytool itself from the
@@ -68,15 +68,12 @@ def connector_settings(flavor: str, connection: Connection) -> dict[str, str]:
         return {}
     if flavor == "mariadb":
         mode = "verify-full" if connection.ssl_verify_identity else "verify-ca"
-        extra = {"database.serverSslCert": connection.ssl_ca}
     else:
         mode = "verify_identity" if connection.ssl_verify_identity else "verify_ca"
-        extra = {}
     return {
         "database.ssl.mode": mode,
         "database.ssl.truststore": connection.truststore_path(),
         "database.ssl.truststore.password": f"${{env:{connection.ssl_truststore_password_env}}}",
-        **extra,
     }
 
 
