@@ -19,6 +19,7 @@ from datetime import datetime
 
 from cdc_lake.apply.runner import APPLIABLE_STATES
 from cdc_lake.config import Config, Source, Table
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.onboard.control import MISSING
@@ -27,7 +28,6 @@ from cdc_lake.sources import CaptureLag, ReplicaDelay, engine_for
 from cdc_lake.state.models import utcnow
 from cdc_lake.state.records import TableInfo
 from cdc_lake.state.store import StateStore
-from connectors.client import KafkaConnectClient
 
 
 @dataclass(frozen=True)
