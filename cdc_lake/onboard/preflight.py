@@ -18,10 +18,10 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from cdc_lake.config import Config
+from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.connect.render import registry_api_url
 from cdc_lake.exceptions import ConnectError, PreflightError
 from cdc_lake.sources.checks import CheckResult, name_list
-from connectors.client import KafkaConnectClient
-from connectors.render import registry_api_url
 
 # Connector settings that say which database and topics a connector captures: when a
 # registered connector differs from ours in one of them, it belongs to someone else.

@@ -18,6 +18,7 @@ import pymysql
 from pymysql.cursors import DictCursor
 
 from cdc_lake.config import Connection
+from cdc_lake.connect.render import ConnectorParams
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.base import (
     Capture,
@@ -40,7 +41,6 @@ from cdc_lake.sources.mysql_tls import (
     truststore_password,
 )
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
-from connectors.render import ConnectorParams
 
 _VARIABLES = (
     "log_bin",

@@ -18,6 +18,7 @@ import psycopg
 from psycopg import sql
 
 from cdc_lake.config import Connection, Source, Table
+from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.base import (
     Capture,
@@ -42,7 +43,6 @@ from cdc_lake.sources.postgres_checks import (
     identity_gap,
 )
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
-from connectors.render import ConnectorParams, heartbeat_table_ddl
 
 _Conn = psycopg.Connection[tuple[Any, ...]]
 

@@ -10,17 +10,17 @@ from importlib import resources
 import pytest
 
 from cdc_lake import jvm
-from cdc_lake.engines import ENGINE_NAMES
-from cdc_lake.exceptions import ConfigError
-from cdc_lake.secrets import MASK, mask_mapping
-from connectors import render
-from connectors.render import (
+from cdc_lake.connect import render
+from cdc_lake.connect.render import (
     ConnectorParams,
     ConverterSettings,
     heartbeat_table_ddl,
     registry_api_url,
     render_connector,
 )
+from cdc_lake.engines import ENGINE_NAMES
+from cdc_lake.exceptions import ConfigError
+from cdc_lake.secrets import MASK, mask_mapping
 
 REGISTRY = "http://127.0.0.1:18081"
 

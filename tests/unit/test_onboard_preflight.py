@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import PreflightError
 from cdc_lake.onboard.preflight import (
     check_connector_names,
@@ -12,7 +13,6 @@ from cdc_lake.onboard.preflight import (
     shown_url,
 )
 from cdc_lake.sources.checks import CheckResult, Outcome, name_list
-from connectors.client import KafkaConnectClient
 
 OURS = {
     "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
