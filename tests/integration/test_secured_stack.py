@@ -41,10 +41,10 @@ from bootstrap_support import (
 from onboard_fixtures import assert_one_line_failure
 from pyspark.sql import SparkSession
 
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.tls import stack_ca
 from cdc_lake.state.lifecycle import TableState
-from connectors.client import KafkaConnectClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 
@@ -203,3 +203,28 @@ def test_wrong_ca_or_missing_credentials_fail_preflight_in_one_line(
     assert_one_line_failure(result, "preflight check(s) failed", named)
     assert _connectors(local_stack, db.source) == registered
     assert local_stack.layout.credentials.connect_password not in result.stderr + result.output
+
+
+def test_connector_verifies_the_server_with_its_truststore(
+    local_stack: LocalStack, maria: SourceDb, tmp_path: Path
+) -> None:
+    """A truststore holding another CA (the preflight's pymysql trusts the right one) stops Debezium."""
+    maria.execute(*(statement.format(name="other_truststore") for statement in ITEMS))
+    config_path = _secured_config(tmp_path, maria, "other_truststore", stack_ca(local_stack.layout))
+    other = _other_ca(tmp_path)
+    for role in ("primary", "replica"):
+        subprocess.run(
+            [
+                "keytool", "-importcert", "-noprompt", "-alias", "other", "-file", str(other),
+                "-keystore", str(tmp_path / f"{role}-truststore.p12"), "-storetype", "PKCS12",
+                "-storepass:env", TRUSTSTORE_ENV,
+            ],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+    registered = _connectors(local_stack, maria.source)
+
+    result = cli_run(config_path, "onboard", maria.source)
+
+    assert_one_line_failure(result, "PKIX path building failed")
+    assert _connectors(local_stack, maria.source) == registered
