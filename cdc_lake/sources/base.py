@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from cdc_lake.config import Source, Table
-from cdc_lake.onboard.preflight import CheckResult
-from connectors.render import ConnectorParams, ConverterSettings
+from cdc_lake.connect.render import ConnectorParams, ConverterSettings
+from cdc_lake.sources.checks import CheckResult
+from cdc_lake.sources.positions import LogPosition
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ class SourceEngine(ABC):
     """
 
     engine: ClassVar[str]
+    position_type: ClassVar[type[LogPosition]]
+    """The type of this engine's positions (:meth:`current_position`, connector offsets)."""
 
     def __init__(self, source: Source) -> None:
         self.source = source

@@ -12,14 +12,14 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 import pymysql
 from pymysql.cursors import DictCursor
 
 from cdc_lake.config import Connection
+from cdc_lake.connect.render import ConnectorParams
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.onboard.preflight import CheckResult
 from cdc_lake.sources.base import (
     Capture,
     CaptureLag,
@@ -29,9 +29,10 @@ from cdc_lake.sources.base import (
     ReplicaDelay,
     SourceEngine,
 )
+from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.mysql_checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
+from cdc_lake.sources.positions import LogPosition, MariaDbGtidPosition, MySqlGtidSet
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
-from connectors.render import ConnectorParams
 
 _VARIABLES = (
     "log_bin",
@@ -72,6 +73,7 @@ class MySqlEngine(SourceEngine):
     """A MySQL source: binlog from the primary, bootstrap from a replica."""
 
     engine = "mysql"
+    position_type: ClassVar[type[LogPosition]] = MySqlGtidSet
     flavor = "mysql"
     replica_status_query = "SHOW REPLICA STATUS"
     replica_hosts_query = "SHOW REPLICAS"
@@ -459,6 +461,7 @@ class MariaDbEngine(MySqlEngine):
     """A MariaDB source: GTIDs are always on; positions are ``gtid_binlog_pos`` / ``gtid_slave_pos``."""
 
     engine = "mariadb"
+    position_type: ClassVar[type[LogPosition]] = MariaDbGtidPosition
     # Spark picks its MySQL dialect (backtick quoting, MySQL types) only for jdbc:mysql: URLs, which the
     # MariaDB driver accepts with permitMysqlScheme.
     jdbc_driver = "org.mariadb.jdbc.Driver"

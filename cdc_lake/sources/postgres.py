@@ -11,15 +11,15 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote as url_quote
 
 import psycopg
 from psycopg import sql
 
 from cdc_lake.config import Connection, Source, Table
+from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.onboard.preflight import CheckResult
 from cdc_lake.sources.base import (
     Capture,
     CaptureLag,
@@ -29,6 +29,8 @@ from cdc_lake.sources.base import (
     ReplicaDelay,
     SourceEngine,
 )
+from cdc_lake.sources.checks import CheckResult
+from cdc_lake.sources.positions import LogPosition, Lsn
 from cdc_lake.sources.postgres_checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,
@@ -40,7 +42,6 @@ from cdc_lake.sources.postgres_checks import (
     identity_gap,
 )
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
-from connectors.render import ConnectorParams, heartbeat_table_ddl
 
 _Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -91,6 +92,7 @@ class PostgresEngine(SourceEngine):
     """A Postgres source: primary for CDC, streaming standby for bootstrap."""
 
     engine = "postgres"
+    position_type: ClassVar[type[LogPosition]] = Lsn
 
     def __init__(self, source: Source) -> None:
         super().__init__(source)
