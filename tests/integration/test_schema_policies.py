@@ -45,12 +45,12 @@ from bootstrap.rebootstrap import AutoRebootstrap
 from cdc_lake.apply.commands import service_for
 from cdc_lake.apply.target import select_targets
 from cdc_lake.config import Config
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import RebootstrapPhase
 from cdc_lake.state.store import StateStore
-from connectors.client import KafkaConnectClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
 
