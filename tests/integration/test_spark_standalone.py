@@ -1,20 +1,32 @@
 """The bootstrap and the applier on a real Spark standalone cluster (the stack's master and worker).
 
-The commands run as separate processes with ``spark.master: spark://127.0.0.1:17077``: the driver is
-the cdc-lake process, the executors (and the Python workers that decode) run under the stack's
-``spark-worker`` process, jars reach them through the driver.  The master's status page proves both
-applications ran there; the lake ends equal to the source, read with Spark+Hudi and hudi-rs.
+Both run as their own driver processes against ``spark://127.0.0.1:17077``; their executors (and the
+Python workers that decode) run under the stack's ``spark-worker`` process:
+
+- the bootstrap as the ``cdc-lake`` command, which starts its own driver JVM from the config (jars
+  resolved through Maven, executors running the command's interpreter);
+- the applier through ``spark-submit`` in client deploy mode, the way a cluster runs it: the jars
+  as the pre-resolved ``--jars`` list (``cdc-lake spark jars``), cdc-lake and its dependencies as a
+  packed environment (``cdc-lake spark pack-env``) shipped with ``--archives`` and run by the
+  executors as ``./environment/bin/python``.
+
+The worker's status page lists the executors of both applications; the applier's executor
+directories hold the unpacked environment.  ``hoodie.*`` options from the config (global, and a
+table's own winning) reach the files both commands write.  The lake ends equal to the source,
+read with Spark+Hudi and hudi-rs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from bootstrap_support import (
     SourceDb,
@@ -29,17 +41,26 @@ from bootstrap_support import (
 )
 from pyspark.sql import SparkSession
 
+from cdc_lake.spark.pack import ENVIRONMENT_NAME, pack_environment
 from cdc_lake.stack.manager import LocalStack
-from cdc_lake.stack.spark import EXECUTOR_MEMORY
+from cdc_lake.stack.spark import EXECUTOR_MEMORY, spark_home
 from cdc_lake.state.lifecycle import TableState
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 
-ITEMS = """
+TABLES = """
 create table public.items (id bigint primary key, val text, n integer);
 insert into public.items select g, 'v' || g, g from generate_series(1, 300) g;
+create table public.notes (id bigint primary key, body text);
+insert into public.notes select g, 'note ' || g from generate_series(1, 20) g;
 """
 COMMAND_TIMEOUT = 420
+EXECUTOR_CONF = {
+    "spark.executor.memory": EXECUTOR_MEMORY,
+    "spark.cores.max": "1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +69,18 @@ def db(local_stack: LocalStack) -> Iterator[SourceDb]:
         yield created
 
 
-def _cdc_lake(config_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``cdc-lake --config CONFIG ARGS...`` as its own process (its own Spark driver)."""
+@pytest.fixture(scope="module")
+def environment_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """cdc-lake and its dependencies, packed as a cluster deployment ships them (no pyspark inside)."""
+    packed = pack_environment(tmp_path_factory.mktemp("env") / "cdc-lake-env.tar.gz")
+    assert "cdc-lake" in packed.distributions and "pyspark" not in packed.distributions
+    return packed.path
+
+
+def _cdc_lake(*args: str) -> subprocess.CompletedProcess[str]:
+    """``cdc-lake ARGS...`` as its own process."""
     return subprocess.run(
-        [sys.executable, "-m", "cdc_lake", "--config", str(config_path), *args],
+        [sys.executable, "-m", "cdc_lake", *args],
         capture_output=True,
         text=True,
         timeout=COMMAND_TIMEOUT,
@@ -59,52 +88,147 @@ def _cdc_lake(config_path: Path, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
+def _spark_submit(*args: str) -> subprocess.CompletedProcess[str]:
+    """``spark-submit ARGS...`` from the installed pyspark distribution, in client deploy mode by default."""
+    env = {**os.environ, "SPARK_HOME": str(spark_home())}
+    env.pop("PYSPARK_PYTHON", None)
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    return subprocess.run(
+        [str(spark_home() / "bin" / "spark-submit"), *args],
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        check=False,
+        env=env,
+    )
+
+
+def _submit_args(master: str, *, jars: str | None, archive: Path | None) -> list[str]:
+    args = ["--master", master]
+    if jars is not None:
+        args += ["--jars", jars]
+    if archive is not None:
+        # The driver stays on this host's interpreter; the executors run the shipped one.
+        args += [
+            "--archives",
+            f"{archive}#{ENVIRONMENT_NAME}",
+            "--conf",
+            f"spark.pyspark.python=./{ENVIRONMENT_NAME}/bin/python",
+            "--conf",
+            f"spark.pyspark.driver.python={sys.executable}",
+        ]
+    for key, value in EXECUTOR_CONF.items():
+        args += ["--conf", f"{key}={value}"]
+    entrypoint = _cdc_lake("spark", "entrypoint")
+    assert entrypoint.returncode == 0, entrypoint.stderr
+    return [*args, entrypoint.stdout.strip()]
+
+
+def _codecs(base_path: str) -> set[str]:
+    """The compression codec of every column chunk of every data file of a table."""
+    files = [f for f in Path(base_path).rglob("*.parquet") if ".hoodie" not in f.parts]
+    assert files, f"no data files under {base_path}"
+    return {
+        meta.row_group(g).column(c).compression
+        for meta in (pq.ParquetFile(f).metadata for f in files)
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
+    }
+
+
+def _executor_apps(local_stack: LocalStack) -> dict[str, set[str]]:
+    """Application id -> the ids of its executors the stack's worker process ran."""
+    status = local_stack.spark_worker.worker_status()
+    apps: dict[str, set[str]] = {}
+    for executor in status["executors"] + status["finishedexecutors"]:
+        apps.setdefault(executor["appid"], set()).add(str(executor["id"]))
+    return apps
+
+
 def test_bootstrap_and_apply_run_on_a_standalone_cluster(
-    spark: SparkSession, local_stack: LocalStack, db: SourceDb, tmp_path: Path
+    spark: SparkSession, local_stack: LocalStack, db: SourceDb, tmp_path: Path, environment_archive: Path
 ) -> None:
     app_name = f"cdc-lake-standalone-{db.suffix}"
     master = local_stack.spark_master
-    db.execute(ITEMS)
+    db.execute(TABLES)
     config_path = write_config(
         tmp_path,
         db,
-        [{"name": "items"}],
+        [{"name": "items", "hudi_options": {"hoodie.parquet.compression.codec": "zstd"}}, {"name": "notes"}],
         str(tmp_path / "lake"),
-        spark={
-            "master": master.url,
-            "app_name": app_name,
-            "conf": {
-                "spark.executor.memory": EXECUTOR_MEMORY,
-                "spark.cores.max": 1,
-                "spark.driver.host": "127.0.0.1",
-                "spark.driver.bindAddress": "127.0.0.1",
-            },
-        },
+        lake={"base_path": str(tmp_path / "lake"), "hudi_options": {"hoodie.parquet.compression.codec": "gzip"}},
+        spark={"master": master.url, "app_name": app_name, "conf": EXECUTOR_CONF},
     )
     config = load(config_path)
-    table = db.qualified("items")
+    tables = [db.qualified("items"), db.qualified("notes")]
     onboarded = cli_run(config_path, "onboard", db.source)
     assert onboarded.exit_code == 0, onboarded.stderr or onboarded.output
 
-    bootstrapped = _cdc_lake(config_path, "bootstrap", table, "--json")
+    bootstrapped = _cdc_lake("--config", str(config_path), "bootstrap", *tables, "--json")
     assert bootstrapped.returncode == 0, bootstrapped.stderr
-    assert json.loads(bootstrapped.stdout)[0]["state"] == "CATCHING_UP"
+    assert [r["state"] for r in json.loads(bootstrapped.stdout)] == ["CATCHING_UP", "CATCHING_UP"]
+    after_bootstrap = set(_executor_apps(local_stack))
 
     db.execute(
         "update public.items set val = 'changed', n = -n where id <= 40",
         "delete from public.items where id between 100 and 120",
         "insert into public.items select g, 'new', g from generate_series(301, 330) g",
+        "update public.notes set body = 'edited' where id <= 5",
+        "delete from public.notes where id = 20",
     )
-    wait_streamed(config, table)
+    for table in tables:
+        wait_streamed(config, table)
+    jars = _cdc_lake("--config", str(config_path), "spark", "jars")
+    assert jars.returncode == 0, jars.stderr
+    submit = _submit_args(master.url, jars=jars.stdout.strip(), archive=environment_archive)
     deadline = time.monotonic() + COMMAND_TIMEOUT
-    while state_of(config, table) is not TableState.LIVE:
-        applied = _cdc_lake(config_path, "apply", "--once", "--tables", table)
-        assert applied.returncode == 0, applied.stderr
-        assert time.monotonic() < deadline, f"{table} not LIVE"
+    while any(state_of(config, table) is not TableState.LIVE for table in tables):
+        applied = _spark_submit(*submit, "--config", str(config_path), "apply", "--once", "--json")
+        assert applied.returncode == 0, applied.stderr[-4000:]
+        assert time.monotonic() < deadline, "tables not LIVE"
 
     ran_here = [app for app in master.cluster_status()["completedapps"] if app["name"] == app_name]
     assert len(ran_here) >= 2, "bootstrap and apply did not run on the standalone master"
     assert all(app["state"] == "FINISHED" and app["cores"] >= 1 for app in ran_here)
+    executors = _executor_apps(local_stack)
+    assert {app["id"] for app in ran_here} <= set(executors), "an application had no executor in the worker"
+    applier_apps = set(executors) - after_bootstrap
+    assert applier_apps, "the applier's executors did not run in the worker"
+    for app_id in applier_apps:
+        for executor_id in executors[app_id]:
+            shipped = local_stack.spark_worker.work_dir / app_id / executor_id / ENVIRONMENT_NAME
+            assert (shipped / "bin" / "python").is_symlink(), f"{app_id}/{executor_id}: no packed environment"
 
+    items, notes = (config.lake.table_base_path(t) for t in tables)
+    assert _codecs(items) == {"ZSTD"}, "the table's hudi_options did not reach its files"
+    assert _codecs(notes) == {"GZIP"}, "lake.hudi_options did not reach the files"
     assert assert_lake_equals_source(spark, config, db, "items") == 309
+    assert assert_lake_equals_source(spark, config, db, "notes") == 19
     assert_hudi_rs_equals_source(config, db, "items", ("id", "val", "n"))
+    assert_hudi_rs_equals_source(config, db, "notes", ("id", "body"))
+
+
+def test_spark_submit_without_the_jars_is_refused_naming_them(
+    local_stack: LocalStack, db: SourceDb, tmp_path: Path
+) -> None:
+    master = local_stack.spark_master.url
+    config_path = write_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"), spark={"master": master})
+    refused = _spark_submit(*_submit_args(master, jars=None, archive=None), "--config", str(config_path), "status")
+    # `status` starts no Spark session: a command that does, without Hudi on the classpath, is refused.
+    assert refused.returncode == 0, refused.stderr
+    refused = _spark_submit(
+        *_submit_args(master, jars=None, archive=None), "--config", str(config_path), "apply", "--once"
+    )
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "Hudi is not on the driver's classpath" in refused.stderr
+    assert "cdc-lake spark jars" in refused.stderr
+
+
+def test_standalone_refuses_cluster_deploy_mode_for_python(local_stack: LocalStack, tmp_path: Path) -> None:
+    """What docs/deploy.md says: on a standalone master only client mode runs a Python driver."""
+    master = local_stack.spark_master.url
+    refused = _spark_submit("--master", master, "--deploy-mode", "cluster", *_submit_args(master, jars=None, archive=None)[2:], "status")
+    assert refused.returncode != 0
+    assert "Cluster deploy mode is currently not supported for python applications on standalone" in (
+        refused.stdout + refused.stderr
+    )
