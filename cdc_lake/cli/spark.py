@@ -1,4 +1,4 @@
-"""`cdc-lake spark jars|pack-env|entrypoint`: what spark-submit needs to run cdc-lake on a cluster.
+"""`cdc-lake spark jars|pack-env|entrypoint|check`: what spark-submit needs to run cdc-lake on a cluster.
 
 A cdc-lake command is a Spark driver.  It starts its own driver JVM from the ``spark`` config, or
 runs under ``spark-submit`` (client or cluster deploy mode), whose command line then decides the
@@ -37,16 +37,28 @@ def package_coordinates() -> list[str]:
 @click.option(
     "--coordinates", is_flag=True, help="Print Maven coordinates (for --packages) instead of jar paths."
 )
+@click.option(
+    "--excludes",
+    is_flag=True,
+    help="Print the group:artifact pairs for --exclude-packages that go with --packages.",
+)
 @click.pass_context
-def jars(ctx: click.Context, coordinates: bool) -> None:
+def jars(ctx: click.Context, coordinates: bool, excludes: bool) -> None:
     """Print the driver's jars, comma-separated, for spark-submit's --jars (or --packages).
 
     The paths are the config's `spark.jars`, or the Hudi bundle, spark-avro, hadoop-aws, the
     Kafka source and the JDBC drivers, resolved through Maven once into the cache (nothing when
-    `spark.conf` sets spark.jars.packages).
+    `spark.conf` sets spark.jars.packages).  --coordinates prints the same set as Maven
+    coordinates, --excludes what Spark's resolver must leave out of their dependencies (the Spark
+    distribution ships it) to get the same classpath.
     """
+    if coordinates and excludes:
+        raise click.UsageError("--coordinates and --excludes: pass one of them")
     if coordinates:
         click.echo(",".join(package_coordinates()))
+        return
+    if excludes:
+        click.echo(",".join(jvm.SPARK_PACKAGES_EXCLUDES))
         return
     from cdc_lake.spark.session import driver_jars
 
@@ -93,3 +105,29 @@ def entrypoint() -> None:
     import cdc_lake.__main__ as main_module
 
     click.echo(main_module.__file__)
+
+
+@spark.command()
+@click.option("--tasks", type=click.IntRange(min=1), default=2, show_default=True, help="Tasks to run.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
+@click.pass_context
+def check(ctx: click.Context, tasks: int, as_json: bool) -> None:
+    """Run a small job and print the Python each executor ran it in (interpreter, prefix, cdc_lake).
+
+    Fails naming spark.pyspark.python when the executors cannot import cdc_lake or run another
+    version of it or of Python than the driver.  Run it the way the other commands run (its own
+    driver from the config, or under spark-submit) before the first bootstrap on a cluster.
+    """
+    from cdc_lake.spark import get_spark
+    from cdc_lake.spark.executors import check_executors
+
+    config = get_config(ctx)
+    found = check_executors(get_spark(config.spark, config.lake), tasks)
+    if as_json:
+        emit_json([executor.as_dict() for executor in found])
+        return
+    for executor in found:
+        click.echo(
+            f"{executor.host}: Python {executor.python_version} {executor.executable} "
+            f"(prefix {executor.prefix}), cdc-lake {executor.cdc_lake_version} from {executor.cdc_lake_path}"
+        )

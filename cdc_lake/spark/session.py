@@ -270,8 +270,9 @@ def _require_hudi_on_classpath() -> None:
     assert jvm is not None
     if not jvm.org.apache.spark.util.Utils.classIsLoadable(HUDI_REQUIRED_CONF["spark.sql.extensions"]):
         raise ConfigError(
-            "spark-submit: Hudi is not on the driver's classpath; pass --packages "
-            "\"$(cdc-lake spark jars --coordinates)\" or --jars \"$(cdc-lake spark jars)\" (docs/deploy.md)"
+            'spark-submit: Hudi is not on the driver\'s classpath; pass --jars "$(cdc-lake spark jars)" '
+            'or --packages "$(cdc-lake spark jars --coordinates)" '
+            '--exclude-packages "$(cdc-lake spark jars --excludes)" (docs/deploy.md)'
         )
 
 

@@ -6,14 +6,22 @@ Python workers that decode) run under the stack's ``spark-worker`` process:
 - the bootstrap as the ``cdc-lake`` command, which starts its own driver JVM from the config (jars
   resolved through Maven, executors running the command's interpreter);
 - the applier through ``spark-submit`` in client deploy mode, the way a cluster runs it: the jars
-  as the pre-resolved ``--jars`` list (``cdc-lake spark jars``), cdc-lake and its dependencies as a
-  packed environment (``cdc-lake spark pack-env``) shipped with ``--archives`` and run by the
-  executors as ``./environment/bin/python``.
+  by Maven coordinates (``--packages "$(cdc-lake spark jars --coordinates)"`` with
+  ``--exclude-packages "$(cdc-lake spark jars --excludes)"``, resolved by Spark's own resolver
+  from the local Maven repository, offline), cdc-lake and its dependencies as a packed environment
+  (``cdc-lake spark pack-env``) shipped with ``--archives`` and run by the executors as
+  ``./environment/bin/python``;
+- ``cdc-lake spark check`` through ``spark-submit`` with the pre-resolved jar list
+  (``--jars "$(cdc-lake spark jars)"``) and the same archive: its tasks report the interpreter,
+  ``sys.prefix`` and ``cdc_lake`` of the executors' Python workers, which must be the unpacked
+  archive in the executor's directory under the worker, not the driver's virtualenv.
 
-The worker's status page lists the executors of both applications; the applier's executor
+The worker's status page lists the executors of every application; the applier's executor
 directories hold the unpacked environment.  ``hoodie.*`` options from the config (global, and a
 table's own winning) reach the files both commands write.  The lake ends equal to the source,
-read with Spark+Hudi and hudi-rs.
+read with Spark+Hudi and hudi-rs.  Bad values fail in one line naming the setting: no Hudi on a
+spark-submit driver's classpath, executors whose Python lacks cdc_lake; and the standalone master
+refuses cluster deploy mode for a Python application, the reason only client mode is tested here.
 """
 
 from __future__ import annotations
@@ -25,9 +33,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from bootstrap_support import (
     SourceDb,
     assert_hudi_rs_equals_source,
@@ -41,6 +51,7 @@ from bootstrap_support import (
 )
 from pyspark.sql import SparkSession
 
+import cdc_lake
 from cdc_lake.spark.pack import ENVIRONMENT_NAME, pack_environment
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.spark import EXECUTOR_MEMORY, spark_home
@@ -103,25 +114,33 @@ def _spark_submit(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _submit_args(master: str, *, jars: str | None, archive: Path | None) -> list[str]:
-    args = ["--master", master]
-    if jars is not None:
-        args += ["--jars", jars]
+def _submit_args(
+    master: str,
+    *,
+    jars: list[str] | None = None,
+    archive: Path | None = None,
+    python: str | None = None,
+) -> list[str]:
+    """spark-submit's options and the cdc-lake entry point: ``jars`` as --jars/--packages options."""
+    args = ["--master", master, *(jars or [])]
     if archive is not None:
-        # The driver stays on this host's interpreter; the executors run the shipped one.
-        args += [
-            "--archives",
-            f"{archive}#{ENVIRONMENT_NAME}",
-            "--conf",
-            f"spark.pyspark.python=./{ENVIRONMENT_NAME}/bin/python",
-            "--conf",
-            f"spark.pyspark.driver.python={sys.executable}",
-        ]
+        args += ["--archives", f"{archive}#{ENVIRONMENT_NAME}"]
+        python = f"./{ENVIRONMENT_NAME}/bin/python"
+    if python is not None:
+        # The driver stays on this host's interpreter; the executors run ``python``.
+        args += ["--conf", f"spark.pyspark.python={python}"]
+        args += ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
     for key, value in EXECUTOR_CONF.items():
         args += ["--conf", f"{key}={value}"]
     entrypoint = _cdc_lake("spark", "entrypoint")
     assert entrypoint.returncode == 0, entrypoint.stderr
     return [*args, entrypoint.stdout.strip()]
+
+
+def _printed(*args: str) -> str:
+    done = _cdc_lake(*args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def _codecs(base_path: str) -> set[str]:
@@ -145,20 +164,36 @@ def _executor_apps(local_stack: LocalStack) -> dict[str, set[str]]:
     return apps
 
 
+def _with_hudi_options(config_path: Path) -> None:
+    """``lake.hudi_options`` for every table, and the ``items`` table's own."""
+    data: dict[str, Any] = yaml.safe_load(config_path.read_text())
+    data["lake"]["hudi_options"] = {"hoodie.parquet.compression.codec": "gzip"}
+    source = next(iter(data["sources"].values()))
+    for table in source["tables"]:
+        if table["name"].rsplit(".", 1)[-1] == "items":
+            table["hudi_options"] = {"hoodie.parquet.compression.codec": "zstd"}
+    config_path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def test_bootstrap_and_apply_run_on_a_standalone_cluster(
-    spark: SparkSession, local_stack: LocalStack, db: SourceDb, tmp_path: Path, environment_archive: Path
+    spark: SparkSession,
+    local_stack: LocalStack,
+    db: SourceDb,
+    tmp_path: Path,
+    environment_archive: Path,
 ) -> None:
     app_name = f"cdc-lake-standalone-{db.suffix}"
     master = local_stack.spark_master
+    worker = local_stack.spark_worker
     db.execute(TABLES)
     config_path = write_config(
         tmp_path,
         db,
-        [{"name": "items", "hudi_options": {"hoodie.parquet.compression.codec": "zstd"}}, {"name": "notes"}],
+        [{"name": "items"}, {"name": "notes"}],
         str(tmp_path / "lake"),
-        lake={"base_path": str(tmp_path / "lake"), "hudi_options": {"hoodie.parquet.compression.codec": "gzip"}},
         spark={"master": master.url, "app_name": app_name, "conf": EXECUTOR_CONF},
     )
+    _with_hudi_options(config_path)
     config = load(config_path)
     tables = [db.qualified("items"), db.qualified("notes")]
     onboarded = cli_run(config_path, "onboard", db.source)
@@ -178,26 +213,50 @@ def test_bootstrap_and_apply_run_on_a_standalone_cluster(
     )
     for table in tables:
         wait_streamed(config, table)
-    jars = _cdc_lake("--config", str(config_path), "spark", "jars")
-    assert jars.returncode == 0, jars.stderr
-    submit = _submit_args(master.url, jars=jars.stdout.strip(), archive=environment_archive)
+    # Spark's resolver reads the local Maven repository first: `cdc-lake spark jars` filled it.
+    jar_paths = _printed("--config", str(config_path), "spark", "jars")
+    packages = [
+        "--packages",
+        _printed("spark", "jars", "--coordinates"),
+        "--exclude-packages",
+        _printed("spark", "jars", "--excludes"),
+        "--conf",
+        f"spark.jars.ivy={tmp_path / 'ivy'}",
+    ]
+    submit = _submit_args(master.url, jars=packages, archive=environment_archive)
     deadline = time.monotonic() + COMMAND_TIMEOUT
     while any(state_of(config, table) is not TableState.LIVE for table in tables):
         applied = _spark_submit(*submit, "--config", str(config_path), "apply", "--once", "--json")
         assert applied.returncode == 0, applied.stderr[-4000:]
         assert time.monotonic() < deadline, "tables not LIVE"
+    applier_apps = set(_executor_apps(local_stack)) - after_bootstrap
+
+    listed = _submit_args(master.url, jars=["--jars", jar_paths], archive=environment_archive)
+    checked = _spark_submit(*listed, "--config", str(config_path), "spark", "check", "--tasks", "2", "--json")
+    assert checked.returncode == 0, checked.stderr[-4000:]
+    pythons = json.loads(checked.stdout)
+    assert pythons, "no executor reported its Python"
+    driver_prefix = Path(sys.prefix).resolve()
+    for python in pythons:
+        prefix = Path(python["prefix"])
+        # <worker dir>/<app id>/<executor id>/environment: the archive Spark unpacked for this executor.
+        assert prefix.name == ENVIRONMENT_NAME and prefix.parent.parent.parent == worker.work_dir, python
+        assert Path(python["executable"]).is_relative_to(prefix), python
+        assert Path(python["cdc_lake_path"]).is_relative_to(prefix), python
+        # Not the driver's: its virtualenv, and the source tree its editable install points at.
+        assert not Path(python["cdc_lake_path"]).resolve().is_relative_to(driver_prefix), python
+        assert Path(python["cdc_lake_path"]).resolve() != Path(cdc_lake.__path__[0]).resolve(), python
 
     ran_here = [app for app in master.cluster_status()["completedapps"] if app["name"] == app_name]
-    assert len(ran_here) >= 2, "bootstrap and apply did not run on the standalone master"
+    assert len(ran_here) >= 3, "bootstrap, apply and check did not run on the standalone master"
     assert all(app["state"] == "FINISHED" and app["cores"] >= 1 for app in ran_here)
     executors = _executor_apps(local_stack)
     assert {app["id"] for app in ran_here} <= set(executors), "an application had no executor in the worker"
-    applier_apps = set(executors) - after_bootstrap
     assert applier_apps, "the applier's executors did not run in the worker"
     for app_id in applier_apps:
         for executor_id in executors[app_id]:
-            shipped = local_stack.spark_worker.work_dir / app_id / executor_id / ENVIRONMENT_NAME
-            assert (shipped / "bin" / "python").is_symlink(), f"{app_id}/{executor_id}: no packed environment"
+            shipped = worker.work_dir / app_id / executor_id / ENVIRONMENT_NAME
+            assert (shipped / "bin" / "python").is_symlink(), f"{app_id}/{executor_id}: no environment"
 
     items, notes = (config.lake.table_base_path(t) for t in tables)
     assert _codecs(items) == {"ZSTD"}, "the table's hudi_options did not reach its files"
@@ -208,26 +267,32 @@ def test_bootstrap_and_apply_run_on_a_standalone_cluster(
     assert_hudi_rs_equals_source(config, db, "notes", ("id", "body"))
 
 
-def test_spark_submit_without_the_jars_is_refused_naming_them(
+def test_bad_cluster_settings_fail_in_one_line_naming_them(
     local_stack: LocalStack, db: SourceDb, tmp_path: Path
 ) -> None:
     master = local_stack.spark_master.url
-    config_path = write_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"), spark={"master": master})
-    refused = _spark_submit(*_submit_args(master, jars=None, archive=None), "--config", str(config_path), "status")
-    # `status` starts no Spark session: a command that does, without Hudi on the classpath, is refused.
-    assert refused.returncode == 0, refused.stderr
-    refused = _spark_submit(
-        *_submit_args(master, jars=None, archive=None), "--config", str(config_path), "apply", "--once"
+    config_path = write_config(
+        tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"), spark={"master": master}
     )
+    # No --jars or --packages: a command that starts a Spark session is refused before any work.
+    refused = _spark_submit(*_submit_args(master), "--config", str(config_path), "apply", "--once")
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert "Hudi is not on the driver's classpath" in refused.stderr
     assert "cdc-lake spark jars" in refused.stderr
 
+    # Executors on the bare base interpreter (no cdc_lake there): `spark check` names the setting.
+    base = getattr(sys, "_base_executable", sys.executable)
+    jars = ["--jars", _printed("--config", str(config_path), "spark", "jars")]
+    bare = _submit_args(master, jars=jars, python=base)
+    refused = _spark_submit(*bare, "--config", str(config_path), "spark", "check")
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    error = [line for line in refused.stderr.splitlines() if "spark.pyspark.python" in line]
+    assert error and "No module named 'cdc_lake'" in error[0], refused.stderr[-2000:]
 
-def test_standalone_refuses_cluster_deploy_mode_for_python(local_stack: LocalStack, tmp_path: Path) -> None:
+
+def test_standalone_refuses_cluster_deploy_mode_for_python(local_stack: LocalStack) -> None:
     """What docs/deploy.md says: on a standalone master only client mode runs a Python driver."""
-    master = local_stack.spark_master.url
-    refused = _spark_submit("--master", master, "--deploy-mode", "cluster", *_submit_args(master, jars=None, archive=None)[2:], "status")
+    refused = _spark_submit("--deploy-mode", "cluster", *_submit_args(local_stack.spark_master.url), "status")
     assert refused.returncode != 0
     assert "Cluster deploy mode is currently not supported for python applications on standalone" in (
         refused.stdout + refused.stderr
