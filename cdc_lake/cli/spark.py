@@ -127,7 +127,7 @@ def check(ctx: click.Context, tasks: int, as_json: bool) -> None:
         emit_json([executor.as_dict() for executor in found])
         return
     for executor in found:
-        click.echo(
-            f"{executor.host}: Python {executor.python_version} {executor.executable} "
-            f"(prefix {executor.prefix}), cdc-lake {executor.cdc_lake_version} from {executor.cdc_lake_path}"
-        )
+        click.echo(f"{executor.host}: Python {executor.python_version}, cdc-lake {executor.cdc_lake_version}")
+        click.echo(f"  interpreter: {executor.executable}")
+        click.echo(f"  prefix:      {executor.prefix}")
+        click.echo(f"  cdc_lake:    {executor.cdc_lake_path}")

@@ -57,7 +57,8 @@ from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.spark import EXECUTOR_MEMORY, spark_home
 from cdc_lake.state.lifecycle import TableState
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
+# Four drivers and their executors one after the other on a 1-core worker.
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
 
 TABLES = """
 create table public.items (id bigint primary key, val text, n integer);
@@ -83,7 +84,7 @@ def db(local_stack: LocalStack) -> Iterator[SourceDb]:
 @pytest.fixture(scope="module")
 def environment_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """cdc-lake and its dependencies, packed as a cluster deployment ships them (no pyspark inside)."""
-    packed = pack_environment(tmp_path_factory.mktemp("env") / "cdc-lake-env.tar.gz")
+    packed = pack_environment(tmp_path_factory.mktemp("env") / "cdc-lake-env.tar")
     assert "cdc-lake" in packed.distributions and "pyspark" not in packed.distributions
     return packed.path
 
@@ -127,14 +128,26 @@ def _submit_args(
         args += ["--archives", f"{archive}#{ENVIRONMENT_NAME}"]
         python = f"./{ENVIRONMENT_NAME}/bin/python"
     if python is not None:
-        # The driver stays on this host's interpreter; the executors run ``python``.
         args += ["--conf", f"spark.pyspark.python={python}"]
-        args += ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
+    # The driver runs on this host's interpreter (spark-submit's default is `python3` on the PATH).
+    args += ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
     for key, value in EXECUTOR_CONF.items():
         args += ["--conf", f"{key}={value}"]
     entrypoint = _cdc_lake("spark", "entrypoint")
     assert entrypoint.returncode == 0, entrypoint.stderr
     return [*args, entrypoint.stdout.strip()]
+
+
+def _output(done: subprocess.CompletedProcess[str]) -> str:
+    """What a command under spark-submit printed: Spark's PythonRunner merges its stderr into stdout."""
+    return done.stdout + done.stderr
+
+
+def _json_printed(done: subprocess.CompletedProcess[str]) -> Any:
+    """The JSON document a command printed under spark-submit, among any lines logged around it."""
+    lines = done.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line in ("[", "{", "[]", "{}"))
+    return json.JSONDecoder().raw_decode("\n".join(lines[start:]))[0]
 
 
 def _printed(*args: str) -> str:
@@ -227,14 +240,14 @@ def test_bootstrap_and_apply_run_on_a_standalone_cluster(
     deadline = time.monotonic() + COMMAND_TIMEOUT
     while any(state_of(config, table) is not TableState.LIVE for table in tables):
         applied = _spark_submit(*submit, "--config", str(config_path), "apply", "--once", "--json")
-        assert applied.returncode == 0, applied.stderr[-4000:]
+        assert applied.returncode == 0, _output(applied)[-4000:]
         assert time.monotonic() < deadline, "tables not LIVE"
     applier_apps = set(_executor_apps(local_stack)) - after_bootstrap
 
     listed = _submit_args(master.url, jars=["--jars", jar_paths], archive=environment_archive)
     checked = _spark_submit(*listed, "--config", str(config_path), "spark", "check", "--tasks", "2", "--json")
-    assert checked.returncode == 0, checked.stderr[-4000:]
-    pythons = json.loads(checked.stdout)
+    assert checked.returncode == 0, _output(checked)[-4000:]
+    pythons = _json_printed(checked)
     assert pythons, "no executor reported its Python"
     driver_prefix = Path(sys.prefix).resolve()
     for python in pythons:
@@ -275,19 +288,21 @@ def test_bad_cluster_settings_fail_in_one_line_naming_them(
         tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"), spark={"master": master}
     )
     # No --jars or --packages: a command that starts a Spark session is refused before any work.
-    refused = _spark_submit(*_submit_args(master), "--config", str(config_path), "apply", "--once")
-    assert refused.returncode == 2, refused.stderr[-2000:]
-    assert "Hudi is not on the driver's classpath" in refused.stderr
-    assert "cdc-lake spark jars" in refused.stderr
+    refused = _spark_submit(*_submit_args(master), "--config", str(config_path), "spark", "check")
+    assert refused.returncode == 2, _output(refused)[-2000:]
+    error = [line for line in _output(refused).splitlines() if line.startswith("error: ")]
+    assert len(error) == 1 and "Hudi is not on the driver's classpath" in error[0], _output(refused)[-2000:]
+    assert "--jars" in error[0] and "--packages" in error[0]
 
     # Executors on the bare base interpreter (no cdc_lake there): `spark check` names the setting.
     base = getattr(sys, "_base_executable", sys.executable)
     jars = ["--jars", _printed("--config", str(config_path), "spark", "jars")]
     bare = _submit_args(master, jars=jars, python=base)
     refused = _spark_submit(*bare, "--config", str(config_path), "spark", "check")
-    assert refused.returncode == 2, refused.stderr[-2000:]
-    error = [line for line in refused.stderr.splitlines() if "spark.pyspark.python" in line]
-    assert error and "No module named 'cdc_lake'" in error[0], refused.stderr[-2000:]
+    assert refused.returncode == 2, _output(refused)[-2000:]
+    error = [line for line in _output(refused).splitlines() if line.startswith("error: ")]
+    assert len(error) == 1 and error[0].startswith("error: spark.pyspark.python: "), _output(refused)[-2000:]
+    assert "No module named 'cdc_lake'" in error[0]
 
 
 def test_standalone_refuses_cluster_deploy_mode_for_python(local_stack: LocalStack) -> None:
