@@ -70,7 +70,7 @@ def jars(ctx: click.Context, coordinates: bool, excludes: bool) -> None:
 @click.argument("output", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
 def pack_env(output: Path, as_json: bool) -> None:
-    """Pack cdc-lake and its dependencies into OUTPUT (.tar.gz or .tar) for spark.archives.
+    """Pack cdc-lake and its dependencies into OUTPUT (.tar.gz or .tgz) for spark.archives.
 
     The executors run ./environment/bin/python from it; they need the same Python version at
     the same path as this interpreter (pyspark comes from their Spark installation).

@@ -142,15 +142,18 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes, mode: int = 0o6
 
 
 def _open_archive(output: Path) -> tarfile.TarFile:
+    # Spark unpacks .tar.gz with the system's tar; a plain .tar goes through Hadoop's Java untar,
+    # which refuses bin/python's absolute link ("would create entry outside of ...").
     if output.name.endswith((".tar.gz", ".tgz")):
         return tarfile.open(output, "w:gz", compresslevel=6)
-    if output.name.endswith(".tar"):
-        return tarfile.open(output, "w")
-    raise ConfigError(f"cannot pack the Python environment to {output}: name it .tar.gz, .tgz or .tar")
+    raise ConfigError(
+        f"cannot pack the Python environment to {output}: name it .tar.gz or .tgz (Spark unpacks "
+        "a plain .tar or a .zip with Java, which refuses bin/python's link to the interpreter)"
+    )
 
 
 def pack_environment(output: Path) -> PackedEnvironment:
-    """Write the executors' Python environment to ``output`` (gzip-compressed unless it ends in ``.tar``)."""
+    """Write the executors' Python environment to ``output``, a gzip-compressed tar archive."""
     distributions = runtime_distributions()
     output.parent.mkdir(parents=True, exist_ok=True)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"

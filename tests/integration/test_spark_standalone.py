@@ -84,7 +84,7 @@ def db(local_stack: LocalStack) -> Iterator[SourceDb]:
 @pytest.fixture(scope="module")
 def environment_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """cdc-lake and its dependencies, packed as a cluster deployment ships them (no pyspark inside)."""
-    packed = pack_environment(tmp_path_factory.mktemp("env") / "cdc-lake-env.tar")
+    packed = pack_environment(tmp_path_factory.mktemp("env") / "cdc-lake-env.tar.gz")
     assert "cdc-lake" in packed.distributions and "pyspark" not in packed.distributions
     return packed.path
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,8 +121,9 @@ def test_packed_environment_spark_conf_and_bad_archive_names(tmp_path: Path) -> 
         "spark.archives": f"hdfs:///deploy/env.tar.gz#{ENVIRONMENT_NAME}",
         "spark.pyspark.python": f"./{ENVIRONMENT_NAME}/bin/python",
     }
-    result = CliRunner().invoke(cli, ["spark", "pack-env", str(tmp_path / "env.zip")])
-    assert result.exit_code == 2
-    assert "name it .tar.gz, .tgz or .tar" in result.output
-    assert not (tmp_path / "env.zip").exists()
-    assert not any(tarfile.is_tarfile(p) for p in tmp_path.iterdir())
+    for name in ("env.zip", "env.tar"):
+        result = CliRunner().invoke(cli, ["spark", "pack-env", str(tmp_path / name)])
+        assert result.exit_code == 2
+        assert "name it .tar.gz or .tgz" in result.output
+        assert "\n" not in result.output.strip()
+    assert not list(tmp_path.iterdir())
