@@ -239,6 +239,14 @@ class KafkaConnectSettings(_Model):
         return self
 
 
+SPARK_MASTER_URL: Final = re.compile(
+    r"yarn|local(\[(\*|\d+)(,\d+)?\])?|k8s://(https?://)?[^\s/:]+(:\d+)?/?"
+    r"|spark://[^\s/:,]+:\d+(,[^\s/:,]+:\d+)*|mesos://\S+"
+)
+"""The master URLs Spark 3.5 accepts: YARN, Kubernetes (an API server), standalone (with standby
+masters), Mesos, or in-process."""
+
+
 class SparkSettings(_Model):
     """The Spark session; an empty ``jars`` list means resolve the Hudi bundle through Maven."""
 
@@ -247,6 +255,18 @@ class SparkSettings(_Model):
     driver_memory: str = "1g"
     jars: list[str] = Field(default_factory=list)
     conf: dict[str, PassthroughValue] = Field(default_factory=dict)
+
+    @field_validator("master")
+    @classmethod
+    def _is_a_master_url(cls, value: str) -> str:
+        if not SPARK_MASTER_URL.fullmatch(value):
+            raise PydanticCustomError(
+                "spark_master",
+                "'{value}' is not a Spark master URL; use yarn, k8s://https://HOST:PORT, "
+                "spark://HOST:PORT or local[N] (docs/deploy.md)",
+                {"value": value},
+            )
+        return value
 
 
 def _default_intervals() -> dict[int, int]:

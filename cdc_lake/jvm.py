@@ -136,6 +136,28 @@ def spark_jars(spark_version: str) -> ArtifactSet:
     )
 
 
+SPARK_PACKAGES_EXCLUDES: tuple[str, ...] = (
+    # Shipped by the Spark distribution, in the same versions.
+    "org.slf4j:slf4j-api",
+    "com.github.luben:zstd-jni",
+    "org.xerial.snappy:snappy-java",
+    "org.lz4:lz4-java",
+    "org.apache.hadoop:hadoop-client-api",
+    "org.apache.hadoop:hadoop-client-runtime",
+    "commons-logging:commons-logging",
+    "com.google.code.findbugs:jsr305",
+    "org.tukaani:xz",
+    "org.apache.hive:hive-storage-api",
+    # Optional features cdc-lake does not use (S3A's OpenSSL channel, MySQL's X DevAPI, annotations).
+    "org.wildfly.openssl:wildfly-openssl",
+    "com.google.protobuf:protobuf-java",
+    "org.checkerframework:checker-qual",
+)
+"""``group:artifact`` pairs that Spark's ``--packages`` (``spark.jars.packages``) would pull in
+transitively from :func:`spark_jars`; as ``--exclude-packages`` (``spark.jars.excludes``) they
+keep the resolved classpath equal to the non-transitive set :func:`resolve` writes."""
+
+
 KAFKA_SERVER = ArtifactSet(
     name="kafka",
     artifacts=(
