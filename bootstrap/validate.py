@@ -9,11 +9,19 @@ types, so equal rows hash equal) and the lake with Spark, so tables larger than 
    paused connector) is, correctly, a difference.  With ``--older-than SECONDS`` and
    ``--updated-column COLUMN``, only rows untouched for that long are compared, for tables that
    never quiesce.
-2. **Counts and range checksums.**  Every row gets a 64-bit hash of its non-key columns; rows are
-   grouped in key ranges (equal-width ranges of an integral first key column, hash buckets of the
-   key otherwise) and each range's row count and hash sum are compared.
-3. **Down to keys.**  Only the rows of ranges that differ are joined by key: a key only in the
-   source is *missing*, only in the lake *extra*, in both with different hashes *different*.
+2. **Counts and range checksums.**  Every row gets a 64-bit hash of its non-key columns and a
+   position: its integral first key column's offset from the lowest value, else a 62-bit hash of
+   the key.  Rows are grouped in ``--buckets`` equal-width ranges of positions and each range's row
+   count and hash sum are compared.
+3. **Bisection.**  While the ranges that differ hold more than ``--leaf-rows`` rows (and are few
+   enough to list, and wider than one position), only their rows are grouped again in ranges
+   ``--buckets`` times narrower and compared again (both sides keep exactly the same rows, so a
+   narrower range that straddles a matching one compares only the rows of the differing one): each
+   level narrows the rows to join down to those near a difference, so a few changed rows among a
+   billion are found without joining the billion.
+4. **Down to keys.**  Only the rows of the last level's differing ranges are joined by key: a key
+   only in the source is *missing*, only in the lake *extra*, in both with different hashes
+   *different*.
 
 The source side is read over JDBC from the replica in key-range partitions (``--partitions``);
 both sides stay in Spark, and only the differing keys (up to ``--max-keys`` of each kind) reach
@@ -47,7 +55,12 @@ from cdc_lake.state.store import StateStore
 _LOG = logging.getLogger(__name__)
 
 _HASH = "_cdc_validate_hash"
-_BUCKET = "_cdc_validate_bucket"
+_POS = "_cdc_validate_pos"
+_RANGE = "_cdc_validate_range"
+_HASH_SPAN = 1 << 62
+# Bisection stops when more ranges than this differ: the differences are everywhere, and listing
+# the ranges would cost more than the rows it spares.
+_MAX_DIFFERING_RANGES = 4096
 _POLL_SECONDS = 1.0
 
 
@@ -61,6 +74,7 @@ class ValidateOptions:
     max_keys: int = 20
     older_than_seconds: int | None = None
     updated_column: str | None = None
+    leaf_rows: int = 10_000
 
 
 @dataclass
@@ -72,6 +86,8 @@ class ValidateResult:
     lake_rows: int = 0
     ranges: int = 0
     differing_ranges: int = 0
+    levels: int = 0
+    compared_rows: int = 0
     missing: list[dict[str, Any]] = field(default_factory=list)
     extra: list[dict[str, Any]] = field(default_factory=list)
     different: list[dict[str, Any]] = field(default_factory=list)
@@ -98,6 +114,8 @@ class ValidateResult:
             "lake_rows": self.lake_rows,
             "ranges": self.ranges,
             "differing_ranges": self.differing_ranges,
+            "levels": self.levels,
+            "compared_rows": self.compared_rows,
             "missing_count": self.missing_count,
             "extra_count": self.extra_count,
             "different_count": self.different_count,
@@ -127,27 +145,155 @@ def _wait_lake_caught_up(config: Config, store: StateStore, name: str, topic: st
         time.sleep(_POLL_SECONDS)
 
 
-def _buckets(frame: DataFrame, key: Sequence[str], bucket_of: Column) -> DataFrame:
-    return frame.select(*[_col(k) for k in key], bucket_of.alias(_BUCKET), _col(_HASH))
-
-
 def _hashed(frame: DataFrame, key: Sequence[str], values: Sequence[str]) -> DataFrame:
     hashed = F.xxhash64(*[_col(v) for v in values]) if values else F.lit(0).cast("long")
     return frame.select(*[_col(k) for k in key], hashed.alias(_HASH))
 
 
-def _range_of(spark: SparkSession, frames: Sequence[DataFrame], key: Sequence[str], buckets: int) -> Column:
-    """Equal-width ranges of an integral first key column, else hash buckets of the whole key."""
+def _positions(frames: Sequence[DataFrame], key: Sequence[str]) -> tuple[Column, int]:
+    """Each row's position in ``[0, span)``, and the span.
+
+    The offset of an integral first key column from its lowest value (ranges are then key ranges),
+    else a 62-bit hash of the whole key.
+    """
     first = frames[0].schema[key[0]].dataType
     if isinstance(first, IntegralType):
         bounds = [f.agg(F.min(_col(key[0])), F.max(_col(key[0]))).first() for f in frames]
         lows = [b[0] for b in bounds if b is not None and b[0] is not None]
         highs = [b[1] for b in bounds if b is not None and b[1] is not None]
-        if lows:
-            low, high = min(lows), max(highs)
-            width = max(1, -(-(high - low + 1) // buckets))
-            return F.floor((_col(key[0]) - F.lit(low)) / F.lit(width)).cast("long")
-    return F.pmod(F.xxhash64(*[_col(k) for k in key]), F.lit(buckets))
+        if lows and max(highs) - min(lows) < _HASH_SPAN:
+            low = min(lows)
+            return _col(key[0]).cast("long") - F.lit(low), max(highs) - low + 1
+    return F.pmod(F.xxhash64(*[_col(k) for k in key]), F.lit(_HASH_SPAN)), _HASH_SPAN
+
+
+def _narrower(width: int, buckets: int) -> int:
+    """The width of the ranges ``buckets`` of which cover one range of ``width``."""
+    return max(1, -(-width // buckets))
+
+
+def _range(width: int) -> Column:
+    return F.expr(f"`{_POS}` div {width}")
+
+
+def _in_ranges(spark: SparkSession, side: DataFrame, width: int, ranges: Sequence[int]) -> DataFrame:
+    """The rows of ``side`` in one of ``ranges`` (of ``width``)."""
+    wanted = spark.createDataFrame([(r,) for r in ranges], f"{_RANGE} long")
+    with_range = side.withColumn(_RANGE, _range(width))
+    return with_range.join(F.broadcast(wanted), _RANGE, "left_semi").drop(_RANGE)
+
+
+@dataclass(frozen=True)
+class _Level:
+    """One level's comparison: rows and ranges seen, the ranges that differ and their rows.
+
+    ``differing`` lists the differing ranges only when there are at most ``_MAX_DIFFERING_RANGES``.
+    """
+
+    source_rows: int
+    lake_rows: int
+    ranges: int
+    differing_count: int
+    differing_rows: int
+    differing: list[int]
+
+
+def _compare_level(sides: Sequence[DataFrame], width: int) -> _Level:
+    """Count and checksum every range of ``width`` on both sides; find the ranges that differ."""
+    sums = [
+        side.groupBy(_range(width).alias(_RANGE)).agg(
+            F.count(F.lit(1)).alias("n"), F.sum(F.col(_HASH).cast("decimal(38,0)")).alias("s")
+        )
+        for side in sides
+    ]
+    joined = sums[0].alias("a").join(sums[1].alias("b"), _RANGE, "full_outer").cache()
+    try:
+        same = F.col("a.n").eqNullSafe(F.col("b.n")) & F.col("a.s").eqNullSafe(F.col("b.s"))
+        rows = F.greatest(F.coalesce(F.col("a.n"), F.lit(0)), F.coalesce(F.col("b.n"), F.lit(0)))
+        totals = joined.agg(
+            F.coalesce(F.sum("a.n"), F.lit(0)),
+            F.coalesce(F.sum("b.n"), F.lit(0)),
+            F.count(F.lit(1)),
+            F.sum(F.when(same, 0).otherwise(1)),
+            F.coalesce(F.sum(F.when(same, 0).otherwise(rows)), F.lit(0)),
+        ).first()
+        assert totals is not None
+        count = int(totals[3] or 0)
+        differing = []
+        if 0 < count <= _MAX_DIFFERING_RANGES:
+            differing = [int(row[_RANGE]) for row in joined.where(~same).select(_RANGE).collect()]
+        return _Level(int(totals[0]), int(totals[1]), int(totals[2]), count, int(totals[4]), differing)
+    finally:
+        joined.unpersist()
+
+
+def compare_rows(
+    spark: SparkSession,
+    source: DataFrame,
+    lake: DataFrame,
+    key: Sequence[str],
+    values: Sequence[str],
+    options: ValidateOptions,
+    result: ValidateResult,
+) -> None:
+    """Compare ``source`` with ``lake`` (same columns, same types) into ``result``.
+
+    Counts and range checksums, bisected while the differing ranges hold more than
+    ``options.leaf_rows`` rows, then the keys of the rows left (see the module docstring).
+    """
+    hashed = [_hashed(source, key, values), _hashed(lake, key, values)]
+    position, span = _positions(hashed, key)
+    sides = [side.withColumn(_POS, position).cache() for side in hashed]
+    try:
+        width = _narrower(span, options.buckets)
+        level = _compare_level(sides, width)
+        result.source_rows, result.lake_rows = level.source_rows, level.lake_rows
+        result.ranges, result.differing_ranges, result.levels = level.ranges, level.differing_count, 1
+        narrowed = sides
+        bisect = options.buckets > 1
+        while bisect and level.differing and level.differing_rows > options.leaf_rows and width > 1:
+            narrowed = [_in_ranges(spark, side, width, level.differing) for side in narrowed]
+            width = _narrower(width, options.buckets)
+            level = _compare_level(narrowed, width)
+            result.levels += 1
+        if level.differing_count:
+            if level.differing:
+                narrowed = [_in_ranges(spark, side, width, level.differing) for side in narrowed]
+            result.compared_rows = level.differing_rows
+            _name_keys(narrowed, key, options, result)
+    finally:
+        for side in sides:
+            side.unpersist()
+
+
+def _name_keys(
+    sides: Sequence[DataFrame], key: Sequence[str], options: ValidateOptions, result: ValidateResult
+) -> None:
+    """Join the rows of ``sides`` by key into missing, extra and different keys (and their counts)."""
+    left, right = sides[0].alias("s"), sides[1].alias("l")
+    on = [F.col(f"s.`{k}`").eqNullSafe(F.col(f"l.`{k}`")) for k in key]
+    pairs = (
+        left.join(right, on, "full_outer")
+        .select(
+            *[F.coalesce(F.col(f"s.`{k}`"), F.col(f"l.`{k}`")).alias(k) for k in key],
+            F.col(f"s.{_HASH}").alias("sh"),
+            F.col(f"l.{_HASH}").alias("lh"),
+        )
+        .cache()
+    )
+    try:
+        kinds = {
+            "missing": pairs.where(F.col("lh").isNull()),
+            "extra": pairs.where(F.col("sh").isNull()),
+            "different": pairs.where(
+                F.col("sh").isNotNull() & F.col("lh").isNotNull() & (F.col("sh") != F.col("lh"))
+            ),
+        }
+        for kind, frame in kinds.items():
+            setattr(result, f"{kind}_count", frame.count())
+            setattr(result, kind, _keys(frame, key, options.max_keys))
+    finally:
+        pairs.unpersist()
 
 
 def _keys(frame: DataFrame, key: Sequence[str], limit: int) -> list[dict[str, Any]]:
@@ -261,56 +407,7 @@ def validate_table(
     lake_types = {f.name: f.dataType for f in lake.schema.fields}
     source = source.select(*[_col(n).cast(lake_types[n]).alias(n) for n in names])
     values = [n for n in names if n not in key]
-    source_hashed = _hashed(source, key, values)
-    lake_hashed = _hashed(lake.select(*[_col(n) for n in names]), key, values)
-    bucket_of = _range_of(spark, [source_hashed, lake_hashed], key, options.buckets)
-    sides = [_buckets(source_hashed, key, bucket_of).cache(), _buckets(lake_hashed, key, bucket_of).cache()]
-    try:
-        sums = [
-            side.groupBy(_BUCKET).agg(
-                F.count(F.lit(1)).alias("n"), F.sum(F.col(_HASH).cast("decimal(38,0)")).alias("s")
-            )
-            for side in sides
-        ]
-        joined = sums[0].alias("a").join(sums[1].alias("b"), _BUCKET, "full_outer")
-        differing = joined.where(
-            ~(F.col("a.n").eqNullSafe(F.col("b.n")) & F.col("a.s").eqNullSafe(F.col("b.s")))
-        ).select(_BUCKET)
-        totals = joined.agg(
-            F.coalesce(F.sum("a.n"), F.lit(0)), F.coalesce(F.sum("b.n"), F.lit(0)), F.count(F.lit(1))
-        ).first()
-        assert totals is not None
-        result.source_rows, result.lake_rows, result.ranges = int(totals[0]), int(totals[1]), int(totals[2])
-        bad = [row[_BUCKET] for row in differing.collect()]
-        result.differing_ranges = len(bad)
-        if bad:
-            in_bad = F.col(_BUCKET).isin(bad)
-            left = sides[0].where(in_bad).alias("s")
-            right = sides[1].where(in_bad).alias("l")
-            on = [F.col(f"s.`{k}`").eqNullSafe(F.col(f"l.`{k}`")) for k in key]
-            pairs = (
-                left.join(right, on, "full_outer")
-                .select(
-                    *[F.coalesce(F.col(f"s.`{k}`"), F.col(f"l.`{k}`")).alias(k) for k in key],
-                    F.col(f"s.{_HASH}").alias("sh"),
-                    F.col(f"l.{_HASH}").alias("lh"),
-                )
-                .cache()
-            )
-            kinds = {
-                "missing": pairs.where(F.col("lh").isNull()),
-                "extra": pairs.where(F.col("sh").isNull()),
-                "different": pairs.where(
-                    F.col("sh").isNotNull() & F.col("lh").isNotNull() & (F.col("sh") != F.col("lh"))
-                ),
-            }
-            for kind, frame in kinds.items():
-                setattr(result, f"{kind}_count", frame.count())
-                setattr(result, kind, _keys(frame, key, options.max_keys))
-            pairs.unpersist()
-    finally:
-        for side in sides:
-            side.unpersist()
+    compare_rows(spark, source, lake.select(*[_col(n) for n in names]), key, values, options, result)
     result.seconds = time.monotonic() - started
     _LOG.info(
         "%s: validated at %s: %d source rows, %d lake rows, %d of %d ranges differ",

@@ -539,6 +539,8 @@ def alerts_render(ctx: click.Context, output: Path | None, as_json: bool) -> Non
 @click.option("--older-than", type=click.IntRange(min=1), metavar="SECONDS",
               help="Compare only rows untouched for this long (needs --updated-column).")
 @click.option("--updated-column", metavar="COLUMN", help="The column holding each row's last change time.")
+@click.option("--leaf-rows", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Bisect differing ranges until they hold at most this many rows, then join by key.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of results instead of lines.")
 @click.pass_context
 def validate(
@@ -550,13 +552,14 @@ def validate(
     max_keys: int,
     older_than: int | None,
     updated_column: str | None,
+    leaf_rows: int,
     as_json: bool,
 ) -> None:
     """Reconcile tables between the read replica and the lake: counts, range checksums, then keys.
 
     Waits for the replica and the lake to pass the primary's position now, compares row counts and
-    checksums over key ranges, and names the missing, extra and different keys of ranges that
-    differ.  Exits 4 when any table differs.
+    checksums over key ranges, bisects the ranges that differ, and names the missing, extra and
+    different keys in them.  Exits 4 when any table differs.
     """
     from bootstrap.validate import ValidateOptions, validate_table
     from cdc_lake.cli.ops_output import render_validation
@@ -567,7 +570,9 @@ def validate(
     config = get_config(ctx)
     for name in tables:
         config.table(name)
-    options = ValidateOptions(buckets, partitions, catch_up_timeout, max_keys, older_than, updated_column)
+    options = ValidateOptions(
+        buckets, partitions, catch_up_timeout, max_keys, older_than, updated_column, leaf_rows
+    )
     spark = get_spark(config.spark, config.lake)
     with StateStore.open(config.state_store.url) as store:
         results = [validate_table(spark, config, store, name, options) for name in tables]

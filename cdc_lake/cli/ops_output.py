@@ -111,6 +111,8 @@ def render_validation(result: ValidateResult, echo: Echo) -> None:
     echo(f"{result.table}: {verdict} (at source position {result.position or '-'}, {result.seconds:.1f}s)")
     echo(f"  rows: source {result.source_rows:,}, lake {result.lake_rows:,}")
     echo(f"  key ranges: {result.ranges:,}, differing {result.differing_ranges:,}")
+    if result.compared_rows:
+        echo(f"  bisected in {result.levels} range levels; {result.compared_rows:,} rows joined by key")
     if not result.caught_up:
         echo("  note: the lake had not reached the Kafka end offsets; recent changes may show as differences")
     for kind in ("missing", "extra", "different"):

@@ -27,10 +27,11 @@ from cdc_lake.onboard.plan import (
 )
 from cdc_lake.onboard.topics import ensure_topics
 from cdc_lake.sources.base import Change, ConnectorEndpoints, PreflightOptions, SourceEngine
-from connectors.client import KafkaConnectClient
+from connectors.client import FAILED, KafkaConnectClient
 from connectors.streaming import heartbeat_count, wait_streaming
 
 STOPPED = "STOPPED"
+_RESTART_SECONDS = 30.0
 _POLL_SECONDS = 0.5
 
 
@@ -105,6 +106,7 @@ class Reconciler:
         kafka = dict(self.config.kafka.consumer)
         if previous == desired:
             outcome = "unchanged"
+            self._restart_failed(plan.name)
             self.connect.wait_running(plan.name, timeout=self.timeout)
             if heartbeat_count(bootstrap, plan.heartbeat_key, kafka) == 0:
                 wait_streaming(bootstrap, plan.name, plan.heartbeat_key, 0, self.timeout, kafka)
@@ -204,6 +206,22 @@ class Reconciler:
                 raise ConnectError(
                     f"connector {name!r} did not stop within {self.timeout:.0f}s: {status.describe()}"
                 )
+            time.sleep(_POLL_SECONDS)
+
+    def _restart_failed(self, name: str) -> None:
+        """Restart ``name`` and its FAILED tasks: what they lacked was just re-created (the way out of
+        a task failed on a dropped publication, docs/runbooks/connector-failed.md)."""
+        def failed() -> bool:
+            status = self.connect.status(name)
+            return status.state == FAILED or any(task.state == FAILED for task in status.tasks)
+
+        if not failed():
+            return
+        self.connect.restart(name, include_tasks=True, only_failed=True)
+        self.journal.add(Change(f"restarted connector {name} and its failed tasks"))
+        # The restart is asynchronous: the FAILED state lingers until the worker takes it up.
+        deadline = time.monotonic() + min(self.timeout, _RESTART_SECONDS)
+        while failed() and time.monotonic() < deadline:
             time.sleep(_POLL_SECONDS)
 
     def _forget_offsets(self, name: str) -> None:

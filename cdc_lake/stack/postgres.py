@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import signal
 import tempfile
 from abc import abstractmethod
@@ -35,8 +37,6 @@ def _settings(port: int, socket_dir: Path, tls: ServerCertificate) -> list[str]:
         "wal_level": "logical",
         "max_wal_senders": "20",
         "max_replication_slots": "20",
-        "max_slot_wal_keep_size": "4GB",
-        "wal_keep_size": "256MB",
         "hot_standby": "on",
         "hot_standby_feedback": "on",
         "shared_buffers": "64MB",
@@ -45,6 +45,27 @@ def _settings(port: int, socket_dir: Path, tls: ServerCertificate) -> list[str]:
         "log_min_messages": "warning",
     }
     return [arg for key, value in values.items() for arg in ("-c", f"{key}={value}")]
+
+
+WAL_KEEP_SETTINGS = {"max_slot_wal_keep_size": "4GB", "wal_keep_size": "256MB"}
+"""WAL retention, kept out of the -c flags (which ``ALTER SYSTEM`` cannot override) in an included
+file of the data directory: a test may lower them with ``ALTER SYSTEM SET`` and a reload to drive a
+slot to ``unreserved``/``lost``, and ``ALTER SYSTEM RESET`` brings these values back."""
+
+_WAL_KEEP_FILE = "cdc-lake-wal-keep.conf"
+
+
+def _include_wal_keep_settings(data_dir: Path, user: pwd.struct_passwd | None) -> None:
+    """Write :data:`WAL_KEEP_SETTINGS` next to ``postgresql.conf`` and include them from it (once)."""
+    settings = data_dir / _WAL_KEEP_FILE
+    settings.write_text("".join(f"{key} = '{value}'\n" for key, value in WAL_KEEP_SETTINGS.items()))
+    if user is not None:
+        os.chown(settings, user.pw_uid, user.pw_gid)
+    main = data_dir / "postgresql.conf"
+    include = f"include_if_exists = '{_WAL_KEEP_FILE}'\n"
+    if include not in main.read_text():
+        with main.open("a") as conf:
+            conf.write(include)
 
 
 class _PostgresServer(Service):
@@ -102,6 +123,7 @@ class _PostgresServer(Service):
         self.socket_dir.mkdir(parents=True, exist_ok=True)
         own(self.socket_dir, self.user)
         tls = server_certificate(self.layout, "postgres", self.user)
+        _include_wal_keep_settings(self.data_dir, self.user)
         self.process.start(
             [str(PG_BIN / "postgres"), "-D", str(self.data_dir), *_settings(self.port, self.socket_dir, tls)],
             preexec=drop_privileges(self.user),
