@@ -100,7 +100,7 @@ def _converted_value(conversion: Conversion, lake: DataType, source: Column) -> 
             fraction = F.regexp_extract(source, r"\.(\d*?)0*$", 1)
             return F.when(F.length(fraction) <= lake.scale, source.cast(lake))
         case Conversion.NUMBER_TEXT:
-            # NaN and infinities reach the applier as NULL (Debezium): refuse them here as well.
+            # Debezium cannot encode NaN and infinities (its connector stops): refuse them here as well.
             return F.when(source.rlike(_NUMBER_TEXT), source)
         case Conversion.DATE_TEXT:
             return F.when(source.rlike(_DATE_TEXT), source.cast(DateType()))
