@@ -16,7 +16,7 @@ The offsets compare exactly: Postgres ``lsn_commit`` (a transaction committed be
 lower commit LSN and was streamed earlier, in commit order), MariaDB GTIDs per domain, MySQL GTID sets.
 
 There is no fallback: the hand-off publishes nothing on a guess.  Kafka Connect is asked through
-:class:`connectors.client.KafkaConnectClient` (each request retried with backoff); while it is
+:class:`cdc_lake.connect.client.KafkaConnectClient` (each request retried with backoff); while it is
 unreachable, or its connectors have not committed past the point, the bootstrap keeps polling (each
 unreachable spell logged) up to ``bootstrap.handoff_timeout_seconds``, then fails the table's hand-off
 with one line naming what it saw.  The table stays BOOTSTRAPPING (the applier leaves it alone) and
@@ -105,7 +105,7 @@ def _includes(include_list: str, table: str) -> bool:
 
 
 class ConnectOffsets(Protocol):
-    """What the hand-off asks Kafka Connect (:class:`connectors.client.KafkaConnectClient` answers it)."""
+    """What the hand-off asks Kafka Connect (:class:`cdc_lake.connect.client.KafkaConnectClient`)."""
 
     url: str
 

@@ -37,6 +37,7 @@ from bootstrap.write import attempt_id, check_fresh, lake_state, records_written
 from cdc_lake.apply.runner import BUSY, ApplyRunner, describe_failure, registry_client
 from cdc_lake.apply.target import ApplyTarget, target_for
 from cdc_lake.config import Config, Source, Table
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.exceptions import BootstrapBusyError, BootstrapError, CdcLakeError
 from cdc_lake.hudi.options import HudiTableSpec
@@ -49,7 +50,6 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import BootstrapPartition, RunOutcome, Watermark
 from cdc_lake.state.store import StateStore
-from connectors.client import KafkaConnectClient
 
 _LOG = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cdc_lake.decode.envelope import ChangeEvent, SourceInfo, decode_message
+from cdc_lake.decode.envelope import ChangeEvent, EnvelopeSource, decode_message
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import SchemaLookup, TypedSchemas
 from cdc_lake.kafka.offsets import OffsetRange, read_ranges, topic_watermarks
@@ -54,7 +54,7 @@ class NewestEvent:
     position: str
 
 
-def describe_position(source: SourceInfo) -> str:
+def describe_position(source: EnvelopeSource) -> str:
     """An event's source position as people read it: a Postgres LSN, a GTID, or binlog file:pos."""
     if source.lsn is not None:
         return f"{source.lsn >> 32:X}/{source.lsn & 0xFFFFFFFF:X}"

@@ -31,6 +31,7 @@ from pydantic_core import PydanticCustomError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from cdc_lake.engines import EngineName
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
 from cdc_lake.hudi.options import passthrough_option_problem
 from cdc_lake.representation import parse_column_type
@@ -483,7 +484,7 @@ class Source(_Model):
     """
 
     name: str
-    engine: Literal["postgres", "mysql", "mariadb"]
+    engine: EngineName
     primary: Connection
     replica: Connection | None = None
     topic_prefix: str | None = None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import JvmArtifactError
 
 SPARK_VERSION_LINE = "3.5"
@@ -156,7 +157,7 @@ DEBEZIUM_PLUGINS = {
             ),
         ),
     )
-    for engine in ("postgres", "mysql", "mariadb")
+    for engine in ENGINE_NAMES
 }
 """One Connect plugin directory per Debezium connector (isolated classloaders)."""
 

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cdc_lake.config import Source, Table
+from cdc_lake.connect.render import ConnectorParams, render_connector
+from cdc_lake.connect.streaming import HEARTBEAT_TOPIC_PREFIX, heartbeat_topic
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.sources.base import Capture
-from connectors.render import ConnectorParams, render_connector
-from connectors.streaming import HEARTBEAT_TOPIC_PREFIX, heartbeat_topic
 
 CONNECTOR_PREFIX = "cdc-lake"
 BINLOG_ENGINES = ("mysql", "mariadb")
@@ -41,7 +41,7 @@ _UNSAFE_PG_CHARS = re.compile(r"[^a-z0-9_]")
 class ConnectorPlan:
     """One connector of a source: what it captures and where its heartbeats go.
 
-    ``heartbeat_key`` is what :func:`connectors.streaming.heartbeat_topic` turns into this
+    ``heartbeat_key`` is what :func:`cdc_lake.connect.streaming.heartbeat_topic` turns into this
     connector's heartbeat topic; tier-0 connectors set Debezium's ``topic.heartbeat.prefix``
     (``heartbeat_prefix``) so that each has a heartbeat topic of its own.
     """

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from cdc_lake.config import Source, Table
-from cdc_lake.onboard.preflight import CheckResult
-from connectors.render import ConnectorParams, ConverterSettings
+from cdc_lake.connect.render import ConnectorParams, ConverterSettings
+from cdc_lake.sources.checks import CheckResult
 
 
 @dataclass(frozen=True)

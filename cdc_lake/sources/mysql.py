@@ -18,8 +18,8 @@ import pymysql
 from pymysql.cursors import DictCursor
 
 from cdc_lake.config import Connection
+from cdc_lake.connect.render import ConnectorParams
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.onboard.preflight import CheckResult
 from cdc_lake.sources.base import (
     Capture,
     CaptureLag,
@@ -29,9 +29,9 @@ from cdc_lake.sources.base import (
     ReplicaDelay,
     SourceEngine,
 )
+from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.mysql_checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
-from connectors.render import ConnectorParams
 
 _VARIABLES = (
     "log_bin",

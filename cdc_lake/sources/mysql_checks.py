@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cdc_lake.onboard.preflight import CheckResult, name_list
 from cdc_lake.sources.base import Capture, PreflightOptions
+from cdc_lake.sources.checks import CheckResult, name_list
 
 MIN_BINLOG_RETENTION_SECONDS = 3 * 86_400
 """Shorter retention risks a purged binlog (and a re-bootstrap) after a weekend-long outage."""

@@ -18,8 +18,8 @@ import psycopg
 from psycopg import sql
 
 from cdc_lake.config import Connection, Source, Table
+from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.onboard.preflight import CheckResult
 from cdc_lake.sources.base import (
     Capture,
     CaptureLag,
@@ -29,6 +29,7 @@ from cdc_lake.sources.base import (
     ReplicaDelay,
     SourceEngine,
 )
+from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.postgres_checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,
@@ -40,7 +41,6 @@ from cdc_lake.sources.postgres_checks import (
     identity_gap,
 )
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
-from connectors.render import ConnectorParams, heartbeat_table_ddl
 
 _Conn = psycopg.Connection[tuple[Any, ...]]
 

@@ -50,6 +50,7 @@ from cdc_lake.apply.runner import ApplyRunner, registry_client
 from cdc_lake.apply.target import target_for
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import SchemaRegistryError
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.sources import engine_for
@@ -57,7 +58,6 @@ from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
-from connectors.client import KafkaConnectClient
 
 PASSWORD_REF = "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"
 MOVE_GAP = 10_000_000

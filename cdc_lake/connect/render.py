@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from cdc_lake import jvm
+from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError
 
 __all__ = [
     "CONVERTERS",
-    "ENGINES",
     "ConnectorParams",
     "ConverterSettings",
     "heartbeat_table_ddl",
@@ -29,8 +29,6 @@ __all__ = [
     "render_connector",
 ]
 
-ENGINES = ("postgres", "mysql", "mariadb")
-"""Source engines with a connector template, named as the template files are."""
 
 # Per Apicurio major line: the native REST API path its converter talks to, and the id
 # handler that writes the Confluent framing (magic byte 0 + 4-byte big-endian id).
@@ -151,8 +149,9 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
 
     Raises :class:`ConfigError` naming the parameter or placeholder at fault.
     """
-    if engine not in ENGINES:
-        raise ConfigError(f"connector {name!r}: unknown source engine {engine!r} (expected one of {ENGINES})")
+    if engine not in ENGINE_NAMES:
+        known = ", ".join(ENGINE_NAMES)
+        raise ConfigError(f"connector {name!r}: unknown source engine {engine!r} (expected one of {known})")
     _check_params(name, params)
     tables = [_split_qualified(name, "tables", table) for table in params.tables]
     values: dict[str, str | None] = {
