@@ -14,8 +14,8 @@ from typing import cast
 
 from cdc_lake.config import Source, Table
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.onboard.preflight import CheckResult, name_list
 from cdc_lake.sources.base import SourceEngine
+from cdc_lake.sources.checks import CheckResult, name_list
 from cdc_lake.sources.column_types import refusals, unknown_columns_problem
 from cdc_lake.sources.snapshot import SnapshotSource, TableShape
 
