@@ -7,6 +7,8 @@ deletes-and-re-inserts and inserts rows, and applied until live.  Then every val
 compared with the source through Spark+Hudi and through hudi-rs: zero differences, except the
 representation changes each :class:`TortureColumn` names (and the docs list).
 
+A numeric ``NaN`` changed in at the end stops the connector naming the column, never a NULL in the lake.
+
 Wall-clock timestamps (``timestamp``, lake ``timestamp_ntz``) are in a second table: hudi-rs 0.5 cannot
 read a table with such a column (docs/type-mapping.md), which the test checks too, so a hudi-rs that
 can fails it and the docs get updated.
@@ -30,6 +32,7 @@ from torture_support import (
     TortureTable,
     TortureWriter,
     each,
+    failed_task_trace,
     float32,
     lake_differences,
     micros_of_time_text,
@@ -273,3 +276,9 @@ def test_every_postgres_type_ends_equal_in_the_lake_through_both_readers(
     # hudi-rs 0.5 cannot read a timestamp_ntz column (docs/type-mapping.md): it panics.
     with pytest.raises(BaseException, match="not yet implemented"):
         hudi_rs_rows(ntz_base, ["id", "ts"])
+
+    # A numeric NaN cannot be encoded by Debezium's precise mode: the connector stops naming the column
+    # (event.converting.failure.handling.mode=fail) instead of the lake getting a NULL without a word.
+    db.execute("update public.torture set nfree = 'NaN' where id = (select min(id) from public.torture)")
+    trace = failed_task_trace(db)
+    assert "Failed to properly convert data value for 'public.torture.nfree'" in trace, trace[-3000:]

@@ -29,6 +29,7 @@ from pyspark.sql import Column, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StructField, TimestampType
 
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.hudi.writer import read_table
 
 
@@ -340,3 +341,18 @@ def lake_differences(
         rs_rows = {int(r["id"]): r for r in hudi_rs_rows(base_path, readable)}
         found += _differences("hudi-rs", expected, rs_rows, readable)
     return len(expected), found
+
+
+def failed_task_trace(db: SourceDb, timeout: float = 180.0) -> str:
+    """The trace of the first FAILED task of ``db``'s connectors, once one has failed."""
+    deadline = time.monotonic() + timeout
+    with KafkaConnectClient(db.stack.connect.url) as connect:
+        while True:
+            for name in connect.list_connectors():
+                if name != f"cdc-lake.{db.source}" and not name.startswith(f"cdc-lake.{db.source}."):
+                    continue
+                for task in connect.status(name).tasks:
+                    if task.state == "FAILED" and task.trace:
+                        return task.trace
+            assert time.monotonic() < deadline, f"no task of the connectors of {db.source} failed"
+            time.sleep(2)
