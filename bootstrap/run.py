@@ -279,7 +279,7 @@ class TableBootstrap:
         position = engine.replica_position() if role == "replica" else engine.current_position()
         point = SnapshotPoint(position, engine.primary_clock_ms())
         handoff = HandoffWait(
-            engine=self.source.engine,
+            position_type=engine.position_type,
             topic_prefix=self.source.topic_prefix or self.source.name,
             timeout_seconds=self.config.bootstrap.handoff_timeout_seconds,
         )

@@ -167,6 +167,11 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
         "publication_name": params.publication_name,
         "heartbeat_action_query": _heartbeat_query(name, params.heartbeat_table),
         "heartbeat_interval_ms": str(params.heartbeat_interval_ms),
+        # MySQL/MariaDB templates: the binlog client asks the server for heartbeat events at 0.8 times
+        # connect.keep.alive.interval.ms, and on an idle server only those let the connector emit its
+        # heartbeats; the default (60 s) would delay the proof of streaming by up to a minute.  Half
+        # the heartbeat interval makes a heartbeat due at most 40% late.
+        "keep_alive_interval_ms": str(max(1000, params.heartbeat_interval_ms // 2)),
         "server_id": None if params.server_id is None else str(params.server_id),
         "schema_history_topic": f"{name}.schema-history",
         "kafka_bootstrap": params.kafka_bootstrap,

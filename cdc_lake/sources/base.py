@@ -17,6 +17,7 @@ from typing import ClassVar
 from cdc_lake.config import Source, Table
 from cdc_lake.connect.render import ConnectorParams, ConverterSettings
 from cdc_lake.sources.checks import CheckResult
+from cdc_lake.sources.positions import LogPosition
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ class SourceEngine(ABC):
     """
 
     engine: ClassVar[str]
+    position_type: ClassVar[type[LogPosition]]
+    """The type of this engine's positions (:meth:`current_position`, connector offsets)."""
 
     def __init__(self, source: Source) -> None:
         self.source = source

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 import pymysql
 from pymysql.cursors import DictCursor
@@ -31,6 +31,7 @@ from cdc_lake.sources.base import (
 )
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.mysql_checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
+from cdc_lake.sources.positions import LogPosition, MariaDbGtidPosition, MySqlGtidSet
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
 
 _VARIABLES = (
@@ -73,6 +74,7 @@ class MySqlEngine(SourceEngine):
     """A MySQL source: binlog from the primary, bootstrap from a replica."""
 
     engine = "mysql"
+    position_type: ClassVar[type[LogPosition]] = MySqlGtidSet
     flavor = "mysql"
     replica_status_query = "SHOW REPLICA STATUS"
     replica_hosts_query = "SHOW REPLICAS"
@@ -460,6 +462,7 @@ class MariaDbEngine(MySqlEngine):
     """A MariaDB source: GTIDs are always on; positions are ``gtid_binlog_pos`` / ``gtid_slave_pos``."""
 
     engine = "mariadb"
+    position_type: ClassVar[type[LogPosition]] = MariaDbGtidPosition
     # Spark picks its MySQL dialect (backtick quoting, MySQL types) only for jdbc:mysql: URLs, which the
     # MariaDB driver accepts with permitMysqlScheme.
     jdbc_driver = "org.mariadb.jdbc.Driver"

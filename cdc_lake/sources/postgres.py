@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote as url_quote
 
 import psycopg
@@ -30,6 +30,7 @@ from cdc_lake.sources.base import (
     SourceEngine,
 )
 from cdc_lake.sources.checks import CheckResult
+from cdc_lake.sources.positions import LogPosition, Lsn
 from cdc_lake.sources.postgres_checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,
@@ -91,6 +92,7 @@ class PostgresEngine(SourceEngine):
     """A Postgres source: primary for CDC, streaming standby for bootstrap."""
 
     engine = "postgres"
+    position_type: ClassVar[type[LogPosition]] = Lsn
 
     def __init__(self, source: Source) -> None:
         super().__init__(source)

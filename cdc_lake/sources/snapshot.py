@@ -9,7 +9,9 @@ caller names (the read replica, unless the config allows reading the primary).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
+
+from cdc_lake.sources.positions import LogPosition
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,9 @@ class SnapshotSource(Protocol):
 
     The positions are :class:`~cdc_lake.sources.base.SourceEngine`'s; the rest is added for bootstrap.
     """
+
+    position_type: ClassVar[type[LogPosition]]
+    """The type the positions below parse into (:mod:`cdc_lake.sources.positions`)."""
 
     def current_position(self) -> str:
         """The primary's position now (Postgres: WAL LSN; MySQL/MariaDB: GTID set)."""

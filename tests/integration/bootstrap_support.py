@@ -361,7 +361,7 @@ def wait_streamed(config: Config, table: str, timeout: float = 120.0) -> None:
     engine = cast(SnapshotSource, engine_for(source))
     point = SnapshotPoint(engine.current_position(), engine.primary_clock_ms())
     prefix = source.topic_prefix or source.name
-    wait = HandoffWait(source.engine, prefix, timeout)
+    wait = HandoffWait(engine.position_type, prefix, timeout)
     with KafkaConnectClient(config.kafka_connect.url) as connect:
         how = wait_until_streamed(table, entry.name, point, wait, connect)
     assert how.startswith("Debezium"), how

@@ -88,6 +88,14 @@ def test_every_template_renders_with_common_settings(engine: str) -> None:
     assert all(isinstance(value, str) for value in config.values())
 
 
+def test_binlog_templates_ask_for_server_heartbeats_at_half_the_heartbeat_interval() -> None:
+    for engine in ("mysql", "mariadb"):
+        assert render_connector(engine, "c1", BINLOG)["connect.keep.alive.interval.ms"] == "5000"
+        fast = replace(BINLOG, heartbeat_interval_ms=1500)
+        assert render_connector(engine, "c1", fast)["connect.keep.alive.interval.ms"] == "1000"
+    assert "connect.keep.alive.interval.ms" not in render_connector("postgres", "c1", PG)
+
+
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_password_is_an_env_placeholder_resolved_on_the_worker(engine: str) -> None:
     config = render_connector(engine, "c1", _params(engine))
