@@ -238,8 +238,12 @@ class TableBootstrap:
         shape = engine.table_shape(self.table.name, role)
         key = record_key(self.name, self.table, shape)
         names = selected_columns(self.name, self.table, shape, key)
-        reads = column_reads(self.source.engine, shape, names, engine.quote_identifier)
-        reads, agreed = align_with_registry(self.registry, self.target.topic, reads, self.name)
+        reads = column_reads(
+            self.source.engine, shape, names, engine.quote_identifier, self.table.column_types
+        )
+        reads, agreed = align_with_registry(
+            self.registry, self.target.topic, reads, self.name, self.table.column_types
+        )
         _LOG.info("%s: %s", self.name, agreed)
         spark = get_spark(self.config.spark, self.config.lake)
 
@@ -297,6 +301,7 @@ class TableBootstrap:
             engine,
             self.registry,
             dict(self.config.kafka.consumer),
+            self.table.column_types,
         )
         return self.record_watermark(point)
 

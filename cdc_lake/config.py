@@ -34,6 +34,7 @@ from sqlalchemy.exc import ArgumentError
 from cdc_lake.engines import EngineName
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
 from cdc_lake.hudi.options import passthrough_option_problem
+from cdc_lake.representation import parse_column_type
 from cdc_lake.secrets import is_secret_key
 
 DEFAULT_CONFIG_NAME = "cdc-lake.yaml"
@@ -481,10 +482,26 @@ class Table(_Model):
     columns: list[str] | None = None
     partition_by: list[str] | None = None
     hudi_options: HudiOptions = Field(default_factory=dict)
+    column_types: dict[str, str] = Field(default_factory=dict)
+    """Per-column lake representation for columns whose default mapping is not exact
+    (docs/type-mapping.md): ``string`` (the exact text) or ``decimal(p,s)`` (Postgres unconstrained
+    ``numeric``: fails loudly on a value it cannot hold).  Bootstrap and applier both honour it."""
     schema_changes: Literal["evolve", "freeze", "rebootstrap"] = "evolve"
     """What a new source schema does to the lake table (docs/schema-changes.md): ``evolve`` follows
     additive and widening changes and stops on others (SCHEMA_CHANGED); ``freeze`` ignores columns the
     lake table lacks; ``rebootstrap``: ``cdc-lake run`` re-bootstraps the table when it stops."""
+
+    @field_validator("column_types")
+    @classmethod
+    def _known_column_types(cls, value: dict[str, str]) -> dict[str, str]:
+        for column, spec in value.items():
+            try:
+                parse_column_type(spec)
+            except ValueError as exc:
+                raise PydanticCustomError("column_type", "column {column}: {problem}", {
+                    "column": column, "problem": str(exc)
+                }) from exc
+        return value
 
     @field_validator("name")
     @classmethod

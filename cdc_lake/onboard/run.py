@@ -28,6 +28,7 @@ from cdc_lake.onboard.preflight import (
     registry_base_url,
 )
 from cdc_lake.onboard.reconcile import Reconciler
+from cdc_lake.onboard.type_check import check_column_types
 from cdc_lake.secrets import mask_mapping
 from cdc_lake.sources import ConnectorEndpoints, PreflightOptions, SourceEngine, engine_for
 from cdc_lake.sources.checks import CheckResult, Outcome
@@ -236,6 +237,7 @@ def plan_onboarding(config: Config, request: OnboardRequest) -> OnboardPlan:
         server_ids_in_use=in_use,
     )
     checks = engine.preflight([plan.capture for plan in connectors], options)
+    checks.extend(check_column_types(engine, source, tables))
     return OnboardPlan(
         config=config,
         source=source,

@@ -53,6 +53,7 @@ _VARIABLES = (
     "binlog_expire_logs_seconds",
     "expire_logs_days",
     "server_id",
+    "sql_mode",
 )
 _CONNECT_TIMEOUT = 5
 _ACCESS_DENIED = (1142, 1143)  # table / column access denied

@@ -527,12 +527,12 @@ class PostgresEngine(SourceEngine):
                     nullable=bool(nullable),
                     precision=None if precision is None else int(precision),
                     scale=None if scale is None else int(scale),
-                    kind={"e": "enum", "b": "array" if category == "A" else "base"}.get(str(kind), "other"),
+                    kind=_kind(kind, category),
                     element=None if element is None else str(element),
+                    element_kind=None if element_kind is None else _kind(element_kind, None),
                 )
-                for column, type_name, declared, nullable, precision, scale, kind, category, element in (
-                    conn.execute(_COLUMNS_QUERY, (oid,)).fetchall()
-                )
+                for (column, type_name, declared, nullable, precision, scale, kind, category, element,
+                     element_kind) in conn.execute(_COLUMNS_QUERY, (oid,)).fetchall()
             ]
             primary_key = tuple(
                 str(row[0])
@@ -698,14 +698,26 @@ from pg_replication_slots where slot_name = any(%s)
 # Below this many rows (by the statistics) a table is counted exactly when planning its bootstrap.
 _EXACT_COUNT_BELOW = 100_000
 
+def _kind(typtype: object, category: object) -> str:
+    """``SourceColumn.kind`` of a ``pg_type.typtype`` (and ``typcategory``, 'A' for arrays)."""
+    if str(typtype) == "b":
+        return "array" if category == "A" else "base"
+    return {"e": "enum", "r": "range"}.get(str(typtype), "other")
+
+
 _COLUMNS_QUERY = """
-select a.attname::text, t.typname::text, format_type(a.atttypid, a.atttypmod), not a.attnotnull,
-       case when t.typname = 'numeric' and a.atttypmod >= 4 then ((a.atttypmod - 4) >> 16) & 65535 end,
-       case when t.typname = 'numeric' and a.atttypmod >= 4
-            then (((a.atttypmod - 4) & 2047) # 1024) - 1024 end,
-       t.typtype::text, t.typcategory::text, e.typname::text
+select a.attname::text, t.typname::text, format_type(t.oid, m.typmod), not a.attnotnull,
+       case when t.typname = 'numeric' and m.typmod >= 4 then ((m.typmod - 4) >> 16) & 65535 end,
+       case when t.typname = 'numeric' and m.typmod >= 4
+            then (((m.typmod - 4) & 2047) # 1024) - 1024 end,
+       t.typtype::text, t.typcategory::text, e.typname::text, e.typtype::text
 from pg_attribute a
-join pg_type t on t.oid = a.atttypid
+join pg_type d on d.oid = a.atttypid
+cross join lateral (
+    select case when d.typtype = 'd' then d.typbasetype else d.oid end as oid,
+           case when d.typtype = 'd' then d.typtypmod else a.atttypmod end as typmod
+) m
+join pg_type t on t.oid = m.oid
 left join pg_type e on e.oid = t.typelem and t.typcategory = 'A'
 where a.attrelid = %s and a.attnum > 0 and not a.attisdropped
 order by a.attnum

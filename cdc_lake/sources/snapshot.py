@@ -21,7 +21,8 @@ class SourceColumn:
     ``type_name`` is the engine's base type name in lower case (Postgres ``pg_type.typname`` such as
     ``int4`` or ``timestamptz``; MySQL ``DATA_TYPE`` such as ``int`` or ``datetime``) and
     ``declared`` the full declared type (``numeric(12,2)``, ``int(10) unsigned``).  ``kind`` is
-    ``base``, ``enum``, ``array`` (``element`` names the element type) or ``other``.
+    ``base``, ``enum``, ``range``, ``array`` (``element`` names the element type, ``element_kind`` its
+    kind) or ``other``.  A Postgres domain is described by its base type (Debezium sends base values).
     """
 
     name: str
@@ -32,6 +33,7 @@ class SourceColumn:
     scale: int | None = None
     kind: str = "base"
     element: str | None = None
+    element_kind: str | None = None
 
     @property
     def unsigned(self) -> bool:

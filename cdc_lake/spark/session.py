@@ -35,6 +35,15 @@ HUDI_REQUIRED_CONF: Mapping[str, str] = {
     # which cannot hold a NULL array element ("Array contains a null element") and differs from the
     # three-level list Spark's row writer (bulk_insert) uses; the standard layout fixes both.
     "spark.hadoop.parquet.avro.write-old-list-structure": "false",
+    # Dates and timestamps are proleptic Gregorian end to end (Postgres, MySQL, Debezium, Python): write
+    # and read them as they are.  Spark's default refuses dates before 1582-10-15 and timestamps before
+    # 1900 ("WRITE_ANCIENT_DATETIME"), so a year-1 date could not be replicated at all.
+    "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+    "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
+    "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
+    "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
+    "spark.sql.avro.datetimeRebaseModeInWrite": "CORRECTED",
+    "spark.sql.avro.datetimeRebaseModeInRead": "CORRECTED",
 }
 
 DEFAULT_DRIVER_MEMORY = "1g"

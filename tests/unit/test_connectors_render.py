@@ -76,6 +76,8 @@ def test_every_template_renders_with_common_settings(engine: str) -> None:
     assert config["tasks.max"] == "1"
     assert config["snapshot.mode"] == "no_data"
     assert config["decimal.handling.mode"] == "precise"
+    # A value Debezium cannot encode (numeric NaN) stops the task naming the column, never a silent NULL.
+    assert config["event.converting.failure.handling.mode"] == "fail"
     assert config["time.precision.mode"] == "adaptive_time_microseconds"
     assert config["tombstones.on.delete"] == "true"
     assert config["heartbeat.interval.ms"] == "10000"
