@@ -46,6 +46,8 @@ from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.apply.target import target_for
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
+from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.connect.render import ConnectorParams, render_connector
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.sources import engine_for
@@ -55,8 +57,6 @@ from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import BootstrapPartition
 from cdc_lake.state.store import StateStore
-from connectors.client import KafkaConnectClient
-from connectors.render import ConnectorParams, render_connector
 
 PASSWORD_REF = "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"
 PASSWORD_ENV = "CDC_LAKE_DB_PASSWORD"

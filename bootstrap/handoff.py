@@ -12,11 +12,13 @@ its source offset past the snapshot point, read from Kafka Connect (``GET /conne
 Connect commits a source offset only after every record before it is acknowledged by Kafka): from then
 on, any end offsets the applier reads include every change up to the snapshot point.
 
-The offsets compare exactly: Postgres ``lsn_commit`` (a transaction committed before the point has a
-lower commit LSN and was streamed earlier, in commit order), MariaDB GTIDs per domain, MySQL GTID sets.
+The offsets compare exactly, as the source engine's position type says
+(:mod:`cdc_lake.sources.positions`): Postgres ``lsn_commit`` (a transaction committed before the point
+has a lower commit LSN and was streamed earlier, in commit order), MariaDB GTIDs per domain, MySQL GTID
+sets by containment.
 
 There is no fallback: the hand-off publishes nothing on a guess.  Kafka Connect is asked through
-:class:`connectors.client.KafkaConnectClient` (each request retried with backoff); while it is
+:class:`cdc_lake.connect.client.KafkaConnectClient` (each request retried with backoff); while it is
 unreachable, or its connectors have not committed past the point, the bootstrap keeps polling (each
 unreachable spell logged) up to ``bootstrap.handoff_timeout_seconds``, then fails the table's hand-off
 with one line naming what it saw.  The table stays BOOTSTRAPPING (the applier leaves it alone) and
@@ -29,16 +31,16 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cdc_lake.exceptions import BootstrapError, ConnectError
+from cdc_lake.sources.positions import LogPosition
 
 _LOG = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
-_LSN = re.compile(r"^([0-9A-Fa-f]+)/([0-9A-Fa-f]+)$")
 
 
 @dataclass(frozen=True)
@@ -49,63 +51,13 @@ class SnapshotPoint:
     clock_ms: int
 
 
-def parse_lsn(text: str) -> int:
-    """A Postgres LSN ``X/Y`` as a number."""
-    match = _LSN.match(text.strip())
-    if match is None:
-        raise BootstrapError(f"{text!r} is not a Postgres LSN")
-    return (int(match.group(1), 16) << 32) + int(match.group(2), 16)
-
-
-def mariadb_gtids(text: str) -> dict[int, int]:
-    """A MariaDB GTID position ``domain-server-seq,...`` as the highest sequence number per domain."""
-    highest: dict[int, int] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        domain, _, seq = part.split("-")
-        highest[int(domain)] = max(highest.get(int(domain), 0), int(seq))
-    return highest
-
-
-def mysql_gtids(text: str) -> dict[str, list[tuple[int, int]]]:
-    """A MySQL GTID set ``uuid:1-5:7,...`` as intervals per source uuid."""
-    sets: dict[str, list[tuple[int, int]]] = {}
-    for part in filter(None, (p.strip() for p in text.replace("\n", "").split(","))):
-        uuid, *ranges = part.split(":")
-        for item in ranges:
-            low, _, high = item.partition("-")
-            sets.setdefault(uuid.lower(), []).append((int(low), int(high or low)))
-    return sets
-
-
-def _mysql_contains(have: dict[str, list[tuple[int, int]]], want: dict[str, list[tuple[int, int]]]) -> bool:
-    for uuid, intervals in want.items():
-        for low, high in intervals:
-            if not any(a <= low and high <= b for a, b in have.get(uuid, [])):
-                return False
-    return True
-
-
-def offset_passed(engine: str, offset: Mapping[str, Any], position: str) -> bool:
-    """Whether a Debezium connector's committed source ``offset`` is at or past the primary ``position``."""
-    if engine == "postgres":
-        committed = offset.get("lsn_commit", offset.get("lsn"))
-        return committed is not None and int(committed) >= parse_lsn(position)
-    gtids = offset.get("gtids")
-    if not gtids:
-        return False
-    if engine == "mariadb":
-        have = mariadb_gtids(str(gtids))
-        return all(have.get(domain, -1) >= seq for domain, seq in mariadb_gtids(position).items())
-    return _mysql_contains(mysql_gtids(str(gtids)), mysql_gtids(position))
-
-
 def _includes(include_list: str, table: str) -> bool:
     """Whether Debezium's ``table.include.list`` (comma-separated anchored regexes) matches ``table``."""
     return any(re.fullmatch(entry.strip(), table) for entry in include_list.split(",") if entry.strip())
 
 
 class ConnectOffsets(Protocol):
-    """What the hand-off asks Kafka Connect (:class:`connectors.client.KafkaConnectClient` answers it)."""
+    """What the hand-off asks Kafka Connect (:class:`cdc_lake.connect.client.KafkaConnectClient`)."""
 
     url: str
 
@@ -132,7 +84,7 @@ def capturing_connectors(connect: ConnectOffsets, topic_prefix: str, table: str)
 class HandoffWait:
     """Where to look and how long to wait (``bootstrap.handoff_timeout_seconds``)."""
 
-    engine: str
+    position_type: type[LogPosition]
     topic_prefix: str
     timeout_seconds: float
 
@@ -185,7 +137,7 @@ def _pending(
     behind: dict[str, list[dict[str, Any]]] = {}
     for name in connectors:
         offsets = connect.offsets(name)
-        if not offsets or not all(offset_passed(wait.engine, o, point.position) for o in offsets):
+        if not offsets or not all(wait.position_type.offset_covers(o, point.position) for o in offsets):
             behind[name] = offsets
     if connectors and not behind:
         return (

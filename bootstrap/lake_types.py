@@ -1,43 +1,26 @@
-"""The lake type of every source column, and how a JDBC read is turned into exactly that type.
+"""How a JDBC read is turned into exactly the lake type of every source column.
 
-A bootstrapped table and the applier must agree on every column's Spark type, or the applier's first
-batch fails with a type change.  The applier's types come from Debezium's Avro schemas
-(``docs/type-mapping.md``, :mod:`cdc_lake.decode.types`), stored as :func:`lake_type` makes them; this
-module gives, for each catalog type, the same Spark type and a way to read it exactly:
-
-- a SQL expression run on the source, chosen so the JDBC driver hands over a value Spark can convert
-  without loss (times as microseconds of the day, Postgres dates and timestamps and numerics as text in
-  a session set to ISO formats and UTC, MySQL TIMESTAMP as UTC text);
-- a Spark conversion from what JDBC returns to the lake type.  A value the lake type cannot hold
-  (``infinity``, a decimal with more digits, a year beyond 9999) fails the read naming the column,
-  never a silent null or rounding: the applier refuses the same values.
-
-Types with no exact equivalent here (intervals, times with zone, bit strings, geometry, domains,
-arrays of other than text, integers, booleans and doubles) are refused before anything is read, naming
-the column: leave them out of the table's frozen ``columns`` list.
+The lake type of each catalog type, the SQL the bootstrap selects for it and the conversion (or why the
+type is refused) live in :mod:`cdc_lake.sources.column_types`, the one mapping onboarding's preflight
+and the bootstrap share, and which gives for each type the Spark type the decoder gives Debezium's
+encoding of it (``docs/type-mapping.md``).  This module applies it: :func:`column_reads` picks the
+reads of a table's columns (honouring its ``column_types``) and :func:`to_lake_types` converts what
+JDBC returned.  A value the lake type cannot hold (``infinity``, ``NaN`` in a numeric, a decimal with
+more digits, a year beyond 9999) fails the read naming the column, never a silent null or rounding:
+the applier refuses the same values.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
-    BinaryType,
-    BooleanType,
     DataType,
     DateType,
     DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StringType,
     StructField,
     StructType,
     TimestampNTZType,
@@ -45,191 +28,48 @@ from pyspark.sql.types import (
 )
 
 from cdc_lake.apply.lake_schema import lake_type
-from cdc_lake.decode.types import SPARK_MAX_PRECISION, VARIABLE_SCALE_DECIMAL_SCALE
 from cdc_lake.exceptions import BootstrapError
-from cdc_lake.sources.snapshot import SourceColumn, TableShape
-
-Quote = Callable[[str], str]
-
-
-class Conversion(enum.StrEnum):
-    """How the value JDBC returns becomes the lake value."""
-
-    CAST = "cast"
-    DECIMAL_TEXT = "decimal text"
-    DATE_TEXT = "date text"
-    LOCAL_TIMESTAMP_TEXT = "local timestamp text"
-    UTC_TIMESTAMP_TEXT = "UTC timestamp text"
-
-
-@dataclass(frozen=True)
-class ColumnRead:
-    """One column of the snapshot: the SQL that selects it, its lake type and the conversion."""
-
-    name: str
-    select: str
-    lake_type: DataType
-    conversion: Conversion = Conversion.CAST
-
-
-def spark_decimal(precision: int, scale: int) -> DecimalType:
-    """The Spark decimal the decoder uses for DECIMAL(precision, scale) (see ``docs/type-mapping.md``)."""
-    if scale < 0:
-        precision, scale = precision - scale, 0
-    return DecimalType(min(max(precision, scale), SPARK_MAX_PRECISION), scale)
-
-
-_PG_TEXT_AS_TEXT = frozenset({"text", "varchar", "bpchar", "name"})
-_PG_TEXT_CAST = frozenset(
-    {"uuid", "json", "jsonb", "xml", "inet", "cidr", "macaddr", "macaddr8", "citext", "ltree"}
+from cdc_lake.sources.column_types import (
+    ColumnRead,
+    Conversion,
+    Quote,
+    Refusal,
+    column_read,
+    parsed_column_types,
+    spark_decimal,
+    unknown_columns_problem,
 )
-_PG_ARRAY_ELEMENTS: dict[str, DataType] = {
-    "text": StringType(),
-    "varchar": StringType(),
-    "int4": IntegerType(),
-    "int8": LongType(),
-    "bool": BooleanType(),
-    "float8": DoubleType(),
-}
-_PG_SIMPLE: dict[str, DataType] = {
-    "bool": BooleanType(),
-    "int2": ShortType(),
-    "int4": IntegerType(),
-    "int8": LongType(),
-    "float4": FloatType(),
-    "float8": DoubleType(),
-    "bytea": BinaryType(),
-    "timestamptz": TimestampType(),
-}
+from cdc_lake.sources.snapshot import TableShape
+
+__all__ = ["ColumnRead", "Conversion", "column_reads", "lake_columns", "spark_decimal", "to_lake_types"]
 
 
-def _postgres(column: SourceColumn, quoted: str) -> ColumnRead | None:
-    name, kind, type_name = column.name, column.kind, column.type_name
-    if kind == "enum" or type_name in _PG_TEXT_CAST:
-        return ColumnRead(name, f"{quoted}::text", StringType())
-    if kind == "array":
-        element = _PG_ARRAY_ELEMENTS.get(column.element or "")
-        return None if element is None else ColumnRead(name, quoted, ArrayType(element, True))
-    if kind != "base":
-        return None
-    if type_name in _PG_TEXT_AS_TEXT:
-        # bpchar keeps its padding only without a cast to text, as Debezium sends it.
-        return ColumnRead(name, quoted, StringType())
-    simple = _PG_SIMPLE.get(type_name)
-    if simple is not None:
-        return ColumnRead(name, quoted, simple)
-    if type_name == "oid":
-        return ColumnRead(name, f"{quoted}::bigint", LongType())
-    if type_name == "numeric":
-        precision, scale = column.precision, column.scale
-        if precision is not None and scale is not None and 0 <= scale <= precision <= SPARK_MAX_PRECISION:
-            # JDBC hands over an exact BigDecimal that DECIMAL(p, s) holds.
-            return ColumnRead(name, quoted, DecimalType(precision, scale))
-        decimal = (
-            DecimalType(SPARK_MAX_PRECISION, VARIABLE_SCALE_DECIMAL_SCALE)
-            if precision is None or scale is None
-            else spark_decimal(precision, scale)
-        )
-        return ColumnRead(name, f"{quoted}::text", decimal, Conversion.DECIMAL_TEXT)
-    if type_name == "money":
-        money = DecimalType(SPARK_MAX_PRECISION, 2)
-        return ColumnRead(name, f"{quoted}::numeric::text", money, Conversion.DECIMAL_TEXT)
-    if type_name == "date":
-        return ColumnRead(name, f"{quoted}::text", DateType(), Conversion.DATE_TEXT)
-    if type_name == "timestamp":
-        return ColumnRead(name, f"{quoted}::text", TimestampNTZType(), Conversion.LOCAL_TIMESTAMP_TEXT)
-    if type_name == "time":
-        return ColumnRead(name, f"(extract(epoch from {quoted}) * 1000000)::bigint", LongType())
-    return None
+def column_reads(
+    engine: str,
+    shape: TableShape,
+    names: Sequence[str],
+    quote: Quote,
+    column_types: Mapping[str, str] | None = None,
+) -> list[ColumnRead]:
+    """How to read ``names`` of ``shape`` (in table order) into lake types; raises for unmappable types.
 
-
-def _mysql_integer(column: SourceColumn) -> DataType | None:
-    """Debezium's integer widths: TINYINT and signed SMALLINT are INT16, unsigned ones widen a step."""
-    unsigned = column.unsigned
-    match column.type_name:
-        case "tinyint":
-            return ShortType()
-        case "smallint":
-            return IntegerType() if unsigned else ShortType()
-        case "mediumint":
-            return IntegerType()
-        case "int" | "integer":
-            return LongType() if unsigned else IntegerType()
-        case "bigint":
-            return DecimalType(20, 0) if unsigned else LongType()
-    return None
-
-
-_MYSQL_TEXT = frozenset({"varchar", "tinytext", "text", "mediumtext", "longtext"})
-_MYSQL_BINARY = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
-
-
-def _mysql(column: SourceColumn, quoted: str) -> ColumnRead | None:
-    name, type_name = column.name, column.type_name
-    integer = _mysql_integer(column)
-    if integer is not None:
-        if isinstance(integer, DecimalType):
-            return ColumnRead(name, f"CAST({quoted} AS DECIMAL(20,0))", integer)
-        # TINYINT(1) would otherwise come back as a boolean, and unsigned values overflow Java's types.
-        return ColumnRead(name, f"CAST({quoted} AS SIGNED)", integer)
-    if type_name in ("decimal", "numeric"):
-        return ColumnRead(name, quoted, spark_decimal(column.precision or 10, column.scale or 0))
-    if type_name == "float":
-        # FLOAT(M,D) is double precision in Debezium; plain FLOAT and FLOAT(p<=24) are single.
-        double = "," in column.declared
-        return ColumnRead(name, quoted, DoubleType() if double else FloatType())
-    if type_name in ("double", "real"):
-        return ColumnRead(name, quoted, DoubleType())
-    if type_name == "bit" and column.declared.lower() in ("bit(1)", "bit"):
-        return ColumnRead(name, quoted, BooleanType())
-    if type_name in ("json", "char", "enum", "set"):
-        # JDBC reports CHAR, ENUM and SET as CHAR(n), which Spark pads to n characters; MySQL (and
-        # Debezium) do not.
-        return ColumnRead(name, f"CAST({quoted} AS CHAR)", StringType())
-    if type_name in _MYSQL_TEXT:
-        return ColumnRead(name, quoted, StringType())
-    if type_name in _MYSQL_BINARY:
-        return ColumnRead(name, quoted, BinaryType())
-    if type_name == "year":
-        return ColumnRead(name, f"CAST({quoted} AS SIGNED)", IntegerType())
-    if type_name == "date":
-        return ColumnRead(name, f"CAST({quoted} AS CHAR)", DateType(), Conversion.DATE_TEXT)
-    if type_name == "datetime":
-        local = Conversion.LOCAL_TIMESTAMP_TEXT
-        return ColumnRead(name, f"CAST({quoted} AS CHAR)", TimestampNTZType(), local)
-    if type_name == "timestamp":
-        # The session's time_zone is UTC, so the text is the UTC wall-clock time.
-        return ColumnRead(name, f"CAST({quoted} AS CHAR)", TimestampType(), Conversion.UTC_TIMESTAMP_TEXT)
-    if type_name == "time":
-        # HOUR() of a negative TIME is its absolute hours (up to 838).
-        seconds = f"(HOUR({quoted}) * 60 + MINUTE({quoted})) * 60 + SECOND({quoted})"
-        micros = f"({seconds}) * 1000000 + MICROSECOND({quoted})"
-        return ColumnRead(name, f"CAST(IF({quoted} < 0, -1, 1) * ({micros}) AS SIGNED)", LongType())
-    return None
-
-
-_FAMILIES: dict[str, Callable[[SourceColumn, str], ColumnRead | None]] = {
-    "postgres": _postgres,
-    "mysql": _mysql,
-    "mariadb": _mysql,
-}
-
-
-def column_reads(engine: str, shape: TableShape, names: Sequence[str], quote: Quote) -> list[ColumnRead]:
-    """How to read ``names`` of ``shape`` (in table order) into lake types; raises for unmappable types."""
-    mapper = _FAMILIES[engine]
+    ``column_types`` is the table's per-column representation (``string``, ``decimal(p,s)``).
+    """
+    overrides = parsed_column_types(column_types or {})
+    unknown = unknown_columns_problem(shape, column_types or {}, shape.name)
+    if unknown is not None:
+        raise BootstrapError(unknown)
     wanted = set(names)
     reads = []
     for column in shape.columns:
         if column.name not in wanted:
             continue
-        read = mapper(column, quote(column.name))
-        if read is None:
-            raise BootstrapError(
-                f"table {shape.name}: column {column.name} has type {column.declared}, which the bootstrap "
-                "cannot read exactly; leave it out of the table's columns list"
-            )
-        reads.append(ColumnRead(read.name, read.select, lake_type(read.lake_type), read.conversion))
+        read = column_read(engine, column, quote(column.name), overrides.get(column.name))
+        if isinstance(read, Refusal):
+            raise BootstrapError(read.message(shape.name))
+        reads.append(
+            ColumnRead(read.name, read.select, lake_type(read.lake_type), read.conversion, read.per_element)
+        )
     return reads
 
 
@@ -243,26 +83,47 @@ def lake_columns(reads: Sequence[ColumnRead]) -> StructType:
 _ISO_DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}"
 _DATE_TEXT = _ISO_DATE + "$"
 _TIMESTAMP_TEXT = _ISO_DATE + r" [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?$"
+_PG_UTC_TIMESTAMP_TEXT = _TIMESTAMP_TEXT.removesuffix("$") + r"\+00$"
+_NUMBER_TEXT = r"^-?[0-9]+(\.[0-9]+)?$"
 
 
 def _column(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _converted(read: ColumnRead, source: Column) -> Column:
-    match read.conversion:
+def _converted_value(conversion: Conversion, lake: DataType, source: Column) -> Column:
+    match conversion:
         case Conversion.CAST:
-            return source.cast(read.lake_type)
+            return source.cast(lake)
         case Conversion.DECIMAL_TEXT:
-            assert isinstance(read.lake_type, DecimalType)
+            assert isinstance(lake, DecimalType)
             fraction = F.regexp_extract(source, r"\.(\d*?)0*$", 1)
-            return F.when(F.length(fraction) <= read.lake_type.scale, source.cast(read.lake_type))
+            return F.when(F.length(fraction) <= lake.scale, source.cast(lake))
+        case Conversion.NUMBER_TEXT:
+            # Debezium cannot encode NaN and infinities (its connector stops): refuse them here as well.
+            return F.when(source.rlike(_NUMBER_TEXT), source)
         case Conversion.DATE_TEXT:
             return F.when(source.rlike(_DATE_TEXT), source.cast(DateType()))
         case Conversion.LOCAL_TIMESTAMP_TEXT:
             return F.when(source.rlike(_TIMESTAMP_TEXT), source.cast(TimestampNTZType()))
         case Conversion.UTC_TIMESTAMP_TEXT:
             return F.when(source.rlike(_TIMESTAMP_TEXT), F.concat(source, F.lit("Z")).cast(TimestampType()))
+        case Conversion.PG_UTC_TIMESTAMP_TEXT:
+            utc = F.regexp_replace(source, r"\+00$", "")
+            valid = source.rlike(_PG_UTC_TIMESTAMP_TEXT)
+            return F.when(valid, F.concat(utc, F.lit("Z")).cast(TimestampType()))
+
+
+def _converted(read: ColumnRead, source: Column) -> tuple[Column, Column]:
+    """The converted column, and whether a non-null source value (or array element) was lost."""
+    if not read.per_element:
+        converted = _converted_value(read.conversion, read.lake_type, source)
+        return converted, source.isNotNull() & converted.isNull()
+    assert isinstance(read.lake_type, ArrayType)
+    element = read.lake_type.elementType
+    converted = F.transform(source, lambda value: _converted_value(read.conversion, element, value))
+    lost = F.exists(F.zip_with(source, converted, lambda a, b: a.isNotNull() & b.isNull()), lambda x: x)
+    return converted, source.isNotNull() & lost
 
 
 def to_lake_types(frame: DataFrame, reads: Sequence[ColumnRead], table: str) -> DataFrame:
@@ -270,12 +131,12 @@ def to_lake_types(frame: DataFrame, reads: Sequence[ColumnRead], table: str) -> 
     columns = []
     for read in reads:
         source = _column(read.name)
-        converted = _converted(read, source)
+        converted, lost = _converted(read, source)
         message = (
             f"bootstrap of {table}: a value of column {read.name} does not fit lake type "
             f"{read.lake_type.simpleString()} exactly"
         )
         failure = F.raise_error(F.lit(message)).cast(read.lake_type)
-        checked = F.when(source.isNotNull() & converted.isNull(), failure)
+        checked = F.when(lost, failure)
         columns.append(checked.otherwise(converted).alias(read.name))
     return frame.select(*columns)

@@ -109,6 +109,7 @@ def _shared_start(
                 engine,
                 registry,
                 dict(config.kafka.consumer),
+                {runner.target.topic: runner.table.column_types for runner, _ in fresh},
             )
             for runner, _ in fresh:
                 runner.record_watermark(points[runner.target.topic])

@@ -17,7 +17,7 @@ when it comes), and a topic with no schema yet (no event so far) has nothing to 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql.types import BooleanType, IntegerType
 
@@ -40,7 +40,11 @@ def _adoptable(read: ColumnRead, registered: object) -> bool:
 
 
 def align_with_registry(
-    registry: SchemaRegistry, topic: str, reads: Sequence[ColumnRead], table: str
+    registry: SchemaRegistry,
+    topic: str,
+    reads: Sequence[ColumnRead],
+    table: str,
+    column_types: Mapping[str, str] | None = None,
 ) -> tuple[list[ColumnRead], str]:
     """``reads`` with Debezium's registered types where they legitimately differ, and a note for the log.
 
@@ -53,6 +57,8 @@ def align_with_registry(
         if _NOT_REGISTERED in str(exc):
             return list(reads), f"no value schema registered for {topic} yet: types not cross-checked"
         raise
+    if column_types:
+        registered = registered.with_column_types(column_types)
     decoded = {field.name: lake_type(field.dataType) for field in registered.struct_type.fields}
     aligned = []
     for read in reads:

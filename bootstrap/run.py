@@ -37,6 +37,7 @@ from bootstrap.write import attempt_id, check_fresh, lake_state, records_written
 from cdc_lake.apply.runner import BUSY, ApplyRunner, describe_failure, registry_client
 from cdc_lake.apply.target import ApplyTarget, target_for
 from cdc_lake.config import Config, Source, Table
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.exceptions import BootstrapBusyError, BootstrapError, CdcLakeError
 from cdc_lake.hudi.options import HudiTableSpec
@@ -49,7 +50,6 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import BootstrapPartition, RunOutcome, Watermark
 from cdc_lake.state.store import StateStore
-from connectors.client import KafkaConnectClient
 
 _LOG = logging.getLogger(__name__)
 
@@ -238,8 +238,12 @@ class TableBootstrap:
         shape = engine.table_shape(self.table.name, role)
         key = record_key(self.name, self.table, shape)
         names = selected_columns(self.name, self.table, shape, key)
-        reads = column_reads(self.source.engine, shape, names, engine.quote_identifier)
-        reads, agreed = align_with_registry(self.registry, self.target.topic, reads, self.name)
+        reads = column_reads(
+            self.source.engine, shape, names, engine.quote_identifier, self.table.column_types
+        )
+        reads, agreed = align_with_registry(
+            self.registry, self.target.topic, reads, self.name, self.table.column_types
+        )
         _LOG.info("%s: %s", self.name, agreed)
         spark = get_spark(self.config.spark, self.config.lake)
 
@@ -275,7 +279,7 @@ class TableBootstrap:
         position = engine.replica_position() if role == "replica" else engine.current_position()
         point = SnapshotPoint(position, engine.primary_clock_ms())
         handoff = HandoffWait(
-            engine=self.source.engine,
+            position_type=engine.position_type,
             topic_prefix=self.source.topic_prefix or self.source.name,
             timeout_seconds=self.config.bootstrap.handoff_timeout_seconds,
         )
@@ -297,6 +301,7 @@ class TableBootstrap:
             engine,
             self.registry,
             dict(self.config.kafka.consumer),
+            self.table.column_types,
         )
         return self.record_watermark(point)
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cdc_lake.decode.envelope import ChangeEvent, SourceInfo, decode_message
+from cdc_lake.decode.envelope import ChangeEvent, EnvelopeSource, decode_message
 from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.decode.schema import SchemaLookup, TypedSchemas
 from cdc_lake.kafka.offsets import OffsetRange, read_ranges, topic_watermarks
 from cdc_lake.sources.snapshot import SnapshotSource
 
@@ -53,7 +54,7 @@ class NewestEvent:
     position: str
 
 
-def describe_position(source: SourceInfo) -> str:
+def describe_position(source: EnvelopeSource) -> str:
     """An event's source position as people read it: a Postgres LSN, a GTID, or binlog file:pos."""
     if source.lsn is not None:
         return f"{source.lsn >> 32:X}/{source.lsn & 0xFFFFFFFF:X}"
@@ -66,7 +67,7 @@ def newest_event(
     bootstrap_servers: str,
     topic: str,
     marks: Mapping[int, tuple[int, int]],
-    registry: SchemaRegistry,
+    registry: SchemaLookup,
     kafka_extra: Mapping[str, str] | None = None,
 ) -> NewestEvent | None:
     """The newest change event (by source commit time) among the last messages of each partition."""
@@ -90,7 +91,7 @@ def newest_event(
 def _last_change(
     bootstrap_servers: str,
     wanted: OffsetRange,
-    registry: SchemaRegistry,
+    registry: SchemaLookup,
     kafka_extra: Mapping[str, str] | None,
 ) -> NewestEvent | None:
     messages = read_ranges(bootstrap_servers, [wanted], extra=kafka_extra)
@@ -109,9 +110,11 @@ def take_watermark(
     engine: SnapshotSource,
     registry: SchemaRegistry,
     kafka_extra: Mapping[str, str] | None = None,
+    column_types: Mapping[str, str] | None = None,
 ) -> WatermarkPoint:
     """Measure one topic's watermark: end offsets first, then the primary's position and clock."""
-    return take_watermarks(bootstrap_servers, [topic], engine, registry, kafka_extra)[topic]
+    typed = {topic: column_types or {}}
+    return take_watermarks(bootstrap_servers, [topic], engine, registry, kafka_extra, typed)[topic]
 
 
 def take_watermarks(
@@ -120,14 +123,19 @@ def take_watermarks(
     engine: SnapshotSource,
     registry: SchemaRegistry,
     kafka_extra: Mapping[str, str] | None = None,
+    column_types: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, WatermarkPoint]:
-    """The watermarks of ``topics`` (one source's): all end offsets, then one position and clock read."""
+    """The watermarks of ``topics`` (one source's): all end offsets, then one position and clock read.
+
+    ``column_types`` holds each topic's table ``column_types``, so its events decode as the applier's do.
+    """
     marks = topic_watermarks(bootstrap_servers, topics, extra=kafka_extra)
     position = engine.current_position()
     clock_ms = engine.primary_clock_ms()
     points = {}
     for topic, topic_marks in marks.items():
-        newest = newest_event(bootstrap_servers, topic, topic_marks, registry, kafka_extra)
+        typed = TypedSchemas(registry, (column_types or {}).get(topic, {}))
+        newest = newest_event(bootstrap_servers, topic, topic_marks, typed, kafka_extra)
         points[topic] = WatermarkPoint(
             offsets={partition: high for partition, (_, high) in topic_marks.items()},
             ts_source_ms=clock_ms if newest is None else newest.ts_ms,

@@ -31,8 +31,10 @@ from pydantic_core import PydanticCustomError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from cdc_lake.engines import EngineName
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
 from cdc_lake.hudi.options import passthrough_option_problem
+from cdc_lake.representation import parse_column_type
 from cdc_lake.secrets import is_secret_key
 
 DEFAULT_CONFIG_NAME = "cdc-lake.yaml"
@@ -238,6 +240,14 @@ class KafkaConnectSettings(_Model):
         return self
 
 
+SPARK_MASTER_URL: Final = re.compile(
+    r"yarn|local(\[(\*|\d+)(,\d+)?\])?|k8s://(https?://)?[^\s/:]+(:\d+)?/?"
+    r"|spark://[^\s/:,]+:\d+(,[^\s/:,]+:\d+)*|mesos://\S+"
+)
+"""The master URLs Spark 3.5 accepts: YARN, Kubernetes (an API server), standalone (with standby
+masters), Mesos, or in-process."""
+
+
 class SparkSettings(_Model):
     """The Spark session; an empty ``jars`` list means resolve the Hudi bundle through Maven."""
 
@@ -246,6 +256,18 @@ class SparkSettings(_Model):
     driver_memory: str = "1g"
     jars: list[str] = Field(default_factory=list)
     conf: dict[str, PassthroughValue] = Field(default_factory=dict)
+
+    @field_validator("master")
+    @classmethod
+    def _is_a_master_url(cls, value: str) -> str:
+        if not SPARK_MASTER_URL.fullmatch(value):
+            raise PydanticCustomError(
+                "spark_master",
+                "'{value}' is not a Spark master URL; use yarn, k8s://https://HOST:PORT, "
+                "spark://HOST:PORT or local[N] (docs/deploy.md)",
+                {"value": value},
+            )
+        return value
 
 
 def _default_intervals() -> dict[int, int]:
@@ -350,6 +372,8 @@ class StackPorts(_Model):
     kafka_secure: int = Field(default=19094, ge=1, le=65535)
     """The broker's SASL/SCRAM-over-TLS listener (user ``cdc-lake``, the stack CA)."""
     connect: int = Field(default=18083, ge=1, le=65535)
+    connect_secure: int = Field(default=18084, ge=1, le=65535)
+    """The secured Connect worker (REST basic auth; its Kafka clients on ``kafka_secure``)."""
     registry: int = Field(default=18081, ge=1, le=65535)
     object_store: int = Field(default=17070, ge=1, le=65535)
     glue: int = Field(default=17080, ge=1, le=65535)
@@ -397,6 +421,14 @@ class Connection(_Model):
     server (preflight, positions, lag, bootstrap and validate JDBC reads) and rendered into the
     Debezium connector (``database.sslmode``, ``database.sslrootcert``: the path must exist on the
     Connect workers too).  ``verify-full`` checks the certificate chain and the host name.
+
+    ``ssl_ca`` and ``ssl_verify_identity`` (MySQL/MariaDB) do the same there: with ``ssl_ca`` every
+    connection requires TLS and verifies the server's chain against that CA (PEM), and
+    ``ssl_verify_identity`` also checks the host name (pymysql, the JDBC drivers, Debezium's
+    ``database.ssl.mode``).  Debezium reads the CA from a PKCS#12 truststore, ``ssl_truststore``
+    (default: ``ssl_ca`` with the suffix ``.p12``), which onboarding makes from ``ssl_ca`` with
+    ``keytool`` when it is missing; its password is read from the environment variable named by
+    ``ssl_truststore_password_env`` (by cdc-lake and, as ``${env:VAR}``, by the Connect workers).
     """
 
     host: str = "127.0.0.1"
@@ -406,6 +438,12 @@ class Connection(_Model):
     password: Secret | None = None
     sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] | None = None
     sslrootcert: str | None = None
+    ssl_ca: str | None = None
+    ssl_verify_identity: bool = False
+    ssl_truststore: str | None = None
+    ssl_truststore_password_env: str = Field(
+        default="CDC_LAKE_TRUSTSTORE_PASSWORD", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"
+    )
 
     @model_validator(mode="after")
     def _root_cert_needs_verification(self) -> Connection:
@@ -413,7 +451,21 @@ class Connection(_Model):
             raise PydanticCustomError(
                 "tls_setting", "sslrootcert is used only with sslmode verify-ca or verify-full"
             )
+        if self.ssl_ca is None and (self.ssl_verify_identity or self.ssl_truststore is not None):
+            raise PydanticCustomError(
+                "tls_setting", "ssl_verify_identity and ssl_truststore are used only with ssl_ca"
+            )
         return self
+
+    def mysql_tls(self) -> bool:
+        """Whether MySQL/MariaDB connections to this server require TLS (``ssl_ca`` is set)."""
+        return self.ssl_ca is not None
+
+    def truststore_path(self) -> str:
+        """The PKCS#12 truststore Debezium verifies the server with: ``ssl_truststore`` or by ``ssl_ca``."""
+        if self.ssl_ca is None:
+            raise ConfigError("ssl_truststore is derived from ssl_ca, which is not set")
+        return self.ssl_truststore or str(Path(self.ssl_ca).with_suffix(".p12"))
 
     def tls_settings(self) -> dict[str, str]:
         """The libpq/pgJDBC TLS parameters set for this server (empty: the driver defaults)."""
@@ -430,10 +482,26 @@ class Table(_Model):
     columns: list[str] | None = None
     partition_by: list[str] | None = None
     hudi_options: HudiOptions = Field(default_factory=dict)
+    column_types: dict[str, str] = Field(default_factory=dict)
+    """Per-column lake representation for columns whose default mapping is not exact
+    (docs/type-mapping.md): ``string`` (the exact text) or ``decimal(p,s)`` (Postgres unconstrained
+    ``numeric``: fails loudly on a value it cannot hold).  Bootstrap and applier both honour it."""
     schema_changes: Literal["evolve", "freeze", "rebootstrap"] = "evolve"
     """What a new source schema does to the lake table (docs/schema-changes.md): ``evolve`` follows
     additive and widening changes and stops on others (SCHEMA_CHANGED); ``freeze`` ignores columns the
     lake table lacks; ``rebootstrap``: ``cdc-lake run`` re-bootstraps the table when it stops."""
+
+    @field_validator("column_types")
+    @classmethod
+    def _known_column_types(cls, value: dict[str, str]) -> dict[str, str]:
+        for column, spec in value.items():
+            try:
+                parse_column_type(spec)
+            except ValueError as exc:
+                raise PydanticCustomError("column_type", "column {column}: {problem}", {
+                    "column": column, "problem": str(exc)
+                }) from exc
+        return value
 
     @field_validator("name")
     @classmethod
@@ -466,7 +534,7 @@ class Source(_Model):
     """
 
     name: str
-    engine: Literal["postgres", "mysql", "mariadb"]
+    engine: EngineName
     primary: Connection
     replica: Connection | None = None
     topic_prefix: str | None = None
@@ -495,12 +563,21 @@ class Source(_Model):
                 )
             self.slot_name = self.slot_name or f"cdc_lake_{self.name}"
             self.publication_name = self.publication_name or f"cdc_lake_{self.name}"
+            for role, connection in (("primary", self.primary), ("replica", self.replica)):
+                if connection is not None and connection.mysql_tls():
+                    raise PydanticCustomError(
+                        "engine_setting",
+                        "{role}.ssl_ca applies only to mysql/mariadb sources "
+                        "(postgres: sslmode, sslrootcert)",
+                        {"role": role},
+                    )
         else:
             for role, connection in (("primary", self.primary), ("replica", self.replica)):
                 if connection is not None and connection.tls_settings():
                     raise PydanticCustomError(
                         "engine_setting",
-                        "{role}.sslmode and {role}.sslrootcert apply only to postgres sources",
+                        "{role}.sslmode and {role}.sslrootcert apply only to postgres sources "
+                        "(mysql/mariadb: ssl_ca, ssl_verify_identity)",
                         {"role": role},
                     )
             if self.slot_name is not None or self.publication_name is not None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import JvmArtifactError
 
 SPARK_VERSION_LINE = "3.5"
@@ -135,6 +136,28 @@ def spark_jars(spark_version: str) -> ArtifactSet:
     )
 
 
+SPARK_PACKAGES_EXCLUDES: tuple[str, ...] = (
+    # Shipped by the Spark distribution, in the same versions.
+    "org.slf4j:slf4j-api",
+    "com.github.luben:zstd-jni",
+    "org.xerial.snappy:snappy-java",
+    "org.lz4:lz4-java",
+    "org.apache.hadoop:hadoop-client-api",
+    "org.apache.hadoop:hadoop-client-runtime",
+    "commons-logging:commons-logging",
+    "com.google.code.findbugs:jsr305",
+    "org.tukaani:xz",
+    "org.apache.hive:hive-storage-api",
+    # Optional features cdc-lake does not use (S3A's OpenSSL channel, MySQL's X DevAPI, annotations).
+    "org.wildfly.openssl:wildfly-openssl",
+    "com.google.protobuf:protobuf-java",
+    "org.checkerframework:checker-qual",
+)
+"""``group:artifact`` pairs that Spark's ``--packages`` (``spark.jars.packages``) would pull in
+transitively from :func:`spark_jars`; as ``--exclude-packages`` (``spark.jars.excludes``) they
+keep the resolved classpath equal to the non-transitive set :func:`resolve` writes."""
+
+
 KAFKA_SERVER = ArtifactSet(
     name="kafka",
     artifacts=(
@@ -147,6 +170,14 @@ KAFKA_SERVER = ArtifactSet(
 )
 """Broker, admin tools and the Kafka Connect worker share one classpath."""
 
+CONNECT_BASIC_AUTH = ArtifactSet(
+    name="connect-basic-auth",
+    artifacts=(MavenArtifact("org.apache.kafka", "connect-basic-auth-extension", KAFKA_VERSION),),
+    transitive=False,
+)
+"""Kafka's ``BasicAuthSecurityRestExtension`` for a Connect worker's REST API (its JAX-RS and Connect
+dependencies are on the worker's classpath already)."""
+
 DEBEZIUM_PLUGINS = {
     engine: ArtifactSet(
         name=f"debezium-{engine}",
@@ -156,7 +187,7 @@ DEBEZIUM_PLUGINS = {
             ),
         ),
     )
-    for engine in ("postgres", "mysql", "mariadb")
+    for engine in ENGINE_NAMES
 }
 """One Connect plugin directory per Debezium connector (isolated classloaders)."""
 

@@ -1,22 +1,6 @@
-"""Debezium connectors: reviewed config templates, their rendering, and a Kafka Connect REST client."""
+"""The reviewed Debezium connector templates: ``templates/<engine>.json``, one flat Kafka Connect config each.
 
-from connectors.client import ConnectorPlugin, ConnectorStatus, KafkaConnectClient, TaskStatus
-from connectors.render import (
-    ENGINES,
-    ConnectorParams,
-    heartbeat_table_ddl,
-    registry_api_url,
-    render_connector,
-)
-
-__all__ = [
-    "ENGINES",
-    "ConnectorParams",
-    "ConnectorPlugin",
-    "ConnectorStatus",
-    "KafkaConnectClient",
-    "TaskStatus",
-    "heartbeat_table_ddl",
-    "registry_api_url",
-    "render_connector",
-]
+This package holds data only.  :mod:`cdc_lake.connect.render` fills a template's ``{{placeholder}}``
+markers for one source, :mod:`cdc_lake.connect.client` registers the result with Kafka Connect;
+README.md says what the Connect worker needs.
+"""

@@ -26,10 +26,10 @@ import requests
 from confluent_kafka import Consumer, TopicPartition
 
 from cdc_lake.config import Config
+from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl, render_connector
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.service import DEMO_DATABASE, HOST
-from connectors.client import KafkaConnectClient
-from connectors.render import ConnectorParams, heartbeat_table_ddl, render_connector
 
 OUT_DIR = Path(__file__).resolve().parent.parent / "tests" / "unit" / "data" / "recorded"
 SLOT = "cdc_lake_recorder"

@@ -24,7 +24,7 @@ from cdc_lake.apply.redelivery import PartitionMarks, already_applied, stream_po
 from cdc_lake.decode.envelope import ChangeEvent, decode_message
 from cdc_lake.decode.framing import HEADER_SIZE, MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
-from cdc_lake.decode.schema import SchemaLookup
+from cdc_lake.decode.schema import SchemaLookup, TypedSchemas
 from cdc_lake.decode.types import UNAVAILABLE
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.kafka.reader import RawMessage
@@ -81,7 +81,8 @@ class DecodeSettings:
     ``key_fields`` are the configured record key columns, or None to use the message key's fields.
     With ``soft_deletes``, the non-key columns a delete's before image leaves null are marked
     unavailable, so the soft-deleted row keeps its last stored values.  ``applied_positions`` holds each
-    partition's applied stream position (see :mod:`cdc_lake.apply.redelivery`).
+    partition's applied stream position (see :mod:`cdc_lake.apply.redelivery`).  ``column_types`` is the
+    table's per-column representation (``docs/type-mapping.md``).
     """
 
     topic: str
@@ -89,6 +90,7 @@ class DecodeSettings:
     key_fields: tuple[str, ...] | None
     soft_deletes: bool
     applied_positions: Mapping[int, str] = field(default_factory=dict)
+    column_types: Mapping[str, str] = field(default_factory=dict)
 
 
 _REGISTRIES: dict[tuple[str, str], SchemaLookup] = {}
@@ -159,7 +161,7 @@ def _change(settings: DecodeSettings, event: ChangeEvent, message: RawMessage) -
 
 def decode_messages(settings: DecodeSettings, messages: Iterable[RawMessage]) -> Iterator[Decoded]:
     """Decode ``messages`` of ``settings.topic``; tombstones yield nothing, failures yield BadMessage."""
-    registry = _shared(settings.registry)
+    registry = TypedSchemas(_shared(settings.registry), settings.column_types)
     for message in messages:
         ref = MessageRef(settings.topic, message.partition, message.offset)
         try:

@@ -33,7 +33,7 @@ from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
 from cdc_lake.ops import metrics
 from cdc_lake.secrets import redact
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
-from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.lifecycle import APPLIABLE_STATES, TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import RunOutcome
 from cdc_lake.state.store import StateStore
@@ -46,11 +46,6 @@ IDLE_MEASURE_SECONDS = 5.0
 BUSY = "another process is applying it"
 """Why a batch was skipped when another process holds the table's apply lock."""
 
-APPLIABLE_STATES = frozenset(
-    {TableState.CATCHING_UP, TableState.LIVE, TableState.FAILED, TableState.SCHEMA_CHANGED}
-)
-"""States whose tables the applier works on; FAILED and SCHEMA_CHANGED tables are retried (a config
-change may have made the schema change invisible; they stop again at the same offset otherwise)."""
 STOPPED = frozenset({TableState.FAILED, TableState.SCHEMA_CHANGED})
 SCHEMA_CHANGE_RUN = "schema change"
 

@@ -47,6 +47,7 @@ from cdc_lake.apply.schema_change import (
 from cdc_lake.apply.target import ApplyTarget
 from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.timeline import latest_commit, table_exists
@@ -142,6 +143,7 @@ class TableApplier:
         self.target = target
         self.options = options
         self.registry = registry
+        self.schemas = TypedSchemas(registry, dict(target.column_types))
         self.store = store
         self._checkpoint: Checkpoint | None = None
         self._seen_commit: str | None = None
@@ -231,7 +233,7 @@ class TableApplier:
     def _apply(self, checkpoint: Checkpoint, plan: BatchPlan, result: BatchResult) -> BatchResult:
         settings = DecodeSettings(
             self.target.topic, self.registry, self.target.key_fields, self.target.soft_deletes,
-            dict(checkpoint.positions),
+            dict(checkpoint.positions), dict(self.target.column_types),
         )
         slices = split_ranges(plan.ranges, self.options.slices)
         raw = read_ranges_in_spark(self.spark, self.options.kafka, slices, self.options.reader)
@@ -330,7 +332,7 @@ class TableApplier:
 
     def _restricted_writer(self, schema_id: int) -> WriterColumns:
         """The writer schema's columns the table's policy compares and writes (frozen list, freeze)."""
-        writer = WriterColumns.of(self.registry.get_schema(schema_id))
+        writer = WriterColumns.of(self.schemas.get_schema(schema_id))
         keep = policy_columns(
             self.target.schema_policy, self.target.columns, self.target.key_fields or (), self._columns
         )
@@ -358,7 +360,7 @@ class TableApplier:
             if not firsts:
                 continue
             try:
-                names = tuple(self.registry.get_schema(schema_id).row_converter.column_names)
+                names = tuple(self.schemas.get_schema(schema_id).row_converter.column_names)
             except CdcLakeError as exc:
                 _cut(bad, firsts, f"key schema id {schema_id}: {exc}")
                 continue

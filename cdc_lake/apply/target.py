@@ -41,6 +41,7 @@ class ApplyTarget:
     hudi_name: str | None = None
     schema_policy: SchemaPolicy = SchemaPolicy.EVOLVE
     hudi_options: tuple[tuple[str, str], ...] = ()
+    column_types: tuple[tuple[str, str], ...] = ()
 
     def spec(self, key_fields: tuple[str, ...]) -> HudiTableSpec:
         """The Hudi table spec, ordered by the source position column (``_cdc_ordering``)."""
@@ -78,6 +79,7 @@ def target_for(config: Config, source: Source, table: Table) -> ApplyTarget:
         table_version=lake.table_version,
         schema_policy=SchemaPolicy(table.schema_changes),
         hudi_options=tuple({**lake.hudi_options, **table.hudi_options}.items()),
+        column_types=tuple(table.column_types.items()),
     )
 
 

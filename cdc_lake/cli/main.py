@@ -43,7 +43,11 @@ if TYPE_CHECKING:
 
 @click.group(
     cls=CdcLakeGroup,
-    lazy_subcommands={"stack": "cdc_lake.cli.stack:stack", "demo": "cdc_lake.cli.demo:demo"},
+    lazy_subcommands={
+        "stack": "cdc_lake.cli.stack:stack",
+        "demo": "cdc_lake.cli.demo:demo",
+        "spark": "cdc_lake.cli.spark:spark",
+    },
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.option(

@@ -8,6 +8,7 @@ from dataclasses import asdict
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from cdc_lake.cli.context import get_config
 from cdc_lake.cli.output import emit_json
@@ -21,17 +22,25 @@ def _local_stack(ctx: click.Context) -> LocalStack:
 
 
 def _print_statuses(statuses: list[ServiceStatus]) -> None:
+    """One row of short values per service, then each service's address and log as whole lines.
+
+    Addresses and log paths never go into cells: at 80 columns a cell would cut them into fragments.
+    """
+    console = Console(soft_wrap=False)
     table = Table(title="cdc-lake local stack")
-    for column in ("service", "state", "address", "log", "detail"):
-        table.add_column(column)
+    for column in ("service", "state", "detail"):
+        table.add_column(column, overflow="fold")
     for status in statuses:
         state = (
             "[green]healthy[/green]"
             if status.healthy
             else ("[yellow]unhealthy[/yellow]" if status.running else "[red]stopped[/red]")
         )
-        table.add_row(status.name, state, status.address, status.log, status.detail)
-    Console(soft_wrap=True).print(table)
+        table.add_row(Text(status.name), state, Text(status.detail))
+    console.print(table)
+    for status in statuses:
+        for line in (status.name, f"  address: {status.address}", f"  log: {status.log}"):
+            console.print(Text(line), soft_wrap=True)
 
 
 @click.group()

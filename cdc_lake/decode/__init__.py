@@ -12,7 +12,7 @@ The pieces, each in its own module:
 
 from __future__ import annotations
 
-from cdc_lake.decode.envelope import ChangeEvent, SourceInfo, Tombstone, decode_message
+from cdc_lake.decode.envelope import ChangeEvent, EnvelopeSource, Tombstone, decode_message
 from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE, SourcePosition
 from cdc_lake.decode.registry import SchemaRegistry
@@ -23,12 +23,12 @@ __all__ = [
     "SNAPSHOT_ORDERING_VALUE",
     "UNAVAILABLE",
     "ChangeEvent",
+    "EnvelopeSource",
     "MessageRef",
     "RegisteredSchema",
     "RowConverter",
     "SchemaLookup",
     "SchemaRegistry",
-    "SourceInfo",
     "SourcePosition",
     "Tombstone",
     "convert_row",

@@ -25,7 +25,7 @@ _BINLOG_CONNECTORS: Final = frozenset({"mysql", "mariadb"})
 
 
 @dataclass(frozen=True)
-class SourceInfo:
+class EnvelopeSource:
     """The envelope's ``source`` block: where and when the change happened in the source database.
 
     Postgres fills ``schema``, ``lsn``, ``tx_id`` and ``sequence``; MySQL/MariaDB fill ``file``, ``pos``,
@@ -50,7 +50,7 @@ class SourceInfo:
     gtid: str | None = None
 
     @classmethod
-    def from_record(cls, raw: Mapping[str, Any]) -> SourceInfo:
+    def from_record(cls, raw: Mapping[str, Any]) -> EnvelopeSource:
         """Build from the decoded ``source`` record."""
         return cls(
             connector=raw["connector"],
@@ -91,7 +91,7 @@ class ChangeEvent:
     before: dict[str, Any] | None
     after: dict[str, Any] | None
     key: dict[str, Any] | None
-    source: SourceInfo
+    source: EnvelopeSource
     position: SourcePosition
     ts_ms: int | None
     timestamp_ms: int | None
@@ -139,7 +139,7 @@ class Tombstone:
     timestamp_ms: int | None
 
 
-def _position(op: str, source: SourceInfo, ref: MessageRef) -> SourcePosition:
+def _position(op: str, source: EnvelopeSource, ref: MessageRef) -> SourcePosition:
     if op == "r" or source.is_snapshot:
         return SourcePosition.snapshot()
     try:
@@ -204,7 +204,7 @@ def decode_message(
         raise DecodeError(f"{ref}: unsupported Debezium op {op!r} (expected one of c, r, u, d, t)")
     if op in _NEEDS_AFTER and raw["after"] is None:
         raise DecodeError(f"{ref}: {op!r} event has no 'after' row")
-    source = SourceInfo.from_record(raw["source"])
+    source = EnvelopeSource.from_record(raw["source"])
     return ChangeEvent(
         ref=ref,
         op=op,

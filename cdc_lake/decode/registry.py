@@ -2,9 +2,9 @@
 
 Only the two reads the decoder needs: ``GET /schemas/ids/{id}`` and
 ``GET /subjects/{subject}/versions/latest``.  Schema ids are immutable, so parsed schemas are cached
-by id for the life of the client.  Connection errors, timeouts, HTTP 429 and 5xx are retried with
-exponential backoff; the password is a :class:`~pydantic.SecretStr` and never appears in a message,
-a log line or ``repr``.
+by id for the life of the client.  Connection errors, timeouts, HTTP 429 and 5xx are retried under
+cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http`); the password is a
+:class:`~pydantic.SecretStr` and never appears in a message, a log line or ``repr``.
 """
 
 from __future__ import annotations
@@ -16,18 +16,14 @@ from urllib.parse import quote, urlsplit
 
 import requests
 from pydantic import SecretStr
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from cdc_lake.decode.schema import RegisteredSchema
 from cdc_lake.exceptions import ConfigError, SchemaRegistryError
+from cdc_lake.http import RetryPolicy, Unavailable, send
 
 log = logging.getLogger(__name__)
 
 _ACCEPT = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
-
-
-class _TransientError(Exception):
-    """A failure worth retrying: no connection, a timeout, HTTP 429 or 5xx."""
 
 
 class SchemaRegistry:
@@ -60,9 +56,7 @@ class SchemaRegistry:
         self._password = password
         self._bearer_token = bearer_token
         self._timeout = timeout_seconds
-        self._attempts = attempts
-        self._backoff = backoff_seconds
-        self._max_backoff = max_backoff_seconds
+        self._policy = RetryPolicy(attempts, backoff_seconds, max_backoff_seconds)
         self._cache: dict[int, RegisteredSchema] = {}
         self._lock = threading.Lock()
         self._session = self._new_session()
@@ -109,17 +103,16 @@ class SchemaRegistry:
             return self._cache.setdefault(schema_id, registered)
 
     def _get(self, path: str, *, not_found: str) -> dict[str, Any]:
-        retrying = Retrying(
-            stop=stop_after_attempt(self._attempts),
-            wait=wait_exponential(multiplier=self._backoff, max=self._max_backoff),
-            retry=retry_if_exception_type(_TransientError),
-            reraise=True,
-        )
         try:
-            response = retrying(self._get_once, path)
-        except _TransientError as exc:
+            response = send(self._session, "GET", self.url + path, self._policy, self._timeout)
+        except Unavailable as exc:
+            log.debug("schema registry GET %s failed: %s", path, exc)
             raise SchemaRegistryError(
-                f"schema registry at {self.url} is unreachable after {self._attempts} attempts: {exc}"
+                f"schema registry at {self.url} is unreachable after {exc.attempts} attempts: {exc}"
+            ) from exc
+        except requests.RequestException as exc:
+            raise SchemaRegistryError(
+                f"schema registry at {self.url} failed GET {path}: {type(exc).__name__}"
             ) from exc
         if response.status_code == 404:
             raise SchemaRegistryError(f"{not_found} at {self.url}")
@@ -135,17 +128,6 @@ class SchemaRegistry:
         if not isinstance(body, dict):
             raise SchemaRegistryError(f"schema registry at {self.url} returned a non-object for {path}")
         return body
-
-    def _get_once(self, path: str) -> requests.Response:
-        try:
-            response = self._session.get(self.url + path, timeout=self._timeout)
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            log.debug("schema registry GET %s failed: %s", path, type(exc).__name__)
-            raise _TransientError(type(exc).__name__) from exc
-        if response.status_code == 429 or response.status_code >= 500:
-            log.debug("schema registry GET %s answered HTTP %s", path, response.status_code)
-            raise _TransientError(f"HTTP {response.status_code}")
-        return response
 
     def close(self) -> None:
         """Close the HTTP session."""

@@ -6,6 +6,7 @@ parsed Avro, the compiled row converter, the Spark struct) is computed once and 
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from functools import cached_property
@@ -17,6 +18,7 @@ from pyspark.sql.types import StructType
 
 from cdc_lake.decode.types import RowConverter, is_envelope, row_schema, stash_logical_types
 from cdc_lake.exceptions import SchemaRegistryError
+from cdc_lake.representation import ColumnType, parse_column_type
 
 
 class RegisteredSchema:
@@ -39,6 +41,16 @@ class RegisteredSchema:
                 f"schema id {schema_id} is not an Avro record; Debezium keys and values are records"
             )
         self.schema: dict[str, Any] = schema
+        self.column_types: dict[str, ColumnType] = {}
+
+    def with_column_types(self, column_types: Mapping[str, str]) -> RegisteredSchema:
+        """This schema with a table's ``column_types`` applied to its row converter (itself when none)."""
+        if not column_types:
+            return self
+        typed = copy.copy(self)
+        typed.__dict__.pop("row_converter", None)
+        typed.column_types = {name: parse_column_type(spec) for name, spec in column_types.items()}
+        return typed
 
     @property
     def name(self) -> str:
@@ -53,7 +65,8 @@ class RegisteredSchema:
     @cached_property
     def row_converter(self) -> RowConverter:
         """Converter for the envelope's before/after row, or for the record itself (key schemas)."""
-        return RowConverter(row_schema(self.schema) if self.is_envelope else self.schema)
+        row = row_schema(self.schema) if self.is_envelope else self.schema
+        return RowConverter(row, self.column_types)
 
     @property
     def struct_type(self) -> StructType:
@@ -62,6 +75,23 @@ class RegisteredSchema:
 
     def __repr__(self) -> str:
         return f"RegisteredSchema(id={self.schema_id}, name={self.name!r})"
+
+
+class TypedSchemas:
+    """A schema lookup whose schemas apply one table's ``column_types`` (each compiled once per id)."""
+
+    def __init__(self, lookup: SchemaLookup, column_types: Mapping[str, str]) -> None:
+        self._lookup = lookup
+        self._column_types = dict(column_types)
+        self._typed: dict[int, RegisteredSchema] = {}
+
+    def get_schema(self, schema_id: int) -> RegisteredSchema:
+        """The schema registered under ``schema_id``, with the table's column types."""
+        typed = self._typed.get(schema_id)
+        if typed is None:
+            typed = self._lookup.get_schema(schema_id).with_column_types(self._column_types)
+            self._typed[schema_id] = typed
+        return typed
 
 
 class SchemaLookup(Protocol):

@@ -48,6 +48,7 @@ from pyspark.sql.types import (
 )
 
 from cdc_lake.exceptions import DecodeError
+from cdc_lake.representation import ColumnType
 
 #: Debezium's default ``unavailable.value.placeholder``: an unchanged TOASTed Postgres column.
 UNAVAILABLE_PLACEHOLDER: Final = "__debezium_unavailable_value"
@@ -385,6 +386,61 @@ class _Compiler:
         )
 
 
+def _number_text(value: Decimal) -> str:
+    """A decimal's exact text with the scale it arrived with (``1.50``, ``0.000001``), as SQL prints it.
+
+    A fixed-scale decimal keeps its scale; Debezium sends an unconstrained Postgres numeric without its
+    trailing fractional zeros (``1.500`` as ``1.5``, ``100`` as ``1E+2``), so its text has none either.
+    """
+    return format(value, "f")
+
+
+def _chosen(node: Mapping[str, Any], path: str, chosen: ColumnType) -> _Column:
+    """The column as a table's ``column_types`` represents it: exact text, or a given decimal."""
+    semantic = node.get("connect.name")
+    logical = node.get("logicalType", node.get(STASHED_LOGICAL_TYPE))
+    unscaled: Callable[[Any], Decimal] | None = None
+    if semantic == "io.debezium.data.VariableScaleDecimal":
+        unscaled = lambda raw: _unscaled(raw["value"], int(raw["scale"]))  # noqa: E731
+    elif semantic == "org.apache.kafka.connect.data.Decimal" or logical == "decimal":
+        params = node.get("connect.parameters") or {}
+        scale = int(node.get("scale", params.get("scale", 0)))
+        unscaled = lambda raw: _unscaled(raw, scale)  # noqa: E731
+    if unscaled is not None and chosen.is_string:
+        to_decimal = unscaled
+        return _Column(StringType(), False, lambda raw: _number_text(to_decimal(raw)))
+    if unscaled is not None:
+        assert chosen.precision is not None and chosen.scale is not None
+        precision, scale, to_decimal = chosen.precision, chosen.scale, unscaled
+        spark = DecimalType(precision, scale)
+        return _Column(spark, False, lambda raw: fit_decimal(to_decimal(raw), precision, scale, path))
+    if semantic == "io.debezium.data.Bits" and chosen.is_string:
+        width = int((node.get("connect.parameters") or {}).get("length", 0))
+
+        def bit_string(raw: bytes) -> str:
+            number = int.from_bytes(raw, "little")
+            if width < 1 or number >= 1 << width:
+                raise _field_error(path, f"bits {raw.hex()} do not fit bit({width})")
+            return format(number, f"0{width}b")
+
+        return _Column(StringType(), False, bit_string)
+    encoded = semantic or logical or node["type"]
+    raise _field_error(path, f"column_types {chosen.spec} does not apply to {encoded}")
+
+
+def _chosen_column(node: Any, path: str, chosen: ColumnType) -> _Column:
+    """:func:`_chosen` through the optional-value union Debezium writes for a nullable column."""
+    if isinstance(node, list):
+        others = [branch for branch in node if branch != "null"]
+        if len(others) != 1:
+            raise _field_error(path, f"union {node!r} is not supported (only a type with null)")
+        inner = _chosen_column(others[0], path, chosen)
+        return _Column(inner.spark, "null" in node, inner.convert)
+    if isinstance(node, str) or not isinstance(node.get("type"), str):
+        raise _field_error(path, f"column_types {chosen.spec} does not apply to {node!r}")
+    return _chosen(node, path, chosen)
+
+
 def is_unavailable_placeholder(raw: Any) -> bool:
     """True when a raw column value is Debezium's placeholder for an unchanged TOASTed value.
 
@@ -405,14 +461,27 @@ def is_unavailable_placeholder(raw: Any) -> bool:
 class RowConverter:
     """Compiled converter for one Avro row schema (the ``before``/``after`` record, or a key record).
 
-    Compile once per schema id and reuse: :meth:`convert` does no schema work.
+    Compile once per schema id and reuse: :meth:`convert` does no schema work.  ``column_types`` is the
+    table's per-column representation (``cdc_lake.representation``): those columns convert to their exact
+    text or the chosen decimal instead of the default type.
     """
 
-    def __init__(self, row_schema: Mapping[str, Any]) -> None:
+    def __init__(
+        self, row_schema: Mapping[str, Any], column_types: Mapping[str, ColumnType] | None = None
+    ) -> None:
         if row_schema.get("type") != "record":
             raise DecodeError(f"row schema {row_schema.get('name')!r} is not an Avro record")
         compiler = _Compiler()
-        self._columns = [(f["name"], compiler.column(f["type"], f["name"])) for f in row_schema["fields"]]
+        chosen = column_types or {}
+        self._columns = [
+            (
+                f["name"],
+                _chosen_column(f["type"], f["name"], chosen[f["name"]])
+                if f["name"] in chosen
+                else compiler.column(f["type"], f["name"]),
+            )
+            for f in row_schema["fields"]
+        ]
         # Every top-level column is nullable: delete images with a default replica identity carry only the
         # key, unchanged TOAST columns are filled from the lake later, and Hudi evolves nullable columns.
         self.struct_type = StructType([StructField(name, col.spark, True) for name, col in self._columns])

@@ -22,13 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cdc_lake.config import Source, Table
+from cdc_lake.connect.render import ConnectorParams, render_connector
+from cdc_lake.connect.streaming import HEARTBEAT_TOPIC_PREFIX, heartbeat_topic
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.sources.base import Capture
-from connectors.render import ConnectorParams, render_connector
-from connectors.streaming import HEARTBEAT_TOPIC_PREFIX, heartbeat_topic
 
 CONNECTOR_PREFIX = "cdc-lake"
-BINLOG_ENGINES = ("mysql", "mariadb")
 PG_NAME_MAX = 63
 _HASH_CHARS = 8
 _TIER0_SERVER_ID_SPREAD = 100_000
@@ -41,7 +40,7 @@ _UNSAFE_PG_CHARS = re.compile(r"[^a-z0-9_]")
 class ConnectorPlan:
     """One connector of a source: what it captures and where its heartbeats go.
 
-    ``heartbeat_key`` is what :func:`connectors.streaming.heartbeat_topic` turns into this
+    ``heartbeat_key`` is what :func:`cdc_lake.connect.streaming.heartbeat_topic` turns into this
     connector's heartbeat topic; tier-0 connectors set Debezium's ``topic.heartbeat.prefix``
     (``heartbeat_prefix``) so that each has a heartbeat topic of its own.
     """
@@ -164,15 +163,9 @@ def render_config(engine: str, plan: ConnectorPlan, params: ConnectorParams) -> 
       minute for the first one's metrics name to free up.
     * ``topic.heartbeat.prefix`` gives a tier-0 connector its own heartbeat topic.
     * ``message.key.columns`` keys the events of tables with a configured key.
-    * ``connect.keep.alive.interval.ms`` (MySQL/MariaDB): the binlog client asks the server for
-      heartbeat events at 0.8 times this interval, and on an idle server only those let the
-      connector emit its heartbeats; the default (60 s) would delay the proof of streaming by
-      up to a minute.  Half the heartbeat interval makes a heartbeat due at most 40% late.
     """
     config = render_connector(engine, plan.name, params)
     config["custom.metric.tags"] = f"connector={plan.name}"
-    if engine in BINLOG_ENGINES:
-        config["connect.keep.alive.interval.ms"] = str(max(1000, int(config["heartbeat.interval.ms"]) // 2))
     if plan.heartbeat_prefix is not None:
         config["topic.heartbeat.prefix"] = plan.heartbeat_prefix
     keyed = [table for table in plan.capture.tables if table.key]

@@ -1,16 +1,15 @@
 """Preflight checks: each one a pass, warning or failure with what it found and how to fix it.
 
 Source engines check their database (:meth:`cdc_lake.sources.base.SourceEngine.preflight`);
-this module holds the result type and the checks of the services every source needs:
+the result type they answer with is :class:`cdc_lake.sources.checks.CheckResult`; this module holds
+the checks of the services every source needs:
 Kafka Connect with the engine's Debezium plugin, the schema registry, Kafka, and connector
 names that are free or already ours.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,9 +18,10 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from cdc_lake.config import Config
+from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.connect.render import registry_api_url
 from cdc_lake.exceptions import ConnectError, PreflightError
-from connectors.client import KafkaConnectClient
-from connectors.render import registry_api_url
+from cdc_lake.sources.checks import CheckResult, name_list
 
 # Connector settings that say which database and topics a connector captures: when a
 # registered connector differs from ours in one of them, it belongs to someone else.
@@ -41,49 +41,6 @@ CONNECTOR_CLASSES = {
 }
 
 _SERVICE_TIMEOUT = 5.0
-_NAMES_SHOWN = 5
-
-
-class Outcome(enum.StrEnum):
-    """How a check ended: a warning is reported but does not stop onboarding."""
-
-    PASS = "pass"
-    WARN = "warn"
-    FAIL = "fail"
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One preflight check: its name, outcome, what was found, and the fix when it did not pass."""
-
-    name: str
-    outcome: Outcome
-    detail: str
-    fix: str | None = None
-
-    @classmethod
-    def ok(cls, name: str, detail: str) -> CheckResult:
-        """A passed check."""
-        return cls(name, Outcome.PASS, detail)
-
-    @classmethod
-    def warn(cls, name: str, detail: str, fix: str) -> CheckResult:
-        """A check that found a risk worth knowing about but not worth stopping for."""
-        return cls(name, Outcome.WARN, detail, fix)
-
-    @classmethod
-    def fail(cls, name: str, detail: str, fix: str) -> CheckResult:
-        """A failed check: onboarding stops."""
-        return cls(name, Outcome.FAIL, detail, fix)
-
-    @property
-    def failed(self) -> bool:
-        """Whether this check stops onboarding."""
-        return self.outcome is Outcome.FAIL
-
-    def to_json(self) -> dict[str, str | None]:
-        """The check as a JSON object."""
-        return {"check": self.name, "outcome": self.outcome.value, "detail": self.detail, "fix": self.fix}
 
 
 def raise_for_failures(source: str, results: Sequence[CheckResult]) -> None:
@@ -92,14 +49,6 @@ def raise_for_failures(source: str, results: Sequence[CheckResult]) -> None:
     if failed:
         found = "; ".join(f"{result.name}: {result.detail} (fix: {result.fix})" for result in failed)
         raise PreflightError(f"source {source}: {len(failed)} preflight check(s) failed: {found}")
-
-
-def name_list(names: Iterable[str]) -> str:
-    """Names joined by commas, the first few only, with how many more there are."""
-    items = list(names)
-    shown = ", ".join(items[:_NAMES_SHOWN])
-    more = len(items) - _NAMES_SHOWN
-    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def shown_url(url: str) -> str:
@@ -123,6 +72,12 @@ def check_connect(client: KafkaConnectClient, engine: str) -> CheckResult:
     try:
         plugins = {plugin.class_name: plugin.version for plugin in client.plugins()}
     except ConnectError as exc:
+        if "HTTP 401" in str(exc) or "HTTP 403" in str(exc):
+            return CheckResult.fail(
+                name,
+                f"refused: {exc}",
+                "set kafka_connect.user and kafka_connect.password (the REST API's basic auth credentials)",
+            )
         return CheckResult.fail(
             name, f"unreachable: {exc}", "start Kafka Connect or fix kafka_connect.url in the config"
         )

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cdc_lake.config import Config, Source, Table
+from cdc_lake.connect.client import FAILED, KafkaConnectClient
+from cdc_lake.connect.streaming import heartbeat_count, wait_streaming
 from cdc_lake.exceptions import CdcLakeError, ConnectError
 from cdc_lake.onboard.plan import (
     ConnectorPlan,
@@ -27,8 +29,6 @@ from cdc_lake.onboard.plan import (
 )
 from cdc_lake.onboard.topics import ensure_topics
 from cdc_lake.sources.base import Change, ConnectorEndpoints, PreflightOptions, SourceEngine
-from connectors.client import FAILED, KafkaConnectClient
-from connectors.streaming import heartbeat_count, wait_streaming
 
 STOPPED = "STOPPED"
 _RESTART_SECONDS = 30.0

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdc_lake.config import Config, Source, Table
+from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.connect.render import ConverterSettings
 from cdc_lake.exceptions import CdcLakeError, OnboardError, SourceEngineError, UnknownTableError
 from cdc_lake.onboard.plan import ConnectorPlan, plan_source, render_config
 from cdc_lake.onboard.preflight import (
-    CheckResult,
-    Outcome,
     check_connect,
     check_connector_names,
     check_kafka,
@@ -28,11 +28,11 @@ from cdc_lake.onboard.preflight import (
     registry_base_url,
 )
 from cdc_lake.onboard.reconcile import Reconciler
+from cdc_lake.onboard.type_check import check_column_types
 from cdc_lake.secrets import mask_mapping
 from cdc_lake.sources import ConnectorEndpoints, PreflightOptions, SourceEngine, engine_for
+from cdc_lake.sources.checks import CheckResult, Outcome
 from cdc_lake.state import StateStore, TableState
-from connectors.client import KafkaConnectClient
-from connectors.render import ConverterSettings
 
 DEFAULT_TIMEOUT = 120.0
 _PREFLIGHT_ATTEMPTS = 2
@@ -237,6 +237,7 @@ def plan_onboarding(config: Config, request: OnboardRequest) -> OnboardPlan:
         server_ids_in_use=in_use,
     )
     checks = engine.preflight([plan.capture for plan in connectors], options)
+    checks.extend(check_column_types(engine, source, tables))
     return OnboardPlan(
         config=config,
         source=source,

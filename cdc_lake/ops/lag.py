@@ -17,17 +17,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-from cdc_lake.apply.runner import APPLIABLE_STATES
 from cdc_lake.config import Config, Source, Table
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.onboard.control import MISSING
 from cdc_lake.onboard.plan import plan_source, table_topic
 from cdc_lake.sources import CaptureLag, ReplicaDelay, engine_for
+from cdc_lake.state.lifecycle import APPLIABLE_STATES
 from cdc_lake.state.models import utcnow
 from cdc_lake.state.records import TableInfo
 from cdc_lake.state.store import StateStore
-from connectors.client import KafkaConnectClient
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from cdc_lake.sources.base import (
 )
 
 __all__ = [
-    "ENGINES",
+    "ENGINE_CLASSES",
     "Capture",
     "CaptureLag",
     "Change",
@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 # engine name -> (module, class, the driver module it imports, the package that provides it)
-ENGINES: dict[str, tuple[str, str, str, str]] = {
+ENGINE_CLASSES: dict[str, tuple[str, str, str, str]] = {
     "postgres": ("cdc_lake.sources.postgres", "PostgresEngine", "psycopg", "psycopg[binary]"),
     "mysql": ("cdc_lake.sources.mysql", "MySqlEngine", "pymysql", "pymysql"),
     "mariadb": ("cdc_lake.sources.mysql", "MariaDbEngine", "pymysql", "pymysql"),
@@ -44,9 +44,9 @@ ENGINES: dict[str, tuple[str, str, str, str]] = {
 def engine_for(source: Source) -> SourceEngine:
     """The engine for ``source``, its module (and database driver) imported now."""
     try:
-        module_name, class_name, driver, package = ENGINES[source.engine]
+        module_name, class_name, driver, package = ENGINE_CLASSES[source.engine]
     except KeyError:
-        known = ", ".join(sorted(ENGINES))
+        known = ", ".join(sorted(ENGINE_CLASSES))
         raise SourceEngineError(f"source {source.name}: unknown engine {source.engine} ({known})") from None
     try:
         module = importlib.import_module(module_name)

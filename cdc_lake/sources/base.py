@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from cdc_lake.config import Source, Table
-from cdc_lake.onboard.preflight import CheckResult
-from connectors.render import ConnectorParams, ConverterSettings
+from cdc_lake.connect.render import ConnectorParams, ConverterSettings
+from cdc_lake.sources.checks import CheckResult
+from cdc_lake.sources.positions import LogPosition
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,26 @@ class CaptureLag:
     primary_position: str | None = None
 
 
+def tls_failure_hint(error: str, setting: str, value: str | None) -> str:
+    """`` over TLS verified with SETTING VALUE`` when ``error`` is a failed certificate check, else empty.
+
+    Connection errors name the CA setting at fault, so a wrong CA reads as one (not as a bad password).
+    """
+    lowered = error.lower()
+    if value is None or not any(word in lowered for word in ("certificate", "ssl", "tls")):
+        return ""
+    return f" over TLS verified with {setting} {value}"
+
+
+def connection_fix(found: str, settings: str, default: str) -> str:
+    """The fix of a failed connection check: the TLS settings when the failure names them."""
+    return (
+        f"check {settings} (the CA that signed the server's certificate)"
+        if "verified with" in found
+        else default
+    )
+
+
 @dataclass(frozen=True)
 class ReplicaDelay:
     """How far the read replica trails the primary: bytes (Postgres WAL) and seconds."""
@@ -111,6 +132,8 @@ class SourceEngine(ABC):
     """
 
     engine: ClassVar[str]
+    position_type: ClassVar[type[LogPosition]]
+    """The type of this engine's positions (:meth:`current_position`, connector offsets)."""
 
     def __init__(self, source: Source) -> None:
         self.source = source

@@ -12,14 +12,14 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 import pymysql
 from pymysql.cursors import DictCursor
 
 from cdc_lake.config import Connection
+from cdc_lake.connect.render import ConnectorParams
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.onboard.preflight import CheckResult
 from cdc_lake.sources.base import (
     Capture,
     CaptureLag,
@@ -28,10 +28,20 @@ from cdc_lake.sources.base import (
     PreflightOptions,
     ReplicaDelay,
     SourceEngine,
+    connection_fix,
+    tls_failure_hint,
 )
+from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.mysql_checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
+from cdc_lake.sources.mysql_tls import (
+    connector_settings,
+    ensure_truststore,
+    jdbc_properties,
+    pymysql_settings,
+    truststore_password,
+)
+from cdc_lake.sources.positions import LogPosition, MariaDbGtidPosition, MySqlGtidSet
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
-from connectors.render import ConnectorParams
 
 _VARIABLES = (
     "log_bin",
@@ -43,6 +53,7 @@ _VARIABLES = (
     "binlog_expire_logs_seconds",
     "expire_logs_days",
     "server_id",
+    "sql_mode",
 )
 _CONNECT_TIMEOUT = 5
 _ACCESS_DENIED = (1142, 1143)  # table / column access denied
@@ -72,6 +83,7 @@ class MySqlEngine(SourceEngine):
     """A MySQL source: binlog from the primary, bootstrap from a replica."""
 
     engine = "mysql"
+    position_type: ClassVar[type[LogPosition]] = MySqlGtidSet
     flavor = "mysql"
     replica_status_query = "SHOW REPLICA STATUS"
     replica_hosts_query = "SHOW REPLICAS"
@@ -96,10 +108,12 @@ class MySqlEngine(SourceEngine):
                 connect_timeout=_CONNECT_TIMEOUT,
                 autocommit=True,
                 program_name="cdc-lake",
+                **pymysql_settings(connection),
             )
         except pymysql.MySQLError as exc:
             raise SourceEngineError(
-                f"{where}: cannot connect as {connection.user}: {_first_line(exc)}"
+                f"{where}: cannot connect as {connection.user}"
+                f"{tls_failure_hint(str(exc), f'{role}.ssl_ca', connection.ssl_ca)}: {_first_line(exc)}"
             ) from None
         try:
             with conn:
@@ -115,14 +129,32 @@ class MySqlEngine(SourceEngine):
             facts = self.read_facts(captures)
         except SourceEngineError as exc:
             found = str(exc).removeprefix(f"source {self.source.name}: ")
-            return [
-                CheckResult.fail(
-                    "primary connection", found, "check host, port, user and the password variable"
-                )
-            ]
+            fix = connection_fix(
+                found,
+                "primary.ssl_ca and primary.ssl_verify_identity",
+                "check host, port, user and the password variable",
+            )
+            return [CheckResult.fail("primary connection", found, fix)]
         address = f"{self.source.primary.host}:{self.source.primary.port}"
         connected = CheckResult.ok("primary connection", f"{address} as {facts.user}")
-        return [connected, *evaluate(facts, captures, options)]
+        return [connected, *self._truststore_check(), *evaluate(facts, captures, options)]
+
+    def _truststore_check(self) -> list[CheckResult]:
+        """With TLS, the connector's truststore password is in the environment (nothing to check without)."""
+        primary = self.source.primary
+        if not primary.mysql_tls():
+            return []
+        try:
+            truststore_password(primary, "primary")
+        except SourceEngineError as exc:
+            return [
+                CheckResult.fail(
+                    "connector truststore",
+                    str(exc),
+                    f"export {primary.ssl_truststore_password_env} here and on the Connect workers",
+                )
+            ]
+        return [CheckResult.ok("connector truststore", primary.truststore_path())]
 
     def read_facts(self, captures: Sequence[Capture]) -> MySqlFacts:
         """Everything the checks judge, read from the primary and the replica."""
@@ -193,7 +225,10 @@ class MySqlEngine(SourceEngine):
         return []
 
     def prepare(self, capture: Capture, options: PreflightOptions) -> list[Change]:
-        """Nothing to create."""
+        """Nothing on the source; the connector's truststore when the primary's ``ssl_ca`` is set."""
+        primary = self.source.primary
+        if primary.mysql_tls() and ensure_truststore(primary, "primary"):
+            return [Change(f"created truststore {primary.truststore_path()} from {primary.ssl_ca}")]
         return []
 
     def publish(self, capture: Capture) -> list[Change]:
@@ -226,6 +261,7 @@ class MySqlEngine(SourceEngine):
             server_id=capture.server_id,
             kafka_bootstrap=endpoints.kafka_bootstrap,
             schema_history_clients=endpoints.kafka_clients,
+            database_settings=connector_settings(self.flavor, primary),
         )
 
     # Positions
@@ -283,7 +319,11 @@ class MySqlEngine(SourceEngine):
         if connection is None:
             raise SourceEngineError(f"source {self.source.name}: no {role} configured")
         url = f"jdbc:{self.jdbc_scheme}://{connection.host}:{connection.port}/?{self.jdbc_url_options}"
-        properties = {"driver": self.jdbc_driver, "user": connection.user}
+        properties = {
+            "driver": self.jdbc_driver,
+            "user": connection.user,
+            **jdbc_properties(self.flavor, connection, role),
+        }
         if connection.password is not None:
             properties["password"] = connection.password.get_secret_value()
         session_init = (
@@ -397,7 +437,6 @@ class MySqlEngine(SourceEngine):
         delay = "unknown" if behind in (None, "") else f"{behind}s"
         return f"applied {self.replica_position() or 'nothing'}, not {position}; reported delay {delay}"
 
-
     # Lag (cdc-lake lag, metrics)
 
     def capture_lag(
@@ -455,10 +494,12 @@ class MySqlEngine(SourceEngine):
             None, None if behind in (None, "") else float(str(behind)), running, self.replica_position()
         )
 
+
 class MariaDbEngine(MySqlEngine):
     """A MariaDB source: GTIDs are always on; positions are ``gtid_binlog_pos`` / ``gtid_slave_pos``."""
 
     engine = "mariadb"
+    position_type: ClassVar[type[LogPosition]] = MariaDbGtidPosition
     # Spark picks its MySQL dialect (backtick quoting, MySQL types) only for jdbc:mysql: URLs, which the
     # MariaDB driver accepts with permitMysqlScheme.
     jdbc_driver = "org.mariadb.jdbc.Driver"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cdc_lake.onboard.preflight import CheckResult, name_list
 from cdc_lake.sources.base import Capture, PreflightOptions
+from cdc_lake.sources.checks import CheckResult, name_list
 
 MIN_BINLOG_RETENTION_SECONDS = 3 * 86_400
 """Shorter retention risks a purged binlog (and a re-bootstrap) after a weekend-long outage."""
@@ -73,6 +73,7 @@ def evaluate(facts: MySqlFacts, captures: Sequence[Capture], options: PreflightO
         check_binlog_row_image(facts),
         check_gtid(facts),
         check_binlog_retention(facts),
+        check_zero_dates(facts),
         check_grants(facts),
         check_server_ids(in_use, captures),
         check_tables(facts, keys),
@@ -159,6 +160,31 @@ def check_binlog_retention(facts: MySqlFacts) -> CheckResult:
             "on RDS: CALL mysql.rds_set_configuration('binlog retention hours', 72))",
         )
     return CheckResult.ok("binlog retention", f"{hours:g} h")
+
+
+_ZERO_DATE_MODES = ("NO_ZERO_DATE", "NO_ZERO_IN_DATE")
+
+
+def check_zero_dates(facts: MySqlFacts) -> CheckResult:
+    """The server refuses zero dates (``0000-00-00``, ``2024-00-05``), which cannot be replicated exactly.
+
+    Debezium sends a zero date as NULL, the epoch or the column's default, values the lake cannot tell
+    from real ones, and the bootstrap refuses them (docs/type-mapping.md): a warning, since a server
+    that allows them may hold none.
+    """
+    modes = {mode.strip().upper() for mode in facts.variables.get("sql_mode", "").split(",")}
+    missing = [mode for mode in _ZERO_DATE_MODES if mode not in modes]
+    if not modes & {"STRICT_TRANS_TABLES", "STRICT_ALL_TABLES"}:
+        missing.append("STRICT_TRANS_TABLES")  # without a strict mode a zero date is only a warning
+    if not missing:
+        return CheckResult.ok("zero dates", "sql_mode refuses them (strict, NO_ZERO_DATE, NO_ZERO_IN_DATE)")
+    return CheckResult.warn(
+        "zero dates",
+        f"sql_mode lacks {', '.join(missing)}: a zero date in a DATE, DATETIME or TIMESTAMP column "
+        "reaches the lake as NULL, the epoch or the column default (Debezium), and fails the bootstrap",
+        f"SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',{','.join(missing)}') (and in my.cnf), "
+        "after replacing the zero dates the tables hold",
+    )
 
 
 def check_grants(facts: MySqlFacts) -> CheckResult:

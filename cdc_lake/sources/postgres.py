@@ -11,15 +11,15 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote as url_quote
 
 import psycopg
 from psycopg import sql
 
 from cdc_lake.config import Connection, Source, Table
+from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.onboard.preflight import CheckResult
 from cdc_lake.sources.base import (
     Capture,
     CaptureLag,
@@ -28,7 +28,11 @@ from cdc_lake.sources.base import (
     PreflightOptions,
     ReplicaDelay,
     SourceEngine,
+    connection_fix,
+    tls_failure_hint,
 )
+from cdc_lake.sources.checks import CheckResult
+from cdc_lake.sources.positions import LogPosition, Lsn
 from cdc_lake.sources.postgres_checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,
@@ -40,7 +44,6 @@ from cdc_lake.sources.postgres_checks import (
     identity_gap,
 )
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
-from connectors.render import ConnectorParams, heartbeat_table_ddl
 
 _Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -91,6 +94,7 @@ class PostgresEngine(SourceEngine):
     """A Postgres source: primary for CDC, streaming standby for bootstrap."""
 
     engine = "postgres"
+    position_type: ClassVar[type[LogPosition]] = Lsn
 
     def __init__(self, source: Source) -> None:
         super().__init__(source)
@@ -121,7 +125,9 @@ class PostgresEngine(SourceEngine):
             conn = psycopg.connect(autocommit=True, **libpq)
         except psycopg.Error as exc:
             raise SourceEngineError(
-                f"{self._where(role, connection)}: cannot connect as {connection.user}: {_first_line(exc)}"
+                f"{self._where(role, connection)}: cannot connect as {connection.user}"
+                f"{tls_failure_hint(str(exc), f'{role}.sslrootcert', connection.sslrootcert)}: "
+                f"{_first_line(exc)}"
             ) from None
         try:
             with conn:
@@ -141,7 +147,11 @@ class PostgresEngine(SourceEngine):
                 CheckResult.fail(
                     "primary connection",
                     found,
-                    "check host, port, database, user and the password variable",
+                    connection_fix(
+                        found,
+                        "primary.sslmode and primary.sslrootcert",
+                        "check host, port, database, user and the password variable",
+                    ),
                 )
             ]
         address = f"{self.source.primary.host}:{self.source.primary.port}/{self.database}"
@@ -517,12 +527,12 @@ class PostgresEngine(SourceEngine):
                     nullable=bool(nullable),
                     precision=None if precision is None else int(precision),
                     scale=None if scale is None else int(scale),
-                    kind={"e": "enum", "b": "array" if category == "A" else "base"}.get(str(kind), "other"),
+                    kind=_kind(kind, category),
                     element=None if element is None else str(element),
+                    element_kind=None if element_kind is None else _kind(element_kind, None),
                 )
-                for column, type_name, declared, nullable, precision, scale, kind, category, element in (
-                    conn.execute(_COLUMNS_QUERY, (oid,)).fetchall()
-                )
+                for (column, type_name, declared, nullable, precision, scale, kind, category, element,
+                     element_kind) in conn.execute(_COLUMNS_QUERY, (oid,)).fetchall()
             ]
             primary_key = tuple(
                 str(row[0])
@@ -614,7 +624,6 @@ class PostgresEngine(SourceEngine):
         age_text = "" if age is None else f"; last replayed commit {age}s ago"
         return f"replayed {replayed}, {max(0, int(behind or 0))} bytes of WAL behind {position}{age_text}"
 
-
     # Lag (cdc-lake lag, metrics)
 
     def capture_lag(
@@ -689,14 +698,26 @@ from pg_replication_slots where slot_name = any(%s)
 # Below this many rows (by the statistics) a table is counted exactly when planning its bootstrap.
 _EXACT_COUNT_BELOW = 100_000
 
+def _kind(typtype: object, category: object) -> str:
+    """``SourceColumn.kind`` of a ``pg_type.typtype`` (and ``typcategory``, 'A' for arrays)."""
+    if str(typtype) == "b":
+        return "array" if category == "A" else "base"
+    return {"e": "enum", "r": "range"}.get(str(typtype), "other")
+
+
 _COLUMNS_QUERY = """
-select a.attname::text, t.typname::text, format_type(a.atttypid, a.atttypmod), not a.attnotnull,
-       case when t.typname = 'numeric' and a.atttypmod >= 4 then ((a.atttypmod - 4) >> 16) & 65535 end,
-       case when t.typname = 'numeric' and a.atttypmod >= 4
-            then (((a.atttypmod - 4) & 2047) # 1024) - 1024 end,
-       t.typtype::text, t.typcategory::text, e.typname::text
+select a.attname::text, t.typname::text, format_type(t.oid, m.typmod), not a.attnotnull,
+       case when t.typname = 'numeric' and m.typmod >= 4 then ((m.typmod - 4) >> 16) & 65535 end,
+       case when t.typname = 'numeric' and m.typmod >= 4
+            then (((m.typmod - 4) & 2047) # 1024) - 1024 end,
+       t.typtype::text, t.typcategory::text, e.typname::text, e.typtype::text
 from pg_attribute a
-join pg_type t on t.oid = a.atttypid
+join pg_type d on d.oid = a.atttypid
+cross join lateral (
+    select case when d.typtype = 'd' then d.typbasetype else d.oid end as oid,
+           case when d.typtype = 'd' then d.typtypmod else a.atttypmod end as typmod
+) m
+join pg_type t on t.oid = m.oid
 left join pg_type e on e.oid = t.typelem and t.typcategory = 'A'
 where a.attrelid = %s and a.attnum > 0 and not a.attisdropped
 order by a.attnum

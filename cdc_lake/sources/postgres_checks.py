@@ -11,8 +11,8 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cdc_lake.onboard.preflight import CheckResult, name_list
 from cdc_lake.sources.base import Capture, PreflightOptions
+from cdc_lake.sources.checks import CheckResult, name_list
 
 PLUGIN = "pgoutput"
 

@@ -9,7 +9,9 @@ caller names (the read replica, unless the config allows reading the primary).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
+
+from cdc_lake.sources.positions import LogPosition
 
 
 @dataclass(frozen=True)
@@ -19,7 +21,8 @@ class SourceColumn:
     ``type_name`` is the engine's base type name in lower case (Postgres ``pg_type.typname`` such as
     ``int4`` or ``timestamptz``; MySQL ``DATA_TYPE`` such as ``int`` or ``datetime``) and
     ``declared`` the full declared type (``numeric(12,2)``, ``int(10) unsigned``).  ``kind`` is
-    ``base``, ``enum``, ``array`` (``element`` names the element type) or ``other``.
+    ``base``, ``enum``, ``range``, ``array`` (``element`` names the element type, ``element_kind`` its
+    kind) or ``other``.  A Postgres domain is described by its base type (Debezium sends base values).
     """
 
     name: str
@@ -30,6 +33,7 @@ class SourceColumn:
     scale: int | None = None
     kind: str = "base"
     element: str | None = None
+    element_kind: str | None = None
 
     @property
     def unsigned(self) -> bool:
@@ -73,6 +77,9 @@ class SnapshotSource(Protocol):
 
     The positions are :class:`~cdc_lake.sources.base.SourceEngine`'s; the rest is added for bootstrap.
     """
+
+    position_type: ClassVar[type[LogPosition]]
+    """The type the positions below parse into (:mod:`cdc_lake.sources.positions`)."""
 
     def current_position(self) -> str:
         """The primary's position now (Postgres: WAL LSN; MySQL/MariaDB: GTID set)."""

@@ -35,7 +35,19 @@ HUDI_REQUIRED_CONF: Mapping[str, str] = {
     # which cannot hold a NULL array element ("Array contains a null element") and differs from the
     # three-level list Spark's row writer (bulk_insert) uses; the standard layout fixes both.
     "spark.hadoop.parquet.avro.write-old-list-structure": "false",
+    # Dates and timestamps are proleptic Gregorian end to end (Postgres, MySQL, Debezium, Python): write
+    # and read them as they are.  Spark's default refuses dates before 1582-10-15 and timestamps before
+    # 1900 ("WRITE_ANCIENT_DATETIME"), so a year-1 date could not be replicated at all.
+    "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+    "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
+    "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
+    "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
+    "spark.sql.avro.datetimeRebaseModeInWrite": "CORRECTED",
+    "spark.sql.avro.datetimeRebaseModeInRead": "CORRECTED",
 }
+
+DEFAULT_DRIVER_MEMORY = "1g"
+"""spark-submit's default ``spark.driver.memory`` (and the config's)."""
 
 # Sized for a small machine (2 cores, 1 GB driver); every key can be overridden in ``spark.conf``.
 SMALL_FOOTPRINT_DEFAULTS: Mapping[str, str] = {
@@ -133,24 +145,56 @@ def s3a_conf(s3: S3SettingsLike) -> dict[str, str]:
     return conf
 
 
+def _check_submitted(settings: SparkSettingsLike, submitted: Mapping[str, str]) -> None:
+    """Refuse a config that contradicts the spark-submit command line that started the driver."""
+    master = submitted.get("spark.master", "")
+    if settings.master != master:
+        raise ConfigError(
+            f"spark.master: the config says '{settings.master}' but spark-submit started this driver "
+            f"with --master '{master}'; set the same master in both"
+        )
+    memory = submitted.get("spark.driver.memory", DEFAULT_DRIVER_MEMORY)
+    if settings.driver_memory != memory:
+        raise ConfigError(
+            f"spark.driver_memory: the config says '{settings.driver_memory}' but spark-submit started "
+            f"this driver with '{memory}'; pass --driver-memory {settings.driver_memory} or change the config"
+        )
+    if settings.jars:
+        raise ConfigError(
+            "spark.jars: under spark-submit the driver's jars come from its --jars or --packages "
+            "(`cdc-lake spark jars` prints them); leave spark.jars empty"
+        )
+
+
 def spark_conf(
-    settings: SparkSettingsLike, lake: LakeSettingsLike, jars: Sequence[str | os.PathLike[str]]
+    settings: SparkSettingsLike,
+    lake: LakeSettingsLike,
+    jars: Sequence[str | os.PathLike[str]],
+    submitted: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Every Spark property the session is built with; the result holds secrets, never log it."""
-    conf: dict[str, str] = dict(SMALL_FOOTPRINT_DEFAULTS)
-    conf.update(
-        {
-            "spark.master": settings.master,
-            "spark.app.name": settings.app_name,
-            "spark.driver.memory": settings.driver_memory,
-            # Python workers must run the interpreter that has cdc_lake installed.
-            "spark.pyspark.python": sys.executable,
-            "spark.pyspark.driver.python": sys.executable,
-        }
-    )
-    if settings.master.startswith("local"):
-        conf["spark.driver.host"] = "127.0.0.1"
-        conf["spark.driver.bindAddress"] = "127.0.0.1"
+    """Every Spark property the session is built with; the result holds secrets, never log it.
+
+    ``submitted`` is the conf spark-submit started the driver with, when it did (see
+    :func:`submitted_conf`): then the command line has decided the master, the driver's memory,
+    jars and Python, and the config may only agree with it.
+    """
+    conf: dict[str, str] = {k: v for k, v in SMALL_FOOTPRINT_DEFAULTS.items() if k not in (submitted or {})}
+    conf["spark.app.name"] = settings.app_name
+    if submitted is not None:
+        _check_submitted(settings, submitted)
+    else:
+        conf.update(
+            {
+                "spark.master": settings.master,
+                "spark.driver.memory": settings.driver_memory,
+                # Python workers must run the interpreter that has cdc_lake installed.
+                "spark.pyspark.python": sys.executable,
+                "spark.pyspark.driver.python": sys.executable,
+            }
+        )
+        if settings.master.startswith("local"):
+            conf["spark.driver.host"] = "127.0.0.1"
+            conf["spark.driver.bindAddress"] = "127.0.0.1"
     if jars:
         conf["spark.jars"] = ",".join(os.fspath(j) for j in jars)
     if lake.s3 is not None:
@@ -216,8 +260,68 @@ def _launch_gateway(conf: Mapping[str, str], verbose: bool) -> None:
     SparkContext._jvm = gateway.jvm
 
 
+def submitted_conf() -> dict[str, str] | None:
+    """The Spark conf spark-submit started this driver with, or None when cdc-lake starts its own JVM.
+
+    spark-submit runs a Python application with its JVM already up and passes the gateway's port
+    in ``PYSPARK_GATEWAY_PORT``; its ``--master``, ``--conf`` and the like are the JVM's ``spark.*``
+    system properties.
+    """
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    SparkContext._ensure_initialized()  # type: ignore[attr-defined]
+    return dict(SparkConf().getAll())
+
+
+def _require_hudi_on_classpath() -> None:
+    """Under spark-submit the driver's classpath is fixed: name the missing argument, not a Spark trace."""
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    if not jvm.org.apache.spark.util.Utils.classIsLoadable(HUDI_REQUIRED_CONF["spark.sql.extensions"]):
+        raise ConfigError(
+            'spark-submit: Hudi is not on the driver\'s classpath; pass --jars "$(cdc-lake spark jars)" '
+            'or --packages "$(cdc-lake spark jars --coordinates)" '
+            '--exclude-packages "$(cdc-lake spark jars --excludes)" (docs/deploy.md)'
+        )
+
+
 def _alive(session: SparkSession) -> bool:
     return session.sparkContext._jsc is not None
+
+
+PACKAGES_KEY = "spark.jars.packages"
+
+
+def driver_jars(settings: SparkSettingsLike) -> list[str | os.PathLike[str]]:
+    """The jars cdc-lake hands a driver JVM it starts (``spark.jars``).
+
+    The config's ``spark.jars`` when it lists any; none when ``spark.conf`` sets
+    ``spark.jars.packages`` (Spark resolves those Maven coordinates itself when the JVM starts);
+    otherwise the Hudi bundle, Avro, S3A, Kafka and JDBC set resolved through Maven once.
+    """
+    if settings.jars:
+        return list(settings.jars)
+    if PACKAGES_KEY in settings.conf:
+        return []
+    return list(jvm.resolve(jvm.spark_jars(pyspark.__version__)))
+
+
+def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike) -> dict[str, str]:
+    """Start the driver JVM as spark-submit would, with the config's master, jars and Python."""
+    jars = driver_jars(settings)
+    if settings.master.startswith("local"):
+        # Read by the JVM launcher before any conf applies: keeps Spark's own lookups on loopback.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    conf = spark_conf(settings, lake, jars)
+    # PySpark takes the executors' interpreter from this variable, not from spark.pyspark.python: on a
+    # cluster the default ("python3" on the worker's PATH) lacks cdc_lake and its dependencies.
+    os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
+    # Spark's own warnings only with -v (cdc-lake's logging at INFO or below).
+    verbose = logging.getLogger().isEnabledFor(logging.INFO)
+    if not verbose:
+        conf = quiet_conf(conf, _quiet_log4j2_file())
+    _launch_gateway(conf, verbose)
+    return conf
 
 
 def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSession:
@@ -225,25 +329,21 @@ def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSessi
 
     Jars come from ``spark.jars`` when the config lists any, otherwise from the
     Maven-resolved Hudi bundle, spark-avro and hadoop-aws set (downloaded once).
+    When spark-submit started this process, its JVM is the driver: its command line has set
+    the master, the jars and the executors' Python, and the config must agree with it.
     Later calls return the same session whatever settings they pass.
     """
     global _session
     with _lock:
         if _session is not None and _alive(_session):
             return _session
-        jars = list(settings.jars) or jvm.resolve(jvm.spark_jars(pyspark.__version__))
-        if settings.master.startswith("local"):
-            # Read by the JVM launcher before any conf applies: keeps Spark's own lookups on loopback.
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        conf = spark_conf(settings, lake, jars)
-        # PySpark takes the executors' interpreter from this variable, not from spark.pyspark.python: on a
-        # cluster the default ("python3" on the worker's PATH) lacks cdc_lake and its dependencies.
-        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
-        # Spark's own warnings only with -v (cdc-lake's logging at INFO or below).
-        verbose = logging.getLogger().isEnabledFor(logging.INFO)
-        if not verbose:
-            conf = quiet_conf(conf, _quiet_log4j2_file())
-        _launch_gateway(conf, verbose)
+        submitted = submitted_conf()
+        if submitted is not None:
+            # spark-submit set the driver's classpath and the executors' Python (PYSPARK_PYTHON).
+            conf = spark_conf(settings, lake, [], submitted)
+            _require_hudi_on_classpath()
+        else:
+            conf = _launch_own_jvm(settings, lake)
         builder = SparkSession.builder
         for key, value in conf.items():
             builder = builder.config(key, value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -23,7 +24,9 @@ def _log4j_config() -> str:
     return str(resources.files("cdc_lake.stack").joinpath("resources/log4j2.properties"))
 
 
-def classpath_argv(heap: str, classpath: list[Path], main_class: str, *args: str) -> list[str]:
+def classpath_argv(
+    heap: str, classpath: list[Path], main_class: str, *args: str, system_properties: Sequence[str] = ()
+) -> list[str]:
     """argv running `main_class` from `classpath` with a fixed heap and our Log4j2 settings."""
     return [
         java_binary(),
@@ -31,6 +34,7 @@ def classpath_argv(heap: str, classpath: list[Path], main_class: str, *args: str
         f"-Xmx{heap}",
         *_COMMON_FLAGS,
         f"-Dlog4j2.configurationFile={_log4j_config()}",
+        *system_properties,
         "-cp",
         ":".join(str(p) for p in classpath),
         main_class,

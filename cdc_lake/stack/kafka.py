@@ -193,6 +193,8 @@ class KafkaConnect(Service):
     """A distributed Connect worker; Debezium connectors and the Apicurio Avro converter are plugins."""
 
     name = "kafka-connect"
+    files = "connect"
+    """The worker's directory in the data dir."""
 
     def __init__(self, layout: StackLayout, broker: KafkaBroker) -> None:
         super().__init__(layout)
@@ -200,7 +202,7 @@ class KafkaConnect(Service):
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.layout.ports.connect}"
+        return f"http://{HOST}:{self.port}"
 
     def address(self) -> str:
         return self.url
@@ -212,7 +214,7 @@ class KafkaConnect(Service):
 
     def _plugin_path(self) -> Path:
         """One sub-directory per plugin, linked to its resolved jars (isolated classloaders)."""
-        root = self.layout.path("connect", "plugins")
+        root = self.layout.path(self.files, "plugins")
         root.mkdir(parents=True, exist_ok=True)
         for plugin in (*jvm.DEBEZIUM_PLUGINS.values(), jvm.APICURIO_CONVERTER):
             link = root / plugin.name
@@ -223,11 +225,10 @@ class KafkaConnect(Service):
                 link.symlink_to(target, target_is_directory=True)
         return root
 
-    def start(self) -> None:
-        if self.process.pid() is not None:
-            return
+    def _worker_properties(self) -> dict[str, str]:
+        """The worker config: where it keeps its state, its REST listener, its plugins."""
         config_topics, offset_topic, status_topic = CONNECT_INTERNAL_TOPICS
-        properties = {
+        return {
             "bootstrap.servers": self.broker.address(),
             "group.id": "cdc-lake-connect",
             "config.storage.topic": config_topics,
@@ -243,7 +244,7 @@ class KafkaConnect(Service):
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "listeners": self.url,
             "rest.advertised.host.name": HOST,
-            "rest.advertised.port": str(self.layout.ports.connect),
+            "rest.advertised.port": str(self.port),
             "plugin.path": str(self._plugin_path()),
             "plugin.discovery": "hybrid_warn",
             # Connector configs say ${env:VAR}; the worker resolves it, so no secret is stored in Kafka.
@@ -252,21 +253,109 @@ class KafkaConnect(Service):
             "connector.client.config.override.policy": "All",
             "scheduled.rebalance.max.delay.ms": "0",
         }
-        config_file = self.layout.path("connect", "connect-distributed.properties")
-        _write_properties(config_file, properties)
+
+    @property
+    def port(self) -> int:
+        """The REST port."""
+        return self.layout.ports.connect
+
+    def _launch(self, classpath: list[Path], system_properties: tuple[str, ...] = ()) -> None:
+        config_file = self.layout.path(self.files, "connect-distributed.properties")
+        _write_properties(config_file, self._worker_properties())
         creds = self.layout.credentials
         self.process.start(
             classpath_argv(
                 "768m",
-                jvm.resolve(jvm.KAFKA_SERVER),
+                classpath,
                 "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(config_file),
+                system_properties=system_properties,
             ),
-            env={"CDC_LAKE_DB_PASSWORD": creds.db_password, "CDC_LAKE_KAFKA_PASSWORD": creds.kafka_password},
+            env={
+                "CDC_LAKE_DB_PASSWORD": creds.db_password,
+                "CDC_LAKE_KAFKA_PASSWORD": creds.kafka_password,
+                "CDC_LAKE_TRUSTSTORE_PASSWORD": creds.truststore_password,
+            },
         )
 
+    def start(self) -> None:
+        if self.process.pid() is not None:
+            return
+        self._launch(jvm.resolve(jvm.KAFKA_SERVER))
+
+    def _auth(self) -> tuple[str, str] | None:
+        return None
+
     def healthy(self) -> bool:
-        response = requests.get(f"{self.url}/connector-plugins", timeout=3)
+        response = requests.get(f"{self.url}/connector-plugins", timeout=3, auth=self._auth())
         response.raise_for_status()
         classes = {plugin["class"] for plugin in response.json()}
         return all(cls in classes for cls in DEBEZIUM_CONNECTOR_CLASSES)
+
+
+class SecureKafkaConnect(KafkaConnect):
+    """The secured mode's Connect worker: REST behind basic auth, Kafka clients over SASL_SSL.
+
+    Kafka's ``BasicAuthSecurityRestExtension`` checks every REST request against the JAAS
+    ``PropertyFileLoginModule`` (a users file written from the stack credentials, private to its
+    owner); the worker's own clients and its connectors' producers, consumers and admin clients
+    reach the broker's SASL_SSL listener, with the password resolved from the worker's environment.
+    Its group and internal topics are its own, so it runs beside the plaintext worker.
+    """
+
+    name = "kafka-connect-secure"
+    files = "connect-secure"
+
+    @property
+    def port(self) -> int:
+        return self.layout.ports.connect_secure
+
+    def install(self) -> None:
+        super().install()
+        jvm.resolve(jvm.CONNECT_BASIC_AUTH)
+
+    def _auth(self) -> tuple[str, str]:
+        creds = self.layout.credentials
+        return creds.connect_user, creds.connect_password
+
+    def _worker_properties(self) -> dict[str, str]:
+        properties = {
+            **super()._worker_properties(),
+            "bootstrap.servers": self.broker.secure_address(),
+            "group.id": "cdc-lake-connect-secure",
+            "config.storage.topic": "_cdc_lake_connect_secure_configs",
+            "offset.storage.topic": "_cdc_lake_connect_secure_offsets",
+            "status.storage.topic": "_cdc_lake_connect_secure_status",
+            "rest.extension.classes": (
+                "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension"
+            ),
+        }
+        for prefix in ("", "producer.", "consumer.", "admin."):
+            for key, value in self.broker.secure_connector_client_settings().items():
+                properties[prefix + key] = value
+        return properties
+
+    def _jaas_file(self) -> Path:
+        """The JAAS login config naming the users file (both rewritten from the credentials)."""
+        base = self.layout.path(self.files)
+        base.mkdir(parents=True, exist_ok=True)
+        base.chmod(0o700)
+        users, jaas = base / "rest-users.properties", base / "rest-jaas.conf"
+        creds = self.layout.credentials
+        users.touch(mode=0o600)
+        users.write_text(f"{creds.connect_user}: {creds.connect_password}\n")
+        jaas.write_text(
+            "KafkaConnect {\n"
+            "  org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule required\n"
+            f'  file="{users}";\n'
+            "};\n"
+        )
+        return jaas
+
+    def start(self) -> None:
+        if self.process.pid() is not None:
+            return
+        self._launch(
+            [*jvm.resolve(jvm.KAFKA_SERVER), *jvm.resolve(jvm.CONNECT_BASIC_AUTH)],
+            (f"-Djava.security.auth.login.config={self._jaas_file()}",),
+        )

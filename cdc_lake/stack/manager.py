@@ -10,7 +10,7 @@ from pathlib import Path
 from cdc_lake.config import StackSettings
 from cdc_lake.stack.glue import GlueCatalog
 from cdc_lake.stack.hive import HiveMetastore
-from cdc_lake.stack.kafka import KafkaBroker, KafkaConnect
+from cdc_lake.stack.kafka import KafkaBroker, KafkaConnect, SecureKafkaConnect
 from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
 from cdc_lake.stack.objectstore import ObjectStore
 from cdc_lake.stack.postgres import PostgresPrimary, PostgresReplica
@@ -42,6 +42,7 @@ class LocalStack:
         self.kafka = KafkaBroker(self.layout)
         self.registry = SchemaRegistry(self.layout)
         self.connect = KafkaConnect(self.layout, self.kafka)
+        self.connect_secure = SecureKafkaConnect(self.layout, self.kafka)
         self.object_store = ObjectStore(self.layout)
         self.glue = GlueCatalog(self.layout)
         self.hive_metastore = HiveMetastore(self.layout)
@@ -61,6 +62,7 @@ class LocalStack:
                 self.postgres_replica,
                 self.mariadb_replica,
                 self.connect,
+                self.connect_secure,
                 self.glue,
                 self.hive_metastore,
                 self.spark_worker,

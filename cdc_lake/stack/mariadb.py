@@ -1,5 +1,8 @@
 """MariaDB from Debian: a ROW-binlog, full-image, GTID primary and a replica following it by GTID.
 
+Both serve TLS with a certificate from the stack CA (``cdc_lake.stack.tls``); the application user
+may connect either way, the secured mode's user (``credentials.tls_db_user``) only over TLS.
+
 Both servers log replicated transactions (``log-slave-updates``) with ``gtid-strict-mode``, each in its
 own GTID domain (``gtid-domain-id`` = ``server-id``, see docs/applier.md "Failover"), so either can
 be promoted and the other made to follow it by GTID (:meth:`_MariaDbServer.promote`,
@@ -18,6 +21,7 @@ from cdc_lake.exceptions import StackError
 from cdc_lake.stack.process import run_checked
 from cdc_lake.stack.service import DEMO_DATABASE, HOST, Service, StackLayout
 from cdc_lake.stack.system import ensure_debian_packages, which_or_none
+from cdc_lake.stack.tls import server_certificate
 
 SERVER_BINARY_DIRS = ("/usr/sbin", "/usr/bin")
 
@@ -58,7 +62,13 @@ class _MariaDbServer(Service):
         )
 
     def _server_flags(self) -> list[str]:
+        # TLS offered to every client (one certificate from the stack CA for both servers); required
+        # only of the secured mode's user (REQUIRE SSL).
+        tls = server_certificate(self.layout, "mariadb", None)
         return [
+            f"--ssl-ca={tls.ca}",
+            f"--ssl-cert={tls.certificate}",
+            f"--ssl-key={tls.key}",
             f"--port={self.port}",
             f"--bind-address={HOST}",
             f"--socket={self.socket}",
@@ -183,6 +193,13 @@ class MariaDbPrimary(_MariaDbServer):
             cur.execute(f"create user if not exists {user} identified by {_quote_literal(creds.db_password)}")
             cur.execute(f"grant all privileges on *.* to {user} with grant option")
             cur.execute(f"create database if not exists `{DEMO_DATABASE}`")
+            # The secured mode's user connects over TLS only; created here, replicated to the replica.
+            tls_user = f"{_quote_literal(creds.tls_db_user)}@{_quote_literal('%')}"
+            cur.execute(
+                f"create user if not exists {tls_user} identified by {_quote_literal(creds.db_password)} "
+                "require ssl"
+            )
+            cur.execute(f"grant all privileges on *.* to {tls_user}")
 
 
 class MariaDbReplica(_MariaDbServer):

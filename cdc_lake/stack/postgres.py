@@ -25,7 +25,8 @@ REPLICA_SLOT = "cdc_lake_replica"
 def _settings(port: int, socket_dir: Path, tls: ServerCertificate) -> list[str]:
     """Server settings, passed as -c flags so the data directory needs no edited config file.
 
-    TLS is on (clients choose: ``sslmode=verify-full`` with the stack CA, or plain connections).
+    TLS is on (clients choose: ``sslmode=verify-full`` with the stack CA, or plain connections; the
+    secured mode's role ``credentials.tls_db_user`` only over TLS, by ``pg_hba.conf``).
     """
     values = {
         "ssl": "on",
@@ -66,6 +67,26 @@ def _include_wal_keep_settings(data_dir: Path, user: pwd.struct_passwd | None) -
     if include not in main.read_text():
         with main.open("a") as conf:
             conf.write(include)
+
+
+_TLS_ONLY_MARK = "# cdc-lake secured mode: this role connects over TLS only\n"
+
+
+def _require_tls_for(data_dir: Path, role: str) -> None:
+    """Put ``role``'s hostssl-only rules first in ``pg_hba.conf`` (first match wins; written once)."""
+    hba = data_dir / "pg_hba.conf"
+    current = hba.read_text()
+    if _TLS_ONLY_MARK in current:
+        return
+    rules = "".join(
+        f"{kind} {database} {role} {address} {method}\n"
+        for kind, address, method in (
+            ("hostssl", f"{HOST}/32", "scram-sha-256"),
+            ("hostnossl", "0.0.0.0/0", "reject"),
+        )
+        for database in ("all", "replication")
+    )
+    hba.write_text(_TLS_ONLY_MARK + rules + current)
 
 
 class _PostgresServer(Service):
@@ -124,6 +145,7 @@ class _PostgresServer(Service):
         own(self.socket_dir, self.user)
         tls = server_certificate(self.layout, "postgres", self.user)
         _include_wal_keep_settings(self.data_dir, self.user)
+        _require_tls_for(self.data_dir, self.layout.credentials.tls_db_user)
         self.process.start(
             [str(PG_BIN / "postgres"), "-D", str(self.data_dir), *_settings(self.port, self.socket_dir, tls)],
             preexec=drop_privileges(self.user),
@@ -183,6 +205,15 @@ class PostgresPrimary(_PostgresServer):
             exists = conn.execute("select 1 from pg_database where datname = %s", (DEMO_DATABASE,)).fetchone()
             if not exists:
                 conn.execute(sql.SQL("create database {}").format(sql.Identifier(DEMO_DATABASE)))
+            # The secured mode's role: pg_hba lets it in over TLS only (see _require_tls_for).
+            creds = self.layout.credentials
+            role = conn.execute("select 1 from pg_roles where rolname = %s", (creds.tls_db_user,)).fetchone()
+            if not role:
+                conn.execute(
+                    sql.SQL("create role {} login superuser replication password {}").format(
+                        sql.Identifier(creds.tls_db_user), sql.Literal(creds.db_password)
+                    )
+                )
 
 
 class PostgresReplica(_PostgresServer):

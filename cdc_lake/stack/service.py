@@ -26,6 +26,19 @@ class StackCredentials:
         default_factory=lambda: os.environ.get("CDC_LAKE_KAFKA_PASSWORD", "cdc-lake-local-kafka")
     )
 
+    tls_db_user: str = "cdc_tls"
+    """The secured mode's database user/role: Postgres and MariaDB accept it over TLS only (its password
+    is ``db_password``)."""
+    connect_user: str = "cdc-lake"
+    connect_password: str = field(
+        default_factory=lambda: os.environ.get("CDC_LAKE_CONNECT_PASSWORD", "cdc-lake-local-connect")
+    )
+    """Basic auth of the secured Connect worker's REST API."""
+    truststore_password: str = field(
+        default_factory=lambda: os.environ.get("CDC_LAKE_TRUSTSTORE_PASSWORD", "cdc-lake-local-truststore")
+    )
+    """The password of the PKCS#12 truststores Debezium's MySQL/MariaDB connectors verify the servers with."""
+
     def __repr__(self) -> str:
         return f"StackCredentials(db_user={self.db_user!r}, secrets=******)"
 

@@ -39,6 +39,12 @@ def _daemon_env(layout: StackLayout) -> dict[str, str]:
     }
 
 
+def _json_status(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        loaded: dict[str, Any] = json.load(response)
+    return loaded
+
+
 class SparkMaster(Service):
     """The standalone master; its JSON status page lists workers and applications."""
 
@@ -78,9 +84,7 @@ class SparkMaster(Service):
 
     def cluster_status(self) -> dict[str, Any]:
         """The master's status document (workers, active and completed applications)."""
-        with urllib.request.urlopen(self.status_url, timeout=5) as response:
-            loaded: dict[str, Any] = json.load(response)
-        return loaded
+        return _json_status(self.status_url)
 
     def healthy(self) -> bool:
         return self.cluster_status().get("status") == "ALIVE"
@@ -98,13 +102,22 @@ class SparkWorker(Service):
     def address(self) -> str:
         return f"http://{HOST}:{self.layout.ports.spark_worker_ui}"
 
+    @property
+    def work_dir(self) -> Path:
+        """Where each executor runs: ``APP_ID/EXECUTOR_ID/`` (its jars, unpacked archives and logs)."""
+        return self.layout.path("spark", "work")
+
+    def worker_status(self) -> dict[str, Any]:
+        """The worker's status document: ``executors`` and ``finishedexecutors``, each with its ``appid``."""
+        return _json_status(f"{self.address()}/json/")
+
     def install(self) -> None:
         self.master.install()
 
     def start(self) -> None:
         if self.process.pid() is not None:
             return
-        work = self.layout.path("spark", "work")
+        work = self.work_dir
         work.mkdir(parents=True, exist_ok=True)
         self.process.start(
             [

@@ -28,6 +28,13 @@ class TableState(enum.StrEnum):
     OFFBOARDED = "OFFBOARDED"
 
 
+APPLIABLE_STATES = frozenset(
+    {TableState.CATCHING_UP, TableState.LIVE, TableState.FAILED, TableState.SCHEMA_CHANGED}
+)
+"""States whose tables the applier works on; FAILED and SCHEMA_CHANGED tables are retried (a config
+change may have made the schema change invisible; they stop again at the same offset otherwise)."""
+
+
 _S = TableState
 
 ALLOWED_TRANSITIONS: dict[TableState, frozenset[TableState]] = {

@@ -44,6 +44,9 @@ from pyspark.sql.types import (
 
 from cdc_lake.apply.changes import METADATA_FIELDS
 from cdc_lake.config import Config, load_config
+from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl, render_connector
+from cdc_lake.connect.streaming import heartbeat_count, wait_streaming
 from cdc_lake.decode.framing import encode_frame
 from cdc_lake.decode.types import stash_logical_types
 from cdc_lake.hudi.writer import read_table
@@ -53,9 +56,6 @@ from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
 from cdc_lake.stack.service import DEMO_DATABASE, HOST
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
-from connectors.client import KafkaConnectClient
-from connectors.render import ConnectorParams, heartbeat_table_ddl, render_connector
-from connectors.streaming import heartbeat_count, wait_streaming
 
 PASSWORD_ENV = "CDC_LAKE_DB_PASSWORD"
 METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS)

@@ -50,6 +50,7 @@ from cdc_lake.apply.runner import ApplyRunner, registry_client
 from cdc_lake.apply.target import target_for
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import SchemaRegistryError
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.sources import engine_for
@@ -57,7 +58,6 @@ from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
-from connectors.client import KafkaConnectClient
 
 PASSWORD_REF = "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"
 MOVE_GAP = 10_000_000
@@ -199,12 +199,17 @@ def mariadb_db(stack: LocalStack) -> Iterator[SourceDb]:
 
 
 def _delete_connectors(stack: LocalStack, source: str) -> None:
+    """Delete ``source``'s connectors from both workers (the secured one with its credentials)."""
     import requests
 
-    url = stack.connect.url
-    for name in requests.get(f"{url}/connectors", timeout=10).json():
-        if name == f"cdc-lake.{source}" or name.startswith(f"cdc-lake.{source}."):
-            requests.delete(f"{url}/connectors/{name}", timeout=30)
+    creds = stack.layout.credentials
+    for url, auth in (
+        (stack.connect.url, None),
+        (stack.connect_secure.url, (creds.connect_user, creds.connect_password)),
+    ):
+        for name in requests.get(f"{url}/connectors", timeout=10, auth=auth).json():
+            if name == f"cdc-lake.{source}" or name.startswith(f"cdc-lake.{source}."):
+                requests.delete(f"{url}/connectors/{name}", timeout=30, auth=auth)
 
 
 def write_config(
@@ -361,8 +366,8 @@ def wait_streamed(config: Config, table: str, timeout: float = 120.0) -> None:
     engine = cast(SnapshotSource, engine_for(source))
     point = SnapshotPoint(engine.current_position(), engine.primary_clock_ms())
     prefix = source.topic_prefix or source.name
-    wait = HandoffWait(source.engine, prefix, timeout)
-    with KafkaConnectClient(config.kafka_connect.url) as connect:
+    wait = HandoffWait(engine.position_type, prefix, timeout)
+    with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
         how = wait_until_streamed(table, entry.name, point, wait, connect)
     assert how.startswith("Debezium"), how
 

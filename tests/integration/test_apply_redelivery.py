@@ -31,10 +31,10 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.apply.runner import ApplyRunner, TableOutcome
 from cdc_lake.apply.target import select_targets
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.kafka.offsets import OffsetRange, read_ranges
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
-from connectors.client import KafkaConnectClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1200)]
 

@@ -24,6 +24,9 @@ from cdc_lake.apply.changes import OP_COLUMN
 from cdc_lake.apply.checkpoint import OFFSETS_KEY
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.apply.target import ApplyTarget
+from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl, render_connector
+from cdc_lake.connect.streaming import heartbeat_count, wait_streaming
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.hudi.options import CompactionSpec, IndexType, TableType
 from cdc_lake.hudi.timeline import latest_commit
@@ -32,9 +35,6 @@ from cdc_lake.kafka.offsets import wait_for_messages
 from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.service import DEMO_DATABASE, HOST
-from connectors.client import KafkaConnectClient
-from connectors.render import ConnectorParams, heartbeat_table_ddl, render_connector
-from connectors.streaming import heartbeat_count, wait_streaming
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 

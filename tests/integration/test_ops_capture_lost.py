@@ -28,8 +28,8 @@ import yaml
 from bootstrap_support import SourceDb, cli_run, mariadb_db, onboard, postgres_db, write_config
 from ops_support import alerts_everywhere
 
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.stack.manager import LocalStack
-from connectors.client import KafkaConnectClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -1,24 +1,35 @@
 """A bad message quarantined by the operator: copied with its offset, recorded, and the table goes on.
 
-The table stops at an undecodable message (FAILED, offset 3); ``cdc-lake quarantine`` copies it into
-the state store's quarantine with its topic, partition, offset and reason and marks the table possibly
-diverged; meanwhile new changes arrive, and the next ``apply --once`` applies them all, skipping only
-the quarantined offset, which the Hudi commit lists in its metadata.  A clean validate clears the mark.
+On a synthetic topic: the table stops at an undecodable message (FAILED, offset 3); ``cdc-lake
+quarantine`` copies it into the state store's quarantine with its topic, partition, offset and reason and
+marks the table possibly diverged; meanwhile new changes arrive, and the next ``apply --once`` applies
+them all, skipping only the quarantined offset, which the Hudi commit lists in its metadata.  A clean
+validate clears the mark.
+
+On both engines (Postgres and MariaDB), with a writer changing the source table throughout: a truncated
+copy of one of its Debezium messages is put on the table's own topic; the table stops FAILED at that
+offset, is quarantined under the documented procedure, and keeps applying: LIVE again and equal to the
+source (Spark+Hudi and hudi-rs), the message in the quarantine with its offset and bytes.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import bootstrap_support as sources
 import pytest
 from apply_support import SyntheticTopic, config_dict, lake_rows, onboard, write_config
+from bootstrap_support import ChangeWriter, SourceDb
 from click.testing import CliRunner
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.quarantine import QUARANTINED_KEY
+from cdc_lake.apply.target import target_for
 from cdc_lake.cli.main import cli
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.stack.manager import LocalStack
@@ -26,6 +37,33 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
+
+ROWS = 200
+CREATE = {
+    "postgres": (
+        'create table public."orders" (id bigint primary key, grp int not null, val text, '
+        "amount numeric(12, 2), updated timestamptz(6), flag boolean)",
+        'insert into public."orders" select g, g % 10, \'v\' || g, g / 7.0, '
+        "timestamp '2024-01-01' + g * interval '1 second', g % 2 = 0 from generate_series(1, {rows}) g",
+    ),
+    "mariadb": (
+        "create table `orders` (id bigint primary key, grp int not null, val varchar(200), "
+        "amount decimal(12, 2), updated timestamp(6) null, flag boolean)",
+        "insert into `orders` select seq, seq % 10, concat('v', seq), seq / 7, "
+        "timestamp'2024-01-01 00:00:00' + interval seq second, seq % 2 = 0 from seq_1_to_{rows}",
+    ),
+}
+TOUCH = {
+    "postgres": 'update public."orders" set "amount" = "amount" + 1 where "id" <= 5',
+    "mariadb": "update `orders` set `amount` = `amount` + 1 where `id` <= 5",
+}
+
+
+@pytest.fixture(scope="module", params=["postgres", "mariadb"])
+def db(request: pytest.FixtureRequest, local_stack: LocalStack) -> Iterator[SourceDb]:
+    make = sources.postgres_db if request.param == "postgres" else sources.mariadb_db
+    with make(local_stack) as created:
+        yield created
 
 
 def test_a_quarantined_message_is_kept_with_its_offset_and_the_table_keeps_applying(
@@ -91,3 +129,68 @@ def test_a_quarantined_message_is_kept_with_its_offset_and_the_table_keeps_apply
         assert store.clear_possibly_diverged(table).possibly_diverged is None
     status = runner.invoke(cli, [*base, "status", "--json"])
     assert json.loads(status.output)[0]["possibly_diverged"] is None
+
+
+def put_truncated_copy(stack: LocalStack, topic: str) -> tuple[bytes, bytes, int]:
+    """Put a copy of the topic's first message, its value cut short, on partition 0: (key, value, offset)."""
+    consumer = Consumer({
+        "bootstrap.servers": stack.kafka.address(), "group.id": f"quarantine-test-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+    })
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        first = consumer.poll(30)
+        assert first is not None and first.error() is None and first.value(), f"nothing on {topic}"
+        key, value = first.key() or b"", (first.value() or b"")[:-3]
+    finally:
+        consumer.close()
+    delivered: list[Message] = []
+    producer = Producer({"bootstrap.servers": stack.kafka.address()})
+    producer.produce(topic, value, key, partition=0, on_delivery=lambda _err, msg: delivered.append(msg))
+    assert producer.flush(30) == 0 and delivered and delivered[0].error() is None
+    offset = delivered[0].offset()
+    assert offset is not None
+    return key, value, offset
+
+
+def test_a_bad_message_of_a_changing_source_table_is_quarantined_and_the_table_keeps_applying(
+    spark: SparkSession, db: SourceDb, tmp_path: Path
+) -> None:
+    db.execute(*(s.format(rows=ROWS) for s in CREATE[db.engine]))
+    config_path = sources.write_config(tmp_path, db, [{"name": "orders"}], str(tmp_path / "lake"))
+    sources.onboard(config_path, db.source)
+    config = sources.load(config_path)
+    table = db.qualified("orders")
+    writer = ChangeWriter(db, "orders", ROWS, max_transactions=100_000, pause=0.05).start()
+    db.execute(TOUCH[db.engine])
+    sources.wait_for_schema(config, table)
+    first = sources.cli_run(config_path, "bootstrap", table, "--apply")
+    assert first.exit_code == 0, first.stderr
+    source, entry = config.table(table)
+    topic = target_for(config, source, entry).topic
+    key, bad_value, offset = put_truncated_copy(db.stack, topic)
+
+    stopped = sources.cli_run(config_path, "apply", "--once")
+
+    assert stopped.exit_code == 1 and f"offset {offset}" in stopped.stdout + stopped.stderr, stopped.stdout
+    with StateStore.open(config.state_store.url) as store:
+        info = store.require_table(table)
+        assert info.state is TableState.FAILED and f"offset {offset}" in (info.last_error or "")
+    chosen = sources.cli_run(
+        config_path, "quarantine", table, "--partition", "0", "--offset", str(offset), "--reason", "cut short"
+    )
+    assert chosen.exit_code == 0, chosen.stderr
+    applied = sources.cli_run(config_path, "apply", "--once")
+    assert applied.exit_code == 0, applied.stderr
+    writer.stop()
+    assert writer.transactions > 10
+
+    sources.apply_until_live(spark, config, table)
+    assert sources.assert_lake_equals_source(spark, config, db, "orders") >= ROWS // 2
+    sources.assert_hudi_rs_equals_source(config, db, "orders", ["id", "val"])
+    with StateStore.open(config.state_store.url) as store:
+        info = store.require_table(table)
+        assert info.state is TableState.LIVE and f"offset {offset}" in (info.possibly_diverged or "")
+        (kept,) = store.quarantined(table)
+        assert (kept.topic, kept.partition, kept.offset) == (topic, 0, offset)
+        assert (kept.key, kept.value, kept.reason) == (key, bad_value, "cut short")

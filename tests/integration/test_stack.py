@@ -10,12 +10,15 @@ import time
 import uuid
 from pathlib import Path
 
+import psycopg
+import pymysql
 import pytest
 import requests
 
 from cdc_lake.stack.kafka import KafkaBroker
 from cdc_lake.stack.manager import LocalStack
-from cdc_lake.stack.service import StackLayout
+from cdc_lake.stack.service import HOST, StackLayout
+from cdc_lake.stack.tls import stack_ca
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +31,7 @@ SERVICES = {
     "kafka",
     "schema-registry",
     "kafka-connect",
+    "kafka-connect-secure",
     "glue-catalog",
     "spark-master",
     "spark-worker",
@@ -58,6 +62,29 @@ def test_cli_status_json_lists_every_service(local_stack: LocalStack) -> None:
     reported = json.loads(proc.stdout)
     assert {entry["name"] for entry in reported} == SERVICES
     assert all(entry["healthy"] and entry["log"].endswith(".log") for entry in reported)
+
+
+def test_secured_mode_lets_its_user_in_over_verified_tls_only(local_stack: LocalStack) -> None:
+    creds, ports = local_stack.layout.credentials, local_stack.layout.ports
+    ca = str(stack_ca(local_stack.layout))
+    login = {"host": HOST, "user": creds.tls_db_user, "password": creds.db_password}
+    for port in (ports.postgres_primary, ports.postgres_replica):
+        with pytest.raises(psycopg.OperationalError, match="no encryption"):
+            psycopg.connect(port=port, dbname="app", sslmode="disable", **login)
+        with psycopg.connect(port=port, dbname="app", sslmode="verify-full", sslrootcert=ca, **login) as conn:
+            row = conn.execute("select ssl from pg_stat_ssl where pid = pg_backend_pid()").fetchone()
+            assert row == (True,)
+    for port in (ports.mariadb_primary, ports.mariadb_replica):
+        with pytest.raises(pymysql.err.OperationalError, match="Access denied"):
+            pymysql.connect(port=port, ssl_disabled=True, **login)
+        tls = {"ssl_ca": ca, "ssl_verify_cert": True, "ssl_verify_identity": True}
+        with pymysql.connect(port=port, **login, **tls) as conn, conn.cursor() as cur:
+            cur.execute("show session status like 'Ssl_version'")
+            assert str(cur.fetchone()[1]).startswith("TLS")
+    url = f"{local_stack.connect_secure.url}/connectors"
+    assert requests.get(url, timeout=10).status_code == 401
+    assert requests.get(url, timeout=10, auth=(creds.connect_user, "wrong")).status_code == 401
+    assert requests.get(url, timeout=10, auth=(creds.connect_user, creds.connect_password)).status_code == 200
 
 
 def test_registry_keeps_schema_ids_across_a_restart(local_stack: LocalStack) -> None:

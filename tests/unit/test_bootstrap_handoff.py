@@ -7,48 +7,32 @@ from typing import Any
 import pytest
 
 from bootstrap import handoff
-from bootstrap.handoff import (
-    HandoffWait,
-    SnapshotPoint,
-    mariadb_gtids,
-    mysql_gtids,
-    offset_passed,
-    parse_lsn,
-    wait_until_streamed,
-)
+from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 from cdc_lake.exceptions import BootstrapError, ConnectError
+from cdc_lake.sources.positions import Lsn, MariaDbGtidPosition, MySqlGtidSet
 
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
 
-def test_lsns_parse_as_numbers() -> None:
-    assert parse_lsn("0/16B3748") == 0x16B3748
-    assert parse_lsn("1/0") == 1 << 32
-    with pytest.raises(BootstrapError, match="not a Postgres LSN"):
-        parse_lsn("0-1-5")
-
-
 def test_postgres_offsets_compare_commit_lsns() -> None:
-    assert offset_passed("postgres", {"lsn_commit": 0x200, "lsn": 0x100}, "0/200")
-    assert not offset_passed("postgres", {"lsn_commit": 0x1FF, "lsn": 0x300}, "0/200")
-    assert offset_passed("postgres", {"lsn": 0x300}, "0/200")
-    assert not offset_passed("postgres", {}, "0/200")
+    assert Lsn.offset_covers({"lsn_commit": 0x200, "lsn": 0x100}, "0/200")
+    assert not Lsn.offset_covers({"lsn_commit": 0x1FF, "lsn": 0x300}, "0/200")
+    assert Lsn.offset_covers({"lsn": 0x300}, "0/200")
+    assert not Lsn.offset_covers({}, "0/200")
 
 
 def test_mariadb_gtids_compare_per_domain_as_numbers() -> None:
-    assert mariadb_gtids("0-1-345,1-2-10") == {0: 345, 1: 10}
-    assert offset_passed("mariadb", {"gtids": "0-1-1000"}, "0-1-999")
-    assert offset_passed("mariadb", {"gtids": "0-1-345,1-2-10"}, "0-1-345")
-    assert not offset_passed("mariadb", {"gtids": "0-1-99"}, "0-1-100")
-    assert not offset_passed("mariadb", {"gtids": "0-1-500"}, "0-1-400,1-3-1")
-    assert not offset_passed("mariadb", {}, "0-1-1")
+    assert MariaDbGtidPosition.offset_covers({"gtids": "0-1-1000"}, "0-1-999")
+    assert MariaDbGtidPosition.offset_covers({"gtids": "0-1-345,1-2-10"}, "0-1-345")
+    assert not MariaDbGtidPosition.offset_covers({"gtids": "0-1-99"}, "0-1-100")
+    assert not MariaDbGtidPosition.offset_covers({"gtids": "0-1-500"}, "0-1-400,1-3-1")
+    assert not MariaDbGtidPosition.offset_covers({}, "0-1-1")
 
 
 def test_mysql_gtid_sets_compare_by_containment() -> None:
-    assert mysql_gtids(f"{UUID}:1-5:7") == {UUID: [(1, 5), (7, 7)]}
-    assert offset_passed("mysql", {"gtids": f"{UUID}:1-100"}, f"{UUID}:1-57")
-    assert not offset_passed("mysql", {"gtids": f"{UUID}:1-50"}, f"{UUID}:1-57")
-    assert not offset_passed("mysql", {"gtids": f"{UUID}:1-100"}, f"{UUID}:1-57,aaaa:1")
+    assert MySqlGtidSet.offset_covers({"gtids": f"{UUID}:1-100"}, f"{UUID}:1-57")
+    assert not MySqlGtidSet.offset_covers({"gtids": f"{UUID}:1-50"}, f"{UUID}:1-57")
+    assert not MySqlGtidSet.offset_covers({"gtids": f"{UUID}:1-100"}, f"{UUID}:1-57,aaaa:1")
 
 
 class FakeConnect:
@@ -87,7 +71,7 @@ def _captures(*names: str) -> dict[str, dict[str, str]]:
 
 
 def _wait(timeout: float = 5.0) -> HandoffWait:
-    return HandoffWait("postgres", "shop", timeout_seconds=timeout)
+    return HandoffWait(Lsn, "shop", timeout_seconds=timeout)
 
 
 class Clock:

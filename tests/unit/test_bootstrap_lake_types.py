@@ -130,20 +130,90 @@ def test_mysql_integers_are_cast_so_tinyint1_is_not_a_boolean() -> None:
 
 
 @pytest.mark.parametrize(
-    ("engine", "column"),
+    ("engine", "column", "options"),
     [
-        ("postgres", _pg("interval")),
-        ("postgres", _pg("timetz")),
-        ("postgres", _pg("bit", "bit(8)")),
-        ("postgres", _pg("positive_int", kind="other")),
-        ("postgres", _pg("_numeric", "numeric[]", kind="array", element="numeric")),
-        ("mariadb", _my("bit", "bit(8)")),
-        ("mariadb", _my("geometry", "geometry")),
+        ("postgres", _pg("interval"), "columns list$"),
+        ("postgres", _pg("hstore"), "columns list$"),
+        ("postgres", _pg("point"), "columns list$"),
+        ("postgres", _pg("varbit", "bit varying(8)"), "columns list$"),
+        ("postgres", _pg("tstzrange", kind="range"), "columns list$"),
+        ("postgres", _pg("bit", "bit(8)"), r"columns list, or set column_types: \{c: string\}$"),
+        ("postgres", _pg("bit", "bit(80)"), "columns list$"),
+        ("postgres", _pg("positive_int", kind="other"), "columns list$"),
+        ("postgres", _pg("_mood", "mood[]", kind="array", element="mood", element_kind="enum"), "NULL"),
+        ("postgres", _pg("_interval", "interval[]", kind="array", element="interval"), "columns list$"),
+        ("mariadb", _my("bit", "bit(8)"), r"columns list, or set column_types: \{c: string\}$"),
+        ("mariadb", _my("geometry", "geometry"), "columns list$"),
     ],
 )
-def test_types_without_an_exact_read_are_refused_by_name(engine: str, column: SourceColumn) -> None:
-    with pytest.raises(BootstrapError, match=f"column c has type {re.escape(column.declared)}.*columns list"):
+def test_types_without_an_exact_read_are_refused_by_name(
+    engine: str, column: SourceColumn, options: str
+) -> None:
+    named = f"^table s.t: column c \\({re.escape(column.declared)}\\) cannot be replicated exactly"
+    with pytest.raises(BootstrapError, match=named):
         _read(engine, column)
+    with pytest.raises(BootstrapError, match=options):
+        _read(engine, column)
+
+
+@pytest.mark.parametrize(
+    ("engine", "column", "expected"),
+    [
+        ("postgres", _pg("timetz", "time(6) with time zone"), (StringType(), Conversion.CAST)),
+        ("postgres", _pg("tsvector"), (StringType(), Conversion.CAST)),
+        ("postgres", _pg("int4range", kind="range"), (StringType(), Conversion.CAST)),
+        ("postgres", _pg("bit", "bit(1)"), (BooleanType(), Conversion.CAST)),
+        (
+            "postgres",
+            _pg("_numeric", "numeric[]", kind="array", element="numeric"),
+            (ArrayType(DecimalType(38, 18), True), Conversion.DECIMAL_TEXT),
+        ),
+        (
+            "postgres",
+            _pg("_timestamptz", "timestamptz[]", kind="array", element="timestamptz"),
+            (ArrayType(TimestampType(), True), Conversion.PG_UTC_TIMESTAMP_TEXT),
+        ),
+        (
+            "postgres",
+            _pg("_int2", "smallint[]", kind="array", element="int2"),
+            (ArrayType(IntegerType(), True), Conversion.CAST),
+        ),
+        (
+            "mariadb",
+            _my("decimal", "decimal(65,30)", precision=65, scale=30),
+            (DecimalType(38, 30), Conversion.DECIMAL_TEXT),
+        ),
+    ],
+    ids=lambda value: value.declared if isinstance(value, SourceColumn) else "",
+)
+def test_types_read_like_debezium_encodes_them(engine: str, column: SourceColumn, expected: object) -> None:
+    assert _read(engine, column)[::2] == expected
+
+
+def test_column_types_choose_the_exact_text_or_a_decimal() -> None:
+    shape = TableShape(
+        "s.t",
+        (
+            SourceColumn("free", "numeric", "numeric", True),
+            SourceColumn("wide", "numeric", "numeric(50,5)", True, 50, 5),
+            SourceColumn("bits", "bit", "bit(4)", True),
+        ),
+        ("free",), 0, 0,
+    )
+    column_types = {"free": "decimal(30,4)", "wide": "string", "bits": "string"}
+
+    reads = column_reads("postgres", shape, ["free", "wide", "bits"], lambda name: name, column_types)
+
+    assert [(r.lake_type, r.select, r.conversion) for r in reads] == [
+        (DecimalType(30, 4), "free::text", Conversion.DECIMAL_TEXT),
+        (StringType(), "wide::text", Conversion.NUMBER_TEXT),
+        (StringType(), "bits::text", Conversion.CAST),
+    ]
+    with pytest.raises(BootstrapError, match="column_types names columns it does not have: nope"):
+        column_reads("postgres", shape, ["free"], lambda name: name, {"nope": "string"})
+    text = TableShape("s.t", (SourceColumn("t", "text", "text", True),), (), 0, 0)
+    with pytest.raises(BootstrapError, match="column_types string applies only to numeric and bit"):
+        column_reads("postgres", text, ["t"], lambda name: name, {"t": "string"})
 
 
 def test_only_the_named_columns_in_table_order_and_all_nullable() -> None:

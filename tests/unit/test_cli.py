@@ -13,6 +13,8 @@ from click.testing import CliRunner
 
 from cdc_lake.cli.group import CdcLakeGroup
 from cdc_lake.cli.main import cli
+from cdc_lake.cli.stack import _print_statuses
+from cdc_lake.stack.service import ServiceStatus
 from cdc_lake.state import StateStore, TableState
 
 
@@ -247,3 +249,18 @@ def test_python_m_cdc_lake_exits_with_the_error_code(tmp_path: Path) -> None:
     assert (
         completed.stderr == f"error: cdc-lake.yaml: config file not found in {tmp_path}; pass --config PATH\n"
     )
+
+
+def test_stack_table_keeps_addresses_and_logs_whole_at_80_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    address = "http://127.0.0.1:18081/apis/ccompat/v7"
+    log = "/srv/a/rather/deep/data/directory/.cdc-lake/stack/logs/schema-registry.log"
+    _print_statuses([ServiceStatus("schema-registry", True, False, address, log, "HTTP 503 from /subjects")])
+
+    out = capsys.readouterr().out
+    assert f"  address: {address}" in out
+    assert f"  log: {log}" in out
+    assert "unhealthy" in out and "HTTP 503 from /subjects" in out
+    assert max(len(line) for line in out.splitlines() if "│" in line) <= 80

@@ -32,6 +32,7 @@ def test_compose_has_every_stack_service_on_the_same_port(tmp_path: Path) -> Non
         "kafka": stack.layout.ports.kafka,
         "schema-registry": stack.layout.ports.registry,
         "kafka-connect": stack.layout.ports.connect,
+        "kafka-connect-secure": stack.layout.ports.connect_secure,
         "glue-catalog": stack.layout.ports.glue,
         "hive-metastore": stack.layout.ports.hive_metastore,
         "spark-master": stack.layout.ports.spark_master,

@@ -16,8 +16,8 @@ import pytest
 from pydantic import SecretStr
 
 from cdc_lake.config import KafkaConnectSettings
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import ConnectError
-from connectors.client import KafkaConnectClient
 
 USER, PASSWORD = "operator", "c0nnect-s3cret"
 

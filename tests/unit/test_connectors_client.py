@@ -13,9 +13,9 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from cdc_lake.connect.client import ConnectorStatus, KafkaConnectClient
 from cdc_lake.exceptions import ConnectError
 from cdc_lake.secrets import MASK
-from connectors.client import ConnectorStatus, KafkaConnectClient
 
 TRACE = "\n".join(
     [

@@ -10,17 +10,17 @@ from importlib import resources
 import pytest
 
 from cdc_lake import jvm
-from cdc_lake.exceptions import ConfigError
-from cdc_lake.secrets import MASK, mask_mapping
-from connectors import render
-from connectors.render import (
-    ENGINES,
+from cdc_lake.connect import render
+from cdc_lake.connect.render import (
     ConnectorParams,
     ConverterSettings,
     heartbeat_table_ddl,
     registry_api_url,
     render_connector,
 )
+from cdc_lake.engines import ENGINE_NAMES
+from cdc_lake.exceptions import ConfigError
+from cdc_lake.secrets import MASK, mask_mapping
 
 REGISTRY = "http://127.0.0.1:18081"
 
@@ -68,7 +68,7 @@ def apicurio_line(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     return str(request.param)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_every_template_renders_with_common_settings(engine: str) -> None:
     config = render_connector(engine, f"{engine}-conn", _params(engine))
 
@@ -76,6 +76,8 @@ def test_every_template_renders_with_common_settings(engine: str) -> None:
     assert config["tasks.max"] == "1"
     assert config["snapshot.mode"] == "no_data"
     assert config["decimal.handling.mode"] == "precise"
+    # A value Debezium cannot encode (numeric NaN) stops the task naming the column, never a silent NULL.
+    assert config["event.converting.failure.handling.mode"] == "fail"
     assert config["time.precision.mode"] == "adaptive_time_microseconds"
     assert config["tombstones.on.delete"] == "true"
     assert config["heartbeat.interval.ms"] == "10000"
@@ -86,14 +88,22 @@ def test_every_template_renders_with_common_settings(engine: str) -> None:
     assert all(isinstance(value, str) for value in config.values())
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+def test_binlog_templates_ask_for_server_heartbeats_at_half_the_heartbeat_interval() -> None:
+    for engine in ("mysql", "mariadb"):
+        assert render_connector(engine, "c1", BINLOG)["connect.keep.alive.interval.ms"] == "5000"
+        fast = replace(BINLOG, heartbeat_interval_ms=1500)
+        assert render_connector(engine, "c1", fast)["connect.keep.alive.interval.ms"] == "1000"
+    assert "connect.keep.alive.interval.ms" not in render_connector("postgres", "c1", PG)
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_password_is_an_env_placeholder_resolved_on_the_worker(engine: str) -> None:
     config = render_connector(engine, "c1", _params(engine))
 
     assert config["database.password"] == f"${{env:{_params(engine).password_env}}}"
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_converters_write_confluent_framing_with_content_ids(engine: str, apicurio_line: str) -> None:
     config = render_connector(engine, "c1", _params(engine))
     expected_api = "/apis/registry/v2" if apicurio_line.startswith("2.") else "/apis/registry/v3"
@@ -126,7 +136,7 @@ def test_registry_api_url_ignores_a_trailing_slash(apicurio_line: str) -> None:
 
 def test_templates_share_one_converter_block() -> None:
     blocks = []
-    for engine in ENGINES:
+    for engine in ENGINE_NAMES:
         text = (
             resources.files("connectors").joinpath("templates", f"{engine}.json").read_text(encoding="utf-8")
         )
@@ -178,7 +188,7 @@ def test_binlog_specific_settings(engine: str) -> None:
     assert "slot.name" not in config
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_column_include_list_only_when_columns_are_frozen(engine: str) -> None:
     assert "column.include.list" not in render_connector(engine, "c1", _params(engine))
 
@@ -284,7 +294,7 @@ def test_database_tls_settings_are_rendered_and_cannot_replace_template_keys() -
 CONFLUENT_API = "https://registry.internal:8081"
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_confluent_converter_replaces_the_apicurio_block(engine: str) -> None:
     converter = ConverterSettings(kind="confluent", confluent_url=CONFLUENT_API)
     config = render_connector(engine, "c1", replace(_params(engine), converter=converter))
@@ -330,7 +340,7 @@ def test_registry_credentials_with_the_apicurio_converter_are_refused() -> None:
         render_connector("postgres", "c1", replace(PG, converter=converter))
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_schema_history_clients_get_the_connector_client_settings(engine: str) -> None:
     clients = {"security.protocol": "SASL_SSL", "sasl.jaas.config": "x password=\"${env:KAFKA_PW}\";"}
     config = render_connector(engine, "c1", replace(_params(engine), schema_history_clients=clients))

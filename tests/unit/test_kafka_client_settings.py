@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 import pytest
 from confluent_kafka import KafkaException
 
+from cdc_lake.connect.streaming import heartbeat_count, wait_streaming
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.kafka.offsets import (
     OffsetRange,
@@ -22,7 +23,6 @@ from cdc_lake.kafka.offsets import (
     wait_for_messages,
     watermarks,
 )
-from connectors.streaming import heartbeat_count, wait_streaming
 
 PROBE = {"cdc.lake.probe.property": "1"}
 BROKER = "127.0.0.1:9"

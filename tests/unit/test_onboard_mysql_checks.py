@@ -12,8 +12,8 @@ from dataclasses import replace
 import pytest
 
 from cdc_lake.config import Table
-from cdc_lake.onboard.preflight import CheckResult, Outcome
 from cdc_lake.sources.base import Capture, PreflightOptions
+from cdc_lake.sources.checks import CheckResult, Outcome
 from cdc_lake.sources.mysql_checks import (
     MIN_BINLOG_RETENTION_SECONDS,
     MyReplicaFacts,
@@ -37,6 +37,7 @@ MARIADB = MySqlFacts(
         "binlog_expire_logs_seconds": "604800",
         "expire_logs_days": "7.000000",
         "server_id": "1",
+        "sql_mode": "STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO",
     },
     privileges=frozenset({"SELECT", "RELOAD", "REPLICATION SLAVE", "BINLOG MONITOR", "SLAVE MONITOR"}),
     tables={"app.products": PRODUCTS},
@@ -212,3 +213,30 @@ def test_replica_reachable_and_applying(replica: MyReplicaFacts, failed: bool, d
 
     assert result.failed is failed
     assert result.detail == detail
+
+
+@pytest.mark.parametrize(
+    ("sql_mode", "missing"),
+    [
+        # MariaDB 10.11's default: zero dates are accepted.
+        ("STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,NO_ENGINE_SUBSTITUTION",
+         "NO_ZERO_DATE, NO_ZERO_IN_DATE"),
+        ("NO_ZERO_DATE,NO_ZERO_IN_DATE", "STRICT_TRANS_TABLES"),
+        ("", "NO_ZERO_DATE, NO_ZERO_IN_DATE, STRICT_TRANS_TABLES"),
+    ],
+)
+def test_a_server_accepting_zero_dates_is_warned_about(sql_mode: str, missing: str) -> None:
+    result = check("zero dates", with_variables(MARIADB, sql_mode=sql_mode))
+
+    assert result.outcome is Outcome.WARN
+    assert f"sql_mode lacks {missing}: a zero date" in result.detail
+    assert "NULL, the epoch or the column default" in result.detail
+    assert "SET GLOBAL sql_mode" in (result.fix or "")
+
+
+def test_mysql_8_default_sql_mode_refuses_zero_dates() -> None:
+    default = (
+        "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,"
+        "NO_ENGINE_SUBSTITUTION"
+    )
+    assert check("zero dates", with_variables(MYSQL, sql_mode=default)).outcome is Outcome.PASS

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from cdc_lake.config import Connection, Source, Table
+from cdc_lake.connect.render import ConnectorParams
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.onboard.plan import (
     PG_NAME_MAX,
@@ -16,7 +17,6 @@ from cdc_lake.onboard.plan import (
     table_topic,
     tier0_pg_name,
 )
-from connectors.render import ConnectorParams
 
 
 def postgres(tables: list[Table], name: str = "pg") -> Source:

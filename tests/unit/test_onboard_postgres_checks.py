@@ -14,8 +14,8 @@ from dataclasses import replace
 import pytest
 
 from cdc_lake.config import Table
-from cdc_lake.onboard.preflight import CheckResult, Outcome
 from cdc_lake.sources.base import Capture, PreflightOptions
+from cdc_lake.sources.checks import CheckResult, Outcome
 from cdc_lake.sources.postgres_checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import PreflightError
 from cdc_lake.onboard.preflight import (
-    CheckResult,
-    Outcome,
     check_connector_names,
-    name_list,
     raise_for_failures,
     registry_base_url,
     shown_url,
 )
-from connectors.client import KafkaConnectClient
+from cdc_lake.sources.checks import CheckResult, Outcome, name_list
 
 OURS = {
     "connector.class": "io.debezium.connector.postgresql.PostgresConnector",

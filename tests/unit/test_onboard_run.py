@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from importlib import resources
+
 import pytest
 
 from cdc_lake.config import Connection, Source, Table
+from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConnectError, SourceEngineError, UnknownTableError
 from cdc_lake.onboard.reconcile import Journal
 from cdc_lake.onboard.run import planned_tables
-from cdc_lake.sources import ENGINES, engine_for
+from cdc_lake.sources import ENGINE_CLASSES, engine_for
 from cdc_lake.sources.base import Change
 
 SOURCE = Source(
@@ -74,7 +77,7 @@ def test_rollback_undoes_newest_first_and_reports_what_is_left() -> None:
 
 def test_missing_driver_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(
-        ENGINES,
+        ENGINE_CLASSES,
         "postgres",
         ("cdc_lake_missing_driver_probe", "Engine", "cdc_lake_missing_driver_probe", "probe-pkg"),
     )
@@ -92,3 +95,13 @@ def test_engines_are_found_by_name() -> None:
     assert type(engine_for(SOURCE)).__name__ == "PostgresEngine"
     maria = Source(name="m", engine="mariadb", primary=Connection(port=3306, user="cdc"), server_id=7)
     assert type(engine_for(maria)).__name__ == "MariaDbEngine"
+
+
+def test_every_engine_name_has_one_class_and_one_connector_template() -> None:
+    templates = {
+        entry.name.removesuffix(".json")
+        for entry in resources.files("connectors").joinpath("templates").iterdir()
+        if entry.name.endswith(".json")
+    }
+    assert set(ENGINE_CLASSES) == set(ENGINE_NAMES)
+    assert templates == set(ENGINE_NAMES)

@@ -1,9 +1,9 @@
 """A typed client for the Kafka Connect REST API.
 
-Transient failures (connection errors, HTTP 5xx, and 409 while the worker group
-rebalances) are retried with exponential backoff.  Every failure surfaces as a one-line
-:class:`ConnectError` naming the Connect URL and the connector; messages never carry a
-secret config value (see :mod:`cdc_lake.secrets`).
+Transient failures are retried under cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http`: no
+answer, HTTP 429 and 5xx), plus 409, which Connect answers while its worker group rebalances.
+Every failure surfaces as a one-line :class:`ConnectError` naming the Connect URL and the connector;
+messages never carry a secret config value (see :mod:`cdc_lake.secrets`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 from urllib.parse import quote
 
 import requests
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from cdc_lake.config import KafkaConnectSettings
 from cdc_lake.exceptions import ConnectError
+from cdc_lake.http import RetryPolicy, Unavailable, send
 from cdc_lake.secrets import redact, secret_values
 
 RUNNING = "RUNNING"
@@ -70,18 +70,6 @@ class ConnectorPlugin:
     version: str
 
 
-class _Retryable(Exception):
-    """A failure worth another attempt; carries the one-line reason."""
-
-
-class _NotFound(Exception):
-    """The worker answered 404 for a connector."""
-
-
-class _Rejected(Exception):
-    """The worker refused a request for good (a 4xx other than 404 and 409)."""
-
-
 class KafkaConnectClient:
     """Kafka Connect REST API at ``url`` (for example ``http://127.0.0.1:8083``).
 
@@ -102,9 +90,7 @@ class KafkaConnectClient:
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
-        self._attempts = attempts
-        self._backoff = backoff
-        self._max_backoff = max_backoff
+        self._policy = RetryPolicy(attempts, backoff, max_backoff, also_transient=frozenset({409}))
         self._session = requests.Session()
         self._session.headers.update({"Accept": "application/json"})
         self._session.auth = auth
@@ -262,42 +248,43 @@ class KafkaConnectClient:
     ) -> Any:
         """The decoded JSON answer; ``_MISSING`` instead of an error for a 404 when ``missing_ok``."""
         where = f"connector {name!r} at {self.url}" if name else f"Kafka Connect at {self.url}"
-        retrying = Retrying(
-            stop=stop_after_attempt(self._attempts),
-            wait=wait_exponential(multiplier=self._backoff, max=self._max_backoff),
-            retry=retry_if_exception_type(_Retryable),
-            reraise=True,
-        )
-        try:
-            return retrying(self._once, method, path, body)
-        except _Retryable as exc:
-            raise ConnectError(
-                f"{where}: {method} {path} failed after {self._attempts} attempts: {exc}"
-            ) from exc
-        except _NotFound as exc:
-            if missing_ok:
-                return _MISSING
-            raise ConnectError(f"{where}: not found ({exc})") from exc
-        except _Rejected as exc:
-            raise ConnectError(f"{where}: {method} {path} rejected: {exc}") from exc
 
-    def _once(self, method: str, path: str, body: Mapping[str, Any] | None) -> Any:
+        def message(response: requests.Response) -> str:
+            # Scrub before the message is cut, so no partial secret survives truncation.
+            return _one_line(redact(_error_text(response), secret_values([body] if body else [])))
+
+        def describe(response: requests.Response) -> str:
+            return f"HTTP {response.status_code}: {message(response)}"
+
         try:
-            response = self._session.request(method, self.url + path, json=body, timeout=self.timeout)
+            response = send(
+                self._session,
+                method,
+                self.url + path,
+                self._policy,
+                self.timeout,
+                json=body,
+                describe=describe,
+            )
+        except Unavailable as exc:
+            raise ConnectError(
+                f"{where}: {method} {path} failed after {exc.attempts} attempts: {exc}"
+            ) from exc
         except requests.RequestException as exc:
-            raise _Retryable(type(exc).__name__) from exc
+            raise ConnectError(f"{where}: {method} {path} failed: {type(exc).__name__}") from exc
         if response.status_code < 300:
             try:
                 return response.json() if response.content else None
             except ValueError as exc:
-                raise _Rejected(f"HTTP {response.status_code} with a body that is not JSON") from exc
-        # Scrub before the message is cut, so no partial secret survives truncation.
-        message = _one_line(redact(_error_text(response), secret_values([body] if body else [])))
-        if response.status_code == 409 or response.status_code >= 500:
-            raise _Retryable(f"HTTP {response.status_code}: {message}")
+                status = response.status_code
+                raise ConnectError(
+                    f"{where}: {method} {path} rejected: HTTP {status} with a body not JSON"
+                ) from exc
         if response.status_code == 404:
-            raise _NotFound(message)
-        raise _Rejected(f"HTTP {response.status_code}: {message}")
+            if missing_ok:
+                return _MISSING
+            raise ConnectError(f"{where}: not found ({message(response)})")
+        raise ConnectError(f"{where}: {method} {path} rejected: {describe(response)}")
 
 
 def _seg(name: str) -> str:

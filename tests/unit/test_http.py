@@ -1,0 +1,105 @@
+"""The one HTTP retry policy: which answers are tried again, how often, and what the caller gets back."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import requests
+
+from cdc_lake.http import RetryPolicy, Unavailable, send
+
+QUICK = RetryPolicy(attempts=3, backoff_seconds=0.001, max_backoff_seconds=0.002)
+
+
+class Scripted:
+    """A server answering each request with the next status of ``statuses`` (then 200)."""
+
+    def __init__(self) -> None:
+        self.statuses: list[int] = []
+        self.requests = 0
+        self.url = ""
+
+
+@pytest.fixture
+def server() -> Iterator[Scripted]:
+    state = Scripted()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state.requests += 1
+            status = state.statuses.pop(0) if state.statuses else 200
+            body = b'{"ok": true}'
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/x"
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    yield state
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_slow_down_and_server_errors_are_retried(server: Scripted, status: int) -> None:
+    server.statuses = [status, status]
+
+    with requests.Session() as session:
+        response = send(session, "GET", server.url, QUICK, timeout=5)
+
+    assert response.status_code == 200
+    assert server.requests == 3
+
+
+@pytest.mark.parametrize("status", [400, 404, 409])
+def test_other_answers_go_back_to_the_caller_at_once(server: Scripted, status: int) -> None:
+    server.statuses = [status]
+
+    with requests.Session() as session:
+        response = send(session, "GET", server.url, QUICK, timeout=5)
+
+    assert response.status_code == status
+    assert server.requests == 1
+
+
+def test_a_service_adds_its_own_transient_status(server: Scripted) -> None:
+    server.statuses = [409]
+    policy = RetryPolicy(attempts=2, backoff_seconds=0.001, also_transient=frozenset({409}))
+
+    with requests.Session() as session:
+        response = send(session, "GET", server.url, policy, timeout=5)
+
+    assert response.status_code == 200
+    assert server.requests == 2
+
+
+def test_the_last_reason_is_raised_after_the_last_attempt(server: Scripted) -> None:
+    server.statuses = [500, 502, 503, 200]
+
+    with requests.Session() as session, pytest.raises(Unavailable) as raised:
+        send(session, "GET", server.url, QUICK, timeout=5, describe=lambda r: f"status {r.status_code}")
+
+    assert str(raised.value) == "status 503"
+    assert raised.value.attempts == 3
+    assert server.requests == 3
+
+
+def test_no_answer_is_retried_and_named() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    with requests.Session() as session, pytest.raises(Unavailable, match=r"^ConnectionError$"):
+        send(session, "GET", f"http://127.0.0.1:{port}/", QUICK, timeout=1)

@@ -1,0 +1,141 @@
+"""The package layering, read from the source with ``ast``, so that it cannot regress unnoticed.
+
+- ``bootstrap/`` and ``connectors/`` depend on ``cdc_lake``, never the reverse.  The one exception left
+  is the command line (``cdc_lake/cli``), which starts the bootstrap stage; each of its imports is listed
+  below, and the list must shrink with the code, never grow.
+- The subpackages of ``cdc_lake`` import each other without a cycle (imports at module level, as they
+  run when a module is loaded; imports under ``if TYPE_CHECKING`` do not run).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE = ROOT / "cdc_lake"
+
+CLI_STARTS_BOOTSTRAP = {
+    ("cdc_lake/cli/main.py", "bootstrap.parallel"),
+    ("cdc_lake/cli/main.py", "bootstrap.progress"),
+    ("cdc_lake/cli/main.py", "bootstrap.rebootstrap"),
+    ("cdc_lake/cli/main.py", "bootstrap.run"),
+    ("cdc_lake/cli/main.py", "bootstrap.validate"),
+    ("cdc_lake/cli/ops_output.py", "bootstrap.validate"),
+}
+"""The command line's imports of the bootstrap stage (issue 9: to be replaced by registration)."""
+
+
+def _imported(node: ast.AST) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+        yield node.module
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports anywhere (module level, functions, TYPE_CHECKING blocks)."""
+    return {
+        name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) for name in _imported(node)
+    }
+
+
+def _load_time_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports when it is loaded (not inside functions or ``if TYPE_CHECKING``)."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+            elif isinstance(node, ast.If | ast.Try | ast.With):
+                visit(node.body)
+                visit(getattr(node, "orelse", []))
+                visit(getattr(node, "finalbody", []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+            else:
+                found.update(_imported(node))
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return found
+
+
+def _core_modules() -> list[Path]:
+    return sorted(CORE.rglob("*.py"))
+
+
+def test_core_never_imports_the_outer_packages() -> None:
+    reverse = {
+        (path.relative_to(ROOT).as_posix(), module)
+        for path in _core_modules()
+        for module in _all_imports(path)
+        if module.split(".")[0] in ("bootstrap", "connectors")
+    }
+
+    assert reverse - CLI_STARTS_BOOTSTRAP == set(), "cdc_lake must not import bootstrap/ or connectors/"
+    assert CLI_STARTS_BOOTSTRAP - reverse == set(), "an import listed here is gone: drop it from the list"
+
+
+def _subpackage_graph() -> dict[str, set[str]]:
+    subpackages = {path.name for path in CORE.iterdir() if (path / "__init__.py").is_file()}
+    graph: dict[str, set[str]] = {name: set() for name in subpackages}
+    for path in _core_modules():
+        parts = path.relative_to(CORE).parts
+        if len(parts) < 2:
+            continue  # a module of cdc_lake itself (config, exceptions, ...): a leaf every package may use
+        for module in _load_time_imports(path):
+            target = module.split(".")
+            if (
+                target[0] == "cdc_lake"
+                and len(target) > 1
+                and target[1] in subpackages
+                and target[1] != parts[0]
+            ):
+                graph[parts[0]].add(target[1])
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a path that ends where it starts, or None."""
+    done: set[str] = set()
+
+    def walk(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return None
+        for successor in sorted(graph[node]):
+            found = walk(successor, [*path, node])
+            if found is not None:
+                return found
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        found = walk(start, [])
+        if found is not None:
+            return found
+    return None
+
+
+def test_cdc_lake_subpackages_import_each_other_without_a_cycle() -> None:
+    graph = _subpackage_graph()
+
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def _imports_of_subpackage(name: str) -> set[str]:
+    return {module for path in sorted((CORE / name).rglob("*.py")) for module in _all_imports(path)}
+
+
+def test_the_cycles_fixed_by_issue_9_stay_fixed() -> None:
+    """Not even a deferred import: engines never reach into onboarding, operations never into the applier."""
+    assert not any(module.startswith("cdc_lake.onboard") for module in _imports_of_subpackage("sources"))
+    assert not any(module.startswith("cdc_lake.apply") for module in _imports_of_subpackage("ops"))
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None

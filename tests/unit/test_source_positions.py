@@ -1,0 +1,59 @@
+"""Typed source positions: parsing each engine's text, the one comparison, and what each engine declares."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from cdc_lake.exceptions import SourceEngineError
+from cdc_lake.sources import ENGINE_CLASSES
+from cdc_lake.sources.positions import LogPosition, Lsn, MariaDbGtidPosition, MySqlGtidSet
+
+UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+
+
+def test_lsns_parse_as_numbers_and_print_as_postgres_does() -> None:
+    assert Lsn.parse("0/16B3748") == Lsn(0x16B3748)
+    assert Lsn.parse("1/0") == Lsn(1 << 32)
+    assert str(Lsn.parse("16/b374d848")) == "16/B374D848"
+    assert Lsn.parse("1/0").covers(Lsn.parse("0/FFFFFFFF"))
+    assert not Lsn.parse("0/FFFFFFFF").covers(Lsn.parse("1/0"))
+    assert Lsn.parse("0/10").covers(Lsn.parse("0/10"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [(Lsn, "0-1-5"), (Lsn, ""), (MariaDbGtidPosition, "0/16B3748"), (MySqlGtidSet, f"{UUID}:x")],
+)
+def test_malformed_positions_are_named(kind: type[LogPosition], text: str) -> None:
+    with pytest.raises(SourceEngineError, match="is not a"):
+        kind.parse(text)
+
+
+def test_mariadb_positions_keep_the_highest_sequence_per_domain() -> None:
+    position = MariaDbGtidPosition.parse("0-1-345,1-2-10,0-2-7")
+
+    assert position.highest == {0: 345, 1: 10}
+    assert position.covers(MariaDbGtidPosition.parse("0-1-345"))
+    assert not position.covers(MariaDbGtidPosition.parse("0-1-346"))
+    assert not position.covers(MariaDbGtidPosition.parse("2-1-1"))
+    assert position.covers(MariaDbGtidPosition.parse(""))
+
+
+def test_mysql_gtid_sets_join_adjacent_intervals_before_comparing() -> None:
+    have = MySqlGtidSet.parse(f"{UUID}:1-5:6-9:12,\n{UUID.upper()}:10")
+
+    assert have.intervals == {UUID: ((1, 10), (12, 12))}
+    assert have.covers(MySqlGtidSet.parse(f"{UUID}:3-10"))
+    assert not have.covers(MySqlGtidSet.parse(f"{UUID}:10-12"))
+    assert MySqlGtidSet.parse(f"{UUID}:tag1:1-3").intervals == {f"{UUID}:tag1": ((1, 3),)}
+
+
+def test_every_engine_declares_its_position_type() -> None:
+    declared = {
+        name: getattr(importlib.import_module(module), class_name).position_type
+        for name, (module, class_name, _, _) in ENGINE_CLASSES.items()
+    }
+
+    assert declared == {"postgres": Lsn, "mysql": MySqlGtidSet, "mariadb": MariaDbGtidPosition}
