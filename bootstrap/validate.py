@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -49,6 +49,7 @@ from cdc_lake.exceptions import BootstrapError
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.onboard.plan import table_topic
+from cdc_lake.ops.validation import ValidateResult
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 
@@ -75,57 +76,6 @@ class ValidateOptions:
     older_than_seconds: int | None = None
     updated_column: str | None = None
     leaf_rows: int = 10_000
-
-
-@dataclass
-class ValidateResult:
-    """What one table's validation found."""
-
-    table: str
-    source_rows: int = 0
-    lake_rows: int = 0
-    ranges: int = 0
-    differing_ranges: int = 0
-    levels: int = 0
-    compared_rows: int = 0
-    missing: list[dict[str, Any]] = field(default_factory=list)
-    extra: list[dict[str, Any]] = field(default_factory=list)
-    different: list[dict[str, Any]] = field(default_factory=list)
-    missing_count: int = 0
-    extra_count: int = 0
-    different_count: int = 0
-    position: str | None = None
-    caught_up: bool = True
-    seconds: float = 0.0
-
-    @property
-    def matches(self) -> bool:
-        """True when the source and the lake hold the same rows."""
-        return self.missing_count == self.extra_count == self.different_count == 0 and (
-            self.source_rows == self.lake_rows
-        )
-
-    def to_json(self) -> dict[str, object]:
-        """A JSON-ready dict."""
-        return {
-            "table": self.table,
-            "matches": self.matches,
-            "source_rows": self.source_rows,
-            "lake_rows": self.lake_rows,
-            "ranges": self.ranges,
-            "differing_ranges": self.differing_ranges,
-            "levels": self.levels,
-            "compared_rows": self.compared_rows,
-            "missing_count": self.missing_count,
-            "extra_count": self.extra_count,
-            "different_count": self.different_count,
-            "missing": self.missing,
-            "extra": self.extra,
-            "different": self.different,
-            "position": self.position,
-            "caught_up": self.caught_up,
-            "seconds": round(self.seconds, 3),
-        }
 
 
 def _col(name: str) -> Column:

@@ -28,6 +28,7 @@ from cdc_lake.decode.envelope import ChangeEvent, EnvelopeSource, decode_message
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import SchemaLookup, TypedSchemas
 from cdc_lake.kafka.offsets import OffsetRange, read_ranges, topic_watermarks
+from cdc_lake.sources.positions import Lsn
 from cdc_lake.sources.snapshot import SnapshotSource
 
 _LOOK_BACK = (8, 256)
@@ -57,7 +58,7 @@ class NewestEvent:
 def describe_position(source: EnvelopeSource) -> str:
     """An event's source position as people read it: a Postgres LSN, a GTID, or binlog file:pos."""
     if source.lsn is not None:
-        return f"{source.lsn >> 32:X}/{source.lsn & 0xFFFFFFFF:X}"
+        return str(Lsn(source.lsn))
     if source.gtid:
         return source.gtid
     return f"{source.file}:{source.pos}"

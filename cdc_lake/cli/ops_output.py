@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from cdc_lake.cli.output import format_seconds
 from cdc_lake.ops.alerts import RUNBOOKS, Breach
 from cdc_lake.ops.lag import LagReport
-
-if TYPE_CHECKING:
-    from bootstrap.validate import ValidateResult
+from cdc_lake.ops.validation import ValidateResult
 
 Echo = Callable[[str], None]
 

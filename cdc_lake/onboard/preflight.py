@@ -197,8 +197,3 @@ def check_connector_names(
     fresh = [connector for connector in desired if connector not in registered]
     detail = f"{len(registered)} already ours, {len(fresh)} new"
     return CheckResult.ok(name, detail), registered
-
-
-def results_json(results: Sequence[CheckResult]) -> list[dict[str, Any]]:
-    """Every check as JSON."""
-    return [result.to_json() for result in results]

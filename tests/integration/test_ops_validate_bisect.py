@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from bootstrap.validate import ValidateOptions, ValidateResult, compare_rows
+from bootstrap.validate import ValidateOptions, compare_rows
+from cdc_lake.ops.validation import ValidateResult
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 

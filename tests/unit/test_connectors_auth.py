@@ -7,12 +7,11 @@ carrying the right ``Authorization`` header, like Connect's ``BasicAuthSecurityR
 from __future__ import annotations
 
 import base64
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from fixtures.http_server import send_json, serving
 from pydantic import SecretStr
 
 from cdc_lake.config import KafkaConnectSettings
@@ -29,12 +28,7 @@ class _BasicAuthConnect(BaseHTTPRequestHandler):
             body, status = {"error_code": 401, "message": "User cannot access the resource."}, 401
         else:
             body, status = ["pg-connector"], 200
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, body, "application/json")
 
     def log_message(self, format: str, *args: object) -> None:
         return
@@ -42,14 +36,8 @@ class _BasicAuthConnect(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def connect_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _BasicAuthConnect)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_BasicAuthConnect) as url:
+        yield url
 
 
 def test_configured_credentials_are_sent(connect_url: str) -> None:

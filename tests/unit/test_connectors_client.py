@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from fixtures.http_server import send_json, serving
 
 from cdc_lake.connect.client import ConnectorStatus, KafkaConnectClient
 from cdc_lake.exceptions import ConnectError
@@ -110,12 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length)) if length else None
         code, payload = self.fake.answer(self.command, self.path, body)
-        data = b"" if payload is None else json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, code, payload, "application/json")
 
     do_GET = do_PUT = do_POST = do_DELETE = _serve
 
@@ -126,15 +121,9 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def fake() -> Iterator[FakeConnect]:
     state = FakeConnect()
-    handler = type("Handler", (_Handler,), {"fake": state})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with serving(type("Handler", (_Handler,), {"fake": state})) as url:
+        state.url = url
+        yield state
 
 
 @pytest.fixture

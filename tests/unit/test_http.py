@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 import requests
+from fixtures.http_server import send_json, serving
 
 from cdc_lake.http import RetryPolicy, Unavailable, send
 
@@ -31,25 +31,16 @@ def server() -> Iterator[Scripted]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             state.requests += 1
-            status = state.statuses.pop(0) if state.statuses else 200
-            body = b'{"ok": true}'
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_json(
+                self, state.statuses.pop(0) if state.statuses else 200, {"ok": True}, "application/json"
+            )
 
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/x"
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-    thread.start()
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
+    with serving(Handler) as url:
+        state.url = url + "/x"
+        yield state
 
 
 @pytest.mark.parametrize("status", [429, 500, 503])

@@ -22,7 +22,6 @@ CLI_STARTS_BOOTSTRAP = {
     ("cdc_lake/cli/main.py", "bootstrap.rebootstrap"),
     ("cdc_lake/cli/main.py", "bootstrap.run"),
     ("cdc_lake/cli/main.py", "bootstrap.validate"),
-    ("cdc_lake/cli/ops_output.py", "bootstrap.validate"),
 }
 """The command line's imports of the bootstrap stage (issue 9: to be replaced by registration)."""
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 
 import pytest
 
+from bootstrap.watermark import describe_position
+from cdc_lake.decode.envelope import EnvelopeSource
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources import ENGINE_CLASSES
 from cdc_lake.sources.positions import LogPosition, Lsn, MariaDbGtidPosition, MySqlGtidSet
@@ -57,3 +60,11 @@ def test_every_engine_declares_its_position_type() -> None:
     }
 
     assert declared == {"postgres": Lsn, "mysql": MySqlGtidSet, "mariadb": MariaDbGtidPosition}
+
+
+def test_an_event_position_reads_as_the_engine_prints_it() -> None:
+    source = EnvelopeSource(connector="x", name="n", db="d", table="t", ts_ms=0)
+
+    assert describe_position(replace(source, lsn=(0x16 << 32) + 0xB374D848)) == "16/B374D848"
+    assert describe_position(replace(source, gtid="0-1-42", file="b.000001", pos=4)) == "0-1-42"
+    assert describe_position(replace(source, file="b.000001", pos=4)) == "b.000001:4"
