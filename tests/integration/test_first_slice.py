@@ -18,12 +18,14 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from hudi_rs_support import hudi_rs_rows, s3_storage_options
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.changes import OP_COLUMN
 from cdc_lake.apply.checkpoint import OFFSETS_KEY
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.apply.target import ApplyTarget
+from cdc_lake.config import S3Settings
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl, render_connector
 from cdc_lake.connect.streaming import heartbeat_count, wait_streaming
@@ -182,6 +184,21 @@ def _apply(spark: SparkSession, stack: LocalStack, engine: str, base_path: str, 
         registry.close()
 
 
+def _storage_options(stack: LocalStack, base_path: str) -> dict[str, str]:
+    if not base_path.startswith("s3a://"):
+        return {}
+    creds = stack.layout.credentials
+    s3 = S3Settings.model_validate(
+        {
+            "endpoint": stack.object_store.endpoint,
+            "region": "us-east-1",
+            "access_key": creds.s3_access_key,
+            "secret_key": creds.s3_secret_key,
+        }
+    )
+    return s3_storage_options(s3)
+
+
 def _check_slice(spark: SparkSession, stack: LocalStack, engine: str, base_path: str, topic: str) -> None:
     _wait_for_changes(stack, topic)
     result = _apply(spark, stack, engine, base_path, topic)
@@ -198,6 +215,12 @@ def _check_slice(spark: SparkSession, stack: LocalStack, engine: str, base_path:
     assert row["note"] == "keep"
     assert isinstance(row["changed_at"], dt.datetime)
     assert row[OP_COLUMN] == "u"
+
+    # The second reader, hudi-rs, from the same path (on the object store: with its endpoint and keys).
+    second = hudi_rs_rows(base_path, ["id", "amount", "doc", "note"], _storage_options(stack, base_path))
+    assert [(r["id"], r["amount"], json.loads(r["doc"]), r["note"]) for r in second] == [
+        (1, Decimal("11.25"), {"k": 2}, "keep")
+    ]
 
     commit = latest_commit(spark, base_path)
     assert commit is not None and commit.instant == result.commit_instant
