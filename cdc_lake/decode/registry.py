@@ -23,6 +23,11 @@ from cdc_lake.http import RetryPolicy, Unavailable, send
 
 log = logging.getLogger(__name__)
 
+CREDENTIALS_HINT = (
+    "check schema_registry.user and schema_registry.password (or schema_registry.bearer_token) in the config"
+)
+"""What to fix when the registry refuses the decoder's or the preflight's credentials."""
+
 _ACCEPT = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
 
 
@@ -116,6 +121,11 @@ class SchemaRegistry:
             ) from exc
         if response.status_code == 404:
             raise SchemaRegistryError(f"{not_found} at {self.url}")
+        if response.status_code in (401, 403):
+            raise SchemaRegistryError(
+                f"schema registry at {self.url} refused GET {path} with HTTP {response.status_code} "
+                f"({_error_message(response)}): {CREDENTIALS_HINT}"
+            )
         if response.status_code >= 400:
             raise SchemaRegistryError(
                 f"schema registry at {self.url} answered HTTP {response.status_code} for {path}: "
