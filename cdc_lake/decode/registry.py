@@ -9,6 +9,7 @@ cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http`); the password is a
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from typing import Any
@@ -138,6 +139,14 @@ class SchemaRegistry:
         if not isinstance(body, dict):
             raise SchemaRegistryError(f"schema registry at {self.url} returned a non-object for {path}")
         return body
+
+    def identity(self) -> tuple[str, str, str]:
+        """What makes two clients interchangeable: the URL, the user, and a digest of the secrets (so a
+        rotated password or token is a new client; the digest is a cache key, never shown)."""
+        held = (self._password, self._bearer_token)
+        secrets = [secret.get_secret_value() if secret is not None else "" for secret in held]
+        digest = hashlib.sha256("\0".join(secrets).encode()).hexdigest()
+        return self.url, self._username or "", digest
 
     def close(self) -> None:
         """Close the HTTP session."""

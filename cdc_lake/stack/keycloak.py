@@ -4,7 +4,7 @@ Apicurio Registry 2.x has no user store of its own: with ``CLIENT_CREDENTIALS_BA
 it takes an HTTP basic ``user:password``, asks its OIDC server for a token with the client
 credentials grant (client id = user, client secret = password) and admits the request only when a
 token comes back.  This service is that server: Keycloak in development mode on loopback, with an
-in-memory database, so every start is fresh and ``after_healthy`` (re)creates the one realm
+in-memory database, so every start is fresh and ``after_healthy`` creates (or updates) the one realm
 (:data:`REALM`) whose confidential client is the stack's registry user, its secret the stack's
 registry password.  Both passwords come from the environment (:class:`StackCredentials`) and reach
 Keycloak only through its process environment and its admin API, never a file.
@@ -90,32 +90,47 @@ class Keycloak(Service):
         return requests.get(f"{self.base_url}/health/ready", timeout=3).status_code == 200
 
     def after_healthy(self) -> None:
-        """(Re)create the realm, so its registry client's secret is the current registry password."""
+        """Create the realm, or update its clients in place (keeping its signing keys, which the
+        registry caches), so the registry client's secret is the current registry password."""
         headers = {"Authorization": f"Bearer {self._admin_token()}"}
         realm_admin = f"{self.base_url}/admin/realms/{REALM}"
-        existing = requests.get(realm_admin, headers=headers, timeout=10)
-        if existing.status_code == 200:
-            requests.delete(realm_admin, headers=headers, timeout=30).raise_for_status()
+        clients = self._clients()
+        if requests.get(realm_admin, headers=headers, timeout=10).status_code == 404:
+            realm = {"realm": REALM, "enabled": True, "clients": clients}
+            created = requests.post(f"{self.base_url}/admin/realms", json=realm, headers=headers, timeout=60)
+            self._check(created, f"creating realm {REALM!r}")
+            return
+        for client in clients:
+            query = {"clientId": str(client["clientId"])}
+            found = requests.get(f"{realm_admin}/clients", params=query, headers=headers, timeout=10)
+            self._check(found, f"reading client {client['clientId']!r}")
+            existing = found.json()
+            if existing:
+                url = f"{realm_admin}/clients/{existing[0]['id']}"
+                self._check(requests.put(url, json=client, headers=headers, timeout=30), "updating a client")
+            else:
+                url = f"{realm_admin}/clients"
+                self._check(requests.post(url, json=client, headers=headers, timeout=30), "adding a client")
+
+    def _clients(self) -> list[dict[str, object]]:
         creds = self.layout.credentials
-        realm = {
-            "realm": REALM,
-            "enabled": True,
-            "clients": [
-                {"clientId": REGISTRY_API_CLIENT, "enabled": True, "bearerOnly": True},
-                {
-                    "clientId": creds.registry_user,
-                    "enabled": True,
-                    "publicClient": False,
-                    "secret": creds.registry_password,
-                    "serviceAccountsEnabled": True,
-                    "standardFlowEnabled": False,
-                    "directAccessGrantsEnabled": False,
-                },
-            ],
-        }
-        created = requests.post(f"{self.base_url}/admin/realms", json=realm, headers=headers, timeout=60)
-        if created.status_code != 201:
-            raise StackError(f"keycloak: creating realm {REALM!r} answered HTTP {created.status_code}")
+        return [
+            {"clientId": REGISTRY_API_CLIENT, "enabled": True, "bearerOnly": True},
+            {
+                "clientId": creds.registry_user,
+                "enabled": True,
+                "publicClient": False,
+                "secret": creds.registry_password,
+                "serviceAccountsEnabled": True,
+                "standardFlowEnabled": False,
+                "directAccessGrantsEnabled": False,
+            },
+        ]
+
+    @staticmethod
+    def _check(response: requests.Response, what: str) -> None:
+        if response.status_code >= 300:
+            raise StackError(f"keycloak: {what} in realm {REALM!r} answered HTTP {response.status_code}")
 
     def _admin_token(self) -> str:
         response = requests.post(

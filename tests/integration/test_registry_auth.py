@@ -1,12 +1,13 @@
 """The decoder against a real Confluent-API registry with HTTP basic auth switched on.
 
-The stack's ``schema-registry-secure`` is Apicurio requiring basic auth on every call (checked by
+The stack's ``schema-registry-secure`` is Apicurio requiring authentication on every call (checked by
 its Keycloak realm).  Schemas are registered through its Confluent API with the stack's registry
 credentials, Debezium-shaped Avro changes framed with those ids go onto a topic, and
 ``cdc-lake apply --once`` decodes them with ``schema_registry.user``/``password`` (the password from
 the environment) into a lake table read with Spark+Hudi and hudi-rs.  Missing or wrong credentials
 fail the table in one line naming both settings, never show the password, commit nothing and keep
-the offset, and the next run with the right password applies everything.
+the offset, and the next run with the right password applies everything.  A bearer token from the
+registry's OpenID Connect server (``schema_registry.bearer_token``) works the same way.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from apply_support import SyntheticTopic, config_dict, lake_rows, onboard, write_config
 from click.testing import CliRunner
 from hudi_rs_support import hudi_rs_rows
@@ -31,6 +33,7 @@ from cdc_lake.state.store import StateStore
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
 
 PASSWORD_ENV = "CDC_LAKE_REGISTRY_PASSWORD"
+TOKEN_ENV = "CDC_LAKE_REGISTRY_TOKEN"
 
 
 def _topic(stack: LocalStack) -> SyntheticTopic:
@@ -54,12 +57,30 @@ def _topic(stack: LocalStack) -> SyntheticTopic:
     return topic
 
 
-def _config(stack: LocalStack, topic: SyntheticTopic, tmp_path: Path, user: str | None) -> dict[str, Any]:
+def _config(
+    stack: LocalStack, topic: SyntheticTopic, tmp_path: Path, user: str | None, bearer: bool = False
+) -> dict[str, Any]:
     data = config_dict(stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[topic])
     registry: dict[str, Any] = {"url": stack.registry_secure.confluent_url}
     if user is not None:
         registry |= {"user": user, "password": f"${{{PASSWORD_ENV}}}"}
+    if bearer:
+        registry |= {"bearer_token": f"${{{TOKEN_ENV}}}"}
     return {**data, "schema_registry": registry}
+
+
+def _access_token(stack: LocalStack) -> str:
+    """A token for the registry user from the registry's OpenID Connect server (client credentials)."""
+    creds = stack.layout.credentials
+    response = requests.post(
+        f"{stack.keycloak.realm_url}/protocol/openid-connect/token",
+        data={"grant_type": "client_credentials"},
+        auth=(creds.registry_user, creds.registry_password),
+        timeout=30,
+    )
+    response.raise_for_status()
+    token: str = response.json()["access_token"]
+    return token
 
 
 def _apply(config_path: Path) -> tuple[int, str]:
@@ -136,3 +157,27 @@ def test_refused_credentials_fail_in_one_line_lose_nothing_and_recover(
 
     assert code == 0, output
     _assert_applied(spark, config.lake.table_base_path(table))
+
+
+def test_the_decoder_applies_with_a_bearer_token_and_a_stale_one_is_refused(
+    spark: SparkSession, local_stack: LocalStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = _topic(local_stack)
+    monkeypatch.setenv(TOKEN_ENV, "not.a.token")
+    config_path = tmp_path / "cdc-lake.yaml"
+    config = write_config(config_path, _config(local_stack, topic, tmp_path, None, bearer=True))
+    onboard(config)
+    table = f"{topic.prefix}.s.t"
+
+    code, output = _apply(config_path)
+
+    assert code == 1 and "schema_registry.bearer_token" in output and "not.a.token" not in output
+    assert latest_commit(spark, config.lake.table_base_path(table)) is None
+
+    token = _access_token(local_stack)
+    monkeypatch.setenv(TOKEN_ENV, token)
+    code, output = _apply(config_path)
+
+    assert code == 0, output
+    _assert_applied(spark, config.lake.table_base_path(table))
+    assert token not in output

@@ -176,3 +176,14 @@ def test_bearer_token_is_sent_survives_pickling_and_is_never_shown(fake: FakeReg
         with pytest.raises(SchemaRegistryError, match=r"HTTP 401 .*schema_registry.bearer_token") as info:
             wrong.get_schema(1)
         assert "stale-token" not in str(info.value)
+
+
+def test_a_rotated_secret_makes_a_different_client_identity() -> None:
+    url = "http://registry:8081/apis/ccompat/v7"
+    first = SchemaRegistry(url, bearer_token=SecretStr("token-one"))
+    assert first.identity() == SchemaRegistry(url, bearer_token=SecretStr("token-one")).identity()
+    assert first.identity() != SchemaRegistry(url, bearer_token=SecretStr("token-two")).identity()
+    user = SchemaRegistry(url, username="u", password=SecretStr("pw-one"))
+    assert user.identity() != SchemaRegistry(url, username="u", password=SecretStr("pw-two")).identity()
+    parts = (*first.identity(), *user.identity())
+    assert all("token-one" not in part and "pw-one" not in part for part in parts)
