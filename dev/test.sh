@@ -21,5 +21,5 @@ echo "== stack up"; .venv/bin/cdc-lake stack up
 
 echo "== pytest"
 CDC_LAKE_FORBID_SKIPS=1 CDC_LAKE_REQUIRE_RECORDED=1 CDC_LAKE_KEEP_STACK=1 \
-    .venv/bin/pytest tests -p no:cacheprovider -q "$@"
+    .venv/bin/pytest tests -p no:cacheprovider -q --durations=30 "$@"
 echo "test.sh: finished in $(( $(date +%s) - started ))s"
