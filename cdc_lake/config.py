@@ -375,6 +375,10 @@ class StackPorts(_Model):
     connect_secure: int = Field(default=18084, ge=1, le=65535)
     """The secured Connect worker (REST basic auth; its Kafka clients on ``kafka_secure``)."""
     registry: int = Field(default=18081, ge=1, le=65535)
+    registry_secure: int = Field(default=18082, ge=1, le=65535)
+    """The secured registry: Apicurio's Confluent API behind HTTP basic auth (checked by ``keycloak``)."""
+    keycloak: int = Field(default=18180, ge=1, le=65535)
+    """The OpenID Connect server of the secured registry."""
     object_store: int = Field(default=17070, ge=1, le=65535)
     glue: int = Field(default=17080, ge=1, le=65535)
     hive_metastore: int = Field(default=19083, ge=1, le=65535)

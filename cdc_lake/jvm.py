@@ -207,6 +207,10 @@ APICURIO_REGISTRY_APP = MavenArtifact(
 """The schema registry server (a Quarkus app): the Confluent REST API under /apis/ccompat/v7,
 and its own v2 API, which the converter uses."""
 
+KEYCLOAK_VERSION = "24.0.5"  # the last line running on Java 17 (Keycloak 26 needs Java 21)
+KEYCLOAK_DIST = MavenArtifact("org.keycloak", "keycloak-quarkus-dist", KEYCLOAK_VERSION, type="zip")
+"""The OpenID Connect server Apicurio checks HTTP basic credentials against (the secured registry)."""
+
 
 def cache_root() -> Path:
     """Where resolved artifacts live; ``$CDC_LAKE_CACHE`` overrides the default."""

@@ -93,7 +93,7 @@ class DecodeSettings:
     column_types: Mapping[str, str] = field(default_factory=dict)
 
 
-_REGISTRIES: dict[tuple[str, str], SchemaLookup] = {}
+_REGISTRIES: dict[tuple[str, str, str], SchemaLookup] = {}
 _REGISTRIES_LOCK = threading.Lock()
 
 
@@ -101,9 +101,8 @@ def _shared(lookup: SchemaLookup) -> SchemaLookup:
     """One registry client per executor process, so schemas are fetched once, not once per task."""
     if not isinstance(lookup, SchemaRegistry):
         return lookup
-    identity = (lookup.url, repr(lookup))
     with _REGISTRIES_LOCK:
-        return _REGISTRIES.setdefault(identity, lookup)
+        return _REGISTRIES.setdefault(lookup.identity(), lookup)
 
 
 def _schema_id(frame: bytes | None) -> int | None:

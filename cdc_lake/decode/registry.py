@@ -9,6 +9,7 @@ cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http`); the password is a
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from typing import Any
@@ -22,6 +23,11 @@ from cdc_lake.exceptions import ConfigError, SchemaRegistryError
 from cdc_lake.http import RetryPolicy, Unavailable, send
 
 log = logging.getLogger(__name__)
+
+CREDENTIALS_HINT = (
+    "check schema_registry.user and schema_registry.password (or schema_registry.bearer_token) in the config"
+)
+"""What to fix when the registry refuses the decoder's or the preflight's credentials."""
 
 _ACCEPT = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
 
@@ -116,6 +122,11 @@ class SchemaRegistry:
             ) from exc
         if response.status_code == 404:
             raise SchemaRegistryError(f"{not_found} at {self.url}")
+        if response.status_code in (401, 403):
+            raise SchemaRegistryError(
+                f"schema registry at {self.url} refused GET {path} with HTTP {response.status_code} "
+                f"({_error_message(response)}): {CREDENTIALS_HINT}"
+            )
         if response.status_code >= 400:
             raise SchemaRegistryError(
                 f"schema registry at {self.url} answered HTTP {response.status_code} for {path}: "
@@ -128,6 +139,14 @@ class SchemaRegistry:
         if not isinstance(body, dict):
             raise SchemaRegistryError(f"schema registry at {self.url} returned a non-object for {path}")
         return body
+
+    def identity(self) -> tuple[str, str, str]:
+        """What makes two clients interchangeable: the URL, the user, and a digest of the secrets (so a
+        rotated password or token is a new client; the digest is a cache key, never shown)."""
+        held = (self._password, self._bearer_token)
+        secrets = [secret.get_secret_value() if secret is not None else "" for secret in held]
+        digest = hashlib.sha256("\0".join(secrets).encode()).hexdigest()
+        return self.url, self._username or "", digest
 
     def close(self) -> None:
         """Close the HTTP session."""

@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.connect.render import registry_api_url
+from cdc_lake.decode.registry import CREDENTIALS_HINT
 from cdc_lake.exceptions import ConnectError, PreflightError
 from cdc_lake.sources.checks import CheckResult, name_list
 
@@ -110,6 +111,9 @@ def check_registry(config: Config) -> CheckResult:
                 f"{shown_url(url)} unreachable ({type(exc).__name__})",
                 "start the schema registry or fix schema_registry.url in the config",
             )
+        if response.status_code in (401, 403):
+            refused = f"{shown_url(url)} refused the credentials (HTTP {response.status_code})"
+            return CheckResult.fail(name, refused, CREDENTIALS_HINT)
         if response.status_code != 200:
             return CheckResult.fail(
                 name,

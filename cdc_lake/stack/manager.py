@@ -11,11 +11,12 @@ from cdc_lake.config import StackSettings
 from cdc_lake.stack.glue import GlueCatalog
 from cdc_lake.stack.hive import HiveMetastore
 from cdc_lake.stack.kafka import KafkaBroker, KafkaConnect, SecureKafkaConnect
+from cdc_lake.stack.keycloak import Keycloak
 from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
 from cdc_lake.stack.objectstore import ObjectStore
 from cdc_lake.stack.postgres import PostgresPrimary, PostgresReplica
 from cdc_lake.stack.process import wait_until
-from cdc_lake.stack.registry import SchemaRegistry
+from cdc_lake.stack.registry import SchemaRegistry, SecureSchemaRegistry
 from cdc_lake.stack.service import Service, ServiceStatus, StackLayout
 from cdc_lake.stack.spark import SparkMaster, SparkWorker
 
@@ -41,6 +42,8 @@ class LocalStack:
         self.mariadb_replica = MariaDbReplica(self.layout, self.mariadb_primary)
         self.kafka = KafkaBroker(self.layout)
         self.registry = SchemaRegistry(self.layout)
+        self.keycloak = Keycloak(self.layout)
+        self.registry_secure = SecureSchemaRegistry(self.layout, self.keycloak)
         self.connect = KafkaConnect(self.layout, self.kafka)
         self.connect_secure = SecureKafkaConnect(self.layout, self.kafka)
         self.object_store = ObjectStore(self.layout)
@@ -56,6 +59,7 @@ class LocalStack:
                 self.mariadb_primary,
                 self.kafka,
                 self.registry,
+                self.keycloak,
                 self.spark_master,
             ),
             (
@@ -63,6 +67,7 @@ class LocalStack:
                 self.mariadb_replica,
                 self.connect,
                 self.connect_secure,
+                self.registry_secure,
                 self.glue,
                 self.hive_metastore,
                 self.spark_worker,

@@ -34,6 +34,15 @@ class StackCredentials:
         default_factory=lambda: os.environ.get("CDC_LAKE_CONNECT_PASSWORD", "cdc-lake-local-connect")
     )
     """Basic auth of the secured Connect worker's REST API."""
+    registry_user: str = "cdc-lake"
+    registry_password: str = field(
+        default_factory=lambda: os.environ.get("CDC_LAKE_REGISTRY_PASSWORD", "cdc-lake-local-registry")
+    )
+    """Basic auth of the secured schema registry (a client of the Keycloak realm, by its secret)."""
+    keycloak_admin_password: str = field(
+        default_factory=lambda: os.environ.get("CDC_LAKE_KEYCLOAK_ADMIN_PASSWORD", "cdc-lake-local-keycloak")
+    )
+    """Keycloak's bootstrap administrator (user ``admin``), which creates the registry's realm."""
     truststore_password: str = field(
         default_factory=lambda: os.environ.get("CDC_LAKE_TRUSTSTORE_PASSWORD", "cdc-lake-local-truststore")
     )

@@ -625,11 +625,22 @@ class SyntheticTopic:
     """A Kafka topic of Debezium-shaped Postgres change events written by the test itself.
 
     For bad-input tests: good events are Avro-encoded with schemas registered in the stack's registry
-    (Confluent framing), and any raw bytes can be put between them.
+    (Confluent framing), and any raw bytes can be put between them.  ``registry_url`` and ``auth``
+    register them elsewhere (the secured registry, with its basic credentials).
     """
 
-    def __init__(self, stack: LocalStack, prefix: str, schema: str = "s", table: str = "t") -> None:
+    def __init__(
+        self,
+        stack: LocalStack,
+        prefix: str,
+        schema: str = "s",
+        table: str = "t",
+        registry_url: str | None = None,
+        auth: tuple[str, str] | None = None,
+    ) -> None:
         self.stack = stack
+        self.registry_url = registry_url or stack.registry.confluent_url
+        self.auth = auth
         self.prefix, self.schema, self.table = prefix, schema, table
         self.topic = f"{prefix}.{schema}.{table}"
         self.key_schema, self.value_schema = _synthetic_schemas(self.topic)
@@ -640,10 +651,11 @@ class SyntheticTopic:
 
     def _register(self, subject: str, schema: dict[str, Any]) -> int:
         response = requests.post(
-            f"{self.stack.registry.confluent_url}/subjects/{subject}/versions",
+            f"{self.registry_url}/subjects/{subject}/versions",
             json={"schema": json.dumps(schema)},
             headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
             timeout=10,
+            auth=self.auth,
         )
         response.raise_for_status()
         schema_id: int = response.json()["id"]

@@ -30,6 +30,8 @@ SERVICES = {
     "mariadb-replica",
     "kafka",
     "schema-registry",
+    "keycloak",
+    "schema-registry-secure",
     "kafka-connect",
     "kafka-connect-secure",
     "glue-catalog",
@@ -85,6 +87,11 @@ def test_secured_mode_lets_its_user_in_over_verified_tls_only(local_stack: Local
     assert requests.get(url, timeout=10).status_code == 401
     assert requests.get(url, timeout=10, auth=(creds.connect_user, "wrong")).status_code == 401
     assert requests.get(url, timeout=10, auth=(creds.connect_user, creds.connect_password)).status_code == 200
+    subjects = f"{local_stack.registry_secure.confluent_url}/subjects"
+    assert requests.get(subjects, timeout=10).status_code == 401
+    assert requests.get(subjects, timeout=10, auth=(creds.registry_user, "wrong")).status_code == 401
+    admitted = (creds.registry_user, creds.registry_password)
+    assert requests.get(subjects, timeout=10, auth=admitted).status_code == 200
 
 
 def test_registry_keeps_schema_ids_across_a_restart(local_stack: LocalStack) -> None:

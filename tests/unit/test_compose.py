@@ -31,6 +31,8 @@ def test_compose_has_every_stack_service_on_the_same_port(tmp_path: Path) -> Non
         "mariadb-replica": stack.layout.ports.mariadb_replica,
         "kafka": stack.layout.ports.kafka,
         "schema-registry": stack.layout.ports.registry,
+        "keycloak": stack.layout.ports.keycloak,
+        "schema-registry-secure": stack.layout.ports.registry_secure,
         "kafka-connect": stack.layout.ports.connect,
         "kafka-connect-secure": stack.layout.ports.connect_secure,
         "glue-catalog": stack.layout.ports.glue,

@@ -101,9 +101,11 @@ def test_basic_auth_is_sent_and_never_shown(fake: FakeRegistry) -> None:
             assert registry.get_schema(1).schema_id == 1
             assert "s3cr3t" not in repr(registry) and "reader" in repr(registry)
         with client(fake.url, "reader", "wrong-pw") as registry:
-            with pytest.raises(SchemaRegistryError, match=r"answered HTTP 401 .*Unauthorized") as info:
+            refused = r"refused GET /schemas/ids/1 with HTTP 401 .*Unauthorized.*schema_registry.user and"
+            with pytest.raises(SchemaRegistryError, match=refused) as info:
                 registry.get_schema(1)
-            assert "wrong-pw" not in str(info.value)
+            assert "wrong-pw" not in str(info.value) and "\n" not in str(info.value)
+            assert len(fake.requests) == 2  # refused credentials are not retried
 
 
 def test_other_client_errors_are_not_retried(fake: FakeRegistry) -> None:
@@ -171,6 +173,17 @@ def test_bearer_token_is_sent_survives_pickling_and_is_never_shown(fake: FakeReg
         assert shipped.get_schema(2).schema_id == 2
         assert "t0ken" not in repr(registry)
         wrong = SchemaRegistry(fake.url, bearer_token=SecretStr("stale-token"), attempts=1)
-        with pytest.raises(SchemaRegistryError, match="answered HTTP 401") as info:
+        with pytest.raises(SchemaRegistryError, match=r"HTTP 401 .*schema_registry.bearer_token") as info:
             wrong.get_schema(1)
         assert "stale-token" not in str(info.value)
+
+
+def test_a_rotated_secret_makes_a_different_client_identity() -> None:
+    url = "http://registry:8081/apis/ccompat/v7"
+    first = SchemaRegistry(url, bearer_token=SecretStr("token-one"))
+    assert first.identity() == SchemaRegistry(url, bearer_token=SecretStr("token-one")).identity()
+    assert first.identity() != SchemaRegistry(url, bearer_token=SecretStr("token-two")).identity()
+    user = SchemaRegistry(url, username="u", password=SecretStr("pw-one"))
+    assert user.identity() != SchemaRegistry(url, username="u", password=SecretStr("pw-two")).identity()
+    parts = (*first.identity(), *user.identity())
+    assert all("token-one" not in part and "pw-one" not in part for part in parts)
