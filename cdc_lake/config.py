@@ -34,8 +34,8 @@ from sqlalchemy.exc import ArgumentError
 from cdc_lake.engines import EngineName
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
 from cdc_lake.hudi.options import passthrough_option_problem
+from cdc_lake.redaction import is_secret_key
 from cdc_lake.representation import parse_column_type
-from cdc_lake.secrets import is_secret_key
 
 DEFAULT_CONFIG_NAME = "cdc-lake.yaml"
 DEFAULT_STATE_DIR = ".cdc-lake"

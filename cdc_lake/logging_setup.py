@@ -2,7 +2,7 @@
 
 ``configure_logging`` installs one stderr handler on the root logger with a
 :class:`SecretRedactingFilter`: the secret values registered with
-:func:`cdc_lake.secrets.register_secrets` (the config's, when it is loaded)
+:func:`cdc_lake.redaction.register_secrets` (the config's, when it is loaded)
 never reach a log line (message, arguments or traceback).  ``table_logger``
 prefixes a logger's messages with the table they concern.
 """
@@ -14,7 +14,7 @@ import sys
 from collections.abc import MutableMapping
 from typing import Any, TextIO
 
-from cdc_lake.secrets import redact
+from cdc_lake.redaction import redact
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 

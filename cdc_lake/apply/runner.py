@@ -31,7 +31,7 @@ from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
 from cdc_lake.ops import metrics
-from cdc_lake.secrets import redact
+from cdc_lake.redaction import redact
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 from cdc_lake.state.lifecycle import APPLIABLE_STATES, TableState
 from cdc_lake.state.locks import LockPurpose, table_lock

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from cdc_lake.config import Config, resolve_config
-from cdc_lake.secrets import register_secrets
+from cdc_lake.redaction import register_secrets
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from cdc_lake.exceptions import CdcLakeError
-from cdc_lake.secrets import redact
+from cdc_lake.redaction import redact
 
 
 class CdcLakeGroup(click.Group):

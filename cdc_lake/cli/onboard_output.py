@@ -12,7 +12,7 @@ from rich.text import Text
 
 from cdc_lake.onboard.offboard import OffboardReport
 from cdc_lake.onboard.run import OnboardPlan, OnboardReport
-from cdc_lake.secrets import mask_mapping
+from cdc_lake.redaction import mask_mapping
 from cdc_lake.sources.checks import CheckResult, Outcome
 
 _OUTCOME_STYLE = {Outcome.PASS: "green", Outcome.WARN: "yellow", Outcome.FAIL: "bold red"}

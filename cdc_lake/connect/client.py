@@ -1,9 +1,9 @@
 """A typed client for the Kafka Connect REST API.
 
-Transient failures are retried under cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http`: no
+Transient failures are retried under cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http_retry`: no
 answer, HTTP 429 and 5xx), plus 409, which Connect answers while its worker group rebalances.
 Every failure surfaces as a one-line :class:`ConnectError` naming the Connect URL and the connector;
-messages never carry a secret config value (see :mod:`cdc_lake.secrets`).
+messages never carry a secret config value (see :mod:`cdc_lake.redaction`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import requests
 
 from cdc_lake.config import KafkaConnectSettings
 from cdc_lake.exceptions import ConnectError
-from cdc_lake.http import RetryPolicy, Unavailable, send
-from cdc_lake.secrets import redact, secret_values
+from cdc_lake.http_retry import RetryPolicy, Unavailable, send
+from cdc_lake.redaction import redact, secret_values
 
 RUNNING = "RUNNING"
 FAILED = "FAILED"

@@ -3,7 +3,7 @@
 Only the two reads the decoder needs: ``GET /schemas/ids/{id}`` and
 ``GET /subjects/{subject}/versions/latest``.  Schema ids are immutable, so parsed schemas are cached
 by id for the life of the client.  Connection errors, timeouts, HTTP 429 and 5xx are retried under
-cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http`); the password is a
+cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http_retry`); the password is a
 :class:`~pydantic.SecretStr` and never appears in a message, a log line or ``repr``.
 """
 
@@ -20,7 +20,7 @@ from pydantic import SecretStr
 
 from cdc_lake.decode.schema import RegisteredSchema
 from cdc_lake.exceptions import ConfigError, SchemaRegistryError
-from cdc_lake.http import RetryPolicy, Unavailable, send
+from cdc_lake.http_retry import RetryPolicy, Unavailable, send
 
 log = logging.getLogger(__name__)
 

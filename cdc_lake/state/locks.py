@@ -28,7 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from cdc_lake.exceptions import StateStoreError
-from cdc_lake.secrets import private_directory
+from cdc_lake.redaction import private_directory
 
 
 class LockPurpose(enum.StrEnum):

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from cdc_lake.exceptions import StateStoreError, UnknownTableError
-from cdc_lake.secrets import private_directory, redact
+from cdc_lake.redaction import private_directory, redact
 from cdc_lake.state.lifecycle import TableState, check_transition
 from cdc_lake.state.migrate import upgrade_to_head
 from cdc_lake.state.models import (

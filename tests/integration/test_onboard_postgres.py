@@ -37,7 +37,7 @@ from psycopg import sql
 from cdc_lake.config import Connection, Source
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.onboard.plan import tier0_pg_name
-from cdc_lake.secrets import MASK
+from cdc_lake.redaction import MASK
 from cdc_lake.sources import engine_for
 from cdc_lake.stack.manager import LocalStack
 

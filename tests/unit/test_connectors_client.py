@@ -15,7 +15,7 @@ from fixtures.http_server import send_json, serving
 
 from cdc_lake.connect.client import ConnectorStatus, KafkaConnectClient
 from cdc_lake.exceptions import ConnectError
-from cdc_lake.secrets import MASK
+from cdc_lake.redaction import MASK
 
 TRACE = "\n".join(
     [

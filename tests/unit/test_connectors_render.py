@@ -20,7 +20,7 @@ from cdc_lake.connect.render import (
 )
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.secrets import MASK, mask_mapping
+from cdc_lake.redaction import MASK, mask_mapping
 
 REGISTRY = "http://127.0.0.1:18081"
 

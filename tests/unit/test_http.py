@@ -10,7 +10,7 @@ import pytest
 import requests
 from fixtures.http_server import send_json, serving
 
-from cdc_lake.http import RetryPolicy, Unavailable, send
+from cdc_lake.http_retry import RetryPolicy, Unavailable, send
 
 QUICK = RetryPolicy(attempts=3, backoff_seconds=0.001, max_backoff_seconds=0.002)
 

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -138,3 +139,11 @@ def test_the_cycles_fixed_by_issue_9_stay_fixed() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_top_level_module_of_cdc_lake_shadows_the_standard_library() -> None:
+    """spark-submit runs ``cdc_lake/__main__.py`` as a script, which puts ``cdc_lake/`` first on
+    ``sys.path``: a ``cdc_lake/http.py`` there hid the standard ``http`` package from every import."""
+    package = Path(__file__).resolve().parents[2] / "cdc_lake"
+    names = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if p.is_dir()}
+    assert not names & set(sys.stdlib_module_names), sorted(names & set(sys.stdlib_module_names))

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from cdc_lake import secrets
+from cdc_lake import redaction as secrets
 from cdc_lake.logging_setup import configure_logging, table_logger
-from cdc_lake.secrets import redact, register_secrets
+from cdc_lake.redaction import redact, register_secrets
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake import secrets
-from cdc_lake.secrets import MASK, mask_mapping, private_directory, redact, register_secrets, secret_values
+from cdc_lake import redaction as secrets
+from cdc_lake.redaction import MASK, mask_mapping, private_directory, redact, register_secrets, secret_values
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
 
-from cdc_lake import secrets
+from cdc_lake import redaction as secrets
 from cdc_lake.exceptions import StateStoreError, UnknownTableError
 from cdc_lake.state import BootstrapPartition, RunOutcome, StateStore, TableState
 from cdc_lake.state.migrate import current_revision, head_revision
