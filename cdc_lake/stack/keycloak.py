@@ -8,6 +8,11 @@ in-memory database, so every start is fresh and ``after_healthy`` creates (or up
 (:data:`REALM`) whose confidential client is the stack's registry user, its secret the stack's
 registry password.  Both passwords come from the environment (:class:`StackCredentials`) and reach
 Keycloak only through its process environment and its admin API, never a file.
+
+The in-memory H2 database is opened with ``DB_CLOSE_DELAY=-1``: without it H2 drops the database
+when its last connection closes, which Keycloak's pool does once its connections have idled (about
+15 minutes after start), and from then on every admin call answers HTTP 500 and every token request
+is refused ("Table CLIENT not found (this database is empty)").
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ class Keycloak(Service):
                 str(home / "bin" / "kc.sh"),
                 "start-dev",
                 "--db=dev-mem",
+                "--db-url-properties=;DB_CLOSE_DELAY=-1",
                 "--cache=local",
                 "--health-enabled=true",
                 f"--http-host={HOST}",

@@ -129,3 +129,35 @@ def test_kafka_storage_formats_with_a_cluster_id_starting_with_a_dash(tmp_path: 
 
     meta = (tmp_path / "kafka" / "data" / "meta.properties").read_text(encoding="utf-8")
     assert f"cluster.id={cluster_id}" in meta
+
+
+def test_keycloak_keeps_its_realm_after_its_pool_closes_every_connection(
+    local_stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """H2 drops an in-memory database when its last connection closes; Keycloak's pool closes idle
+    connections after minutes, so a stack up for a quarter of an hour answered HTTP 500 to every admin
+    call and refused every registry login.  Here the pool retires connections after 3 s."""
+    keycloak, registry = local_stack.keycloak, local_stack.registry_secure
+    log_before = keycloak.process.log_file.stat().st_size
+    try:
+        registry.stop()
+        keycloak.stop()
+        with monkeypatch.context() as env:
+            env.setenv("QUARKUS_DATASOURCE_JDBC_MIN_SIZE", "0")
+            env.setenv("QUARKUS_DATASOURCE_JDBC_MAX_LIFETIME", "3S")
+            env.setenv("QUARKUS_DATASOURCE_JDBC_IDLE_REMOVAL_INTERVAL", "2S")
+            keycloak.start()
+        local_stack.up()
+        time.sleep(15)  # every pooled connection has been closed at least once by now
+
+        local_stack.up()  # reads the realm's clients through the admin API
+
+        subjects = f"{registry.confluent_url}/subjects"
+        assert requests.get(subjects, timeout=10, auth=registry.auth()).status_code == 200
+        with keycloak.process.log_file.open("rb") as log:
+            log.seek(log_before)
+            assert b"this database is empty" not in log.read()
+    finally:
+        registry.stop()
+        keycloak.stop()
+        local_stack.up()
