@@ -199,17 +199,17 @@ def mariadb_db(stack: LocalStack) -> Iterator[SourceDb]:
 
 
 def _delete_connectors(stack: LocalStack, source: str) -> None:
-    """Delete ``source``'s connectors from both workers (the secured one with its credentials)."""
-    import requests
-
+    """Delete ``source``'s connectors from both workers (the secured one with its credentials), with
+    the product's retries: a worker busy rebalancing can take longer than one request's timeout."""
     creds = stack.layout.credentials
     for url, auth in (
         (stack.connect.url, None),
         (stack.connect_secure.url, (creds.connect_user, creds.connect_password)),
     ):
-        for name in requests.get(f"{url}/connectors", timeout=10, auth=auth).json():
+        client = KafkaConnectClient(url, timeout=60, auth=auth)
+        for name in client.list_connectors():
             if name == f"cdc-lake.{source}" or name.startswith(f"cdc-lake.{source}."):
-                requests.delete(f"{url}/connectors/{name}", timeout=30, auth=auth)
+                client.delete(name)
 
 
 def write_config(
