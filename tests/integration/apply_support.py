@@ -28,7 +28,7 @@ import requests
 import yaml
 from confluent_kafka import Producer
 from fastavro import parse_schema, schemaless_writer
-from hudi_rs_support import hudi_rs_rows
+from hudi_rs_support import hudi_rs_sorted_rows
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
     BinaryType,
@@ -349,13 +349,12 @@ def _assert_hudi_rs_agrees(
     """hudi-rs reads the keys Spark read, and the same values in the columns of plain types.
 
     Temporal and float columns are left to Spark's comparison (the readers hand them over in different
-    Python representations); a table with a ``timestamp_ntz`` column is read by Spark only, since
-    hudi-rs 0.5 cannot read it at all (docs/type-mapping.md).
+    Python representations).
     """
-    if any(isinstance(t, TimestampNTZType) for t in types.values()):
-        return
     columns = [c for c, t in types.items() if isinstance(t, _PLAIN_TYPES)]
-    second = sorted(hudi_rs_rows(base_path, columns), key=lambda r: tuple(r[k] for k in key))
+    second = hudi_rs_sorted_rows(base_path, columns, types, key)
+    if second is None:
+        return
     assert [tuple(r[k] for k in key) for r in second] == [tuple(r[k] for k in key) for r in rows], (
         f"{base_path}: hudi-rs reads other keys than Spark"
     )

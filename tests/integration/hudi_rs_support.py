@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hudi import HudiTableBuilder
+from pyspark.sql.types import DataType, TimestampNTZType
 
 from cdc_lake.config import S3Settings
 
@@ -32,6 +33,24 @@ def hudi_rs_rows(
             if not row.get(DELETED):
                 rows.append({name: row[name] for name in columns})
     return rows
+
+
+def hudi_rs_sorted_rows(
+    base_path: str,
+    columns: Sequence[str],
+    types: Mapping[str, DataType],
+    key: Sequence[str],
+    storage_options: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]] | None:
+    """:func:`hudi_rs_rows` sorted by ``key``, or None for a table hudi-rs cannot read.
+
+    hudi-rs 0.5 cannot read a table with a ``timestamp_ntz`` column at all (it panics: see
+    docs/type-mapping.md); ``types`` are the table's Spark types, so such a table is read by Spark only.
+    """
+    if any(isinstance(t, TimestampNTZType) for t in types.values()):
+        return None
+    rows = hudi_rs_rows(base_path, columns, storage_options)
+    return sorted(rows, key=lambda r: tuple(r[k] for k in key))
 
 
 def s3_storage_options(s3: S3Settings | None) -> dict[str, str]:

@@ -21,7 +21,6 @@ import pytest
 from bootstrap_support import (
     SourceDb,
     apply_until_live,
-    assert_hudi_rs_equals_source,
     assert_lake_equals_source,
     cli_run,
     load,
@@ -110,4 +109,3 @@ def test_onboard_bootstrap_apply_lag_over_sasl_ssl_end_equal(
     assert lag.exit_code in (0, 4), lag.stderr
     assert table in lag.stdout
     assert assert_lake_equals_source(spark, config, db, "items") == 55
-    assert_hudi_rs_equals_source(config, db, "items", ("id", "val", "n"))

@@ -187,7 +187,6 @@ def test_a_bad_message_of_a_changing_source_table_is_quarantined_and_the_table_k
 
     sources.apply_until_live(spark, config, table)
     assert sources.assert_lake_equals_source(spark, config, db, "orders") >= ROWS // 2
-    sources.assert_hudi_rs_equals_source(config, db, "orders", ["id", "val"])
     with StateStore.open(config.state_store.url) as store:
         info = store.require_table(table)
         assert info.state is TableState.LIVE and f"offset {offset}" in (info.possibly_diverged or "")

@@ -29,7 +29,6 @@ import yaml
 from bootstrap_support import (
     SourceDb,
     apply_until_live,
-    assert_hudi_rs_equals_source,
     assert_lake_equals_source,
     cli_run,
     load,
@@ -170,7 +169,6 @@ def test_onboard_bootstrap_apply_end_equal_in_secured_mode(
     apply_until_live(spark, config, table)
     assert state_of(config, table) is TableState.LIVE
     assert assert_lake_equals_source(spark, config, db, "items") == 55
-    assert_hudi_rs_equals_source(config, db, "items", ("id", "val", "n"))
 
 
 @pytest.mark.parametrize(

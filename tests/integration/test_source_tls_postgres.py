@@ -23,7 +23,6 @@ import yaml
 from bootstrap_support import (
     SourceDb,
     apply_until_live,
-    assert_hudi_rs_equals_source,
     assert_lake_equals_source,
     cli_run,
     load,
@@ -145,4 +144,3 @@ def test_verify_full_onboard_bootstrap_apply_end_equal_over_tls(
 
     assert state_of(config, table) is TableState.LIVE
     assert assert_lake_equals_source(spark, config, db, "items", key=("id",)) == 45
-    assert_hudi_rs_equals_source(config, db, "items", ("id", "val", "n"))

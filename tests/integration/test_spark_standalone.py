@@ -40,7 +40,6 @@ import pytest
 import yaml
 from bootstrap_support import (
     SourceDb,
-    assert_hudi_rs_equals_source,
     assert_lake_equals_source,
     cli_run,
     load,
@@ -276,8 +275,6 @@ def test_bootstrap_and_apply_run_on_a_standalone_cluster(
     assert _codecs(notes) == {"GZIP"}, "lake.hudi_options did not reach the files"
     assert assert_lake_equals_source(spark, config, db, "items") == 309
     assert assert_lake_equals_source(spark, config, db, "notes") == 19
-    assert_hudi_rs_equals_source(config, db, "items", ("id", "val", "n"))
-    assert_hudi_rs_equals_source(config, db, "notes", ("id", "body"))
 
 
 def test_bad_cluster_settings_fail_in_one_line_naming_them(
