@@ -43,11 +43,11 @@ from pyspark.sql.types import IntegralType
 from bootstrap.keys import record_key, selected_columns
 from bootstrap.lake_types import column_reads, to_lake_types
 from bootstrap.run import _snapshot_engine
-from cdc_lake.apply.changes import DELETED_COLUMN, SOFT_DELETED_COLUMN
 from cdc_lake.config import Config
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
+from cdc_lake.lake.columns import DELETED_COLUMN, SOFT_DELETED_COLUMN
 from cdc_lake.onboard.plan import table_topic
 from cdc_lake.ops.validation import ValidateResult
 from cdc_lake.state.lifecycle import TableState
