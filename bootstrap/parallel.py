@@ -32,7 +32,6 @@ from bootstrap.run import (
     BootstrapRequest,
     TableBootstrap,
     TableResult,
-    _snapshot_engine,
     select_tables,
 )
 from bootstrap.watermark import take_watermarks
@@ -40,6 +39,7 @@ from cdc_lake.config import Config
 from cdc_lake.decode.registry import SchemaRegistry, registry_client
 from cdc_lake.exceptions import BootstrapBusyError
 from cdc_lake.lake.applier import ApplierFactory
+from cdc_lake.sources import engine_for
 from cdc_lake.spark import get_spark
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
@@ -99,7 +99,7 @@ def _shared_start(
             ):
                 fresh.append((runner, info.state))
         if fresh:
-            engine = _snapshot_engine(source)
+            engine = engine_for(source)
             spark = get_spark(config.spark, config.lake)
             for runner, state in fresh:
                 runner.role()  # a source without a replica fails here, before any state changes
@@ -129,7 +129,7 @@ def _wait_replica_once(config: Config, store: StateStore, runners: Sequence[Tabl
             waiting.setdefault(watermark.source_position or "", []).append(runner)
     if not waiting:
         return
-    engine = _snapshot_engine(runners[0].source)
+    engine = engine_for(runners[0].source)
     settings = config.bootstrap
     replica_wait = ReplicaWait(settings.replica_delay_seconds, settings.replica_wait_timeout_seconds)
     for tables in waiting.values():

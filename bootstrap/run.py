@@ -20,7 +20,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
 
 from pyspark.sql import SparkSession
 
@@ -143,25 +142,6 @@ def bootstrap_tables(
         return results
 
 
-if TYPE_CHECKING:
-    from cdc_lake.sources.mysql import MySqlEngine
-    from cdc_lake.sources.postgres import PostgresEngine
-
-    # mypy proves here that the engines implement SnapshotSource (the cast below cannot).
-    def _postgres_reads(engine: PostgresEngine) -> SnapshotSource:
-        return engine
-
-    def _mysql_reads(engine: MySqlEngine) -> SnapshotSource:
-        return engine
-
-
-def _snapshot_engine(source: Source) -> SnapshotSource:
-    engine = engine_for(source)
-    if not hasattr(engine, "table_shape"):
-        raise BootstrapError(f"source {source.name}: the {source.engine} engine cannot bootstrap tables")
-    return cast(SnapshotSource, engine)
-
-
 class TableBootstrap:
     """One table's bootstrap, from whatever step the state store says it reached."""
 
@@ -239,7 +219,7 @@ class TableBootstrap:
         )
 
     def _bootstrap(self, state: TableState) -> str:
-        engine = _snapshot_engine(self.source)
+        engine = engine_for(self.source)
         role = self.role()
         if role == "replica":
             _LOG.info("%s: %s", self.name, engine.check_replica())
