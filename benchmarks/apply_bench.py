@@ -554,13 +554,23 @@ def readers(spark: SparkSession, stack: LocalStack, topic: str, registry_url: st
     return figures
 
 
-def _completions(base_path: Path) -> dict[str, dt.datetime]:
-    """Commit instant -> completion time, from the local timeline's file names (UTC)."""
-    found = {}
-    for path in (base_path / ".hoodie" / "timeline").glob("*_*.*commit"):
+def _completions(spark: SparkSession, base_path: Path) -> dict[str, dt.datetime]:
+    """Commit instant -> completion time (UTC): the active timeline's file names, and the archived
+    timeline (``timeline/history``, Parquet), where Hudi archives older commits."""
+    timeline = base_path / ".hoodie" / "timeline"
+    stamps = {}
+    for path in timeline.glob("*_*.*commit"):
         instant, completion = path.name.split(".")[0].split("_")
-        found[instant] = dt.datetime.strptime(completion, "%Y%m%d%H%M%S%f").replace(tzinfo=dt.UTC)
-    return found
+        stamps[instant] = completion
+    history = sorted(str(path) for path in (timeline / "history").glob("*.parquet"))
+    if history:
+        archived = spark.read.parquet(*history).where(F.col("action").endswith("commit"))
+        for row in archived.select("instantTime", "completionTime").collect():
+            stamps.setdefault(row["instantTime"], row["completionTime"])
+    return {
+        instant: dt.datetime.strptime(completion, "%Y%m%d%H%M%S%f").replace(tzinfo=dt.UTC)
+        for instant, completion in stamps.items()
+    }
 
 
 def _pgbench(stack: LocalStack, schema: str, table: str, rate: int, seconds: int) -> None:
@@ -631,13 +641,19 @@ def freshness(
                 time.sleep(0.5)
             service.stop()
             thread.join()
-        completions = _completions(base_path)
-        rows = (
-            read_table(spark, str(base_path), meta_columns=True)
-            .where("id > 0")
-            .select("_hoodie_commit_time", F.unix_millis(F.col(SOURCE_TS_COLUMN)).alias("source_ms"))
-            .collect()
-        )
+    return freshness_figures(spark, base_path, rate, seconds)
+
+
+def freshness_figures(spark: SparkSession, base_path: Path, rate: int, seconds: int) -> dict[str, Any]:
+    """Per event of the freshness table at ``base_path`` (rows with id > 0): completion time of the commit
+    that made it visible minus its source commit time; percentiles, and per 10 s with a rate."""
+    completions = _completions(spark, base_path)
+    rows = (
+        read_table(spark, str(base_path), meta_columns=True)
+        .where("id > 0")
+        .select("_hoodie_commit_time", F.unix_millis(F.col(SOURCE_TS_COLUMN)).alias("source_ms"))
+        .collect()
+    )
     visible_ms = {instant: at.timestamp() * 1000 for instant, at in completions.items()}
     timeline = sorted(
         (r["source_ms"] / 1000, (visible_ms[r["_hoodie_commit_time"]] - r["source_ms"]) / 1000) for r in rows
@@ -751,6 +767,9 @@ def main() -> None:
     parser.add_argument("--freshness-seconds", type=int, default=60)
     parser.add_argument("--tables", type=int, default=4, help="tables of the concurrency part")
     parser.add_argument("--freshness-rate", type=int, default=1, help="inserts/s of the freshness part")
+    parser.add_argument(
+        "--freshness-table", type=Path, help="figures of a table an earlier freshness run wrote, no new run"
+    )
     parser.add_argument("--growth-sizes", default="1000000,2500000,5000000", help="table rows, comma list")
     parser.add_argument("--growth-table-type", default="MERGE_ON_READ")
     parser.add_argument(
@@ -802,7 +821,12 @@ def main() -> None:
         if args.plots:
             plot_growth(results["growth"], args.plots / "index-growth.png")
     if "freshness" in parts:
-        results["freshness"] = freshness(spark, stack, work, args.freshness_seconds, args.freshness_rate)
+        if args.freshness_table:
+            results["freshness"] = freshness_figures(
+                spark, args.freshness_table, args.freshness_rate, args.freshness_seconds
+            )
+        else:
+            results["freshness"] = freshness(spark, stack, work, args.freshness_seconds, args.freshness_rate)
         print(json.dumps({k: v for k, v in results["freshness"].items() if k != "timeline"}), flush=True)
         if args.plots and args.freshness_rate > 1:
             plot_freshness(results["freshness"], args.plots / "freshness-tier0.png")
