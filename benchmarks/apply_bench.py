@@ -68,20 +68,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_lake.apply import table_applier
-from cdc_lake.apply.changes import (
-    APPLIED_AT_COLUMN,
-    DELETED_COLUMN,
-    OP_COLUMN,
-    ORDERING_COLUMN,
-    SOFT_DELETED_COLUMN,
-    SOURCE_TS_COLUMN,
-)
-from cdc_lake.apply.checkpoint import Checkpoint, Origin
 from cdc_lake.apply.decoding import BatchSummary, DecodeSettings, decode_messages, summarize
 from cdc_lake.apply.runner import ApplyRunner, applier_options, apply_once
 from cdc_lake.apply.service import ApplyService
 from cdc_lake.apply.table_applier import use_driver_python
-from cdc_lake.apply.target import ApplyTarget, select_targets
 from cdc_lake.config import Config
 from cdc_lake.decode.framing import encode_frame
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
@@ -90,6 +80,16 @@ from cdc_lake.hudi.options import HudiTableSpec, IndexType, TableType, WriteOper
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.kafka.offsets import OffsetRange, end_offsets
 from cdc_lake.kafka.reader import KafkaReader, read_ranges_in_spark, split_ranges
+from cdc_lake.lake.checkpoint import Checkpoint, Origin
+from cdc_lake.lake.columns import (
+    APPLIED_AT_COLUMN,
+    DELETED_COLUMN,
+    OP_COLUMN,
+    ORDERING_COLUMN,
+    SOFT_DELETED_COLUMN,
+    SOURCE_TS_COLUMN,
+)
+from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.spark import get_spark
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
@@ -266,7 +266,7 @@ def produce_events(stack: LocalStack, topic: str, rows: int, events: int, seed: 
     return counts
 
 
-def bootstrap_table(spark: SparkSession, target: ApplyTarget | HudiTableSpec, rows: int) -> float:
+def bootstrap_table(spark: SparkSession, target: TableTarget | HudiTableSpec, rows: int) -> float:
     """Bulk-insert the table's ``rows`` snapshot rows as a bootstrap would; returns seconds."""
     ids = spark.range(rows)
     frame = ids.select(

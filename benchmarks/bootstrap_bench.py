@@ -43,13 +43,13 @@ from bootstrap.read import SnapshotQuery, snapshot_rows
 from bootstrap.run import BootstrapRequest, bootstrap_tables
 from bootstrap.write import write_group
 from cdc_lake.apply.runner import ApplyRunner
-from cdc_lake.apply.target import target_for
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.connect.render import ConnectorParams, render_connector
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
+from cdc_lake.lake.target import target_for
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.spark import get_spark
@@ -251,7 +251,9 @@ def partitioned_bootstrap(bench: Bench) -> Figure:
     get_spark(config.spark, config.lake)  # the JVM starts before the clock, as for (b)
     _log("(a) cdc-lake bootstrap")
     began = time.monotonic()
-    [result] = bootstrap_tables(config, BootstrapRequest(tables=(qualified,)), LineView(_log))
+    [result] = bootstrap_tables(
+        config, BootstrapRequest(tables=(qualified,)), LineView(_log), ApplyRunner.for_config
+    )
     seconds = time.monotonic() - began
     rows = _lake_rows(config, qualified)
     with StateStore.open(config.state_store.url) as store:

@@ -49,10 +49,10 @@ from bootstrap.progress import COMMIT_RUN, RUN
 from cdc_lake.apply.commands import service_for
 from cdc_lake.apply.runner import TableOutcome
 from cdc_lake.apply.table_applier import use_driver_python
-from cdc_lake.apply.target import select_targets
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
 from cdc_lake.kafka.offsets import topic_watermarks
+from cdc_lake.lake.target import select_targets
 from cdc_lake.spark import get_spark
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore

@@ -32,11 +32,11 @@ from pyspark.sql import functions as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bootstrap_bench import bench_database
 
-from cdc_lake.apply.target import target_for
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
 from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.target import target_for
 from cdc_lake.spark import get_spark
 from cdc_lake.stack.manager import LocalStack
 

@@ -27,8 +27,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from cdc_lake.apply.lake_schema import lake_type
 from cdc_lake.exceptions import BootstrapError
+from cdc_lake.lake.schema import lake_type
 from cdc_lake.sources.column_types import (
     ColumnRead,
     Conversion,

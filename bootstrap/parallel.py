@@ -32,14 +32,14 @@ from bootstrap.run import (
     BootstrapRequest,
     TableBootstrap,
     TableResult,
-    _snapshot_engine,
     select_tables,
 )
 from bootstrap.watermark import take_watermarks
-from cdc_lake.apply.runner import registry_client
 from cdc_lake.config import Config
-from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.decode.registry import SchemaRegistry, registry_client
 from cdc_lake.exceptions import BootstrapBusyError
+from cdc_lake.lake.applier import ApplierFactory
+from cdc_lake.sources import engine_for
 from cdc_lake.spark import get_spark
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
@@ -52,14 +52,15 @@ SHARED_START_CHUNK = 32
 
 
 def bootstrap_concurrently(
-    config: Config, request: BootstrapRequest, view: ProgressView, parallel: int
+    config: Config, request: BootstrapRequest, view: ProgressView, parallel: int, applier: ApplierFactory
 ) -> list[TableResult]:
-    """Bootstrap the selected tables ``parallel`` at a time, after a shared start per source."""
+    """Bootstrap the selected tables ``parallel`` at a time, after a shared start per source (``applier``
+    catches each up after its hand-off when the request asks to apply)."""
     with StateStore.open(config.state_store.url) as store:
         chosen = select_tables(config, store, request)
         registry = registry_client(config)
         runners = [
-            TableBootstrap(config, source, table, store, registry, view, request.apply)
+            TableBootstrap(config, source, table, store, registry, view, request.apply, applier)
             for source, table in chosen
         ]
         by_source: dict[str, list[TableBootstrap]] = {}
@@ -98,7 +99,7 @@ def _shared_start(
             ):
                 fresh.append((runner, info.state))
         if fresh:
-            engine = _snapshot_engine(source)
+            engine = engine_for(source)
             spark = get_spark(config.spark, config.lake)
             for runner, state in fresh:
                 runner.role()  # a source without a replica fails here, before any state changes
@@ -128,7 +129,7 @@ def _wait_replica_once(config: Config, store: StateStore, runners: Sequence[Tabl
             waiting.setdefault(watermark.source_position or "", []).append(runner)
     if not waiting:
         return
-    engine = _snapshot_engine(runners[0].source)
+    engine = engine_for(runners[0].source)
     settings = config.bootstrap
     replica_wait = ReplicaWait(settings.replica_delay_seconds, settings.replica_wait_timeout_seconds)
     for tables in waiting.values():

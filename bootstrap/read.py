@@ -22,7 +22,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bootstrap.lake_types import ColumnRead, lake_columns, to_lake_types
-from cdc_lake.apply.changes import (
+from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
+from cdc_lake.lake.columns import (
     APPLIED_AT_COLUMN,
     DELETED_COLUMN,
     OP_COLUMN,
@@ -32,7 +33,6 @@ from cdc_lake.apply.changes import (
     lake_struct,
     source_time,
 )
-from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
 from cdc_lake.sources.snapshot import JdbcAccess
 from cdc_lake.state.records import BootstrapPartition
 

@@ -35,14 +35,15 @@ from pyspark.sql import SparkSession
 
 from bootstrap.progress import LineView, ProgressView
 from bootstrap.run import APPLY_TIMEOUT_SECONDS, BUSY_RETRY_SECONDS, TableBootstrap
-from cdc_lake.apply.lake_schema import row_columns
-from cdc_lake.apply.runner import ApplyRunner, registry_client
-from cdc_lake.apply.schema_change import SchemaDiff, SchemaPolicy
-from cdc_lake.apply.target import ApplyTarget, target_for
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
+from cdc_lake.decode.registry import registry_client
 from cdc_lake.exceptions import BootstrapBusyError, CdcLakeError, RebootstrapError
-from cdc_lake.hudi.writer import read_table
+from cdc_lake.hudi.writer import read_table, remove_table
+from cdc_lake.lake.applier import ApplierFactory
+from cdc_lake.lake.schema import row_columns
+from cdc_lake.lake.schema_change import SchemaDiff, SchemaPolicy
+from cdc_lake.lake.target import TableTarget, target_for
 from cdc_lake.onboard.preflight import raise_for_failures
 from cdc_lake.onboard.run import OnboardRequest, execute_onboarding, plan_onboarding
 from cdc_lake.spark import get_spark
@@ -89,8 +90,8 @@ def _bootstrap_lock(config: Config, name: str) -> Iterator[None]:
         yield
 
 
-def copy_target(config: Config, table: str, record: Rebootstrap) -> ApplyTarget:
-    """The apply target of the re-bootstrap's copy: the same Hudi table, in the new path."""
+def copy_target(config: Config, table: str, record: Rebootstrap) -> TableTarget:
+    """The lake target of the re-bootstrap's copy: the same Hudi table, in the new path."""
     source, configured = config.table(table)
     target = target_for(config, source, configured)
     return replace(target, qualified_name=record.copy_name, base_path=record.new_path, hudi_name=table)
@@ -101,9 +102,12 @@ def rebootstrap_tables(
     tables: Sequence[str],
     reason: str,
     view: ProgressView,
+    applier: ApplierFactory,
     password_env: Callable[[str], str] | None = None,
 ) -> list[RebootstrapResult]:
     """Re-bootstrap each table in turn and switch it; the first failure stops the command (resumable).
+
+    ``applier`` catches the copy up after its hand-off and once more before the switch.
 
     ``password_env`` names, per source, the variable holding the primary's password on the Connect
     worker (``onboard``'s): needed to update the connectors of a table with a frozen column list first.
@@ -117,7 +121,7 @@ def rebootstrap_tables(
                     variable = password_env(source.name)
                     for action in update_connectors(config, source.name, table.name, variable):
                         _LOG.info("%s: %s", name, action)
-                results.append(_rebootstrap(config, store, name, reason, view))
+                results.append(_rebootstrap(config, store, name, reason, view, applier))
     return results
 
 
@@ -136,7 +140,7 @@ def update_connectors(config: Config, source: str, table: str, password_env: str
 
 
 def _rebootstrap(
-    config: Config, store: StateStore, name: str, reason: str, view: ProgressView
+    config: Config, store: StateStore, name: str, reason: str, view: ProgressView, applier: ApplierFactory
 ) -> RebootstrapResult:
     began = time.monotonic()
     info = store.require_table(name)
@@ -155,10 +159,12 @@ def _rebootstrap(
     with store.run(REBOOTSTRAP_RUN, name) as handle:
         handle.detail.update({"version": record.version, "reason": record.reason, "path": record.new_path})
         registry = registry_client(config)
-        copy = TableBootstrap(config, source, table, store, registry, view, apply=True, target=target)
+        copy = TableBootstrap(
+            config, source, table, store, registry, view, apply=True, applier=applier, target=target
+        )
         copy.run()
         spark = get_spark(config.spark, config.lake)
-        switched = _switch(config, store, spark, name, record, target)
+        switched = _switch(config, store, spark, name, record, target, applier)
         handle.detail.update({"switched_at": switched.isoformat()})
     return RebootstrapResult(name, record.version, "switched", record.new_path, time.monotonic() - began)
 
@@ -169,10 +175,11 @@ def _switch(
     spark: SparkSession,
     name: str,
     record: Rebootstrap,
-    target: ApplyTarget,
+    target: TableTarget,
+    applier: ApplierFactory,
 ) -> dt.datetime:
     """Under the table's apply lock: catch the copy up once more, then switch in one transaction."""
-    runner = ApplyRunner.for_config(spark, store, config)
+    runner = applier(spark, store, config)
     keep = dt.timedelta(hours=config.lake.old_copy_keep_hours)
     deadline = time.monotonic() + APPLY_TIMEOUT_SECONDS
     while True:
@@ -196,7 +203,7 @@ def _switch(
         time.sleep(BUSY_RETRY_SECONDS)
 
 
-def _register(config: Config, spark: SparkSession, name: str, target: ApplyTarget) -> None:
+def _register(config: Config, spark: SparkSession, name: str, target: TableTarget) -> None:
     """Point the catalog entry at the new path: the switch readers of ``database.table`` see."""
     catalog = CatalogSync.for_config(config)
     if catalog is None:
@@ -219,7 +226,7 @@ def abort_rebootstraps(config: Config, tables: Sequence[str]) -> list[Rebootstra
                 with table_lock(config.state_store.url, LockPurpose.APPLY, record.copy_name) as acquired:
                     if not acquired:
                         raise RebootstrapError(f"table {name}: its copy is being applied; stop that first")
-                    remove_path(get_spark(config.spark, config.lake), record.new_path)
+                    remove_table(get_spark(config.spark, config.lake), record.new_path)
                     store.abort_rebootstrap(name, record.version)
                 results.append(RebootstrapResult(name, record.version, "aborted", record.new_path))
     return results
@@ -239,19 +246,10 @@ def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResul
                 raise RebootstrapError(f"table {record.table}: {record.old_path} is its current path")
             with store.run(REMOVE_OLD_RUN, record.table) as handle:
                 handle.detail.update({"version": record.version, "path": record.old_path})
-                remove_path(get_spark(config.spark, config.lake), record.old_path)
+                remove_table(get_spark(config.spark, config.lake), record.old_path)
                 store.mark_old_path_removed(record.table, record.version)
             results.append(RebootstrapResult(record.table, record.version, "removed", record.old_path))
     return results
-
-
-def remove_path(spark: SparkSession, path: str) -> None:
-    """Delete ``path`` recursively through Hadoop's file system (local, s3a)."""
-    jvm: Any = spark._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
-    if fs.exists(hadoop_path):
-        fs.delete(hadoop_path, True)
 
 
 class AutoRebootstrap:
@@ -262,8 +260,9 @@ class AutoRebootstrap:
     re-bootstrap another process already runs (logged, not retried).
     """
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, applier: ApplierFactory) -> None:
         self.config = config
+        self.applier = applier
         self._running: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
 
@@ -286,7 +285,7 @@ class AutoRebootstrap:
         reason = f"automatic (schema_changes: rebootstrap): {diff.summary()}"
         _LOG.warning("%s: re-bootstrapping: %s", table, reason)
         try:
-            for result in rebootstrap_tables(self.config, [table], reason, LineView(_LOG.info)):
+            for result in rebootstrap_tables(self.config, [table], reason, LineView(_LOG.info), self.applier):
                 _LOG.warning("%s: re-bootstrap v%d switched to %s", table, result.version, result.path)
         except CdcLakeError as exc:
             _LOG.error("%s: automatic re-bootstrap stopped: %s (`rebootstrap` resumes it)", table, exc)

@@ -20,7 +20,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
 
 from pyspark.sql import SparkSession
 
@@ -33,19 +32,19 @@ from bootstrap.read import SnapshotQuery, snapshot_rows
 from bootstrap.registry_check import align_with_registry
 from bootstrap.replica_wait import ReplicaWait, wait_for_replica
 from bootstrap.watermark import WatermarkPoint, take_watermark
-from bootstrap.write import attempt_id, check_fresh, lake_state, records_written, write_group
-from cdc_lake.apply.runner import BUSY, ApplyRunner, describe_failure, registry_client
-from cdc_lake.apply.target import ApplyTarget, target_for
+from bootstrap.write import attempt_id, check_fresh, lake_state, write_group
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import KafkaConnectClient
-from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.decode.registry import SchemaRegistry, registry_client
 from cdc_lake.exceptions import BootstrapBusyError, BootstrapError, CdcLakeError
 from cdc_lake.hudi.options import HudiTableSpec
-from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.hudi.timeline import latest_commit, records_written
+from cdc_lake.lake.applier import BUSY, ApplierFactory
+from cdc_lake.lake.target import TableTarget, target_for
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.snapshot import JdbcAccess, SnapshotSource
 from cdc_lake.spark import get_spark
-from cdc_lake.spark.errors import JVM_ERRORS
+from cdc_lake.spark.errors import JVM_ERRORS, describe_failure
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import BootstrapPartition, RunOutcome, Watermark
@@ -119,8 +118,13 @@ def select_tables(config: Config, store: StateStore, request: BootstrapRequest) 
     return selected
 
 
-def bootstrap_tables(config: Config, request: BootstrapRequest, view: ProgressView) -> list[TableResult]:
-    """Bootstrap every selected table in turn; the first failure stops the command (others keep state)."""
+def bootstrap_tables(
+    config: Config, request: BootstrapRequest, view: ProgressView, applier: ApplierFactory
+) -> list[TableResult]:
+    """Bootstrap every selected table in turn; the first failure stops the command (others keep state).
+
+    ``applier`` catches a table up after its hand-off when the request asks to apply.
+    """
     with StateStore.open(config.state_store.url) as store:
         chosen = select_tables(config, store, request)
         registry = registry_client(config)
@@ -133,28 +137,9 @@ def bootstrap_tables(config: Config, request: BootstrapRequest, view: ProgressVi
                         f"table {qualified}: another bootstrap of this table is running; wait for it, or "
                         "stop it and run again"
                     )
-                runner = TableBootstrap(config, source, table, store, registry, view, request.apply)
+                runner = TableBootstrap(config, source, table, store, registry, view, request.apply, applier)
                 results.append(runner.run())
         return results
-
-
-if TYPE_CHECKING:
-    from cdc_lake.sources.mysql import MySqlEngine
-    from cdc_lake.sources.postgres import PostgresEngine
-
-    # mypy proves here that the engines implement SnapshotSource (the cast below cannot).
-    def _postgres_reads(engine: PostgresEngine) -> SnapshotSource:
-        return engine
-
-    def _mysql_reads(engine: MySqlEngine) -> SnapshotSource:
-        return engine
-
-
-def _snapshot_engine(source: Source) -> SnapshotSource:
-    engine = engine_for(source)
-    if not hasattr(engine, "table_shape"):
-        raise BootstrapError(f"source {source.name}: the {source.engine} engine cannot bootstrap tables")
-    return cast(SnapshotSource, engine)
 
 
 class TableBootstrap:
@@ -169,9 +154,11 @@ class TableBootstrap:
         registry: SchemaRegistry,
         view: ProgressView,
         apply: bool,
-        target: ApplyTarget | None = None,
+        applier: ApplierFactory,
+        target: TableTarget | None = None,
     ) -> None:
-        """``target``: where to bootstrap instead of the configured table (a re-bootstrap's copy)."""
+        """``apply``: catch the table up with ``applier`` after the hand-off; ``target``: where to bootstrap
+        instead of the configured table (a re-bootstrap's copy)."""
         self.config = config
         self.source = source
         self.table = table
@@ -179,7 +166,8 @@ class TableBootstrap:
         self.registry = registry
         self.view = view
         self.apply = apply
-        self.target: ApplyTarget = target or target_for(config, source, table)
+        self.applier = applier
+        self.target: TableTarget = target or target_for(config, source, table)
         self.name = self.target.qualified_name
         self.progress = TableProgress(self.name)
         self.started = time.monotonic()
@@ -231,7 +219,7 @@ class TableBootstrap:
         )
 
     def _bootstrap(self, state: TableState) -> str:
-        engine = _snapshot_engine(self.source)
+        engine = engine_for(self.source)
         role = self.role()
         if role == "replica":
             _LOG.info("%s: %s", self.name, engine.check_replica())
@@ -507,7 +495,7 @@ class TableBootstrap:
         self._show("catching up")
         # The apply lock makes this one writer among others: while `cdc-lake run` or `apply --once`
         # holds the table, its batches are skipped here and the other process publishes the table.
-        runner = ApplyRunner.for_config(spark, self.store, self.config)
+        runner = self.applier(spark, self.store, self.config)
         deadline = time.monotonic() + APPLY_TIMEOUT_SECONDS
         while self.store.require_table(self.name).state is not TableState.LIVE:
             outcome = runner.catch_up(self.target)

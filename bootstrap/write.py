@@ -15,15 +15,14 @@ partitions are read again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_lake.apply.checkpoint import Checkpoint, Origin
 from cdc_lake.exceptions import BootstrapError, HudiWriteError
 from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
 from cdc_lake.hudi.timeline import latest_commit, table_exists
 from cdc_lake.hudi.writer import write_batch
+from cdc_lake.lake.checkpoint import Checkpoint, Origin
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 from cdc_lake.state.records import Watermark
 
@@ -93,24 +92,3 @@ def write_group(
 ) -> str:
     """Bulk-insert ``rows`` (the lake rows of ``partitions``) as one commit; returns its instant."""
     return write_batch(spark, spec, rows, WriteOperation.BULK_INSERT, commit_metadata(watermark, partitions))
-
-
-def records_written(spark: SparkSession, base_path: str, instant: str) -> int:
-    """How many records the completed commit ``instant`` wrote (from its write statistics)."""
-    jvm: Any = spark._jvm
-    try:
-        hadoop = spark._jsc.hadoopConfiguration()
-        storage = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(hadoop)
-        client = (
-            jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder()
-            .setConf(storage)
-            .setBasePath(base_path)
-            .build()
-        )
-        timeline = client.getActiveTimeline().getCommitsTimeline().filterCompletedInstants()
-        for hoodie_instant in timeline.getInstants():
-            if str(hoodie_instant.requestedTime()) == instant:
-                return int(timeline.readCommitMetadata(hoodie_instant).fetchTotalRecordsWritten())
-    except JVM_ERRORS as exc:
-        raise HudiWriteError(f"reading commit {instant} at {base_path} failed: {root_cause(exc)}") from exc
-    raise HudiWriteError(f"commit {instant} at {base_path} is not a completed commit")

@@ -22,13 +22,13 @@ from cdc_lake.apply.runner import (
     failure_summary,
     skip_reason,
 )
-from cdc_lake.apply.schema_change import SchemaDiff
 from cdc_lake.apply.service import ApplyService
-from cdc_lake.apply.target import ApplyTarget, select_targets
 from cdc_lake.config import Config
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.offsets import end_offsets
+from cdc_lake.lake.schema_change import SchemaDiff
+from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.spark import get_spark
 from cdc_lake.state.store import StateStore
 
@@ -66,7 +66,7 @@ def outcome_json(outcome: TableOutcome) -> dict[str, object]:
     }
 
 
-def _has_news(config: Config, store: StateStore, target: ApplyTarget) -> bool:
+def _has_news(config: Config, store: StateStore, target: TableTarget) -> bool:
     """False only when the state store shows every partition applied up to the topic's end now.
 
     A topic that does not exist yet (no change so far) has nothing new, unless offsets of it were applied.
@@ -147,7 +147,7 @@ BOARD_REUSE_POLLS = 5
 
 
 def service_for(
-    config: Config, store: StateStore, targets: Sequence[ApplyTarget], workers: int, poll_seconds: float = 1.0
+    config: Config, store: StateStore, targets: Sequence[TableTarget], workers: int, poll_seconds: float = 1.0
 ) -> ApplyService:
     """The ``run`` service for ``targets``: one runner whose batch plans read the service's offset board."""
     runner = _runner(config, store, slices=max(2, workers))

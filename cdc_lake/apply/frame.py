@@ -30,7 +30,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
-from cdc_lake.apply.changes import (
+from cdc_lake.apply.decoding import Decoded, DecodedChange
+from cdc_lake.lake.columns import (
     APPLIED_AT_COLUMN,
     DELETED_COLUMN,
     OP_COLUMN,
@@ -40,7 +41,6 @@ from cdc_lake.apply.changes import (
     lake_struct,
     source_time,
 )
-from cdc_lake.apply.decoding import Decoded, DecodedChange
 
 KAFKA_PARTITION_COLUMN = "_cdc_kafka_partition"
 KAFKA_OFFSET_COLUMN = "_cdc_kafka_offset"

@@ -81,7 +81,7 @@ class QuarantineRequest:
 
 def quarantine(config: Config, request: QuarantineRequest) -> QuarantinedMessage:
     """Copy the message into the quarantine, record the skip and mark the table possibly diverged."""
-    from cdc_lake.apply.target import target_for
+    from cdc_lake.lake.target import target_for
 
     if not request.reason.strip():
         raise QuarantineError(f"table {request.table}: --reason is required (it is recorded)")

@@ -19,20 +19,20 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.apply.lake_schema import row_columns
-from cdc_lake.apply.schema_change import SchemaDiff
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
-from cdc_lake.apply.target import ApplyTarget
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
-from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.decode.registry import SchemaRegistry, registry_client
 from cdc_lake.exceptions import ApplyError, CdcLakeError
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
+from cdc_lake.lake.applier import BUSY
+from cdc_lake.lake.schema import row_columns
+from cdc_lake.lake.schema_change import SchemaDiff
+from cdc_lake.lake.target import TableTarget
 from cdc_lake.ops import metrics
-from cdc_lake.redaction import redact
-from cdc_lake.spark.errors import JVM_ERRORS, root_cause
+from cdc_lake.spark.errors import describe_failure
 from cdc_lake.state.lifecycle import APPLIABLE_STATES, TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import RunOutcome
@@ -42,9 +42,6 @@ _LOG = logging.getLogger(__name__)
 
 IDLE_MEASURE_SECONDS = 5.0
 """How often the freshness of a table with nothing new is recorded."""
-
-BUSY = "another process is applying it"
-"""Why a batch was skipped when another process holds the table's apply lock."""
 
 STOPPED = frozenset({TableState.FAILED, TableState.SCHEMA_CHANGED})
 SCHEMA_CHANGE_RUN = "schema change"
@@ -79,29 +76,7 @@ def applier_options(
     return ApplierOptions(kafka=kafka, max_events=config.apply.batch_max_events, reader=reader, slices=slices)
 
 
-def registry_client(config: Config) -> SchemaRegistry:
-    """The schema registry client the driver and the executors use."""
-    settings = config.schema_registry
-    return SchemaRegistry(
-        settings.url, username=settings.user, password=settings.password, bearer_token=settings.bearer_token
-    )
-
-
-def describe_failure(exc: BaseException) -> str:
-    """A one-line cause: a cdc-lake error's message, a JVM error's root cause, a Python task's last line."""
-    if isinstance(exc, CdcLakeError):
-        text = str(exc)
-    elif isinstance(exc, JVM_ERRORS):
-        text = root_cause(exc)
-        python_error = [line for line in str(exc).splitlines() if line.startswith("cdc_lake.exceptions.")]
-        if python_error:
-            text = python_error[-1].removeprefix("cdc_lake.exceptions.")
-    else:
-        text = f"{type(exc).__name__}: {exc}"
-    return " ".join(redact(text).split()) or type(exc).__name__
-
-
-def skip_reason(store: StateStore, target: ApplyTarget) -> str | None:
+def skip_reason(store: StateStore, target: TableTarget) -> str | None:
     """Why ``target`` is not applied now (not onboarded, or in a state the applier leaves alone)."""
     info = store.get_table(target.qualified_name)
     if info is None:
@@ -111,7 +86,7 @@ def skip_reason(store: StateStore, target: ApplyTarget) -> str | None:
     return None
 
 
-def current_target(store: StateStore, target: ApplyTarget) -> ApplyTarget:
+def current_target(store: StateStore, target: TableTarget) -> TableTarget:
     """``target`` at the base path the state store names (a re-bootstrap switched it to a new version)."""
     info = store.get_table(target.qualified_name)
     if info is None or info.lake_base_path == target.base_path:
@@ -158,7 +133,7 @@ class ApplyRunner:
         runner.catalog = CatalogSync.for_config(config)
         return runner
 
-    def applier(self, target: ApplyTarget) -> TableApplier:
+    def applier(self, target: TableTarget) -> TableApplier:
         """The one applier of ``target`` (created on first use)."""
         with self._lock:
             found = self._appliers.get(target.qualified_name)
@@ -167,7 +142,7 @@ class ApplyRunner:
                 self._appliers[target.qualified_name] = found
             return found
 
-    def step(self, target: ApplyTarget, limit: dict[int, int] | None = None) -> TableOutcome:
+    def step(self, target: TableTarget, limit: dict[int, int] | None = None) -> TableOutcome:
         """Apply one batch of ``target`` (up to ``limit``) and record it; failures are returned."""
         name = target.qualified_name
         skipped = skip_reason(self.store, target)
@@ -178,7 +153,7 @@ class ApplyRunner:
                 return TableOutcome(name, skipped=BUSY)
             return self._step(current_target(self.store, target), limit)
 
-    def _step(self, target: ApplyTarget, limit: dict[int, int] | None) -> TableOutcome:
+    def _step(self, target: TableTarget, limit: dict[int, int] | None) -> TableOutcome:
         name = target.qualified_name
         applier = self.applier(target)
         context = self.spark.sparkContext
@@ -211,7 +186,7 @@ class ApplyRunner:
             error=error,
         )
 
-    def catch_up(self, target: ApplyTarget, stop: threading.Event | None = None) -> TableOutcome:
+    def catch_up(self, target: TableTarget, stop: threading.Event | None = None) -> TableOutcome:
         """Apply batches until ``target`` reaches the end offsets seen when this call started."""
         name = target.qualified_name
         skipped = skip_reason(self.store, target)
@@ -231,7 +206,7 @@ class ApplyRunner:
             if outcome.failed or outcome.skipped or outcome.offsets == 0 or (stop and stop.is_set()):
                 return total
 
-    def _record(self, target: ApplyTarget, result: BatchResult) -> None:
+    def _record(self, target: TableTarget, result: BatchResult) -> None:
         name = target.qualified_name
         if result.commit_instant is not None:
             self.store.record_applied_offsets(name, result.end, result.commit_instant)
@@ -255,7 +230,7 @@ class ApplyRunner:
         if info.state is TableState.CATCHING_UP and result.lag_messages == 0:
             self.store.transition(name, TableState.LIVE)
 
-    def _register(self, target: ApplyTarget, applier: TableApplier) -> None:
+    def _register(self, target: TableTarget, applier: TableApplier) -> None:
         """Register a LIVE table in the catalogs when its location or columns changed (not a copy)."""
         if self.catalog is None or target.hudi_name is not None:
             return
@@ -308,7 +283,7 @@ def _add(total: TableOutcome, step: TableOutcome) -> TableOutcome:
 
 def apply_once(
     runner: ApplyRunner,
-    targets: Sequence[ApplyTarget],
+    targets: Sequence[TableTarget],
     workers: int,
     stop: threading.Event | None = None,
     on_done: Callable[[TableOutcome], None] | None = None,

@@ -26,9 +26,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from cdc_lake.apply.runner import ApplyRunner, TableOutcome
-from cdc_lake.apply.target import ApplyTarget
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.kafka.board import OffsetBoard
+from cdc_lake.lake.target import TableTarget
 
 _LOG = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class ApplyService:
     def __init__(
         self,
         runner: ApplyRunner,
-        targets: Sequence[ApplyTarget],
+        targets: Sequence[TableTarget],
         interval_for: Callable[[int], float],
         workers: int = 4,
         poll_seconds: float = 1.0,
@@ -75,7 +75,7 @@ class ApplyService:
         """True once a stop was requested."""
         return self._stop.is_set()
 
-    def next_due(self, target: ApplyTarget, outcome: TableOutcome, schedule: _Schedule, now: float) -> float:
+    def next_due(self, target: TableTarget, outcome: TableOutcome, schedule: _Schedule, now: float) -> float:
         """When ``target`` should run again after ``outcome``."""
         interval = self.interval_for(target.tier)
         if outcome.failed:
@@ -95,7 +95,7 @@ class ApplyService:
         """Apply tables on their schedules until :meth:`stop` is called; returns when running batches end."""
         start = self.clock()
         schedules = {t.qualified_name: _Schedule(due=start) for t in self.targets}
-        running: dict[Future[TableOutcome], ApplyTarget] = {}
+        running: dict[Future[TableOutcome], TableTarget] = {}
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="run") as pool:
             while not self._stop.is_set():
                 now = self.clock()
@@ -137,7 +137,7 @@ class ApplyService:
             _LOG.warning("batched end-offset read of %d topics failed: %s", len(due), exc)
 
     def _seconds_to_next(
-        self, schedules: dict[str, _Schedule], running: dict[Future[TableOutcome], ApplyTarget], now: float
+        self, schedules: dict[str, _Schedule], running: dict[Future[TableOutcome], TableTarget], now: float
     ) -> float:
         busy = {t.qualified_name for t in running.values()}
         waiting = [s.due for name, s in schedules.items() if name not in busy]

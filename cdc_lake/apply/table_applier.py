@@ -16,13 +16,11 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from functools import reduce
-from typing import Any
 
 from pyspark import RDD, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from cdc_lake.apply.checkpoint import Checkpoint, Origin, resume_checkpoint
 from cdc_lake.apply.decoding import (
     BadMessage,
     BatchSummary,
@@ -32,11 +30,22 @@ from cdc_lake.apply.decoding import (
     summarize,
 )
 from cdc_lake.apply.frame import change_frame, fill_from_lake, lake_frame, latest_changes
-from cdc_lake.apply.lake_schema import merge_columns, row_columns
 from cdc_lake.apply.plan import BatchPlan, plan_batch
 from cdc_lake.apply.quarantine import commit_metadata, skipped_offsets, without_quarantined
 from cdc_lake.apply.redelivery import advance
-from cdc_lake.apply.schema_change import (
+from cdc_lake.decode.framing import MessageRef
+from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.decode.schema import TypedSchemas
+from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.hudi.options import WriteOperation
+from cdc_lake.hudi.timeline import latest_commit, record_key_fields, table_exists
+from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.kafka.board import OffsetBoard
+from cdc_lake.kafka.offsets import watermarks
+from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark, split_ranges
+from cdc_lake.lake.checkpoint import Checkpoint, Origin, resume_checkpoint
+from cdc_lake.lake.schema import merge_columns, row_columns
+from cdc_lake.lake.schema_change import (
     IncompatibleSchemaChange,
     SchemaDiff,
     WriterColumns,
@@ -44,17 +53,7 @@ from cdc_lake.apply.schema_change import (
     key_change,
     policy_columns,
 )
-from cdc_lake.apply.target import ApplyTarget
-from cdc_lake.decode.framing import MessageRef
-from cdc_lake.decode.registry import SchemaRegistry
-from cdc_lake.decode.schema import TypedSchemas
-from cdc_lake.exceptions import CdcLakeError
-from cdc_lake.hudi.options import WriteOperation
-from cdc_lake.hudi.timeline import latest_commit, table_exists
-from cdc_lake.hudi.writer import read_table, write_batch
-from cdc_lake.kafka.board import OffsetBoard
-from cdc_lake.kafka.offsets import watermarks
-from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark, split_ranges
+from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.store import StateStore
 
 _LOG = logging.getLogger(__name__)
@@ -133,7 +132,7 @@ class TableApplier:
     def __init__(
         self,
         spark: SparkSession,
-        target: ApplyTarget,
+        target: TableTarget,
         options: ApplierOptions,
         registry: SchemaRegistry,
         store: StateStore | None = None,
@@ -308,7 +307,7 @@ class TableApplier:
             columns = row_columns(read_table(self.spark, self.target.base_path).schema)
             if columns.fields:
                 self._columns = columns
-                self._record_key = stored_record_key(self.spark, self.target.base_path)
+                self._record_key = record_key_fields(self.spark, self.target.base_path)
                 self._exists = True
 
     def _merge_schemas(self, summary: BatchSummary, bad: dict[int, BadMessage]) -> StructType | None:
@@ -371,20 +370,6 @@ class TableApplier:
                 self.schema_change = diff
                 _cut(bad, firsts, diff.summary())
         return chosen
-
-
-def stored_record_key(spark: SparkSession, base_path: str) -> tuple[str, ...] | None:
-    """The record key fields in the table's ``hoodie.properties`` (None if it names none)."""
-    jvm: Any = spark._jvm
-    path = jvm.org.apache.hadoop.fs.Path(f"{base_path.rstrip('/')}/.hoodie/hoodie.properties")
-    stream = path.getFileSystem(spark._jsc.hadoopConfiguration()).open(path)
-    try:
-        properties = jvm.java.util.Properties()
-        properties.load(stream)
-    finally:
-        stream.close()
-    fields = properties.getProperty("hoodie.table.recordkey.fields")
-    return tuple(str(fields).split(",")) if fields else None
 
 
 def _before_cut(firsts: dict[int, int], bad: dict[int, BadMessage]) -> dict[int, int]:

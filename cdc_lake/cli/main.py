@@ -283,6 +283,7 @@ def bootstrap(
     from bootstrap.parallel import bootstrap_concurrently
     from bootstrap.progress import BarView, LineView, ProgressView
     from bootstrap.run import BootstrapRequest, bootstrap_tables
+    from cdc_lake.apply.runner import ApplyRunner
 
     config = get_config(ctx)
     request = BootstrapRequest(tables, source, all_pending, apply_backlog)
@@ -293,9 +294,9 @@ def bootstrap(
         view = LineView(lambda line: click.echo(line, err=as_json))
     try:
         if parallel > 1:
-            results = bootstrap_concurrently(config, request, view, parallel)
+            results = bootstrap_concurrently(config, request, view, parallel, ApplyRunner.for_config)
         else:
-            results = bootstrap_tables(config, request, view)
+            results = bootstrap_tables(config, request, view, ApplyRunner.for_config)
     finally:
         view.close()
     if as_json:
@@ -345,10 +346,11 @@ def apply(
         apply_once_command(config, tables, tier, parallel, click.echo, render=render)
     else:
         from bootstrap.rebootstrap import AutoRebootstrap
+        from cdc_lake.apply.runner import ApplyRunner
 
         run_command(
             config, tables, tier, parallel, click.echo, render=render, note=_note(as_json),
-            on_schema_change=AutoRebootstrap(config),
+            on_schema_change=AutoRebootstrap(config, ApplyRunner.for_config),
         )
 
 
@@ -380,6 +382,7 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
     """
     from bootstrap.rebootstrap import AutoRebootstrap
     from cdc_lake.apply.commands import describe, run_command
+    from cdc_lake.apply.runner import ApplyRunner
     from cdc_lake.ops.metrics import serve
 
     config = get_config(ctx)
@@ -392,7 +395,7 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
     run_command(
         config, (), None, parallel, click.echo, serve_metrics=serve_metrics,
         render=_json_line if as_json else describe, note=_note(as_json),
-        on_schema_change=AutoRebootstrap(config),
+        on_schema_change=AutoRebootstrap(config, ApplyRunner.for_config),
     )
 
 
@@ -623,6 +626,7 @@ def rebootstrap(
     """
     from bootstrap.progress import LineView
     from bootstrap.rebootstrap import abort_rebootstraps, rebootstrap_tables, remove_old_paths
+    from cdc_lake.apply.runner import ApplyRunner
 
     config = get_config(ctx)
     if remove_old == bool(tables):
@@ -638,7 +642,8 @@ def rebootstrap(
         try:
             config_file = _config_file(ctx)
             results = rebootstrap_tables(
-                config, tables, reason, view, lambda source: password_env(config_file, source)
+                config, tables, reason, view, ApplyRunner.for_config,
+                lambda source: password_env(config_file, source),
             )
         finally:
             view.close()

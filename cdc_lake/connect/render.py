@@ -300,6 +300,11 @@ def _apicurio_line() -> tuple[str, str]:
     return _APICURIO_LINES[major]
 
 
+def connector_class(engine: str) -> str:
+    """The Debezium connector class of ``engine``, as its template declares it."""
+    return _template(engine)["connector.class"]
+
+
 def _template(engine: str) -> dict[str, str]:
     text = resources.files("connectors").joinpath("templates", f"{engine}.json").read_text(encoding="utf-8")
     loaded: dict[str, str] = json.loads(text)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 import requests
@@ -21,6 +21,9 @@ from pydantic import SecretStr
 from cdc_lake.decode.schema import RegisteredSchema
 from cdc_lake.exceptions import ConfigError, SchemaRegistryError
 from cdc_lake.http_retry import RetryPolicy, Unavailable, send
+
+if TYPE_CHECKING:
+    from cdc_lake.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +177,14 @@ class SchemaRegistry:
         self._cache = {}
         self._lock = threading.Lock()
         self._session = self._new_session()
+
+
+def registry_client(config: Config) -> SchemaRegistry:
+    """The schema registry client of ``config`` (``schema_registry``), as the driver and executors use it."""
+    settings = config.schema_registry
+    return SchemaRegistry(
+        settings.url, username=settings.user, password=settings.password, bearer_token=settings.bearer_token
+    )
 
 
 def _error_message(response: requests.Response) -> str:

@@ -1,4 +1,5 @@
-"""Hudi tables: the spec and writer options, writes and reads, and the commit timeline."""
+"""Hudi tables: the spec and writer options, writes, reads and removal, the commit timeline and table
+properties.  Every call into Hudi's JVM API is made here."""
 
 from cdc_lake.hudi.options import (
     COMMIT_METADATA_PREFIX,
@@ -10,8 +11,8 @@ from cdc_lake.hudi.options import (
     WriteOperation,
     write_options,
 )
-from cdc_lake.hudi.timeline import CommitInfo, latest_commit, table_exists
-from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.hudi.timeline import CommitInfo, latest_commit, record_key_fields, records_written, table_exists
+from cdc_lake.hudi.writer import read_table, remove_table, write_batch
 
 __all__ = [
     "COMMIT_METADATA_PREFIX",
@@ -24,6 +25,9 @@ __all__ = [
     "WriteOperation",
     "latest_commit",
     "read_table",
+    "record_key_fields",
+    "records_written",
+    "remove_table",
     "table_exists",
     "write_batch",
     "write_options",

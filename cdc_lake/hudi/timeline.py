@@ -1,4 +1,4 @@
-"""Reading a Hudi table's timeline through Hudi's own Java API (``HoodieTableMetaClient``).
+"""Reading a Hudi table's timeline and properties through Hudi's own Java API (``HoodieTableMetaClient``).
 
 Hudi 1.x stores the timeline under ``.hoodie/timeline`` with completion times in
 the file names and Avro-encoded commit metadata; the meta client reads that (and
@@ -33,12 +33,31 @@ class CommitInfo:
     metadata: dict[str, str] = field(default_factory=dict)
 
 
+def _properties_path(spark: SparkSession, base_path: str) -> tuple[Any, Any]:
+    """The Hadoop path of the table's ``.hoodie/hoodie.properties`` and its file system."""
+    jvm: Any = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{base_path.rstrip('/')}/.hoodie/hoodie.properties")
+    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
+
+
 def table_exists(spark: SparkSession, base_path: str) -> bool:
     """Whether ``base_path`` holds a Hudi table (its ``.hoodie/hoodie.properties`` exists)."""
+    path, fs = _properties_path(spark, base_path)
+    return bool(fs.exists(path))
+
+
+def record_key_fields(spark: SparkSession, base_path: str) -> tuple[str, ...] | None:
+    """The record key fields in the table's ``hoodie.properties`` (None if it names none)."""
     jvm: Any = spark._jvm
-    hadoop_conf = spark._jsc.hadoopConfiguration()
-    props = jvm.org.apache.hadoop.fs.Path(f"{base_path.rstrip('/')}/.hoodie/hoodie.properties")
-    return bool(props.getFileSystem(hadoop_conf).exists(props))
+    path, fs = _properties_path(spark, base_path)
+    stream = fs.open(path)
+    try:
+        properties = jvm.java.util.Properties()
+        properties.load(stream)
+    finally:
+        stream.close()
+    fields = properties.getProperty("hoodie.table.recordkey.fields")
+    return tuple(str(fields).split(",")) if fields else None
 
 
 def _meta_client(spark: SparkSession, base_path: str) -> Any:
@@ -97,3 +116,17 @@ def latest_commit(spark: SparkSession, base_path: str) -> CommitInfo | None:
         return _latest_data_commit(spark, base_path)
     except JVM_ERRORS as exc:
         raise HudiWriteError(f"reading the Hudi timeline at {base_path} failed: {root_cause(exc)}") from exc
+
+
+def records_written(spark: SparkSession, base_path: str, instant: str) -> int:
+    """How many records the completed commit ``instant`` wrote (from its write statistics)."""
+    try:
+        timeline = (
+            _meta_client(spark, base_path).getActiveTimeline().getCommitsTimeline().filterCompletedInstants()
+        )
+        for hoodie_instant in timeline.getInstants():
+            if str(hoodie_instant.requestedTime()) == instant:
+                return int(timeline.readCommitMetadata(hoodie_instant).fetchTotalRecordsWritten())
+    except JVM_ERRORS as exc:
+        raise HudiWriteError(f"reading commit {instant} at {base_path} failed: {root_cause(exc)}") from exc
+    raise HudiWriteError(f"commit {instant} at {base_path} is not a completed commit")

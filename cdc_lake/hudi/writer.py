@@ -1,4 +1,4 @@
-"""Writing DataFrames into Hudi tables and reading them back.
+"""Writing DataFrames into Hudi tables, reading them back, and removing a table's path.
 
 One :func:`write_batch` call is one Hudi commit.  Upserts and hard deletes go
 together in one commit: rows whose ``_hoodie_is_deleted`` column is true are
@@ -8,6 +8,8 @@ and offsets become visible atomically.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -56,3 +58,12 @@ def read_table(spark: SparkSession, base_path: str, *, meta_columns: bool = Fals
     if meta_columns:
         return df
     return df.drop(*[c for c in df.columns if c.startswith(_META_COLUMN_PREFIX)])
+
+
+def remove_table(spark: SparkSession, base_path: str) -> None:
+    """Delete the table at ``base_path`` recursively through Hadoop's file system (local, s3a)."""
+    jvm: Any = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(base_path)
+    fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if fs.exists(hadoop_path):
+        fs.delete(hadoop_path, True)

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
-from cdc_lake.connect.render import registry_api_url
+from cdc_lake.connect.render import connector_class, registry_api_url
 from cdc_lake.decode.registry import CREDENTIALS_HINT
 from cdc_lake.exceptions import ConnectError, PreflightError
 from cdc_lake.sources.checks import CheckResult, name_list
@@ -34,12 +34,6 @@ IDENTITY_KEYS = (
     "topic.prefix",
     "slot.name",
 )
-
-CONNECTOR_CLASSES = {
-    "postgres": "io.debezium.connector.postgresql.PostgresConnector",
-    "mysql": "io.debezium.connector.mysql.MySqlConnector",
-    "mariadb": "io.debezium.connector.mariadb.MariaDbConnector",
-}
 
 _SERVICE_TIMEOUT = 5.0
 
@@ -82,7 +76,7 @@ def check_connect(client: KafkaConnectClient, engine: str) -> CheckResult:
         return CheckResult.fail(
             name, f"unreachable: {exc}", "start Kafka Connect or fix kafka_connect.url in the config"
         )
-    wanted = CONNECTOR_CLASSES[engine]
+    wanted = connector_class(engine)
     if wanted not in plugins:
         return CheckResult.fail(
             name,

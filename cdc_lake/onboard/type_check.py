@@ -10,14 +10,13 @@ fallback exists, choose it in the table's ``column_types``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
 
 from cdc_lake.config import Source, Table
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.base import SourceEngine
 from cdc_lake.sources.checks import CheckResult, name_list
 from cdc_lake.sources.column_types import refusals, unknown_columns_problem
-from cdc_lake.sources.snapshot import SnapshotSource, TableShape
+from cdc_lake.sources.snapshot import TableShape
 
 CHECK = "column types"
 KEY_CHECK = "column lists"
@@ -36,14 +35,13 @@ def check_column_types(engine: SourceEngine, source: Source, tables: Sequence[Ta
     A frozen ``columns`` list must hold the key columns too: Debezium captures only the listed columns,
     so its events would carry no key (the bootstrap adds the key to what it reads, the connector cannot).
     """
-    snapshot = cast(SnapshotSource, engine)
     problems: list[str] = []
     keyless: list[str] = []
     checked = 0
     for table in tables:
         qualified = table.qualified_name(source)
         try:
-            shape = snapshot.table_shape(table.name, "primary")
+            shape = engine.table_shape(table.name, "primary")
         except SourceEngineError:
             continue  # a missing table or an unreachable primary fails its own check
         checked += 1

@@ -18,6 +18,7 @@ from cdc_lake.config import Source, Table
 from cdc_lake.connect.render import ConnectorParams, ConverterSettings
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.positions import LogPosition
+from cdc_lake.sources.snapshot import SnapshotSource
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,11 @@ class ReplicaDelay:
     position: str | None
 
 
-class SourceEngine(ABC):
+class SourceEngine(SnapshotSource, ABC):
     """One source database engine; subclasses register under :attr:`engine` in :mod:`cdc_lake.sources`.
+
+    Every engine is a :class:`SnapshotSource` too (the bootstrap's reads), so callers take the engine
+    :func:`cdc_lake.sources.engine_for` returns as it is, never testing or casting it.
 
     Every method opens its own short-lived connections, so an engine holds nothing to close.
     """

@@ -5,6 +5,9 @@ from __future__ import annotations
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import PySparkException
 
+from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.redaction import redact
+
 JVM_ERRORS: tuple[type[Exception], ...] = (Py4JError, PySparkException)
 """Exceptions a Spark or JVM call can raise; catch these and re-raise a CdcLakeError."""
 
@@ -20,3 +23,17 @@ def root_cause(exc: BaseException) -> str:
         return f"{name}: {lines[0]}" if lines else name
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A one-line cause: a cdc-lake error's message, a JVM error's root cause, a Python task's last line."""
+    if isinstance(exc, CdcLakeError):
+        text = str(exc)
+    elif isinstance(exc, JVM_ERRORS):
+        text = root_cause(exc)
+        python_error = [line for line in str(exc).splitlines() if line.startswith("cdc_lake.exceptions.")]
+        if python_error:
+            text = python_error[-1].removeprefix("cdc_lake.exceptions.")
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return " ".join(redact(text).split()) or type(exc).__name__

@@ -18,6 +18,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._scram import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from cdc_lake import jvm
+from cdc_lake.connect.render import connector_class
+from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.stack.java import classpath_argv
 from cdc_lake.stack.process import run_checked
 from cdc_lake.stack.service import HOST, Service, StackLayout
@@ -25,11 +27,7 @@ from cdc_lake.stack.tls import server_certificate
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 
-DEBEZIUM_CONNECTOR_CLASSES = (
-    "io.debezium.connector.postgresql.PostgresConnector",
-    "io.debezium.connector.mysql.MySqlConnector",
-    "io.debezium.connector.mariadb.MariaDbConnector",
-)
+DEBEZIUM_CONNECTOR_CLASSES = tuple(connector_class(engine) for engine in ENGINE_NAMES)
 # librdkafka reports every refused connection while the broker boots; health polling expects those.
 _QUIET_LOGGER = logging.getLogger("cdc_lake.stack.kafka.librdkafka")
 _QUIET_LOGGER.setLevel(logging.CRITICAL)

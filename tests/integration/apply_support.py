@@ -45,7 +45,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from cdc_lake.apply.changes import METADATA_FIELDS
 from cdc_lake.config import Config, load_config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl, render_connector
@@ -54,6 +53,7 @@ from cdc_lake.decode.framing import encode_frame
 from cdc_lake.decode.types import stash_logical_types
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
+from cdc_lake.lake.columns import METADATA_FIELDS
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
 from cdc_lake.stack.service import DEMO_DATABASE, HOST

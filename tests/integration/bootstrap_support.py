@@ -46,13 +46,14 @@ from pyspark.sql.types import (
 
 from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 from bootstrap.progress import COMMIT_RUN
-from cdc_lake.apply.runner import ApplyRunner, registry_client
-from cdc_lake.apply.target import target_for
+from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
 from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.decode.registry import registry_client
 from cdc_lake.exceptions import SchemaRegistryError
 from cdc_lake.hudi.writer import read_table
+from cdc_lake.lake.target import target_for
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack
@@ -199,17 +200,17 @@ def mariadb_db(stack: LocalStack) -> Iterator[SourceDb]:
 
 
 def _delete_connectors(stack: LocalStack, source: str) -> None:
-    """Delete ``source``'s connectors from both workers (the secured one with its credentials)."""
-    import requests
-
+    """Delete ``source``'s connectors from both workers (the secured one with its credentials), with
+    the product's retries: a worker busy rebalancing can take longer than one request's timeout."""
     creds = stack.layout.credentials
     for url, auth in (
         (stack.connect.url, None),
         (stack.connect_secure.url, (creds.connect_user, creds.connect_password)),
     ):
-        for name in requests.get(f"{url}/connectors", timeout=10, auth=auth).json():
+        client = KafkaConnectClient(url, timeout=60, auth=auth)
+        for name in client.list_connectors():
             if name == f"cdc-lake.{source}" or name.startswith(f"cdc-lake.{source}."):
-                requests.delete(f"{url}/connectors/{name}", timeout=30, auth=auth)
+                client.delete(name)
 
 
 def write_config(
@@ -493,13 +494,16 @@ from pathlib import Path
 
 from bootstrap import partitions, run
 from bootstrap.progress import LineView
+from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import load_config
 
 partitions.SINGLE_PARTITION_ROWS = 1000
 partitions.ROWS_PER_PARTITION = 5000
 run.PARTITIONS_PER_COMMIT_PER_SLOT = 1
 config = load_config(Path(sys.argv[1]))
-run.bootstrap_tables(config, run.BootstrapRequest(tables=(sys.argv[2],)), LineView(print))
+run.bootstrap_tables(
+    config, run.BootstrapRequest(tables=(sys.argv[2],)), LineView(print), ApplyRunner.for_config
+)
 """
 
 

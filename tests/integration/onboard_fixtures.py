@@ -18,6 +18,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from cdc_lake.cli.main import cli
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.kafka.offsets import OffsetRange, end_offsets, read_ranges
 
 KAFKA = "127.0.0.1:19092"
@@ -76,10 +77,12 @@ def connectors_of(source: str) -> list[str]:
 
 
 def delete_connectors(fragment: str) -> None:
-    """Delete every connector whose name contains ``fragment``."""
-    for name in requests.get(f"{CONNECT}/connectors", timeout=10).json():
+    """Delete every connector whose name contains ``fragment`` (retrying as the product's client
+    does: a worker busy rebalancing can take more than a request's timeout to answer)."""
+    client = KafkaConnectClient(CONNECT, timeout=60)
+    for name in client.list_connectors():
         if fragment in name:
-            requests.delete(f"{CONNECT}/connectors/{name}", timeout=30)
+            client.delete(name)
 
 
 def _zigzag_varint(data: bytes) -> int:

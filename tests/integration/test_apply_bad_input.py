@@ -19,10 +19,10 @@ from apply_support import SyntheticTopic, config_dict, lake_rows, onboard, write
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from cdc_lake.apply.checkpoint import OFFSETS_KEY
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config
 from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.lake.checkpoint import OFFSETS_KEY
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore

@@ -32,10 +32,10 @@ from apply_support import (
 )
 from pyspark.sql import SparkSession
 
-from cdc_lake.apply.checkpoint import OFFSETS_KEY
 from cdc_lake.config import Config
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.lake.checkpoint import OFFSETS_KEY
 from cdc_lake.stack.manager import LocalStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.apply.commands import service_for
 from cdc_lake.apply.runner import TableOutcome
-from cdc_lake.apply.target import select_targets
+from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore

@@ -25,8 +25,8 @@ from apply_support import (
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.runner import ApplyRunner, apply_once
-from cdc_lake.apply.target import select_targets
 from cdc_lake.config import Config
+from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
 

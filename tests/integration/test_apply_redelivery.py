@@ -30,9 +30,9 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.runner import ApplyRunner, TableOutcome
-from cdc_lake.apply.target import select_targets
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.kafka.offsets import OffsetRange, read_ranges
+from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
 

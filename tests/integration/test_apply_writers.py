@@ -23,15 +23,15 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
-from cdc_lake.apply.checkpoint import OFFSETS_KEY
 from cdc_lake.apply.runner import ApplyRunner
-from cdc_lake.apply.target import select_targets
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config
 from cdc_lake.exceptions import KafkaReadError
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.kafka.offsets import OffsetRange
 from cdc_lake.kafka.reader import KafkaReadSettings, iter_range
+from cdc_lake.lake.checkpoint import OFFSETS_KEY
+from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock

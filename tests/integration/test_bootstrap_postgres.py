@@ -38,11 +38,11 @@ from bootstrap import partitions
 from bootstrap import run as bootstrap_run
 from bootstrap.replica_wait import ReplicaWait, wait_for_replica
 from bootstrap.write import ATTEMPT_KEY, PARTITIONS_KEY
-from cdc_lake.apply.checkpoint import OFFSETS_KEY
 from cdc_lake.config import Source
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table
+from cdc_lake.lake.checkpoint import OFFSETS_KEY
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack

@@ -34,8 +34,8 @@ from hudi import HudiTableBuilder
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.runner import ApplyRunner, TableOutcome
-from cdc_lake.apply.target import select_targets
 from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
 from cdc_lake.state.store import StateStore

@@ -21,10 +21,7 @@ import pytest
 from hudi_rs_support import hudi_rs_rows, s3_storage_options
 from pyspark.sql import SparkSession
 
-from cdc_lake.apply.changes import OP_COLUMN
-from cdc_lake.apply.checkpoint import OFFSETS_KEY
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
-from cdc_lake.apply.target import ApplyTarget
 from cdc_lake.config import S3Settings
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl, render_connector
@@ -35,6 +32,9 @@ from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import wait_for_messages
 from cdc_lake.kafka.reader import KafkaReadSettings
+from cdc_lake.lake.checkpoint import OFFSETS_KEY
+from cdc_lake.lake.columns import OP_COLUMN
+from cdc_lake.lake.target import TableTarget
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.service import DEMO_DATABASE, HOST
 
@@ -162,7 +162,7 @@ def _wait_for_changes(stack: LocalStack, topic: str) -> None:
 
 def _apply(spark: SparkSession, stack: LocalStack, engine: str, base_path: str, topic: str) -> BatchResult:
     """One batch of the production applier: executors read and decode, last change per key, Hudi upsert."""
-    target = ApplyTarget(
+    target = TableTarget(
         qualified_name=topic,
         engine=engine,
         topic=topic,

@@ -24,9 +24,9 @@ from ops_support import alerts_everywhere
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from cdc_lake.apply.target import target_for
 from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.target import target_for
 from cdc_lake.stack.manager import LocalStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1800)]

@@ -29,9 +29,9 @@ from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.quarantine import QUARANTINED_KEY
-from cdc_lake.apply.target import target_for
 from cdc_lake.cli.main import cli
 from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.lake.target import target_for
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore

@@ -46,13 +46,14 @@ from pathlib import Path
 
 from bootstrap import partitions, rebootstrap, run
 from bootstrap.progress import LineView
+from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import load_config
 
 partitions.SINGLE_PARTITION_ROWS = 1000
 partitions.ROWS_PER_PARTITION = 5000
 run.PARTITIONS_PER_COMMIT_PER_SLOT = 1
 config = load_config(Path(sys.argv[1]))
-rebootstrap.rebootstrap_tables(config, [sys.argv[2]], "killed", LineView(print))
+rebootstrap.rebootstrap_tables(config, [sys.argv[2]], "killed", LineView(print), ApplyRunner.for_config)
 """
 
 

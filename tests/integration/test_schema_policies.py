@@ -43,10 +43,11 @@ from pyspark.sql import SparkSession
 
 from bootstrap.rebootstrap import AutoRebootstrap
 from cdc_lake.apply.commands import service_for
-from cdc_lake.apply.target import select_targets
+from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.hudi.writer import read_table
+from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import RebootstrapPhase
@@ -172,7 +173,7 @@ def test_rebootstrap_policy_reboots_without_an_operator_and_freeze_hides_changes
 
     with StateStore.open(config.state_store.url) as store:
         service = service_for(config, store, select_targets(config), workers=2, poll_seconds=1.0)
-        service.runner.on_schema_change = AutoRebootstrap(config)
+        service.runner.on_schema_change = AutoRebootstrap(config, ApplyRunner.for_config)
         running = threading.Thread(target=service.run, name="run-service", daemon=True)
         running.start()
         try:

@@ -7,12 +7,12 @@ import time
 
 from cdc_lake.apply.runner import TableOutcome
 from cdc_lake.apply.service import RETRY_MIN_SECONDS, ApplyService, _Schedule
-from cdc_lake.apply.target import ApplyTarget
 from cdc_lake.hudi.options import CompactionSpec, IndexType, TableType
+from cdc_lake.lake.target import TableTarget
 
 
-def _target(name: str, tier: int) -> ApplyTarget:
-    return ApplyTarget(
+def _target(name: str, tier: int) -> TableTarget:
+    return TableTarget(
         name,
         "postgres",
         f"t.{name}",
@@ -35,7 +35,7 @@ class _Runner:
         self.steps: dict[str, int] = {}
         self.lock = threading.Lock()
 
-    def step(self, target: ApplyTarget, limit: object = None) -> TableOutcome:
+    def step(self, target: TableTarget, limit: object = None) -> TableOutcome:
         with self.lock:
             self.steps[target.qualified_name] = self.steps.get(target.qualified_name, 0) + 1
         if target.qualified_name == "bad":

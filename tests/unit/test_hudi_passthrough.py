@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.apply.target import target_for
 from cdc_lake.config import load_config
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.hudi.options import (
@@ -19,6 +18,7 @@ from cdc_lake.hudi.options import (
     WriteOperation,
     write_options,
 )
+from cdc_lake.lake.target import target_for
 
 TUNABLE = {
     "hoodie.upsert.shuffle.parallelism",

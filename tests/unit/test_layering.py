@@ -5,6 +5,10 @@
   below, and the list must shrink with the code, never grow.
 - The subpackages of ``cdc_lake`` import each other without a cycle (imports at module level, as they
   run when a module is loaded; imports under ``if TYPE_CHECKING`` do not run).
+- The two stages that write lake tables meet in the lake-table contract (``cdc_lake/lake``): ``bootstrap/``
+  never imports the applier (``cdc_lake.apply``), not even in a function, and the contract imports
+  neither stage.  Spark's JVM gateway is used only behind ``cdc_lake/hudi`` (Hudi and its Hadoop files),
+  ``cdc_lake/spark`` (the session) and the Hive metastore client.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "cdc_lake"
+BOOTSTRAP = ROOT / "bootstrap"
+JVM_GATEWAY_USERS = ("cdc_lake/hudi/", "cdc_lake/spark/", "cdc_lake/catalog/hive.py")
+"""Where Spark's JVM gateway (``_jvm``) may be used; everything else asks these modules."""
 
 CLI_STARTS_BOOTSTRAP = {
     ("cdc_lake/cli/main.py", "bootstrap.parallel"),
@@ -134,6 +141,39 @@ def test_the_cycles_fixed_by_issue_9_stay_fixed() -> None:
     """Not even a deferred import: engines never reach into onboarding, operations never into the applier."""
     assert not any(module.startswith("cdc_lake.onboard") for module in _imports_of_subpackage("sources"))
     assert not any(module.startswith("cdc_lake.apply") for module in _imports_of_subpackage("ops"))
+
+
+def test_bootstrap_never_imports_the_applier() -> None:
+    """Both stages depend on the lake-table contract (``cdc_lake.lake``), not on each other."""
+    found = {
+        (path.relative_to(ROOT).as_posix(), module)
+        for path in sorted(BOOTSTRAP.rglob("*.py"))
+        for module in _all_imports(path)
+        if module == "cdc_lake.apply" or module.startswith("cdc_lake.apply.")
+    }
+
+    assert found == set(), sorted(found)
+
+
+def test_the_lake_contract_imports_neither_stage() -> None:
+    stages = ("cdc_lake.apply", "bootstrap")
+    found = {
+        m for m in _imports_of_subpackage("lake") if any(m == s or m.startswith(f"{s}.") for s in stages)
+    }
+
+    assert found == set(), sorted(found)
+
+
+def test_jvm_calls_stay_behind_the_hudi_and_spark_packages() -> None:
+    """A meta client or a ``hoodie.properties`` read outside ``cdc_lake/hudi`` duplicates what it has."""
+    paths = [*CORE.rglob("*.py"), *BOOTSTRAP.rglob("*.py"), *(ROOT / "connectors").rglob("*.py")]
+    users = {
+        path.relative_to(ROOT).as_posix()
+        for path in paths
+        if "_jvm" in path.read_text(encoding="utf-8")
+    }
+
+    assert {u for u in users if not u.startswith(JVM_GATEWAY_USERS)} == set()
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from bootstrap.rebootstrap import AutoRebootstrap
-from cdc_lake.apply.schema_change import ChangeKind, SchemaPolicy, key_change
+from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import load_config
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.lake.schema_change import ChangeKind, SchemaPolicy, key_change
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "cdc-lake.example.yaml"
 
@@ -24,7 +25,7 @@ def test_the_example_sets_each_policy_it_documents() -> None:
 
 
 def test_tables_of_other_policies_stay_stopped_for_the_operator() -> None:
-    automatic = AutoRebootstrap(load_config(EXAMPLE))
+    automatic = AutoRebootstrap(load_config(EXAMPLE), ApplyRunner.for_config)
     diff = key_change(3, ["id"], ["id", "region"])
     assert diff.breaking[0].kind is ChangeKind.KEY_CHANGED
 

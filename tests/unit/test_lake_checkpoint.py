@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_lake.apply.checkpoint import Checkpoint, Origin, checkpoint_from_commit
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi.timeline import CommitInfo
+from cdc_lake.lake.checkpoint import Checkpoint, Origin, checkpoint_from_commit
 
 
 def _commit(metadata: dict[str, str]) -> CommitInfo:

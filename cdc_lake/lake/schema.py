@@ -35,8 +35,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from cdc_lake.apply.changes import METADATA_FIELDS
 from cdc_lake.exceptions import SchemaChangeError
+from cdc_lake.lake.columns import METADATA_FIELDS
 
 _METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS)
 _HUDI_PREFIX = "_hoodie_"

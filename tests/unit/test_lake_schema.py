@@ -17,9 +17,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from cdc_lake.apply.changes import METADATA_FIELDS, lake_struct
-from cdc_lake.apply.lake_schema import holds, lake_type, merge_columns, row_columns
 from cdc_lake.exceptions import SchemaChangeError
+from cdc_lake.lake.columns import METADATA_FIELDS, lake_struct
+from cdc_lake.lake.schema import holds, lake_type, merge_columns, row_columns
 
 
 def _struct(*fields: tuple[str, object]) -> StructType:

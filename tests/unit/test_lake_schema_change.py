@@ -14,7 +14,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from cdc_lake.apply.schema_change import (
+from cdc_lake.decode.schema import RegisteredSchema
+from cdc_lake.lake.schema_change import (
     ChangeKind,
     SchemaPolicy,
     WriterColumns,
@@ -22,7 +23,6 @@ from cdc_lake.apply.schema_change import (
     key_change,
     policy_columns,
 )
-from cdc_lake.decode.schema import RegisteredSchema
 
 
 def _struct(**columns: DataType) -> StructType:

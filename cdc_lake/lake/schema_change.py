@@ -30,10 +30,10 @@ from typing import Any
 
 from pyspark.sql.types import DataType, StructType
 
-from cdc_lake.apply.lake_schema import holds, lake_type
 from cdc_lake.decode.schema import RegisteredSchema
 from cdc_lake.decode.types import row_schema
 from cdc_lake.exceptions import SchemaChangeError
+from cdc_lake.lake.schema import holds, lake_type
 
 
 class SchemaPolicy(enum.StrEnum):

@@ -1,13 +1,17 @@
-"""One configured table as the applier sees it: its topic, its lake path and its Hudi table settings."""
+"""One configured table as a lake table: its topic, its lake path and its Hudi table settings.
+
+Both writers (the bootstrap's bulk insert and the applier's upserts) write a table through the same
+:class:`TableTarget`, so the applier's first upsert finds the table its own spec would have created.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdc_lake.apply.changes import ORDERING_COLUMN
-from cdc_lake.apply.schema_change import SchemaPolicy
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.hudi.options import DEFAULT_TABLE_VERSION, CompactionSpec, HudiTableSpec, IndexType, TableType
+from cdc_lake.lake.columns import ORDERING_COLUMN
+from cdc_lake.lake.schema_change import SchemaPolicy
 
 
 def topic_for(source: Source, table: Table) -> str:
@@ -16,8 +20,8 @@ def topic_for(source: Source, table: Table) -> str:
 
 
 @dataclass(frozen=True)
-class ApplyTarget:
-    """Everything the applier needs to know about one table, derived from the config.
+class TableTarget:
+    """Everything a writer needs to know about one lake table, derived from the config.
 
     ``key_fields`` is None when the config names no key: the Debezium message key's columns are used.
     ``columns`` is the frozen column list, if the config has one.  ``hudi_name`` is the Hudi table name
@@ -59,11 +63,11 @@ class ApplyTarget:
         )
 
 
-def target_for(config: Config, source: Source, table: Table) -> ApplyTarget:
-    """The apply target of ``table`` of ``source`` under ``config``'s lake settings."""
+def target_for(config: Config, source: Source, table: Table) -> TableTarget:
+    """The lake target of ``table`` of ``source`` under ``config``'s lake settings."""
     qualified = table.qualified_name(source)
     lake = config.lake
-    return ApplyTarget(
+    return TableTarget(
         qualified_name=qualified,
         engine=source.engine,
         topic=topic_for(source, table),
@@ -85,7 +89,7 @@ def target_for(config: Config, source: Source, table: Table) -> ApplyTarget:
 
 def select_targets(
     config: Config, tables: tuple[str, ...] = (), tier: int | None = None
-) -> list[ApplyTarget]:
+) -> list[TableTarget]:
     """The configured tables to apply: those named (``source.schema.table``), else all; of ``tier`` if given.
 
     Raises UnknownTableError / UnknownSourceError for a name not in the config.

@@ -1,0 +1,17 @@
+"""The lake-table contract: what every lake table is, whichever stage writes it.
+
+The bootstrap (``bootstrap/``) and the applier (``cdc_lake/apply``) both write lake tables and depend on
+this package, never on each other:
+
+- :mod:`cdc_lake.lake.columns`: the metadata columns every lake table carries besides the source's;
+- :mod:`cdc_lake.lake.schema`: the lake types of source columns and how a table's columns may evolve;
+- :mod:`cdc_lake.lake.schema_change`: a new writer schema classified against the table, and the
+  table's schema policy;
+- :mod:`cdc_lake.lake.checkpoint`: the Kafka offsets stored in each Hudi commit (where apply resumes);
+- :mod:`cdc_lake.lake.target`: one configured table as a lake table (topic, base path, Hudi spec);
+- :mod:`cdc_lake.lake.applier`: the applier as the bootstrap sees it (catch a table up), wired in by
+  the command line.
+
+Every Hudi call itself (Spark options, writes, reads, the timeline, table properties) is in
+:mod:`cdc_lake.hudi`.
+"""
