@@ -31,6 +31,7 @@ import pymysql
 import yaml
 from click.testing import CliRunner, Result
 from hudi_rs_support import hudi_rs_sorted_rows, s3_storage_options
+from onboard_fixtures import delete_connectors, of_source
 from psycopg import sql
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
@@ -166,22 +167,29 @@ def postgres_db(stack: LocalStack) -> Iterator[SourceDb]:
     try:
         yield db
     finally:
-        _delete_connectors(stack, db.source)
+        delete_connectors(stack, of_source(db.source))
         with stack.postgres_primary.connect() as admin:
             admin.autocommit = True
-            deadline = time.monotonic() + 60
-            while True:
-                slots = admin.execute(
-                    "select slot_name, active from pg_replication_slots where slot_name like %s",
-                    (f"%{unique}%",),
-                ).fetchall()
-                for name, active in slots:
-                    if not active:
-                        admin.execute("select pg_drop_replication_slot(%s)", (name,))
-                if all(not active for _, active in slots) or time.monotonic() > deadline:
-                    break
-                time.sleep(1)
+            drop_released_slots(admin, unique)
             admin.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(db.database)))
+
+
+def drop_released_slots(
+    admin: psycopg.Connection[tuple[Any, ...]], fragment: str, timeout: float = 60
+) -> None:
+    """Drop the replication slots whose name contains ``fragment``, each once its (deleted) connector
+    released it, waiting up to ``timeout`` seconds for them all."""
+    deadline = time.monotonic() + timeout
+    while True:
+        slots = admin.execute(
+            "select slot_name, active from pg_replication_slots where slot_name like %s", (f"%{fragment}%",)
+        ).fetchall()
+        for name, active in slots:
+            if not active:
+                admin.execute("select pg_drop_replication_slot(%s)", (name,))
+        if all(not active for _, active in slots) or time.monotonic() > deadline:
+            return
+        time.sleep(1)
 
 
 @contextmanager
@@ -194,23 +202,9 @@ def mariadb_db(stack: LocalStack) -> Iterator[SourceDb]:
     try:
         yield db
     finally:
-        _delete_connectors(stack, db.source)
+        delete_connectors(stack, of_source(db.source))
         with stack.mariadb_primary.connect() as conn, conn.cursor() as cur:
             cur.execute(f"drop database if exists `{db.database}`")
-
-
-def _delete_connectors(stack: LocalStack, source: str) -> None:
-    """Delete ``source``'s connectors from both workers (the secured one with its credentials), with
-    the product's retries: a worker busy rebalancing can take longer than one request's timeout."""
-    creds = stack.layout.credentials
-    for url, auth in (
-        (stack.connect.url, None),
-        (stack.connect_secure.url, (creds.connect_user, creds.connect_password)),
-    ):
-        client = KafkaConnectClient(url, timeout=60, auth=auth)
-        for name in client.list_connectors():
-            if name == f"cdc-lake.{source}" or name.startswith(f"cdc-lake.{source}."):
-                client.delete(name)
 
 
 def write_config(

@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
+from engines_support import STACK_ENGINES, StackEngine
 from pyspark.sql import SparkSession
 from spark_fixtures import shared_spark
 
@@ -64,3 +66,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory, stack_s3_settings: S3Setting
 def s3_lake_root(local_stack: LocalStack) -> str:
     """An ``s3a://`` prefix in the stack's lake bucket."""
     return f"s3a://{LAKE_BUCKET}/tests"
+
+
+@pytest.fixture(scope="module", params=STACK_ENGINES, ids=str)
+def engine(request: pytest.FixtureRequest) -> StackEngine:
+    """Each source engine the local stack runs, for the behaviour suites (``test_*_behaviors.py``)."""
+    return cast(StackEngine, request.param)

@@ -7,6 +7,7 @@ connectors too), so reruns against the same stack never collide.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -20,6 +21,7 @@ from click.testing import CliRunner, Result
 from cdc_lake.cli.main import cli
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.kafka.offsets import OffsetRange, end_offsets, read_ranges
+from cdc_lake.stack.manager import LocalStack
 
 KAFKA = "127.0.0.1:19092"
 CONNECT = "http://127.0.0.1:18083"
@@ -71,18 +73,27 @@ def assert_one_line_failure(result: Result, *fragments: str, exit_code: int = 1)
 def connectors_of(source: str) -> list[str]:
     """Connectors registered in Connect for ``source``."""
     names = requests.get(f"{CONNECT}/connectors", timeout=10).json()
-    return sorted(
-        name for name in names if name == f"cdc-lake.{source}" or name.startswith(f"cdc-lake.{source}.")
-    )
+    return sorted(filter(of_source(source), names))
 
 
-def delete_connectors(fragment: str) -> None:
-    """Delete every connector whose name contains ``fragment`` (retrying as the product's client
-    does: a worker busy rebalancing can take more than a request's timeout to answer)."""
-    client = KafkaConnectClient(CONNECT, timeout=60)
-    for name in client.list_connectors():
-        if fragment in name:
-            client.delete(name)
+def delete_connectors(stack: LocalStack, matches: Callable[[str], bool]) -> None:
+    """Delete every connector whose name ``matches`` from both Connect workers (the secured one with
+    its credentials), retrying as the product's client does: a worker busy rebalancing can take more
+    than one request's timeout to answer."""
+    creds = stack.layout.credentials
+    for url, auth in (
+        (stack.connect.url, None),
+        (stack.connect_secure.url, (creds.connect_user, creds.connect_password)),
+    ):
+        client = KafkaConnectClient(url, timeout=60, auth=auth)
+        for name in client.list_connectors():
+            if matches(name):
+                client.delete(name)
+
+
+def of_source(source: str) -> Callable[[str], bool]:
+    """A connector-name filter for ``source``'s connectors (``cdc-lake.SOURCE`` and ``cdc-lake.SOURCE.*``)."""
+    return lambda name: name == f"cdc-lake.{source}" or name.startswith(f"cdc-lake.{source}.")
 
 
 def _zigzag_varint(data: bytes) -> int:
@@ -121,3 +132,30 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not happen within {timeout:.0f}s")
         time.sleep(0.5)
+
+
+def onboard_while_writing(config: Path, source: str, write: Callable[[int], object]) -> tuple[Any, list[int]]:
+    """Run ``onboard SOURCE --json`` while a thread calls ``write(key)`` for keys 100, 101, ... every 0.1 s.
+
+    Returns the onboard report and the keys written: a table added while another one changes must lose
+    none of its events.
+    """
+    written: list[int] = []
+    stop = threading.Event()
+
+    def keep_writing() -> None:
+        key = 100
+        while not stop.is_set():
+            write(key)
+            written.append(key)
+            key += 1
+            time.sleep(0.1)
+
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        added = run_json(config, "onboard", source)
+    finally:
+        stop.set()
+        writer.join()
+    return added, written

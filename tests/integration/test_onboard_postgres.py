@@ -1,7 +1,9 @@
 """``cdc-lake onboard`` / ``offboard`` / ``connectors`` against the stack's Postgres, Connect and Kafka.
 
-Each run gets its own database (``onb_<suffix>``) and source names, and removes its connectors,
-slots, roles and database at the end.  Preflight failures that the shared server cannot be put
+Each run gets its own database (``onb_<suffix>``, engines_support.pg_env) and source names, and removes
+its connectors, slots, roles and database at the end.  The refusals every engine gives (no primary key,
+a wrong password, a missing table, a replica that is unreachable or is the primary) are in
+test_onboard_behaviors.py.  Preflight failures that the shared server cannot be put
 into (``wal_level``, slot and sender limits, ``max_slot_wal_keep_size``, paused replay) are covered
 by tests/unit/test_onboard_postgres_checks.py on recorded values instead.
 """
@@ -9,25 +11,20 @@ by tests/unit/test_onboard_postgres_checks.py on recorded values instead.
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import requests
+from engines_support import PgEnv, pg_env
 from onboard_fixtures import (
     CONNECT,
-    PASSWORD_REF,
     assert_one_line_failure,
     connectors_of,
-    delete_connectors,
+    onboard_while_writing,
     run,
     run_json,
-    suffix,
     wait_for_keys,
     wait_until,
     write_config,
@@ -43,96 +40,11 @@ from cdc_lake.stack.manager import LocalStack
 
 pytestmark = pytest.mark.integration
 
-SCHEMA = """
-create schema shop;
-create table shop.customers (id int primary key, name text);
-create table shop.orders (id int primary key, amount numeric(10, 2));
-create table shop.events (id int primary key, kind text);
-create table shop.nopk (x int);
-create table shop.keyless (code int not null, v int);
-create table shop.nothing (id int primary key);
-alter table shop.nothing replica identity nothing;
-"""
-
-
-@dataclass
-class PgEnv:
-    """This run's database on the stack's primary, and the roles tests created."""
-
-    stack: LocalStack
-    database: str
-    suffix: str
-    roles: list[str] = field(default_factory=list)
-
-    def connect(self, database: str | None = None) -> psycopg.Connection[tuple[Any, ...]]:
-        return self.stack.postgres_primary.connect(database or self.database)
-
-    def execute(self, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self.connect() as conn:
-            cursor = conn.execute(statement, params)  # type: ignore[arg-type]
-            return cursor.fetchall() if cursor.description else []
-
-    def source(self, tables: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
-        ports = self.stack.layout.ports
-        primary = {
-            "port": ports.postgres_primary,
-            "database": self.database,
-            "user": "cdc",
-            "password": PASSWORD_REF,
-        }
-        replica = {**primary, "port": ports.postgres_replica}
-        return {"engine": "postgres", "primary": primary, "replica": replica, "tables": tables, **overrides}
-
-    def slots(self, source: str) -> dict[str, bool]:
-        rows = self.execute(
-            "select slot_name::text, active from pg_replication_slots where slot_name like %s",
-            (f"cdc_lake_{source}%",),
-        )
-        return {str(name): bool(active) for name, active in rows}
-
-    def publications(self, source: str) -> dict[str, set[str]]:
-        rows = self.execute(
-            "select p.pubname::text, t.schemaname || '.' || t.tablename from pg_publication p "
-            "left join pg_publication_tables t on t.pubname = p.pubname where p.pubname like %s",
-            (f"cdc_lake_{source}%",),
-        )
-        found: dict[str, set[str]] = {}
-        for name, table in rows:
-            found.setdefault(str(name), set()).update([str(table)] if table else [])
-        return found
-
-    def assert_nothing_made(self, source: str) -> None:
-        assert connectors_of(source) == []
-        assert self.slots(source) == {}
-        assert self.publications(source) == {}
-
 
 @pytest.fixture(scope="module")
 def pg(local_stack: LocalStack) -> Iterator[PgEnv]:
-    unique = suffix()
-    env = PgEnv(stack=local_stack, database=f"onb_{unique}", suffix=unique)
-    with local_stack.postgres_primary.connect() as admin:
-        admin.execute(sql.SQL("create database {}").format(sql.Identifier(env.database)))
-    with env.connect() as conn:
-        conn.execute(SCHEMA)  # type: ignore[arg-type]
-    yield env
-    delete_connectors(env.suffix)
-    with local_stack.postgres_primary.connect() as admin:
-        deadline = time.monotonic() + 60
-        while True:
-            slots = admin.execute(
-                "select slot_name, active from pg_replication_slots where slot_name like %s",
-                (f"%{env.suffix}%",),
-            ).fetchall()
-            for name, active in slots:
-                if not active:
-                    admin.execute("select pg_drop_replication_slot(%s)", (name,))
-            if all(not active for _, active in slots) or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        admin.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(env.database)))
-        for role in env.roles:
-            admin.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(role)))
+    with pg_env(local_stack) as env:
+        yield env
 
 
 def test_onboard_streams_every_table_reruns_without_change_and_adds_tables(pg: PgEnv, tmp_path: Path) -> None:
@@ -185,25 +97,9 @@ def test_onboard_streams_every_table_reruns_without_change_and_adds_tables(pg: P
 
     # Add a table while the shared connector's other table keeps changing: no event may be lost.
     config = write_config(tmp_path, {source: pg.source([*tables, {"name": "shop.events"}])})
-    written: list[int] = []
-    stop = threading.Event()
-
-    def write_orders() -> None:
-        with pg.connect() as conn:
-            order_id = 100
-            while not stop.is_set():
-                conn.execute("insert into shop.orders values (%s, 2.00)", (order_id,))
-                written.append(order_id)
-                order_id += 1
-                time.sleep(0.1)
-
-    writer = threading.Thread(target=write_orders)
-    writer.start()
-    try:
-        added = run_json(config, "onboard", source)
-    finally:
-        stop.set()
-        writer.join()
+    added, written = onboard_while_writing(
+        config, source, lambda key: pg.execute("insert into shop.orders values (%s, 2.00)", (key,))
+    )
 
     assert added["connectors"] == {tier0: "unchanged", shared: "updated"}
     assert f"added shop.events to publication cdc_lake_{source}" in added["actions"]
@@ -321,17 +217,6 @@ def test_failed_connector_is_rolled_back(pg: PgEnv, tmp_path: Path) -> None:
     assert run_json(config, "status") == []
 
 
-def test_table_without_primary_key(pg: PgEnv, tmp_path: Path) -> None:
-    source = f"onb_pg_{pg.suffix}_nopk"
-    config = write_config(tmp_path, {source: pg.source([{"name": "shop.orders"}, {"name": "shop.nopk"}])})
-
-    result = run(config, "onboard", source)
-
-    assert_one_line_failure(result, "primary keys: no primary key and no configured key: shop.nopk")
-    assert "FAIL" in result.stdout
-    pg.assert_nothing_made(source)
-
-
 def test_replica_identity_nothing(pg: PgEnv, tmp_path: Path) -> None:
     source = f"onb_pg_{pg.suffix}_nothing"
     config = write_config(tmp_path, {source: pg.source([{"name": "shop.nothing"}])})
@@ -339,16 +224,6 @@ def test_replica_identity_nothing(pg: PgEnv, tmp_path: Path) -> None:
     assert_one_line_failure(
         run(config, "onboard", source),
         "replica identity: updates and deletes would have no old key: shop.nothing (NOTHING)",
-    )
-    pg.assert_nothing_made(source)
-
-
-def test_table_missing_from_the_database(pg: PgEnv, tmp_path: Path) -> None:
-    source = f"onb_pg_{pg.suffix}_missing"
-    config = write_config(tmp_path, {source: pg.source([{"name": "shop.nowhere"}])})
-
-    assert_one_line_failure(
-        run(config, "onboard", source), f"tables: not found in database {pg.database}: shop.nowhere"
     )
     pg.assert_nothing_made(source)
 
@@ -397,20 +272,6 @@ def test_user_without_replication_or_select(
         f"{role} does not own shop.customers, shop.orders",
     )
     assert password not in result.output
-    pg.assert_nothing_made(source)
-
-
-def test_wrong_password(pg: PgEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ONB_WRONG_PASSWORD", "not-the-password")
-    source = f"onb_pg_{pg.suffix}_badpw"
-    definition = pg.source([{"name": "shop.orders"}])
-    definition["primary"]["password"] = "${ONB_WRONG_PASSWORD}"
-    config = write_config(tmp_path, {source: definition})
-
-    result = run(config, "onboard", source)
-
-    assert_one_line_failure(result, "primary connection:", 'password authentication failed for user "cdc"')
-    assert "not-the-password" not in result.output
     pg.assert_nothing_made(source)
 
 
@@ -469,22 +330,6 @@ def test_publication_for_all_tables_under_our_name(pg: PgEnv, tmp_path: Path) ->
     assert_one_line_failure(result, f"publication: cdc_lake_{source} exists FOR ALL TABLES")
     assert connectors_of(source) == []
     assert pg.slots(source) == {}
-
-
-@pytest.mark.parametrize(
-    ("replica_port", "detail"),
-    [(1, "replica: 127.0.0.1:1 unreachable:"), (None, "is not a standby (pg_is_in_recovery() is false)")],
-)
-def test_replica_unreachable_or_not_a_standby(
-    pg: PgEnv, tmp_path: Path, replica_port: int | None, detail: str
-) -> None:
-    source = f"onb_pg_{pg.suffix}_replica{replica_port or 0}"
-    definition = pg.source([{"name": "shop.orders"}])
-    definition["replica"]["port"] = replica_port or pg.stack.layout.ports.postgres_primary
-    config = write_config(tmp_path, {source: definition})
-
-    assert_one_line_failure(run(config, "onboard", source), detail)
-    pg.assert_nothing_made(source)
 
 
 def test_kafka_connect_unreachable(pg: PgEnv, tmp_path: Path) -> None:
