@@ -1,7 +1,7 @@
 """The bootstrap's Spark conversions of JDBC text: exact lake values, or a failure naming the column.
 
 Values are given as the source's text (what the bootstrap's SELECT hands over), so the conversions are
-tested on Spark alone; ``test_bootstrap_postgres.py`` and ``test_bootstrap_mariadb.py`` read real sources.
+tested on Spark alone; ``test_bootstrap_behaviors.py`` reads real sources of every engine.
 """
 
 from __future__ import annotations

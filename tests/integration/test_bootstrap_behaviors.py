@@ -1,6 +1,10 @@
-"""Bootstrap from the stack's MariaDB replica (GTID replication), handed off to the applier.
+"""Bootstrap behaviour on every engine of the stack: from its replica, handed off to the applier.
 
-CI-sized tables with small partitions, as in the Postgres tests; the 1M-row run is in benchmarks/.
+Each test runs once per engine (the ``engine`` fixture, tests/integration/engines_support.py) against a
+throwaway database of that engine, onboarded for real.  The tables are CI-sized (tens of thousands of
+rows, with smaller partitions than production so a table still spans several partitions and commits);
+``benchmarks/bootstrap_bench.py`` runs the same on 1M rows.  Postgres-only behaviour (a read dropped by
+the server, WAL lag, the failure paths) is in test_bootstrap_postgres.py.
 """
 
 from __future__ import annotations
@@ -19,35 +23,30 @@ from bootstrap_support import (
     commit_runs,
     kill_after_first_commit,
     load,
-    mariadb_db,
     onboard,
     state_of,
     wait_for_schema,
     write_config,
 )
+from engines_support import StackEngine
 from pyspark.sql import SparkSession
 
 from bootstrap import partitions
 from bootstrap import run as bootstrap_run
+from bootstrap.write import ATTEMPT_KEY, PARTITIONS_KEY
+from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table
+from cdc_lake.lake.checkpoint import OFFSETS_KEY
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
 
-ITEMS = (
-    "create table {name} (id bigint primary key, grp int not null, val varchar(200), amount decimal(12, 2), "
-    "updated datetime(6), flag boolean)",
-    "insert into {name} select seq, seq % 10, concat('v', seq), seq / 7, "
-    "timestamp'2024-01-01 00:00:00' + interval seq second, seq % 2 = 0 from seq_1_to_{rows}",
-    "analyze table {name}",
-)
-
 
 @pytest.fixture(scope="module")
-def db(local_stack: LocalStack) -> Iterator[SourceDb]:
-    with mariadb_db(local_stack) as created:
+def db(engine: StackEngine, local_stack: LocalStack) -> Iterator[SourceDb]:
+    with engine.database(local_stack) as created:
         yield created
 
 
@@ -59,20 +58,17 @@ def small_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bootstrap_run, "PARTITIONS_PER_COMMIT_PER_SLOT", 1)
 
 
-def _items(db: SourceDb, name: str, rows: int) -> None:
-    db.execute(*(statement.format(name=name, rows=rows) for statement in ITEMS))
-
-
 def test_bootstrap_while_the_table_changes_ends_equal_to_the_source(
-    spark: SparkSession, db: SourceDb, tmp_path: Path, small_partitions: None
+    engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path, small_partitions: None
 ) -> None:
-    _items(db, "items", 30_000)
+    engine.items(db, "items", 30_000)
     config_path = write_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     table = db.qualified("items")
     config = load(config_path)
     writer = ChangeWriter(db, "items", 30_000, max_transactions=2000).start()
-    # `flag boolean` is tinyint(1) in the catalog; Debezium's registered schema says what it streams.
+    # The bootstrap checks its types against Debezium's registered schema (MariaDB's `flag boolean` is
+    # tinyint(1) in the catalog: the registered schema says what it streams); a change registers it.
     wait_for_schema(config, table)
 
     result = cli_run(config_path, "bootstrap", "--source", db.source, "--all-pending", "--json")
@@ -80,22 +76,45 @@ def test_bootstrap_while_the_table_changes_ends_equal_to_the_source(
     assert result.exit_code == 0, result.stderr
     [outcome] = json.loads(result.stdout)
     assert outcome["table"] == table and outcome["state"] == "CATCHING_UP"
-    assert outcome["partitions"] >= 6
+    planned = outcome["partitions"]
+    assert planned >= 6
+    if engine.partitions_of_30k is not None:
+        assert planned in engine.partitions_of_30k
+    assert outcome["rows"] >= 29_000
     writer.stop()
     assert writer.transactions > 100
+    assert min(writer.ops.values()) > 20
+
+    commit = latest_commit(spark, config.lake.table_base_path(table))
+    assert commit is not None and commit.operation == "BULK_INSERT"
+    assert ATTEMPT_KEY in commit.metadata and commit.metadata[PARTITIONS_KEY]
+    with StateStore.open(config.state_store.url) as store:
+        watermark = store.get_watermark(table)
+        assert watermark is not None and watermark.replica_position_reached
+        assert json.loads(commit.metadata[OFFSETS_KEY]) == {str(p): o for p, o in watermark.offsets.items()}
+        assert all(p.done for p in watermark.partitions)
     commits = commit_runs(config_path, table)
     assert len(commits) > 1
-    assert sorted(i for group in commits for i in group) == list(range(outcome["partitions"]))
+    assert sorted(i for group in commits for i in group) == list(range(planned))
+
     apply_until_live(spark, config, table)
     assert assert_lake_equals_source(spark, config, db, "items") > 25_000
+
+    status = json.loads(cli_run(config_path, "status", "--json").stdout)
+    [row] = [r for r in status if r["name"] == table]
+    assert row["state"] == "LIVE"
+    assert row["bootstrap"]["phase"] == "done"
+    assert row["bootstrap"]["partitions_done"] == row["bootstrap"]["partitions_total"] == planned
+    assert row["bootstrap"]["rows_written"] == outcome["rows"]
+    assert row["bootstrap"]["last_run"]["outcome"] == "ok"
     again = cli_run(config_path, "bootstrap", "--source", db.source, "--all-pending", "--json")
     assert json.loads(again.stdout) == [], "a LIVE table is no longer pending"
 
 
 def test_a_killed_bootstrap_resumes_where_it_stopped(
-    spark: SparkSession, db: SourceDb, tmp_path: Path, small_partitions: None
+    engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path, small_partitions: None
 ) -> None:
-    _items(db, "killed", 40_000)
+    engine.items(db, "killed", 40_000)
     config_path = write_config(tmp_path, db, [{"name": "killed"}], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     table = db.qualified("killed")
@@ -109,45 +128,28 @@ def test_a_killed_bootstrap_resumes_where_it_stopped(
     result = cli_run(config_path, "bootstrap", table)
     assert result.exit_code == 0, result.stderr
     writer.stop()
+    commits = commit_runs(config_path, table)
     with StateStore.open(config.state_store.url) as store:
         watermark = store.get_watermark(table)
     assert watermark is not None and len(watermark.partitions) >= 8
-    commits = commit_runs(config_path, table)
-    assert sorted(i for group in commits for i in group) == list(range(len(watermark.partitions)))
+    indexes = sorted(i for group in commits for i in group)
+    assert indexes == list(range(len(watermark.partitions))), "each partition committed once in all"
     assert len(commits) > len(done_before)
     apply_until_live(spark, config, table)
     assert_lake_equals_source(spark, config, db, "killed")
 
 
-TYPES = (
-    "create table types (id int primary key, ti tinyint, flag tinyint(1), su smallint unsigned, "
-    "mi mediumint, i int, iu int unsigned, bi bigint, bu bigint unsigned, amount decimal(12, 2), "
-    "big decimal(30, 10), "
-    "f float, d2 double, name varchar(40), code char(5), note text, e enum('a', 'b'), st set('x', 'y'), "
-    "doc json, data blob, b bit(1), y year, dt date, dtm datetime(3), ts timestamp(6) null, t time(6))"
-)
-TYPE_ROWS = (
-    "insert into types select seq, cast(seq as signed) % 100 - 50, seq % 2, seq % 60000, seq * 7, "
-    "seq * 1000, seq * 4000000, seq * 1000000000, 18446744073709551615 - seq, seq / 9, "
-    "seq * 12345.6789, seq / 4, seq / 7, "
-    "concat('name-', seq), concat('c', seq % 100), 'note ''quoted'' ünï', if(seq % 2, 'a', 'b'), "
-    "if(seq % 3, 'x,y', 'y'), json_object('k', seq), unhex(lpad(hex(seq), 8, '0')), seq % 2, "
-    "1901 + seq % 200, "
-    "date'1900-02-28' + interval seq day, timestamp'2024-03-01 12:34:56.654' + interval seq hour, "
-    "timestamp'2024-03-01 10:00:00.123456' + interval seq day, "
-    "if(seq % 2, time'-838:59:59.000000', time'00:00:01.5') + interval seq minute "
-    "from seq_{first}_to_{last}",
-    "insert into types (id) values ({nulls})",
-)
-
-
-def test_every_mapped_type_agrees_with_the_applier(spark: SparkSession, db: SourceDb, tmp_path: Path) -> None:
-    db.execute(TYPES, *(s.format(first=1, last=300, nulls=100_000) for s in TYPE_ROWS))
+def test_every_mapped_type_agrees_with_the_applier(
+    engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path
+) -> None:
+    db.execute(engine.types_ddl)
+    engine.types(db, 1, 300, nulls=100_000)
     config_path = write_config(tmp_path, db, [{"name": "types"}], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     config = load(config_path)
     table = db.qualified("types")
-    db.execute(*(s.format(first=301, last=310, nulls=100_001) for s in TYPE_ROWS))
+    # An event makes Debezium register the table's value schema, which the bootstrap checks its types against.
+    engine.types(db, 301, 310, nulls=100_001)
     wait_for_schema(config, table)
 
     result = cli_run(config_path, "bootstrap", table)
@@ -156,31 +158,27 @@ def test_every_mapped_type_agrees_with_the_applier(spark: SparkSession, db: Sour
     base_path = config.lake.table_base_path(table)
     bootstrapped = read_table(spark, base_path).schema
     assert_lake_equals_source(spark, config, db, "types")
-    db.execute(
-        "update types set amount = amount + 1, t = '12:00:00.25', ts = null where id < 50",
-        "delete from types where id between 50 and 60",
-        *(s.format(first=400, last=410, nulls=100_002) for s in TYPE_ROWS),
-    )
+    db.execute(*engine.type_changes)
+    engine.types(db, 400, 410, nulls=100_002)
     apply_until_live(spark, config, table)
     assert_lake_equals_source(spark, config, db, "types")
     assert read_table(spark, base_path).schema == bootstrapped, "the applier changed the bootstrapped schema"
 
 
-def test_a_server_that_is_not_a_replica_is_refused(db: SourceDb, tmp_path: Path) -> None:
-    _items(db, "plain", 100)
+def test_a_server_that_is_not_a_replica_is_refused(engine: StackEngine, db: SourceDb, tmp_path: Path) -> None:
+    engine.items(db, "plain", 100)
     config_path = write_config(tmp_path, db, [{"name": "plain"}], str(tmp_path / "lake"))
-    ports = db.stack.layout.ports
-    text = config_path.read_text().replace(f"port: {ports.mariadb_replica}", f"port: {ports.mariadb_primary}")
-    config_path.write_text(text)
+    replica, primary = engine.replica_port(db.stack), engine.primary_port(db.stack)
+    config_path.write_text(config_path.read_text().replace(f"port: {replica}", f"port: {primary}"))
     config = load(config_path)
     table = db.qualified("plain")
     with StateStore.open(config.state_store.url) as store:
-        store.upsert_source(db.source, "mariadb", [])
+        store.upsert_source(db.source, engine.name, [])
         store.upsert_table(table, db.source, 1, config.lake.table_base_path(table))
 
     result = cli_run(config_path, "bootstrap", table)
 
     assert result.exit_code == 1
-    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
-    assert "is not a replica (SHOW SLAVE STATUS is empty)" in result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert engine.not_a_replica in result.stderr
     assert state_of(config, table) is TableState.PENDING_BOOTSTRAP
