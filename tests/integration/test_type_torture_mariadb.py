@@ -12,23 +12,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bootstrap_support import SourceDb, apply_until_live, cli_run, load, mariadb_db, onboard, write_config
-from hudi_rs_support import hudi_rs_rows
+from bootstrap_support import SourceDb, apply_until_live, cli_run, mariadb_db, write_config
 from pyspark.sql import SparkSession
 from torture_support import (
     RefusedColumn,
     TortureColumn,
     TortureTable,
-    TortureWriter,
+    bootstrap_under_changes_and_compare,
     float32,
-    lake_differences,
     text_of_decimal,
 )
 
@@ -159,7 +156,6 @@ def test_every_mariadb_type_ends_equal_in_the_lake_through_both_readers(
     ntz = TortureTable(db, "torture_ntz", NTZ, big_text=False)
     torture.create(ROWS)
     ntz.create(6)
-    column_types = {c.name: c.column_type for c in COLUMNS if c.column_type}
 
     bare = write_config(
         tmp_path / "refused", db, [{"name": "torture"}, {"name": "torture_ntz"}], str(tmp_path / "lake")
@@ -177,34 +173,7 @@ def test_every_mariadb_type_ends_equal_in_the_lake_through_both_readers(
     assert "or set column_types: {b12: string}" in check["detail"]
     assert "column d65" not in check["detail"]  # its default (a decimal failing loudly) is not refused
 
-    columns = ["id", *(c.name for c in COLUMNS), "big"]
-    entries: list[dict[str, Any]] = [
-        {"name": "torture", "columns": columns, "column_types": column_types},
-        {"name": "torture_ntz"},
-    ]
-    config_path = write_config(tmp_path / "ok", db, entries, str(tmp_path / "lake"))
-    onboard(config_path, db.source)
-    config = load(config_path)
-
-    writer = TortureWriter(torture, ROWS, max_transactions=300).start()
-    time.sleep(1)
-    result = cli_run(config_path, "bootstrap", db.qualified("torture"), db.qualified("torture_ntz"))
-    writer.stop()
-    assert result.exit_code == 0, result.stderr or result.output
-    assert writer.transactions >= 50 and min(writer.ops.values()) >= 5, writer.ops
-    for table in (torture, ntz):
-        apply_until_live(spark, config, db.qualified(table.name))
-
-    base = config.lake.table_base_path(db.qualified("torture"))
-    compared, differences = lake_differences(spark, base, torture)
-    assert compared >= ROWS // 2
-    assert differences == [], "\n".join(differences)
-
-    ntz_base = config.lake.table_base_path(db.qualified("torture_ntz"))
-    compared, differences = lake_differences(spark, ntz_base, ntz, hudi_rs=False)
-    assert compared == 6 and differences == [], "\n".join(differences)
-    with pytest.raises(BaseException, match="not yet implemented"):
-        hudi_rs_rows(ntz_base, ["id", "dtm"])
+    config, ntz_base = bootstrap_under_changes_and_compare(spark, tmp_path, torture, ROWS, ntz, "dtm")
 
     # A zero date (accepted by a session without NO_ZERO_DATE) arrives as NULL: Debezium's convention,
     # which is why onboarding warns about such a server (docs/type-mapping.md).

@@ -17,24 +17,21 @@ can fails it and the docs get updated.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bootstrap_support import SourceDb, apply_until_live, cli_run, load, onboard, postgres_db, write_config
-from hudi_rs_support import hudi_rs_rows
+from bootstrap_support import SourceDb, cli_run, postgres_db, write_config
 from pyspark.sql import SparkSession
 from torture_support import (
     RefusedColumn,
     TortureColumn,
     TortureTable,
-    TortureWriter,
+    bootstrap_under_changes_and_compare,
     each,
     failed_task_trace,
     float32,
-    lake_differences,
     micros_of_time_text,
     text_of_decimal,
     trimmed_text_of_decimal,
@@ -234,7 +231,6 @@ def test_every_postgres_type_ends_equal_in_the_lake_through_both_readers(
     ntz = TortureTable(db, "torture_ntz", NTZ, big_text=False)
     torture.create(ROWS)
     ntz.create(6)
-    column_types = {c.name: c.column_type for c in COLUMNS if c.column_type}
 
     # Onboarding refuses every refused column by name, and a fallback-capable one without its fallback.
     bare = write_config(tmp_path / "refused", db, [_entry(torture), _entry(ntz)], str(tmp_path / "lake"))
@@ -250,32 +246,7 @@ def test_every_postgres_type_ends_equal_in_the_lake_through_both_readers(
     assert "column nfree_s" not in check["detail"]  # the unconstrained numeric's default is exact (or loud)
 
     # With the refused columns left out and the fallbacks chosen, onboarding passes.
-    columns = ["id", *(c.name for c in COLUMNS), "big"]
-    entries = [_entry(torture, columns=columns, column_types=column_types), _entry(ntz)]
-    config_path = write_config(tmp_path / "ok", db, entries, str(tmp_path / "lake"))
-    onboard(config_path, db.source)
-    config = load(config_path)
-
-    writer = TortureWriter(torture, ROWS, max_transactions=300).start()
-    time.sleep(1)
-    result = cli_run(config_path, "bootstrap", db.qualified("torture"), db.qualified("torture_ntz"))
-    writer.stop()
-    assert result.exit_code == 0, result.stderr or result.output
-    assert writer.transactions >= 50 and min(writer.ops.values()) >= 5, writer.ops
-    for table in (torture, ntz):
-        apply_until_live(spark, config, db.qualified(table.name))
-
-    base = config.lake.table_base_path(db.qualified("torture"))
-    compared, differences = lake_differences(spark, base, torture)
-    assert compared >= ROWS // 2
-    assert differences == [], "\n".join(differences)
-
-    ntz_base = config.lake.table_base_path(db.qualified("torture_ntz"))
-    compared, differences = lake_differences(spark, ntz_base, ntz, hudi_rs=False)
-    assert compared == 6 and differences == [], "\n".join(differences)
-    # hudi-rs 0.5 cannot read a timestamp_ntz column (docs/type-mapping.md): it panics.
-    with pytest.raises(BaseException, match="not yet implemented"):
-        hudi_rs_rows(ntz_base, ["id", "ts"])
+    bootstrap_under_changes_and_compare(spark, tmp_path, torture, ROWS, ntz, "ts")
 
     # A numeric NaN cannot be encoded by Debezium's precise mode: the connector stops naming the column
     # (event.converting.failure.handling.mode=fail) instead of the lake getting a NULL without a word.
