@@ -507,15 +507,22 @@ def commit_runs(config_path: Path, table: str) -> list[list[int]]:
         return [run.detail["partitions"] for run in store.list_runs(table) if run.command == COMMIT_RUN]
 
 
-def kill_after_first_commit(config_path: Path, table: str, timeout: float = 300.0) -> list[list[int]]:
-    """Bootstrap ``table`` in a process of its own (small partitions) and SIGKILL it after its first commit.
+def kill_after_first_commit(
+    config_path: Path,
+    table: str,
+    timeout: float = 300.0,
+    script: str = _KILLABLE,
+    argument: str | None = None,
+) -> list[list[int]]:
+    """Run ``script`` (default: bootstrap ``table`` with small partitions) in a process of its own, with
+    the config path and ``argument`` (default ``table``), and SIGKILL it after ``table``'s first commit.
 
     Returns the commits recorded when it died.
     """
-    log_path = config_path.with_name("killed-bootstrap.log")
+    log_path = config_path.with_name(f"killed-{table}.log")
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-c", _KILLABLE, str(config_path), table],
+            [sys.executable, "-c", script, str(config_path), argument or table],
             env={**os.environ, "PYTHONPATH": str(Path.cwd())},
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -526,8 +533,8 @@ def kill_after_first_commit(config_path: Path, table: str, timeout: float = 300.
         while not commit_runs(config_path, table):
             if process.poll() is not None:
                 tail = log_path.read_text(errors="replace")[-3000:]
-                raise AssertionError(f"the bootstrap process exited with {process.returncode}:\n{tail}")
-            assert time.monotonic() < deadline, f"no bootstrap commit within {timeout:.0f}s"
+                raise AssertionError(f"the killable process exited with {process.returncode}:\n{tail}")
+            assert time.monotonic() < deadline, f"no commit of {table} within {timeout:.0f}s"
             time.sleep(0.2)
     finally:
         if process.poll() is None:

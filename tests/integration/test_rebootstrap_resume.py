@@ -9,11 +9,6 @@ untouched and LIVE.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +19,7 @@ from bootstrap_support import (
     assert_lake_equals_source,
     cli_run,
     commit_runs,
+    kill_after_first_commit,
     load,
     onboard,
     postgres_db,
@@ -63,30 +59,6 @@ def db(local_stack: LocalStack) -> Iterator[SourceDb]:
         yield created
 
 
-def _kill_after_first_copy_commit(config_path: Path, copy: str, timeout: float = 300.0) -> None:
-    log_path = config_path.with_name("killed-rebootstrap.log")
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-c", _KILLABLE, str(config_path), copy.partition("~")[0]],
-            env={**os.environ, "PYTHONPATH": str(Path.cwd())},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + timeout
-    try:
-        while not commit_runs(config_path, copy):
-            if process.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-3000:]
-                raise AssertionError(f"the re-bootstrap exited with {process.returncode}:\n{tail}")
-            assert time.monotonic() < deadline, f"no copy commit within {timeout:.0f}s"
-            time.sleep(0.2)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
 def test_a_killed_rebootstrap_resumes_and_another_is_rolled_back(
     spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
@@ -102,7 +74,7 @@ def test_a_killed_rebootstrap_resumes_and_another_is_rolled_back(
     assert cli_run(config_path, "bootstrap", table, "--apply").exit_code == 0
     old_path = config.lake.table_base_path(table)
 
-    _kill_after_first_copy_commit(config_path, f"{table}~v2")
+    kill_after_first_commit(config_path, f"{table}~v2", script=_KILLABLE, argument=table)
     db.execute("update public.resumed set val = 'changed' where id <= 10")
     resumed = cli_run(config_path, "rebootstrap", table)
 
@@ -115,7 +87,7 @@ def test_a_killed_rebootstrap_resumes_and_another_is_rolled_back(
     source = {int(r["id"]): r["val"] for r in db.rows("resumed", ("id",))}
     assert {int(r["id"]): r["val"] for r in hudi_rs_rows(f"{old_path}__v2", ["id", "val"])} == source
 
-    _kill_after_first_copy_commit(config_path, f"{table}~v3")
+    kill_after_first_commit(config_path, f"{table}~v3", script=_KILLABLE, argument=table)
     aborted = cli_run(config_path, "rebootstrap", table, "--abort")
 
     assert aborted.exit_code == 0, aborted.stderr
