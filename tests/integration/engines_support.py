@@ -55,6 +55,9 @@ class StackEngine:
     items_ddl: tuple[str, ...]
     """Create ``{name}`` (id bigint key, grp, val, amount, updated, flag) with ``{rows}`` rows (``val``
     padded by ``{width}`` characters), analyzed."""
+    aware_items_ddl: tuple[str, ...]
+    """As :attr:`items_ddl` (no padding, not analyzed) with a time-zone-aware ``updated``: hudi-rs 0.5
+    cannot read the ``timestamp_ntz`` a wall-clock timestamp becomes in the lake."""
     not_a_replica: str
     """What the bootstrap says of a "replica" that is the primary."""
     partitions_of_30k: tuple[int, ...] | None
@@ -83,6 +86,10 @@ class StackEngine:
     def database(self, stack: LocalStack) -> AbstractContextManager[SourceDb]:
         """A fresh database on the primary, dropped with its connectors (and slots) afterwards."""
         return postgres_db(stack) if self.name == "postgres" else mariadb_db(stack)
+
+    def aware_items(self, db: SourceDb, name: str, rows: int) -> None:
+        """Create and fill the items table ``name`` with a time-zone-aware ``updated`` (hudi-rs readable)."""
+        db.execute(*(s.format(name=name, rows=rows) for s in self.aware_items_ddl))
 
     def primary_port(self, stack: LocalStack) -> int:
         """The stack's primary server port of this engine."""
@@ -184,6 +191,12 @@ POSTGRES = StackEngine(
         "timestamp '2024-01-01' + g * interval '1 second', g % 2 = 0 from generate_series(1, {rows}) g",
         "analyze public.{name}",
     ),
+    aware_items_ddl=(
+        "create table public.{name} (id bigint primary key, grp int not null, val text, "
+        "amount numeric(12, 2), updated timestamptz(6), flag boolean)",
+        "insert into public.{name} select g, g % 10, 'v' || g, g / 7.0, "
+        "timestamp '2024-01-01' + g * interval '1 second', g % 2 = 0 from generate_series(1, {rows}) g",
+    ),
     not_a_replica="is not a standby",
     partitions_of_30k=(6, 7),
     types_ddl="""
@@ -244,6 +257,12 @@ MARIADB = StackEngine(
         "insert into {name} select seq, seq % 10, concat('v', seq, repeat('x', {width})), seq / 7, "
         "timestamp'2024-01-01 00:00:00' + interval seq second, seq % 2 = 0 from seq_1_to_{rows}",
         "analyze table {name}",
+    ),
+    aware_items_ddl=(
+        "create table {name} (id bigint primary key, grp int not null, val varchar(200), "
+        "amount decimal(12, 2), updated timestamp(6) null, flag boolean)",
+        "insert into {name} select seq, seq % 10, concat('v', seq), seq / 7, "
+        "timestamp'2024-01-01 00:00:00' + interval seq second, seq % 2 = 0 from seq_1_to_{rows}",
     ),
     not_a_replica="is not a replica (SHOW SLAVE STATUS is empty)",
     partitions_of_30k=None,

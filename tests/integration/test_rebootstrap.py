@@ -24,12 +24,11 @@ from bootstrap_support import (
     assert_lake_equals_source,
     cli_run,
     load,
-    mariadb_db,
     onboard,
-    postgres_db,
     wait_for_schema,
     write_config,
 )
+from engines_support import StackEngine
 from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
 
@@ -47,28 +46,13 @@ from cdc_lake.state.store import StateStore
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
 
 ROWS = 3000
-# ``updated`` is a time-zone-aware timestamp: hudi-rs 0.5.0 panics ("not yet implemented") on the
-# Avro local-timestamp-micros a wall-clock (timestamp_ntz) lake column is written as.
-CREATE = {
-    "postgres": (
-        "create table public.{name} (id bigint primary key, grp int not null, val text, "
-        "amount numeric(12, 2), updated timestamptz(6), flag boolean)",
-        "insert into public.{name} select g, g % 10, 'v' || g, g / 7.0, "
-        "timestamp '2024-01-01' + g * interval '1 second', g % 2 = 0 from generate_series(1, {rows}) g",
-    ),
-    "mariadb": (
-        "create table {name} (id bigint primary key, grp int not null, val varchar(200), "
-        "amount decimal(12, 2), updated timestamp(6) null, flag boolean)",
-        "insert into {name} select seq, seq % 10, concat('v', seq), seq / 7, "
-        "timestamp'2024-01-01 00:00:00' + interval seq second, seq % 2 = 0 from seq_1_to_{rows}",
-    ),
-}
+# The table is StackEngine.aware_items_ddl: ``updated`` is time-zone-aware, since hudi-rs 0.5.0 panics
+# ("not yet implemented") on the Avro local-timestamp-micros a wall-clock (timestamp_ntz) column becomes.
 
 
-@pytest.fixture(scope="module", params=["postgres", "mariadb"])
-def db(request: pytest.FixtureRequest, local_stack: LocalStack) -> Iterator[SourceDb]:
-    make = postgres_db if request.param == "postgres" else mariadb_db
-    with make(local_stack) as created:
+@pytest.fixture(scope="module")
+def db(engine: StackEngine, local_stack: LocalStack) -> Iterator[SourceDb]:
+    with engine.database(local_stack) as created:
         yield created
 
 
@@ -102,10 +86,10 @@ class Reader(threading.Thread):
 
 
 def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
-    spark: SparkSession, db: SourceDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = "rebooted"
-    db.execute(*(s.format(name=name, rows=ROWS) for s in CREATE[db.engine]))
+    engine.aware_items(db, name, ROWS)
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(variable, "local")
     glue = GlueSettings(database=f"lake_{db.engine}", endpoint_url=db.stack.glue.endpoint)

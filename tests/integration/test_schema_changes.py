@@ -20,13 +20,12 @@ from bootstrap_support import (
     assert_lake_equals_source,
     cli_run,
     load,
-    mariadb_db,
     onboard,
-    postgres_db,
     wait_for_schema,
     wait_streamed,
     write_config,
 )
+from engines_support import StackEngine
 from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
 
@@ -39,21 +38,8 @@ from cdc_lake.state.store import StateStore
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
 
 ROWS = 500
-# ``updated`` is time-zone-aware: hudi-rs 0.5.0 cannot read a timestamp_ntz column (docs/schema-changes.md).
-CREATE = {
-    "postgres": (
-        "create table public.{name} (id bigint primary key, grp int not null, val text, "
-        "amount numeric(12, 2), updated timestamptz(6), flag boolean)",
-        "insert into public.{name} select g, g % 10, 'v' || g, g / 7.0, "
-        "timestamp '2024-01-01' + g * interval '1 second', g % 2 = 0 from generate_series(1, {rows}) g",
-    ),
-    "mariadb": (
-        "create table {name} (id bigint primary key, grp int not null, val varchar(200), "
-        "amount decimal(12, 2), updated timestamp(6) null, flag boolean)",
-        "insert into {name} select seq, seq % 10, concat('v', seq), seq / 7, "
-        "timestamp'2024-01-01 00:00:00' + interval seq second, seq % 2 = 0 from seq_1_to_{rows}",
-    ),
-}
+# The tables are StackEngine.aware_items_ddl (``updated`` time-zone-aware: hudi-rs 0.5.0 cannot read a
+# timestamp_ntz column, docs/schema-changes.md).
 CHANGES = {
     "postgres": {
         "grows": "alter table public.grows add column note text",
@@ -72,10 +58,9 @@ TOUCH = {
 }
 
 
-@pytest.fixture(scope="module", params=["postgres", "mariadb"])
-def db(request: pytest.FixtureRequest, local_stack: LocalStack) -> Iterator[SourceDb]:
-    make = postgres_db if request.param == "postgres" else mariadb_db
-    with make(local_stack) as created:
+@pytest.fixture(scope="module")
+def db(engine: StackEngine, local_stack: LocalStack) -> Iterator[SourceDb]:
+    with engine.database(local_stack) as created:
         yield created
 
 
@@ -87,11 +72,11 @@ def assert_second_reader_agrees(db: SourceDb, name: str, base_path: str, column:
 
 
 def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
-    spark: SparkSession, db: SourceDb, tmp_path: Path
+    engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
     names = ["grows", "drops", "retypes"]
     for name in names:
-        db.execute(*(s.format(name=name, rows=ROWS) for s in CREATE[db.engine]))
+        engine.aware_items(db, name, ROWS)
     config_path = write_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     config = load(config_path)
