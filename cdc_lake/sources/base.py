@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from cdc_lake.config import Source, Table
 from cdc_lake.connect.render import ConnectorParams, ConverterSettings
+from cdc_lake.sources.capabilities import EngineCapabilities
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.positions import LogPosition
 from cdc_lake.sources.snapshot import SnapshotSource
@@ -135,6 +136,8 @@ class SourceEngine(SnapshotSource, ABC):
     Every method opens its own short-lived connections, so an engine holds nothing to close.
     """
 
+    capabilities: ClassVar[EngineCapabilities]
+    """What this engine declares about itself (:mod:`cdc_lake.sources.capabilities`)."""
     engine: ClassVar[str]
     position_type: ClassVar[type[LogPosition]]
     """The type of this engine's positions (:meth:`current_position`, connector offsets)."""

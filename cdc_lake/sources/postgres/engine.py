@@ -33,7 +33,8 @@ from cdc_lake.sources.base import (
 )
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.positions import LogPosition, Lsn
-from cdc_lake.sources.postgres_checks import (
+from cdc_lake.sources.postgres import CAPABILITIES
+from cdc_lake.sources.postgres.checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,
     PgReplicaFacts,
@@ -93,7 +94,8 @@ def _first_line(exc: BaseException) -> str:
 class PostgresEngine(SourceEngine):
     """A Postgres source: primary for CDC, streaming standby for bootstrap."""
 
-    engine = "postgres"
+    capabilities = CAPABILITIES
+    engine = CAPABILITIES.name
     position_type: ClassVar[type[LogPosition]] = Lsn
 
     def __init__(self, source: Source) -> None:

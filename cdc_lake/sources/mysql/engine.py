@@ -32,8 +32,9 @@ from cdc_lake.sources.base import (
     tls_failure_hint,
 )
 from cdc_lake.sources.checks import CheckResult
-from cdc_lake.sources.mysql_checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
-from cdc_lake.sources.mysql_tls import (
+from cdc_lake.sources.mysql import MARIADB, MYSQL
+from cdc_lake.sources.mysql.checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
+from cdc_lake.sources.mysql.tls import (
     connector_settings,
     ensure_truststore,
     jdbc_properties,
@@ -82,7 +83,8 @@ def _first_line(exc: BaseException) -> str:
 class MySqlEngine(SourceEngine):
     """A MySQL source: binlog from the primary, bootstrap from a replica."""
 
-    engine = "mysql"
+    capabilities = MYSQL
+    engine = MYSQL.name
     position_type: ClassVar[type[LogPosition]] = MySqlGtidSet
     flavor = "mysql"
     replica_status_query = "SHOW REPLICA STATUS"
@@ -498,7 +500,8 @@ class MySqlEngine(SourceEngine):
 class MariaDbEngine(MySqlEngine):
     """A MariaDB source: GTIDs are always on; positions are ``gtid_binlog_pos`` / ``gtid_slave_pos``."""
 
-    engine = "mariadb"
+    capabilities = MARIADB
+    engine = MARIADB.name
     position_type: ClassVar[type[LogPosition]] = MariaDbGtidPosition
     # Spark picks its MySQL dialect (backtick quoting, MySQL types) only for jdbc:mysql: URLs, which the
     # MariaDB driver accepts with permitMysqlScheme.
