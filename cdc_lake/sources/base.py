@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from cdc_lake.config import Source, Table
 from cdc_lake.connect.render import ConnectorParams, ConverterSettings
+from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.capabilities import EngineCapabilities
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.positions import LogPosition
@@ -145,9 +146,32 @@ class SourceEngine(SnapshotSource, ABC):
     def __init__(self, source: Source) -> None:
         self.source = source
 
-    @abstractmethod
+    primary_tls_settings: ClassVar[str]
+    """The config settings that verify the primary's TLS certificate, named when a connection fails on it."""
+    primary_connection_fix: ClassVar[str]
+    """What to check when connecting to the primary fails otherwise."""
+
     def preflight(self, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
-        """Check the primary (and replica) for everything ``captures`` need; never changes anything."""
+        """Check the primary (and replica) for everything ``captures`` need; never changes anything.
+
+        Connecting to the primary comes first: when it fails, that is the only result.
+        """
+        try:
+            connected, checks = self.judge_primary(captures, options)
+        except SourceEngineError as exc:
+            found = str(exc).removeprefix(f"source {self.source.name}: ")
+            fix = connection_fix(found, self.primary_tls_settings, self.primary_connection_fix)
+            return [CheckResult.fail("primary connection", found, fix)]
+        return [CheckResult.ok("primary connection", connected), *checks]
+
+    @abstractmethod
+    def judge_primary(
+        self, captures: Sequence[Capture], options: PreflightOptions
+    ) -> tuple[str, list[CheckResult]]:
+        """Read the primary's and replica's facts and judge them: where it connected as whom, and the checks.
+
+        Raises :class:`~cdc_lake.exceptions.SourceEngineError` when the primary cannot be read.
+        """
 
     @abstractmethod
     def planned_changes(self, capture: Capture, options: PreflightOptions) -> list[str]:
@@ -178,9 +202,27 @@ class SourceEngine(SnapshotSource, ABC):
     def slot_exists(self, slot_name: str) -> bool:
         """Whether the replication slot ``slot_name`` exists (engines without slots: never)."""
 
-    @abstractmethod
     def connector_params(self, capture: Capture, endpoints: ConnectorEndpoints) -> ConnectorParams:
         """The parameters of the engine's connector template for ``capture``."""
+        primary = self.source.primary
+        shared = ConnectorParams(
+            host=primary.host,
+            port=primary.port,
+            user=primary.user,
+            password_env=endpoints.password_env,
+            topic_prefix=self.source.topic_prefix or self.source.name,
+            tables=list(capture.table_names),
+            registry_url=endpoints.registry_url,
+            converter=endpoints.converter,
+            columns={t.name: t.columns for t in capture.tables if t.columns},
+        )
+        return self.engine_connector_params(shared, capture, endpoints)
+
+    @abstractmethod
+    def engine_connector_params(
+        self, shared: ConnectorParams, capture: Capture, endpoints: ConnectorEndpoints
+    ) -> ConnectorParams:
+        """``shared`` (what every connector template takes) with this engine's own parameters added."""
 
     @abstractmethod
     def current_position(self) -> str:

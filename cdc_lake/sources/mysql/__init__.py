@@ -8,6 +8,7 @@ their TLS settings for every client.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Final
 
 from cdc_lake.sources.capabilities import EngineCapabilities, PositionKind
@@ -27,14 +28,11 @@ MYSQL: Final = EngineCapabilities(
     engine_class="MySqlEngine",
 )
 
-MARIADB: Final = EngineCapabilities(
+MARIADB: Final = replace(
+    MYSQL,
     name="mariadb",
     connector_values=frozenset({"mariadb"}),
-    position_kind=PositionKind.GTID,
-    replication_slots=False,
     jdbc_driver=f"org.mariadb.jdbc:mariadb-java-client:{MARIADB_JDBC_VERSION}",
-    driver="pymysql",
-    driver_package="pymysql",
-    engine_module="cdc_lake.sources.mysql.engine",
     engine_class="MariaDbEngine",
 )
+"""MariaDB, the MySQL family's flavour: the same capture, its own connector, JDBC driver and engine class."""

@@ -11,6 +11,7 @@ import datetime as dt
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -28,7 +29,6 @@ from cdc_lake.sources.base import (
     PreflightOptions,
     ReplicaDelay,
     SourceEngine,
-    connection_fix,
     tls_failure_hint,
 )
 from cdc_lake.sources.checks import CheckResult
@@ -85,6 +85,8 @@ class MySqlEngine(SourceEngine):
 
     capabilities = MYSQL
     engine = MYSQL.name
+    primary_tls_settings = "primary.ssl_ca and primary.ssl_verify_identity"
+    primary_connection_fix = "check host, port, user and the password variable"
     position_type: ClassVar[type[LogPosition]] = MySqlGtidSet
     flavor = "mysql"
     replica_status_query = "SHOW REPLICA STATUS"
@@ -125,21 +127,13 @@ class MySqlEngine(SourceEngine):
 
     # Preflight
 
-    def preflight(self, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
-        """Connect to the primary (a failure is the only result) and judge the facts read there."""
-        try:
-            facts = self.read_facts(captures)
-        except SourceEngineError as exc:
-            found = str(exc).removeprefix(f"source {self.source.name}: ")
-            fix = connection_fix(
-                found,
-                "primary.ssl_ca and primary.ssl_verify_identity",
-                "check host, port, user and the password variable",
-            )
-            return [CheckResult.fail("primary connection", found, fix)]
+    def judge_primary(
+        self, captures: Sequence[Capture], options: PreflightOptions
+    ) -> tuple[str, list[CheckResult]]:
+        """The connector's truststore and the MySQL/MariaDB checks, judged on the facts read."""
+        facts = self.read_facts(captures)
         address = f"{self.source.primary.host}:{self.source.primary.port}"
-        connected = CheckResult.ok("primary connection", f"{address} as {facts.user}")
-        return [connected, *self._truststore_check(), *evaluate(facts, captures, options)]
+        return f"{address} as {facts.user}", [*self._truststore_check(), *evaluate(facts, captures, options)]
 
     def _truststore_check(self) -> list[CheckResult]:
         """With TLS, the connector's truststore password is in the environment (nothing to check without)."""
@@ -247,23 +241,16 @@ class MySqlEngine(SourceEngine):
         """Binlog connectors have no slots."""
         return False
 
-    def connector_params(self, capture: Capture, endpoints: ConnectorEndpoints) -> ConnectorParams:
-        """Template parameters of the binlog connector for ``capture``."""
-        primary = self.source.primary
-        return ConnectorParams(
-            host=primary.host,
-            port=primary.port,
-            user=primary.user,
-            password_env=endpoints.password_env,
-            topic_prefix=self.source.topic_prefix or self.source.name,
-            tables=list(capture.table_names),
-            registry_url=endpoints.registry_url,
-            converter=endpoints.converter,
-            columns={t.name: t.columns for t in capture.tables if t.columns},
+    def engine_connector_params(
+        self, shared: ConnectorParams, capture: Capture, endpoints: ConnectorEndpoints
+    ) -> ConnectorParams:
+        """The binlog connector's server id, schema history clients and TLS settings."""
+        return replace(
+            shared,
             server_id=capture.server_id,
             kafka_bootstrap=endpoints.kafka_bootstrap,
             schema_history_clients=endpoints.kafka_clients,
-            database_settings=connector_settings(self.flavor, primary),
+            database_settings=connector_settings(self.flavor, self.source.primary),
         )
 
     # Positions

@@ -28,7 +28,6 @@ from cdc_lake.sources.base import (
     PreflightOptions,
     ReplicaDelay,
     SourceEngine,
-    connection_fix,
     tls_failure_hint,
 )
 from cdc_lake.sources.checks import CheckResult
@@ -96,6 +95,8 @@ class PostgresEngine(SourceEngine):
 
     capabilities = CAPABILITIES
     engine = CAPABILITIES.name
+    primary_tls_settings = "primary.sslmode and primary.sslrootcert"
+    primary_connection_fix = "check host, port, database, user and the password variable"
     position_type: ClassVar[type[LogPosition]] = Lsn
 
     def __init__(self, source: Source) -> None:
@@ -139,26 +140,13 @@ class PostgresEngine(SourceEngine):
 
     # Preflight
 
-    def preflight(self, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
-        """Connect to the primary (a failure is the only result) and judge the facts read there."""
-        try:
-            facts = self.read_facts(captures)
-        except SourceEngineError as exc:
-            found = str(exc).removeprefix(f"source {self.source.name}: ")
-            return [
-                CheckResult.fail(
-                    "primary connection",
-                    found,
-                    connection_fix(
-                        found,
-                        "primary.sslmode and primary.sslrootcert",
-                        "check host, port, database, user and the password variable",
-                    ),
-                )
-            ]
+    def judge_primary(
+        self, captures: Sequence[Capture], options: PreflightOptions
+    ) -> tuple[str, list[CheckResult]]:
+        """The Postgres checks, judged on the facts read from the primary and the replica."""
+        facts = self.read_facts(captures)
         address = f"{self.source.primary.host}:{self.source.primary.port}/{self.database}"
-        connected = CheckResult.ok("primary connection", f"{address} as {facts.user}")
-        return [connected, *evaluate(facts, captures, options)]
+        return f"{address} as {facts.user}", evaluate(facts, captures, options)
 
     def read_facts(self, captures: Sequence[Capture]) -> PostgresFacts:
         """Everything the checks judge, read from the primary and the replica."""
@@ -411,20 +399,14 @@ class PostgresEngine(SourceEngine):
             ).fetchone()
         return row is not None
 
-    def connector_params(self, capture: Capture, endpoints: ConnectorEndpoints) -> ConnectorParams:
-        """Template parameters of the Postgres connector for ``capture``."""
+    def engine_connector_params(
+        self, shared: ConnectorParams, capture: Capture, endpoints: ConnectorEndpoints
+    ) -> ConnectorParams:
+        """The Postgres connector's database, slot, publication, heartbeat table and TLS settings."""
         primary = self.source.primary
-        return ConnectorParams(
-            host=primary.host,
-            port=primary.port,
-            user=primary.user,
-            password_env=endpoints.password_env,
-            topic_prefix=self.source.topic_prefix or self.source.name,
-            tables=list(capture.table_names),
-            registry_url=endpoints.registry_url,
-            converter=endpoints.converter,
+        return replace(
+            shared,
             database=self.database,
-            columns={t.name: t.columns for t in capture.tables if t.columns},
             slot_name=capture.slot_name,
             publication_name=capture.publication_name,
             heartbeat_table=HEARTBEAT_TABLE,
