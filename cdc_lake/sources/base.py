@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from cdc_lake.config import Source, Table
+from cdc_lake.config import Connection, Source, Table
 from cdc_lake.connect.render import ConnectorParams, ConverterSettings
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.capabilities import EngineCapabilities
@@ -145,6 +145,13 @@ class SourceEngine(SnapshotSource, ABC):
 
     def __init__(self, source: Source) -> None:
         self.source = source
+
+    def connection(self, role: str) -> Connection:
+        """The configured ``role`` (``primary`` or ``replica``) of the source; an error when it has none."""
+        connection = self.source.primary if role == "primary" else self.source.replica
+        if connection is None:
+            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
+        return connection
 
     primary_tls_settings: ClassVar[str]
     """The config settings that verify the primary's TLS certificate, named when a connection fails on it."""

@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 import pymysql
 from pymysql.cursors import DictCursor
 
-from cdc_lake.config import Connection
 from cdc_lake.connect.render import ConnectorParams
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.base import (
@@ -98,9 +97,7 @@ class MySqlEngine(SourceEngine):
 
     @contextmanager
     def _connect(self, role: str = "primary") -> Iterator[pymysql.connections.Connection[Any]]:
-        connection: Connection | None = self.source.primary if role == "primary" else self.source.replica
-        if connection is None:
-            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
+        connection = self.connection(role)
         where = f"source {self.source.name}: {role} {connection.host}:{connection.port}"
         password = connection.password.get_secret_value() if connection.password is not None else ""
         try:
@@ -304,9 +301,7 @@ class MySqlEngine(SourceEngine):
 
     def jdbc_access(self, role: str) -> JdbcAccess:
         """JDBC access to ``role``: a read-only UTC session where backslashes in literals are plain."""
-        connection = self.source.primary if role == "primary" else self.source.replica
-        if connection is None:
-            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
+        connection = self.connection(role)
         url = f"jdbc:{self.jdbc_scheme}://{connection.host}:{connection.port}/?{self.jdbc_url_options}"
         properties = {
             "driver": self.jdbc_driver,

@@ -110,9 +110,7 @@ class PostgresEngine(SourceEngine):
 
     @contextmanager
     def _connect(self, role: str = "primary") -> Iterator[_Conn]:
-        connection = self.source.primary if role == "primary" else self.source.replica
-        if connection is None:
-            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
+        connection = self.connection(role)
         password = connection.password.get_secret_value() if connection.password is not None else None
         libpq: dict[str, Any] = {
             "host": connection.host,
@@ -470,9 +468,7 @@ class PostgresEngine(SourceEngine):
 
     def jdbc_access(self, role: str) -> JdbcAccess:
         """JDBC access to ``role`` with a read-only, UTC, ISO-formatted session."""
-        connection = self.source.primary if role == "primary" else self.source.replica
-        if connection is None:
-            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
+        connection = self.connection(role)
         database = url_quote(connection.database or self.database, safe="")
         url = (
             f"jdbc:postgresql://{connection.host}:{connection.port}/{database}"
