@@ -191,43 +191,25 @@ def connectors_status(ctx: click.Context, source: str | None, as_json: bool) -> 
         render_connector_statuses(rows)
 
 
-def _control(ctx: click.Context, source: str, action: Action, done: str, as_json: bool) -> None:
-    names = control(get_config(ctx), source, action)
-    if as_json:
-        emit_json([{"source": source, "connector": name, "action": action} for name in names])
-        return
-    for name in names:
-        click.echo(f"{done} {name}")
+def _control_command(action: Action, done: str, summary: str) -> None:
+    """Add ``connectors ACTION SOURCE [--json]``: ``action`` every connector of SOURCE, one line each."""
+
+    @connectors.command(action, help=summary)
+    @click.argument("source")
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
+    @click.pass_context
+    def command(ctx: click.Context, source: str, as_json: bool) -> None:
+        names = control(get_config(ctx), source, action)
+        if as_json:
+            emit_json([{"source": source, "connector": name, "action": action} for name in names])
+            return
+        for name in names:
+            click.echo(f"{done} {name}")
 
 
-_CONTROL_JSON = click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
-
-
-@connectors.command("pause")
-@click.argument("source")
-@_CONTROL_JSON
-@click.pass_context
-def connectors_pause(ctx: click.Context, source: str, as_json: bool) -> None:
-    """Pause the connectors of SOURCE (their slots keep WAL until they resume)."""
-    _control(ctx, source, "pause", "paused", as_json)
-
-
-@connectors.command("resume")
-@click.argument("source")
-@_CONTROL_JSON
-@click.pass_context
-def connectors_resume(ctx: click.Context, source: str, as_json: bool) -> None:
-    """Resume the paused connectors of SOURCE."""
-    _control(ctx, source, "resume", "resumed", as_json)
-
-
-@connectors.command("restart")
-@click.argument("source")
-@_CONTROL_JSON
-@click.pass_context
-def connectors_restart(ctx: click.Context, source: str, as_json: bool) -> None:
-    """Restart the connectors of SOURCE and their failed tasks."""
-    _control(ctx, source, "restart", "restarted", as_json)
+_control_command("pause", "paused", "Pause the connectors of SOURCE (a slot keeps WAL until they resume).")
+_control_command("resume", "resumed", "Resume the paused connectors of SOURCE.")
+_control_command("restart", "restarted", "Restart the connectors of SOURCE and their failed tasks.")
 
 
 @cli.command()
