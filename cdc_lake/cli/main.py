@@ -1,7 +1,9 @@
 """``cdc-lake``: the command group and every verb of the CLI contract.
 
 Each verb imports its stage only when it runs, so ``--help`` and config errors
-stay fast; ``stack`` and ``demo`` live in their own modules.  Errors are one
+stay fast; ``stack`` and ``demo`` live in their own modules, and the bootstrap
+stage's verbs (``bootstrap``, ``validate``, ``rebootstrap``) come from the stage
+itself, registered as an entry point (:mod:`cdc_lake.cli.stages`).  Errors are one
 line with the exit code of their exception class (``cdc_lake.exceptions``).
 """
 
