@@ -10,9 +10,10 @@ to wait until the replica has replayed past a primary position.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from cdc_lake.config import Connection, Source, Table
 from cdc_lake.connect.render import ConnectorParams, ConverterSettings
@@ -22,6 +23,7 @@ from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.positions import LogPosition
 from cdc_lake.sources.snapshot import SnapshotSource
 
+_Session = TypeVar("_Session", bound=AbstractContextManager[Any])
 
 @dataclass(frozen=True)
 class Capture:
@@ -153,6 +155,41 @@ class SourceEngine(SnapshotSource, ABC):
             raise SourceEngineError(f"source {self.source.name}: no {role} configured")
         return connection
 
+    def address(self, connection: Connection) -> str:
+        """Where ``connection`` points, as errors and checks name it."""
+        return f"{connection.host}:{connection.port}"
+
+    @contextmanager
+    def opened(
+        self,
+        role: str,
+        open_connection: Callable[[Connection], _Session],
+        errors: type[Exception],
+        first_line: Callable[[BaseException], str],
+    ) -> Iterator[_Session]:
+        """A session with ``role`` opened by ``open_connection``, closed after the block.
+
+        A driver error (``errors``) becomes a one-line error naming the source, role and address,
+        and the CA setting (:attr:`ca_setting`) when the server's certificate failed the check.
+        """
+        connection = self.connection(role)
+        where = f"source {self.source.name}: {role} {self.address(connection)}"
+        try:
+            session = open_connection(connection)
+        except errors as exc:
+            ca: str | None = getattr(connection, self.ca_setting)
+            raise SourceEngineError(
+                f"{where}: cannot connect as {connection.user}"
+                f"{tls_failure_hint(str(exc), f'{role}.{self.ca_setting}', ca)}: {first_line(exc)}"
+            ) from None
+        try:
+            with session:
+                yield session
+        except errors as exc:
+            raise SourceEngineError(f"{where}: {first_line(exc)}") from None
+
+    ca_setting: ClassVar[str]
+    """The connection setting naming the CA file that verifies the server's certificate."""
     primary_tls_settings: ClassVar[str]
     """The config settings that verify the primary's TLS certificate, named when a connection fails on it."""
     primary_connection_fix: ClassVar[str]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import pymysql
 from pymysql.cursors import DictCursor
 
+from cdc_lake.config import Connection
 from cdc_lake.connect.render import ConnectorParams
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.base import (
@@ -28,7 +29,6 @@ from cdc_lake.sources.base import (
     PreflightOptions,
     ReplicaDelay,
     SourceEngine,
-    tls_failure_hint,
 )
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.mysql import MARIADB, MYSQL
@@ -79,11 +79,26 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+
+def _open(connection: Connection) -> pymysql.connections.Connection[Any]:
+    password = connection.password.get_secret_value() if connection.password is not None else ""
+    return pymysql.connect(
+        host=connection.host,
+        port=connection.port,
+        user=connection.user,
+        password=password,
+        connect_timeout=_CONNECT_TIMEOUT,
+        autocommit=True,
+        program_name="cdc-lake",
+        **pymysql_settings(connection),
+    )
+
 class MySqlEngine(SourceEngine):
     """A MySQL source: binlog from the primary, bootstrap from a replica."""
 
     capabilities = MYSQL
     engine = MYSQL.name
+    ca_setting = "ssl_ca"
     primary_tls_settings = "primary.ssl_ca and primary.ssl_verify_identity"
     primary_connection_fix = "check host, port, user and the password variable"
     position_type: ClassVar[type[LogPosition]] = MySqlGtidSet
@@ -95,32 +110,8 @@ class MySqlEngine(SourceEngine):
 
     # Connections
 
-    @contextmanager
-    def _connect(self, role: str = "primary") -> Iterator[pymysql.connections.Connection[Any]]:
-        connection = self.connection(role)
-        where = f"source {self.source.name}: {role} {connection.host}:{connection.port}"
-        password = connection.password.get_secret_value() if connection.password is not None else ""
-        try:
-            conn = pymysql.connect(
-                host=connection.host,
-                port=connection.port,
-                user=connection.user,
-                password=password,
-                connect_timeout=_CONNECT_TIMEOUT,
-                autocommit=True,
-                program_name="cdc-lake",
-                **pymysql_settings(connection),
-            )
-        except pymysql.MySQLError as exc:
-            raise SourceEngineError(
-                f"{where}: cannot connect as {connection.user}"
-                f"{tls_failure_hint(str(exc), f'{role}.ssl_ca', connection.ssl_ca)}: {_first_line(exc)}"
-            ) from None
-        try:
-            with conn:
-                yield conn
-        except pymysql.MySQLError as exc:
-            raise SourceEngineError(f"{where}: {_first_line(exc)}") from None
+    def _connect(self, role: str = "primary") -> AbstractContextManager[pymysql.connections.Connection[Any]]:
+        return self.opened(role, _open, pymysql.MySQLError, _first_line)
 
     # Preflight
 
@@ -129,8 +120,8 @@ class MySqlEngine(SourceEngine):
     ) -> tuple[str, list[CheckResult]]:
         """The connector's truststore and the MySQL/MariaDB checks, judged on the facts read."""
         facts = self.read_facts(captures)
-        address = f"{self.source.primary.host}:{self.source.primary.port}"
-        return f"{address} as {facts.user}", [*self._truststore_check(), *evaluate(facts, captures, options)]
+        connected = f"{self.address(self.source.primary)} as {facts.user}"
+        return connected, [*self._truststore_check(), *evaluate(facts, captures, options)]
 
     def _truststore_check(self) -> list[CheckResult]:
         """With TLS, the connector's truststore password is in the environment (nothing to check without)."""

@@ -8,8 +8,8 @@ publication only after the connector's include list has them (see :meth:`Postgre
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, ClassVar
 from urllib.parse import quote as url_quote
@@ -28,7 +28,6 @@ from cdc_lake.sources.base import (
     PreflightOptions,
     ReplicaDelay,
     SourceEngine,
-    tls_failure_hint,
 )
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.positions import LogPosition, Lsn
@@ -95,6 +94,7 @@ class PostgresEngine(SourceEngine):
 
     capabilities = CAPABILITIES
     engine = CAPABILITIES.name
+    ca_setting = "sslrootcert"
     primary_tls_settings = "primary.sslmode and primary.sslrootcert"
     primary_connection_fix = "check host, port, database, user and the password variable"
     position_type: ClassVar[type[LogPosition]] = Lsn
@@ -105,12 +105,14 @@ class PostgresEngine(SourceEngine):
 
     # Connections
 
-    def _where(self, role: str, connection: Connection) -> str:
-        return f"source {self.source.name}: {role} {connection.host}:{connection.port}/{self.database}"
+    def address(self, connection: Connection) -> str:
+        """Where ``connection`` points: host, port and database."""
+        return f"{connection.host}:{connection.port}/{connection.database or self.database}"
 
-    @contextmanager
-    def _connect(self, role: str = "primary") -> Iterator[_Conn]:
-        connection = self.connection(role)
+    def _connect(self, role: str = "primary") -> AbstractContextManager[_Conn]:
+        return self.opened(role, self._open, psycopg.Error, _first_line)
+
+    def _open(self, connection: Connection) -> _Conn:
         password = connection.password.get_secret_value() if connection.password is not None else None
         libpq: dict[str, Any] = {
             "host": connection.host,
@@ -122,19 +124,7 @@ class PostgresEngine(SourceEngine):
             "application_name": "cdc-lake",
             **connection.tls_settings(),
         }
-        try:
-            conn = psycopg.connect(autocommit=True, **libpq)
-        except psycopg.Error as exc:
-            raise SourceEngineError(
-                f"{self._where(role, connection)}: cannot connect as {connection.user}"
-                f"{tls_failure_hint(str(exc), f'{role}.sslrootcert', connection.sslrootcert)}: "
-                f"{_first_line(exc)}"
-            ) from None
-        try:
-            with conn:
-                yield conn
-        except psycopg.Error as exc:
-            raise SourceEngineError(f"{self._where(role, connection)}: {_first_line(exc)}") from None
+        return psycopg.connect(autocommit=True, **libpq)
 
     # Preflight
 
@@ -143,8 +133,7 @@ class PostgresEngine(SourceEngine):
     ) -> tuple[str, list[CheckResult]]:
         """The Postgres checks, judged on the facts read from the primary and the replica."""
         facts = self.read_facts(captures)
-        address = f"{self.source.primary.host}:{self.source.primary.port}/{self.database}"
-        return f"{address} as {facts.user}", evaluate(facts, captures, options)
+        return f"{self.address(self.source.primary)} as {facts.user}", evaluate(facts, captures, options)
 
     def read_facts(self, captures: Sequence[Capture]) -> PostgresFacts:
         """Everything the checks judge, read from the primary and the replica."""
@@ -152,7 +141,7 @@ class PostgresEngine(SourceEngine):
         slot_names = [c.slot_name for c in captures if c.slot_name]
         publication_names = [c.publication_name for c in captures if c.publication_name]
         with self._connect() as conn:
-            settings = dict(
+            settings: dict[Any, Any] = dict(
                 conn.execute(
                     "select name, setting from pg_settings where name = any(%s)", (list(_SETTINGS),)
                 ).fetchall()
