@@ -5,6 +5,13 @@ preflight checks, for the database objects a connector needs (prepared before th
 is registered, published after it streams), and for the connector's template parameters.
 Bootstrap asks it for positions: where the primary is now, where the read replica is, and
 to wait until the replica has replayed past a primary position.
+
+What every engine does alike lives here once, each engine adding only its hook: opening a
+session with a role and turning driver errors into one-line errors (:meth:`SourceEngine.opened`,
+the engine says how to open), the preflight's connection check (:meth:`SourceEngine.judge_primary`
+reads and judges the rest) and the connector parameters every template takes
+(:meth:`SourceEngine.engine_connector_params` adds the engine's own).  The engine's facts are its
+:attr:`SourceEngine.capabilities` (:mod:`cdc_lake.sources.capabilities`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from cdc_lake.sources.positions import LogPosition
 from cdc_lake.sources.snapshot import SnapshotSource
 
 _Session = TypeVar("_Session", bound=AbstractContextManager[Any])
+
 
 @dataclass(frozen=True)
 class Capture:
@@ -144,6 +152,12 @@ class SourceEngine(SnapshotSource, ABC):
     engine: ClassVar[str]
     position_type: ClassVar[type[LogPosition]]
     """The type of this engine's positions (:meth:`current_position`, connector offsets)."""
+    ca_setting: ClassVar[str]
+    """The connection setting naming the CA file that verifies the server's certificate."""
+    primary_tls_settings: ClassVar[str]
+    """The config settings that verify the primary's TLS certificate, named when a connection fails on it."""
+    primary_connection_fix: ClassVar[str]
+    """What to check when connecting to the primary fails otherwise."""
 
     def __init__(self, source: Source) -> None:
         self.source = source
@@ -187,13 +201,6 @@ class SourceEngine(SnapshotSource, ABC):
                 yield session
         except errors as exc:
             raise SourceEngineError(f"{where}: {first_line(exc)}") from None
-
-    ca_setting: ClassVar[str]
-    """The connection setting naming the CA file that verifies the server's certificate."""
-    primary_tls_settings: ClassVar[str]
-    """The config settings that verify the primary's TLS certificate, named when a connection fails on it."""
-    primary_connection_fix: ClassVar[str]
-    """What to check when connecting to the primary fails otherwise."""
 
     def preflight(self, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
         """Check the primary (and replica) for everything ``captures`` need; never changes anything.
