@@ -1,7 +1,8 @@
 """JVM artifacts the product needs, declared in one place and resolved through Maven.
 
 Every jar that Spark jobs or the local stack load is named here as Maven
-coordinates.  :func:`resolve` writes a throw-away POM listing one artifact set,
+coordinates (a source engine's JDBC driver as its capabilities declare it,
+:mod:`cdc_lake.sources.capabilities`).  :func:`resolve` writes a throw-away POM listing one artifact set,
 lets ``mvn dependency:copy-dependencies`` fetch the set with its transitive
 dependencies from Maven Central, and caches the result under
 ``$CDC_LAKE_CACHE`` (default ``~/.cache/cdc-lake``).  A completed set is marked
@@ -25,6 +26,7 @@ from xml.sax.saxutils import escape
 
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import JvmArtifactError
+from cdc_lake.sources import ENGINES
 
 SPARK_VERSION_LINE = "3.5"
 SCALA_BINARY_VERSION = "2.12"
@@ -37,10 +39,6 @@ APICURIO_VERSION = "2.6.13.Final"  # the newest line whose converter resolves co
 LOG4J_VERSION = "2.24.3"
 SPARK_KAFKA_CLIENTS_VERSION = "3.4.1"  # the kafka-clients spark-sql-kafka-0-10 3.5.x is built against
 COMMONS_POOL2_VERSION = "2.11.1"  # likewise, for its consumer pool
-# JDBC drivers of the bootstrap's partitioned replica reads (each a self-contained jar).
-POSTGRES_JDBC_VERSION = "42.7.7"
-MARIADB_JDBC_VERSION = "3.5.3"
-MYSQL_JDBC_VERSION = "9.1.0"
 
 
 @dataclass(frozen=True)
@@ -53,6 +51,12 @@ class MavenArtifact:
     type: str = "jar"
     classifier: str | None = None
     exclusions: tuple[str, ...] = ()  # "group:artifact" pairs kept off the classpath
+
+    @classmethod
+    def of(cls, coordinate: str) -> MavenArtifact:
+        """The jar named ``group:artifact:version`` (as an engine declares its JDBC driver)."""
+        group, artifact, version = coordinate.split(":")
+        return cls(group, artifact, version)
 
     @property
     def coordinate(self) -> str:
@@ -126,10 +130,9 @@ def spark_jars(spark_version: str) -> ArtifactSet:
             ),
             MavenArtifact("org.apache.kafka", "kafka-clients", SPARK_KAFKA_CLIENTS_VERSION),
             MavenArtifact("org.apache.commons", "commons-pool2", COMMONS_POOL2_VERSION),
-            # JDBC drivers for the bootstrap's reads from Postgres, MariaDB and MySQL replicas.
-            MavenArtifact("org.postgresql", "postgresql", POSTGRES_JDBC_VERSION),
-            MavenArtifact("org.mariadb.jdbc", "mariadb-java-client", MARIADB_JDBC_VERSION),
-            MavenArtifact("com.mysql", "mysql-connector-j", MYSQL_JDBC_VERSION),
+            # The JDBC driver each engine declares, for the bootstrap's partitioned replica reads
+            # (each a self-contained jar).
+            *(MavenArtifact.of(caps.jdbc_driver) for caps in ENGINES.values()),
         ),
         # pyspark already ships Scala, SLF4J and the Hadoop client; pulling them again would shadow its own.
         transitive=False,

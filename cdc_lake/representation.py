@@ -20,6 +20,10 @@ STRING: Final = "string"
 MAX_PRECISION: Final = 38
 """Spark's (and so the lake's) widest decimal."""
 
+VARIABLE_SCALE_DECIMAL_SCALE: Final = 18
+"""Scale of the DECIMAL(38, s) that holds a Postgres unconstrained ``numeric`` by default (Debezium's
+VariableScaleDecimal): 20 integer digits and 18 fractional digits; values needing more of either fail."""
+
 _DECIMAL_SPEC = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 

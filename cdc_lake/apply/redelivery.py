@@ -42,8 +42,8 @@ from collections.abc import Mapping
 from typing import Final
 
 from cdc_lake.decode.envelope import ChangeEvent
+from cdc_lake.sources import PositionKind, capabilities_for_connector
 
-_POSTGRES: Final = "postgresql"
 _PG: Final = "pg"
 _GTID: Final = "gtid"
 _PG_DIGITS: Final = 40
@@ -55,7 +55,7 @@ def stream_position(event: ChangeEvent) -> str | None:
     source = event.source
     if event.is_snapshot:
         return None
-    if source.connector == _POSTGRES:
+    if capabilities_for_connector(source.connector).position_kind is PositionKind.LSN:
         return _postgres_position(source.sequence)
     parsed = gtid_source(source.gtid)
     if parsed is None:

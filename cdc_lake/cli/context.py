@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from cdc_lake.config import Config, resolve_config
+from cdc_lake.config import Config, find_config, resolve_config
+from cdc_lake.exceptions import ConfigError
 from cdc_lake.redaction import register_secrets
+
+if TYPE_CHECKING:
+    from cdc_lake.lake.applier import ApplierFactory
 
 
 @dataclass
@@ -35,3 +40,22 @@ def get_config(ctx: click.Context, allow_default: bool = False) -> Config:
     """The config for the running command (``allow_default=True`` only for ``stack`` and ``demo``)."""
     found = ctx.find_object(CliContext)
     return (found or CliContext()).config(allow_default=allow_default)
+
+
+def config_file(ctx: click.Context) -> Path:
+    """The config file the command loaded (``get_config`` has already required one)."""
+    found = find_config((ctx.find_object(CliContext) or CliContext()).config_path)
+    if found is None:
+        raise ConfigError("no config file: pass --config PATH")
+    return found
+
+
+def applier_factory() -> ApplierFactory:
+    """The applier a bootstrap hands its tables over to: the command line wires the two stages together.
+
+    ``bootstrap/`` never imports the applier (both depend on the lake-table contract), so its commands
+    and hooks take it from here.
+    """
+    from cdc_lake.apply.runner import ApplyRunner
+
+    return ApplyRunner.for_config

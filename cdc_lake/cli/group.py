@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from cdc_lake.cli.stages import installed, stage_command
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.redaction import redact
 
@@ -17,19 +18,32 @@ class CdcLakeGroup(click.Group):
 
     ``lazy_subcommands`` maps a command name to ``"module:attribute"``; the module
     is imported only when that command is listed or run, so ``cdc-lake status``
-    never pays for the stack's imports.
+    never pays for the stack's imports.  ``stage_subcommands`` maps a command name
+    to the stage that registers it (:mod:`cdc_lake.cli.stages`): listed when that
+    stage is installed, loaded when run, and a one-line error naming what to
+    install when it is not.
     """
 
-    def __init__(self, *args: Any, lazy_subcommands: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        lazy_subcommands: Mapping[str, str] | None = None,
+        stage_subcommands: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._lazy = dict(lazy_subcommands or {})
+        self._staged = dict(stage_subcommands or {})
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        """Eager and lazy command names, sorted."""
-        return sorted({*super().list_commands(ctx), *self._lazy})
+        """Eager, lazy and installed stages' command names, sorted."""
+        staged = {name for name, stage in self._staged.items() if installed(stage)}
+        return sorted({*super().list_commands(ctx), *self._lazy, *staged})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        """The command called ``cmd_name``, importing it first if it is lazy."""
+        """The command called ``cmd_name``, importing it (or its stage) first if it is lazy."""
+        if cmd_name in self._staged:
+            return stage_command(self._staged[cmd_name], cmd_name)
         if cmd_name in self._lazy and cmd_name not in self.commands:
             module_name, attribute = self._lazy[cmd_name].split(":")
             command = getattr(importlib.import_module(module_name), attribute)

@@ -1,20 +1,21 @@
 """``cdc-lake``: the command group and every verb of the CLI contract.
 
 Each verb imports its stage only when it runs, so ``--help`` and config errors
-stay fast; ``stack`` and ``demo`` live in their own modules.  Errors are one
+stay fast; ``stack`` and ``demo`` live in their own modules, and the bootstrap
+stage's verbs (``bootstrap``, ``validate``, ``rebootstrap``) come from the stage
+itself, registered as an entry point (:mod:`cdc_lake.cli.stages`).  Errors are one
 line with the exit code of their exception class (``cdc_lake.exceptions``).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from cdc_lake.cli.context import CliContext, get_config
+from cdc_lake.cli.context import CliContext, applier_factory, config_file, get_config
 from cdc_lake.cli.group import CdcLakeGroup
 from cdc_lake.cli.onboard_output import (
     render_checks,
@@ -24,7 +25,7 @@ from cdc_lake.cli.onboard_output import (
     render_plan,
 )
 from cdc_lake.cli.output import emit_json, render_status
-from cdc_lake.config import find_config
+from cdc_lake.cli.stages import BOOTSTRAP, bootstrap_stage
 from cdc_lake.exceptions import ConfigError, HealthCheckError
 from cdc_lake.logging_setup import configure_logging
 from cdc_lake.onboard.control import Action, control, statuses
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
         "demo": "cdc_lake.cli.demo:demo",
         "spark": "cdc_lake.cli.spark:spark",
     },
+    stage_subcommands={name: BOOTSTRAP for name in ("bootstrap", "validate", "rebootstrap")},
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.option(
@@ -109,7 +111,7 @@ def onboard(
     config = get_config(ctx)
     request = OnboardRequest(
         source=config.source(source).name,
-        password_env=password_env(_config_file(ctx), source),
+        password_env=password_env(config_file(ctx), source),
         tables=tables,
         replica_identity_full=replica_identity_full,
         timeout=timeout,
@@ -162,7 +164,7 @@ def offboard(ctx: click.Context, target: str, drop_slot: bool, timeout: float, a
     source = config.source(source_of(target)).name
     request = OffboardRequest(
         target=target,
-        password_env=password_env(_config_file(ctx), source),
+        password_env=password_env(config_file(ctx), source),
         drop_slot=drop_slot,
         timeout=timeout,
     )
@@ -171,14 +173,6 @@ def offboard(ctx: click.Context, target: str, drop_slot: bool, timeout: float, a
         emit_json(report.to_json())
     else:
         render_offboard_report(report)
-
-
-def _config_file(ctx: click.Context) -> Path:
-    """The config file the command loaded (``get_config`` has already required one)."""
-    found = find_config((ctx.find_object(CliContext) or CliContext()).config_path)
-    if found is None:
-        raise ConfigError("no config file: pass --config PATH")
-    return found
 
 
 @cli.group()
@@ -199,125 +193,25 @@ def connectors_status(ctx: click.Context, source: str | None, as_json: bool) -> 
         render_connector_statuses(rows)
 
 
-def _control(ctx: click.Context, source: str, action: Action, done: str, as_json: bool) -> None:
-    names = control(get_config(ctx), source, action)
-    if as_json:
-        emit_json([{"source": source, "connector": name, "action": action} for name in names])
-        return
-    for name in names:
-        click.echo(f"{done} {name}")
+def _control_command(action: Action, done: str, summary: str) -> None:
+    """Add ``connectors ACTION SOURCE [--json]``: ``action`` every connector of SOURCE, one line each."""
+
+    @connectors.command(action, help=summary)
+    @click.argument("source")
+    @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
+    @click.pass_context
+    def command(ctx: click.Context, source: str, as_json: bool) -> None:
+        names = control(get_config(ctx), source, action)
+        if as_json:
+            emit_json([{"source": source, "connector": name, "action": action} for name in names])
+            return
+        for name in names:
+            click.echo(f"{done} {name}")
 
 
-_CONTROL_JSON = click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
-
-
-@connectors.command("pause")
-@click.argument("source")
-@_CONTROL_JSON
-@click.pass_context
-def connectors_pause(ctx: click.Context, source: str, as_json: bool) -> None:
-    """Pause the connectors of SOURCE (their slots keep WAL until they resume)."""
-    _control(ctx, source, "pause", "paused", as_json)
-
-
-@connectors.command("resume")
-@click.argument("source")
-@_CONTROL_JSON
-@click.pass_context
-def connectors_resume(ctx: click.Context, source: str, as_json: bool) -> None:
-    """Resume the paused connectors of SOURCE."""
-    _control(ctx, source, "resume", "resumed", as_json)
-
-
-@connectors.command("restart")
-@click.argument("source")
-@_CONTROL_JSON
-@click.pass_context
-def connectors_restart(ctx: click.Context, source: str, as_json: bool) -> None:
-    """Restart the connectors of SOURCE and their failed tasks."""
-    _control(ctx, source, "restart", "restarted", as_json)
-
-
-@cli.command()
-@click.argument("tables", nargs=-1, metavar="[TABLE]...")
-@click.option("--source", help="Bootstrap the tables of this source instead of naming them.")
-@click.option(
-    "--all-pending",
-    is_flag=True,
-    help="With --source: only tables awaiting bootstrap (PENDING_BOOTSTRAP, or interrupted BOOTSTRAPPING).",
-)
-@click.option(
-    "--apply",
-    "apply_backlog",
-    is_flag=True,
-    help=(
-        "Then apply each table's backlog here until it is LIVE (batch by batch, taking turns with a "
-        "running `cdc-lake run` through the table's apply lock)."
-    ),
-)
-@click.option(
-    "--parallel", type=click.IntRange(min=1), default=1, show_default=True,
-    help=(
-        "How many tables bootstrap at once (one Spark application); above 1, the watermarks and the "
-        "replica wait of a source's tables are also taken once for all of them."
-    ),
-)
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of results instead of lines.")
-@click.pass_context
-def bootstrap(
-    ctx: click.Context,
-    tables: tuple[str, ...],
-    source: str | None,
-    all_pending: bool,
-    apply_backlog: bool,
-    parallel: int,
-    as_json: bool,
-) -> None:
-    """Snapshot tables from the read replica into Hudi and hand them over to the applier.
-
-    Saves the watermark (Kafka end offsets) first, waits for the replica to pass it, reads key-range
-    partitions in parallel with Spark JDBC and bulk-inserts them; the table becomes CATCHING_UP once
-    Debezium has streamed past the snapshot, and LIVE when the applier has caught up.  An interrupted
-    or failed bootstrap resumes where it stopped when run again.
-    """
-    from bootstrap.parallel import bootstrap_concurrently
-    from bootstrap.progress import BarView, LineView, ProgressView
-    from bootstrap.run import BootstrapRequest, bootstrap_tables
-    from cdc_lake.apply.runner import ApplyRunner
-
-    config = get_config(ctx)
-    request = BootstrapRequest(tables, source, all_pending, apply_backlog)
-    view: ProgressView
-    if sys.stderr.isatty() and not as_json:
-        view = BarView()
-    else:
-        view = LineView(lambda line: click.echo(line, err=as_json))
-    try:
-        if parallel > 1:
-            results = bootstrap_concurrently(config, request, view, parallel, ApplyRunner.for_config)
-        else:
-            results = bootstrap_tables(config, request, view, ApplyRunner.for_config)
-    finally:
-        view.close()
-    if as_json:
-        emit_json([
-            {
-                "table": r.table,
-                "state": r.state.value,
-                "rows": r.rows,
-                "partitions": r.partitions,
-                "seconds": round(r.seconds, 3),
-                "rows_per_second": None if r.rows_per_second is None else round(r.rows_per_second, 1),
-                "note": r.note,
-            }
-            for r in results
-        ])
-        return
-    if not results:
-        click.echo("no tables to bootstrap")
-    for r in results:
-        rate = "" if r.rows_per_second is None else f" ({r.rows_per_second:,.0f} rows/s)"
-        click.echo(f"{r.table}: {r.state.value}: {r.rows:,} rows in {r.seconds:.1f}s{rate}; {r.note}")
+_control_command("pause", "paused", "Pause the connectors of SOURCE (a slot keeps WAL until they resume).")
+_control_command("resume", "resumed", "Resume the paused connectors of SOURCE.")
+_control_command("restart", "restarted", "Restart the connectors of SOURCE and their failed tasks.")
 
 
 @cli.command()
@@ -345,12 +239,9 @@ def apply(
     if once:
         apply_once_command(config, tables, tier, parallel, click.echo, render=render)
     else:
-        from bootstrap.rebootstrap import AutoRebootstrap
-        from cdc_lake.apply.runner import ApplyRunner
-
         run_command(
             config, tables, tier, parallel, click.echo, render=render, note=_note(as_json),
-            on_schema_change=AutoRebootstrap(config, ApplyRunner.for_config),
+            on_schema_change=bootstrap_stage().schema_change_handler(config, applier_factory()),
         )
 
 
@@ -380,9 +271,7 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
     Freshness and lag are recorded per table for `status`; Prometheus metrics are served on
     monitoring.metrics_port (0: none).  SIGTERM or Ctrl-C lets running batches finish, then exits.
     """
-    from bootstrap.rebootstrap import AutoRebootstrap
     from cdc_lake.apply.commands import describe, run_command
-    from cdc_lake.apply.runner import ApplyRunner
     from cdc_lake.ops.metrics import serve
 
     config = get_config(ctx)
@@ -395,7 +284,7 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
     run_command(
         config, (), None, parallel, click.echo, serve_metrics=serve_metrics,
         render=_json_line if as_json else describe, note=_note(as_json),
-        on_schema_change=AutoRebootstrap(config, ApplyRunner.for_config),
+        on_schema_change=bootstrap_stage().schema_change_handler(config, applier_factory()),
     )
 
 
@@ -411,10 +300,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
     with StateStore.open(config.state_store.url) as store:
         statuses = table_statuses(store)
         if as_json:
-            from bootstrap.progress import bootstrap_status
-
+            stage = bootstrap_stage()
             emit_json([
-                {**row.to_json(), "bootstrap": bootstrap_status(store, row.name, row.state)}
+                {**row.to_json(), "bootstrap": stage.progress(store, row.name, row.state)}
                 for row in statuses
             ])
         else:
@@ -496,9 +384,7 @@ def metrics(ctx: click.Context, port: int | None, once: bool, as_json: bool) -> 
 
 def _bootstrap_rows(store: StateStore, info: TableInfo) -> int:
     """Rows the current (or last) bootstrap of ``info``'s table wrote, for the metrics."""
-    from bootstrap.progress import bootstrap_status
-
-    found = bootstrap_status(store, info.qualified_name, info.state)
+    found = bootstrap_stage().progress(store, info.qualified_name, info.state)
     return 0 if found is None else int(found["rows_written"])
 
 
@@ -531,129 +417,6 @@ def alerts_render(ctx: click.Context, output: Path | None, as_json: bool) -> Non
         return
     output.write_text(text)
     click.echo(f"wrote {output}")
-
-
-@cli.command()
-@click.argument("tables", nargs=-1, required=True, metavar="TABLE...")
-@click.option("--buckets", type=click.IntRange(min=1), default=256, show_default=True,
-              help="Key ranges whose counts and checksums are compared.")
-@click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Parallel range queries on the replica.")
-@click.option("--catch-up-timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
-              help="Seconds to wait for the lake to reach the Kafka end offsets.")
-@click.option("--max-keys", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Keys listed per kind of difference.")
-@click.option("--older-than", type=click.IntRange(min=1), metavar="SECONDS",
-              help="Compare only rows untouched for this long (needs --updated-column).")
-@click.option("--updated-column", metavar="COLUMN", help="The column holding each row's last change time.")
-@click.option("--leaf-rows", type=click.IntRange(min=1), default=10_000, show_default=True,
-              help="Bisect differing ranges until they hold at most this many rows, then join by key.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of results instead of lines.")
-@click.pass_context
-def validate(
-    ctx: click.Context,
-    tables: tuple[str, ...],
-    buckets: int,
-    partitions: int,
-    catch_up_timeout: float,
-    max_keys: int,
-    older_than: int | None,
-    updated_column: str | None,
-    leaf_rows: int,
-    as_json: bool,
-) -> None:
-    """Reconcile tables between the read replica and the lake: counts, range checksums, then keys.
-
-    Waits for the replica and the lake to pass the primary's position now, compares row counts and
-    checksums over key ranges, bisects the ranges that differ, and names the missing, extra and
-    different keys in them.  Exits 4 when any table differs.
-    """
-    from bootstrap.validate import ValidateOptions, validate_table
-    from cdc_lake.cli.ops_output import render_validation
-    from cdc_lake.spark import get_spark
-
-    if (older_than is None) != (updated_column is None):
-        raise ConfigError("--older-than and --updated-column go together")
-    config = get_config(ctx)
-    for name in tables:
-        config.table(name)
-    options = ValidateOptions(
-        buckets, partitions, catch_up_timeout, max_keys, older_than, updated_column, leaf_rows
-    )
-    spark = get_spark(config.spark, config.lake)
-    with StateStore.open(config.state_store.url) as store:
-        results = [validate_table(spark, config, store, name, options) for name in tables]
-        for result in results:
-            # A clean comparison at a common point proves the copy exact: a quarantine's mark goes.
-            if result.matches and result.caught_up and store.require_table(result.table).possibly_diverged:
-                store.clear_possibly_diverged(result.table)
-    if as_json:
-        emit_json([r.to_json() for r in results])
-    else:
-        for result in results:
-            render_validation(result, click.echo)
-    differing = [r.table for r in results if not r.matches]
-    if differing:
-        raise HealthCheckError(f"the lake differs from the source for {', '.join(differing)}")
-
-
-@cli.command()
-@click.argument("tables", nargs=-1, metavar="[TABLE]...")
-@click.option("--reason", default="operator request", show_default=True, help="Recorded with the run.")
-@click.option("--abort", is_flag=True, help="Roll back the unfinished re-bootstrap of TABLE instead.")
-@click.option(
-    "--remove-old", is_flag=True,
-    help="Remove previous base paths kept past lake.old_copy_keep_hours (no TABLE).",
-)
-@click.option("--now", is_flag=True, help="With --remove-old: do not wait for the keep time.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
-@click.pass_context
-def rebootstrap(
-    ctx: click.Context,
-    tables: tuple[str, ...],
-    reason: str,
-    abort: bool,
-    remove_old: bool,
-    now: bool,
-    as_json: bool,
-) -> None:
-    """Copy tables afresh into a new versioned base path and switch to it once caught up.
-
-    The way out of FAILED and SCHEMA_CHANGED. The table stays readable (and applied if it can be) at
-    its old path meanwhile; the switch of path, offsets and state is atomic. Killed, run it again to
-    resume, or --abort to roll back. The old path is kept for lake.old_copy_keep_hours, then
-    `rebootstrap --remove-old` removes it.
-    """
-    from bootstrap.progress import LineView
-    from bootstrap.rebootstrap import abort_rebootstraps, rebootstrap_tables, remove_old_paths
-    from cdc_lake.apply.runner import ApplyRunner
-
-    config = get_config(ctx)
-    if remove_old == bool(tables):
-        raise ConfigError("name the tables to re-bootstrap (or --abort), or give --remove-old alone")
-    if now and not remove_old:
-        raise ConfigError("--now applies to --remove-old only")
-    if remove_old:
-        results = remove_old_paths(config, now)
-    elif abort:
-        results = abort_rebootstraps(config, tables)
-    else:
-        view = LineView(lambda line: click.echo(line, err=as_json))
-        try:
-            config_file = _config_file(ctx)
-            results = rebootstrap_tables(
-                config, tables, reason, view, ApplyRunner.for_config,
-                lambda source: password_env(config_file, source),
-            )
-        finally:
-            view.close()
-    if as_json:
-        emit_json([r.to_json() for r in results])
-        return
-    if not results:
-        click.echo("nothing to do")
-    for r in results:
-        click.echo(f"{r.table}: v{r.version} {r.action}: {r.path} ({r.seconds:.1f}s)")
 
 
 @cli.command()

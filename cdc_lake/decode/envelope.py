@@ -16,12 +16,11 @@ from cdc_lake.decode.framing import MessageRef, parse_frame, read_avro_body
 from cdc_lake.decode.ordering import SourcePosition
 from cdc_lake.decode.schema import RegisteredSchema, SchemaLookup
 from cdc_lake.decode.types import UNAVAILABLE
-from cdc_lake.exceptions import DecodeError
+from cdc_lake.exceptions import DecodeError, SourceEngineError
+from cdc_lake.sources import PositionKind, capabilities_for_connector
 
 OPS: Final = frozenset({"c", "r", "u", "d", "t"})
 _NEEDS_AFTER: Final = frozenset({"c", "r", "u"})
-_POSTGRES: Final = "postgresql"
-_BINLOG_CONNECTORS: Final = frozenset({"mysql", "mariadb"})
 
 
 @dataclass(frozen=True)
@@ -143,15 +142,17 @@ def _position(op: str, source: EnvelopeSource, ref: MessageRef) -> SourcePositio
     if op == "r" or source.is_snapshot:
         return SourcePosition.snapshot()
     try:
-        if source.connector == _POSTGRES:
-            if source.lsn is None:
-                raise DecodeError(f"Postgres {op!r} event has no source.lsn")
-            return SourcePosition.postgres(source.lsn)
-        if source.connector in _BINLOG_CONNECTORS:
+        kind = capabilities_for_connector(source.connector).position_kind
+    except SourceEngineError as exc:
+        raise DecodeError(f"{ref}: {exc}") from None
+    try:
+        if kind is PositionKind.GTID:
             return SourcePosition.binlog(ref.offset)
+        if source.lsn is None:
+            raise DecodeError(f"Postgres {op!r} event has no source.lsn")
+        return SourcePosition.postgres(source.lsn)
     except DecodeError as exc:
         raise DecodeError(f"{ref}: {exc}") from exc
-    raise DecodeError(f"{ref}: connector {source.connector!r} is not supported (postgresql, mysql, mariadb)")
 
 
 def _decode(lookup: SchemaLookup, data: bytes, ref: MessageRef, part: str) -> tuple[RegisteredSchema, Any]:

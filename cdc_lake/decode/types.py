@@ -48,7 +48,8 @@ from pyspark.sql.types import (
 )
 
 from cdc_lake.exceptions import DecodeError
-from cdc_lake.representation import ColumnType
+from cdc_lake.representation import MAX_PRECISION as SPARK_MAX_PRECISION
+from cdc_lake.representation import VARIABLE_SCALE_DECIMAL_SCALE, ColumnType
 
 #: Debezium's default ``unavailable.value.placeholder``: an unchanged TOASTed Postgres column.
 UNAVAILABLE_PLACEHOLDER: Final = "__debezium_unavailable_value"
@@ -56,10 +57,6 @@ _PLACEHOLDER_BYTES: Final = UNAVAILABLE_PLACEHOLDER.encode()
 # Debezium's placeholder for int/bigint arrays is the placeholder's bytes as numbers.
 _PLACEHOLDER_INTS: Final = list(_PLACEHOLDER_BYTES)
 
-#: Scale of the Spark DecimalType(38, s) that holds Postgres unconstrained NUMERIC (VariableScaleDecimal):
-#: 20 integer digits and 18 fractional digits.  Values needing more of either raise DecodeError.
-VARIABLE_SCALE_DECIMAL_SCALE: Final = 18
-SPARK_MAX_PRECISION: Final = 38
 #: Where :func:`stash_logical_types` keeps an Avro ``logicalType``.
 STASHED_LOGICAL_TYPE: Final = "cdc_lake.logicalType"
 

@@ -18,7 +18,8 @@ from cdc_lake.exceptions import CdcLakeError, OnboardError, UnknownSourceError, 
 from cdc_lake.onboard.plan import plan_source
 from cdc_lake.onboard.reconcile import Reconciler
 from cdc_lake.onboard.run import DEFAULT_TIMEOUT, configured_table, connector_endpoints, onboarded_tables
-from cdc_lake.sources import PreflightOptions, engine_for
+from cdc_lake.sources import engine_for
+from cdc_lake.sources.base import PreflightOptions
 from cdc_lake.state import StateStore, TableState
 
 

@@ -113,9 +113,11 @@ class Reconciler:
         else:
             if previous is None:
                 outcome = "created"
-                slot_before = capture.slot_name is not None and self.engine.slot_exists(capture.slot_name)
+                # A slot engine's connector creates its slot on first start, so a new connector owns it.
+                slot = capture.slot_name if self.engine.capabilities.replication_slots else None
+                slot_before = slot is not None and self.engine.slot_exists(slot)
                 baseline = heartbeat_count(bootstrap, plan.heartbeat_key, kafka)
-                if capture.slot_name is not None and not slot_before:
+                if slot is not None and not slot_before:
                     # Offsets a deleted namesake left in Connect would point into a slot that is gone.
                     self.connect.create_stopped(plan.name, desired)
                     self.connect.reset_offsets(plan.name)
@@ -125,7 +127,7 @@ class Reconciler:
                 self.journal.add(
                     Change(
                         f"registered connector {plan.name}",
-                        undo=lambda: self._undo_new(plan.name, capture.slot_name, slot_before),
+                        undo=lambda: self._undo_new(plan.name, slot, slot_before),
                     )
                 )
             else:

@@ -30,7 +30,8 @@ from cdc_lake.onboard.preflight import (
 from cdc_lake.onboard.reconcile import Reconciler
 from cdc_lake.onboard.type_check import check_column_types
 from cdc_lake.redaction import mask_mapping
-from cdc_lake.sources import ConnectorEndpoints, PreflightOptions, SourceEngine, engine_for
+from cdc_lake.sources import engine_for
+from cdc_lake.sources.base import ConnectorEndpoints, PreflightOptions, SourceEngine
 from cdc_lake.sources.checks import CheckResult, Outcome
 from cdc_lake.state import StateStore, TableState
 

@@ -23,7 +23,8 @@ from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.onboard.control import MISSING
 from cdc_lake.onboard.plan import plan_source, table_topic
-from cdc_lake.sources import CaptureLag, ReplicaDelay, engine_for
+from cdc_lake.sources import engine_for
+from cdc_lake.sources.base import CaptureLag, ReplicaDelay
 from cdc_lake.state.lifecycle import APPLIABLE_STATES
 from cdc_lake.state.models import utcnow
 from cdc_lake.state.records import TableInfo

@@ -1,61 +1,80 @@
-"""Source database engines, looked up by the ``engine`` of a configured source.
+"""Source database engines: what each declares about itself, and its class, looked up by name.
+
+Every engine package declares an :class:`~cdc_lake.sources.capabilities.EngineCapabilities` without
+importing its driver; :data:`ENGINES` collects them, :func:`capabilities_for` finds one by the engine
+name a source's config gives, :func:`capabilities_for_connector` by the ``source.connector`` value a
+Debezium change event carries.  Shared code asks these facts rather than comparing engine names.
 
 ``engine_for(source)`` imports the engine's module on first use, so a deployment with only
 Postgres sources never needs the MySQL driver (and the reverse); a missing driver is an
-error saying what to install.
+error saying what to install.  This package's ``__init__`` imports nothing heavier than the
+capabilities, so the decode path and the JVM artifact list can use it without the engines' imports.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
 
-from cdc_lake.config import Source
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.sources.base import (
-    Capture,
-    CaptureLag,
-    Change,
-    ConnectorEndpoints,
-    PreflightOptions,
-    ReplicaDelay,
-    SourceEngine,
-)
+from cdc_lake.sources import mysql, postgres
+from cdc_lake.sources.capabilities import EngineCapabilities, PositionKind
+
+if TYPE_CHECKING:
+    from cdc_lake.config import Source
+    from cdc_lake.sources.base import SourceEngine
 
 __all__ = [
-    "ENGINE_CLASSES",
-    "Capture",
-    "CaptureLag",
-    "Change",
-    "ConnectorEndpoints",
-    "PreflightOptions",
-    "ReplicaDelay",
-    "SourceEngine",
+    "ENGINES",
+    "EngineCapabilities",
+    "PositionKind",
+    "capabilities_for",
+    "capabilities_for_connector",
     "engine_for",
 ]
 
-# engine name -> (module, class, the driver module it imports, the package that provides it)
-ENGINE_CLASSES: dict[str, tuple[str, str, str, str]] = {
-    "postgres": ("cdc_lake.sources.postgres", "PostgresEngine", "psycopg", "psycopg[binary]"),
-    "mysql": ("cdc_lake.sources.mysql", "MySqlEngine", "pymysql", "pymysql"),
-    "mariadb": ("cdc_lake.sources.mysql", "MariaDbEngine", "pymysql", "pymysql"),
+ENGINES: Final[dict[str, EngineCapabilities]] = {
+    caps.name: caps for caps in (postgres.CAPABILITIES, mysql.MARIADB, mysql.MYSQL)
 }
+"""Every engine's capabilities by engine name (the order of the JDBC drivers on Spark's classpath)."""
+
+_BY_CONNECTOR: Final[Mapping[str, EngineCapabilities]] = {
+    value: caps for caps in ENGINES.values() for value in caps.connector_values
+}
+
+
+def capabilities_for(engine: str) -> EngineCapabilities:
+    """The capabilities of the engine a source's config names ``engine``."""
+    try:
+        return ENGINES[engine]
+    except KeyError:
+        raise SourceEngineError(f"unknown source engine {engine!r} ({', '.join(sorted(ENGINES))})") from None
+
+
+def capabilities_for_connector(connector: str) -> EngineCapabilities:
+    """The capabilities of the engine whose Debezium connector writes ``source.connector = connector``."""
+    try:
+        return _BY_CONNECTOR[connector]
+    except KeyError:
+        known = ", ".join(sorted(_BY_CONNECTOR))
+        raise SourceEngineError(f"connector {connector!r} is not supported ({known})") from None
 
 
 def engine_for(source: Source) -> SourceEngine:
     """The engine for ``source``, its module (and database driver) imported now."""
+    caps = ENGINES.get(source.engine)
+    if caps is None:
+        known = ", ".join(sorted(ENGINES))
+        raise SourceEngineError(f"source {source.name}: unknown engine {source.engine} ({known})")
     try:
-        module_name, class_name, driver, package = ENGINE_CLASSES[source.engine]
-    except KeyError:
-        known = ", ".join(sorted(ENGINE_CLASSES))
-        raise SourceEngineError(f"source {source.name}: unknown engine {source.engine} ({known})") from None
-    try:
-        module = importlib.import_module(module_name)
+        module = importlib.import_module(caps.engine_module)
     except ModuleNotFoundError as exc:
-        if exc.name is not None and exc.name.split(".")[0] == driver:
+        if exc.name is not None and exc.name.split(".")[0] == caps.driver:
             raise SourceEngineError(
-                f"source {source.name}: the {source.engine} engine needs the {driver} driver: "
-                f"pip install '{package}'"
+                f"source {source.name}: the {source.engine} engine needs the {caps.driver} driver: "
+                f"pip install '{caps.driver_package}'"
             ) from None
         raise
-    engine_class: type[SourceEngine] = getattr(module, class_name)
+    engine_class: type[SourceEngine] = getattr(module, caps.engine_class)
     return engine_class(source)

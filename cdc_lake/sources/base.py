@@ -5,20 +5,32 @@ preflight checks, for the database objects a connector needs (prepared before th
 is registered, published after it streams), and for the connector's template parameters.
 Bootstrap asks it for positions: where the primary is now, where the read replica is, and
 to wait until the replica has replayed past a primary position.
+
+What every engine does alike lives here once, each engine adding only its hook: opening a
+session with a role and turning driver errors into one-line errors (:meth:`SourceEngine.opened`,
+the engine says how to open), the preflight's connection check (:meth:`SourceEngine.judge_primary`
+reads and judges the rest) and the connector parameters every template takes
+(:meth:`SourceEngine.engine_connector_params` adds the engine's own).  The engine's facts are its
+:attr:`SourceEngine.capabilities` (:mod:`cdc_lake.sources.capabilities`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
-from cdc_lake.config import Source, Table
+from cdc_lake.config import Connection, Source, Table
 from cdc_lake.connect.render import ConnectorParams, ConverterSettings
+from cdc_lake.exceptions import SourceEngineError
+from cdc_lake.sources.capabilities import EngineCapabilities
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.positions import LogPosition
 from cdc_lake.sources.snapshot import SnapshotSource
+
+_Session = TypeVar("_Session", bound=AbstractContextManager[Any])
 
 
 @dataclass(frozen=True)
@@ -135,16 +147,82 @@ class SourceEngine(SnapshotSource, ABC):
     Every method opens its own short-lived connections, so an engine holds nothing to close.
     """
 
+    capabilities: ClassVar[EngineCapabilities]
+    """What this engine declares about itself (:mod:`cdc_lake.sources.capabilities`)."""
     engine: ClassVar[str]
     position_type: ClassVar[type[LogPosition]]
     """The type of this engine's positions (:meth:`current_position`, connector offsets)."""
+    ca_setting: ClassVar[str]
+    """The connection setting naming the CA file that verifies the server's certificate."""
+    primary_tls_settings: ClassVar[str]
+    """The config settings that verify the primary's TLS certificate, named when a connection fails on it."""
+    primary_connection_fix: ClassVar[str]
+    """What to check when connecting to the primary fails otherwise."""
 
     def __init__(self, source: Source) -> None:
         self.source = source
 
-    @abstractmethod
+    def connection(self, role: str) -> Connection:
+        """The configured ``role`` (``primary`` or ``replica``) of the source; an error when it has none."""
+        connection = self.source.primary if role == "primary" else self.source.replica
+        if connection is None:
+            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
+        return connection
+
+    def address(self, connection: Connection) -> str:
+        """Where ``connection`` points, as errors and checks name it."""
+        return f"{connection.host}:{connection.port}"
+
+    @contextmanager
+    def opened(
+        self,
+        role: str,
+        open_connection: Callable[[Connection], _Session],
+        errors: type[Exception],
+        first_line: Callable[[BaseException], str],
+    ) -> Iterator[_Session]:
+        """A session with ``role`` opened by ``open_connection``, closed after the block.
+
+        A driver error (``errors``) becomes a one-line error naming the source, role and address,
+        and the CA setting (:attr:`ca_setting`) when the server's certificate failed the check.
+        """
+        connection = self.connection(role)
+        where = f"source {self.source.name}: {role} {self.address(connection)}"
+        try:
+            session = open_connection(connection)
+        except errors as exc:
+            ca: str | None = getattr(connection, self.ca_setting)
+            raise SourceEngineError(
+                f"{where}: cannot connect as {connection.user}"
+                f"{tls_failure_hint(str(exc), f'{role}.{self.ca_setting}', ca)}: {first_line(exc)}"
+            ) from None
+        try:
+            with session:
+                yield session
+        except errors as exc:
+            raise SourceEngineError(f"{where}: {first_line(exc)}") from None
+
     def preflight(self, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
-        """Check the primary (and replica) for everything ``captures`` need; never changes anything."""
+        """Check the primary (and replica) for everything ``captures`` need; never changes anything.
+
+        Connecting to the primary comes first: when it fails, that is the only result.
+        """
+        try:
+            connected, checks = self.judge_primary(captures, options)
+        except SourceEngineError as exc:
+            found = str(exc).removeprefix(f"source {self.source.name}: ")
+            fix = connection_fix(found, self.primary_tls_settings, self.primary_connection_fix)
+            return [CheckResult.fail("primary connection", found, fix)]
+        return [CheckResult.ok("primary connection", connected), *checks]
+
+    @abstractmethod
+    def judge_primary(
+        self, captures: Sequence[Capture], options: PreflightOptions
+    ) -> tuple[str, list[CheckResult]]:
+        """Read the primary's and replica's facts and judge them: where it connected as whom, and the checks.
+
+        Raises :class:`~cdc_lake.exceptions.SourceEngineError` when the primary cannot be read.
+        """
 
     @abstractmethod
     def planned_changes(self, capture: Capture, options: PreflightOptions) -> list[str]:
@@ -175,9 +253,27 @@ class SourceEngine(SnapshotSource, ABC):
     def slot_exists(self, slot_name: str) -> bool:
         """Whether the replication slot ``slot_name`` exists (engines without slots: never)."""
 
-    @abstractmethod
     def connector_params(self, capture: Capture, endpoints: ConnectorEndpoints) -> ConnectorParams:
         """The parameters of the engine's connector template for ``capture``."""
+        primary = self.source.primary
+        shared = ConnectorParams(
+            host=primary.host,
+            port=primary.port,
+            user=primary.user,
+            password_env=endpoints.password_env,
+            topic_prefix=self.source.topic_prefix or self.source.name,
+            tables=list(capture.table_names),
+            registry_url=endpoints.registry_url,
+            converter=endpoints.converter,
+            columns={t.name: t.columns for t in capture.tables if t.columns},
+        )
+        return self.engine_connector_params(shared, capture, endpoints)
+
+    @abstractmethod
+    def engine_connector_params(
+        self, shared: ConnectorParams, capture: Capture, endpoints: ConnectorEndpoints
+    ) -> ConnectorParams:
+        """``shared`` (what every connector template takes) with this engine's own parameters added."""
 
     @abstractmethod
     def current_position(self) -> str:

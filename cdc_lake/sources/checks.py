@@ -9,8 +9,12 @@ of the services every source needs and reports them all.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from cdc_lake.sources.base import Capture
 
 _NAMES_SHOWN = 5
 
@@ -63,3 +67,65 @@ def name_list(names: Iterable[str]) -> str:
     shown = ", ".join(items[:_NAMES_SHOWN])
     more = len(items) - _NAMES_SHOWN
     return f"{shown} and {more} more" if more > 0 else shown
+
+
+class KeyedTable(Protocol):
+    """What the key check reads of a table's facts, whatever the engine."""
+
+    @property
+    def exists(self) -> bool:
+        """Whether the table was found (a missing table is another check's failure)."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The table's columns, in order."""
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        """The primary key's columns (empty without one)."""
+
+
+def captured_keys(captures: Sequence[Capture]) -> dict[str, tuple[str, ...]]:
+    """Every captured table's configured key columns (empty where the primary key serves)."""
+    return {table.name: tuple(table.key or ()) for capture in captures for table in capture.tables}
+
+
+def check_primary_keys(
+    tables: Mapping[str, KeyedTable], keys: Mapping[str, tuple[str, ...]], keyless_fix: str
+) -> CheckResult:
+    """Every table has a primary key, or a configured key whose columns exist."""
+    keyless, bad_keys = [], []
+    for name, configured in keys.items():
+        table = tables[name]
+        if not table.exists:
+            continue
+        if configured:
+            unknown = [column for column in configured if column not in table.columns]
+            if unknown:
+                bad_keys.append(f"{name} ({', '.join(unknown)})")
+        elif not table.primary_key:
+            keyless.append(name)
+    if bad_keys:
+        return CheckResult.fail(
+            "primary keys",
+            f"configured key columns not in the table: {name_list(bad_keys)}",
+            "fix tables[].key in the config",
+        )
+    if keyless:
+        return CheckResult.fail(
+            "primary keys", f"no primary key and no configured key: {name_list(keyless)}", keyless_fix
+        )
+    return CheckResult.ok("primary keys", f"{len(keys)} tables keyed")
+
+
+def check_replica_configured(configured: bool, required: bool) -> CheckResult | None:
+    """The replica check's answer when no replica is configured (None when one is: the engine judges it)."""
+    if configured:
+        return None
+    if required:
+        return CheckResult.fail(
+            "replica",
+            "no replica configured: bootstrap reads from a replica",
+            "set replica: in the source config (or bootstrap.allow_primary_reads: true)",
+        )
+    return CheckResult.ok("replica", "none configured; bootstrap.allow_primary_reads is on")

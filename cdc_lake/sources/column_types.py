@@ -45,8 +45,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from cdc_lake.decode.types import SPARK_MAX_PRECISION, VARIABLE_SCALE_DECIMAL_SCALE
-from cdc_lake.representation import STRING, ColumnType, parse_column_type
+from cdc_lake.representation import MAX_PRECISION as SPARK_MAX_PRECISION
+from cdc_lake.representation import STRING, VARIABLE_SCALE_DECIMAL_SCALE, ColumnType, parse_column_type
 from cdc_lake.sources.snapshot import SourceColumn, TableShape
 
 Quote = Callable[[str], str]

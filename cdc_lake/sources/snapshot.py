@@ -1,6 +1,6 @@
 """What the bootstrap reads from a source engine besides positions: table shape, key samples, JDBC access.
 
-The engines (:mod:`cdc_lake.sources.postgres`, :mod:`cdc_lake.sources.mysql`) implement
+The engines (:mod:`cdc_lake.sources.postgres.engine`, :mod:`cdc_lake.sources.mysql.engine`) implement
 :class:`SnapshotSource` next to their onboarding methods; the bootstrap turns what they return into
 partition predicates, Spark JDBC reads and lake types.  Everything here is read from the role the
 caller names (the read replica, unless the config allows reading the primary).

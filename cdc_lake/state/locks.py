@@ -38,6 +38,11 @@ class LockPurpose(enum.StrEnum):
     BOOTSTRAP = "bootstrap"
 
 
+# The state store's SQLAlchemy dialect names (the database holding cdc-lake's state, not a source
+# engine): Postgres takes an advisory lock by a 64-bit key, the MySQL family a named GET_LOCK.
+_ADVISORY_KEY_DIALECT = "postgresql"
+_NAMED_LOCK_DIALECTS = frozenset({"mysql", "mariadb"})
+
 _held_in_memory: set[tuple[LockPurpose, str]] = set()
 _memory_guard = threading.Lock()
 
@@ -80,7 +85,7 @@ def _memory_lock(purpose: LockPurpose, table: str) -> Iterator[bool]:
 def _database_lock(url: str, backend: str, purpose: LockPurpose, table: str) -> Iterator[bool]:
     digest = _digest(purpose, table)
     params: dict[str, object]
-    if backend == "postgresql":
+    if backend == _ADVISORY_KEY_DIALECT:
         query = "select pg_try_advisory_lock(:key)"
         params = {"key": int.from_bytes(digest[:8], "big", signed=True)}
     else:
@@ -120,7 +125,7 @@ def table_lock(state_store_url: str, purpose: LockPurpose, table: str) -> Iterat
         with _file_lock(path.parent / f".{path.name}.locks" / name) as acquired:
             yield acquired
         return
-    if backend in ("postgresql", "mysql", "mariadb"):
+    if backend == _ADVISORY_KEY_DIALECT or backend in _NAMED_LOCK_DIALECTS:
         with _database_lock(state_store_url, backend, purpose, table) as acquired:
             yield acquired
         return

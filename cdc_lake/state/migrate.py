@@ -39,7 +39,7 @@ def current_revision(connection: Connection) -> str | None:
 def upgrade_to_head(engine: Engine) -> None:
     """Run every migration the database lacks; a database already at head is left untouched."""
     with engine.begin() as connection:
-        if connection.dialect.name == "postgresql":
+        if connection.dialect.name == "postgresql":  # the state store's SQLAlchemy dialect
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
         if current_revision(connection) == head_revision():
             return

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import random
 import struct
 import time
@@ -24,6 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 import yaml
 from confluent_kafka import Producer
@@ -491,6 +493,45 @@ def simple_capture(stack: LocalStack, engine: str) -> Iterator[Capture]:
     capture = postgres_capture if engine == "postgres" else mariadb_capture
     with capture(stack, SIMPLE_DDL[engine]) as captured:
         yield captured
+
+
+def per_engine_capture() -> Any:
+    """A ``capture`` fixture yielding a :func:`simple_capture` on Postgres, then on MariaDB."""
+
+    @pytest.fixture(params=["postgres", "mariadb"])
+    def capture(request: pytest.FixtureRequest, local_stack: LocalStack) -> Iterator[Capture]:
+        with simple_capture(local_stack, request.param) as captured:
+            yield captured
+
+    return capture
+
+
+def workload_config(path: Path, stack: LocalStack, capture: Capture, batch_max_events: int) -> Config:
+    """Write a config for ``capture``'s :class:`Workload` table (partitioned by region, applied in
+    batches of ``batch_max_events``) to ``path``, its lake and SQLite state store beside it."""
+    tables = {capture.qualified_name: {"partition_by": ["region"]}}
+    state = f"sqlite:///{path.parent}/state.db"
+    lake_base = str(path.parent / "lake")
+    apply = {"batch_max_events": batch_max_events}
+    return write_config(path, config_dict(stack, [capture], lake_base, state, tables=tables, apply=apply))
+
+
+FAULT_SIZE_ENV = "CDC_LAKE_FAULT_{}"
+"""The fault tests' sizes: reduced in CI, full size through ``benchmarks/fault_bench.py``."""
+
+
+def fault_size(name: str, reduced: int) -> int:
+    """Fault test size ``name`` (KILLS, ROWS, CHANGES, RESENT): ``CDC_LAKE_FAULT_<name>``, or ``reduced``.
+
+    A bad value fails the test run at collection, naming the variable.
+    """
+    variable = FAULT_SIZE_ENV.format(name)
+    value = os.environ.get(variable, "")
+    if not value:
+        return reduced
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{variable}={value!r}: expected a whole number of at least 1")
+    return int(value)
 
 
 class Workload:

@@ -5,13 +5,13 @@ last messages of the topic are produced again, byte for byte, which is what a Co
 leaves in Kafka (the task re-sends everything after its last committed source offset), and more changes
 follow.  The applier runs in small batches; after every batch no row may show an older ordering value
 than it showed before, and no deleted row may come back with one.  At the end the lake equals the source.
+CI runs reduced sizes; ``benchmarks/fault_bench.py`` runs the full size (``--changes``, ``--resent``).
 """
 
 from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,11 @@ from apply_support import (
     Capture,
     Workload,
     assert_lake_matches,
-    config_dict,
+    fault_size,
     lake_rows,
     onboard,
-    simple_capture,
-    write_config,
+    per_engine_capture,
+    workload_config,
 )
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
@@ -38,13 +38,13 @@ from cdc_lake.state.store import StateStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1200)]
 
-RESENT = 40
+RESENT = fault_size("RESENT", 20)
+"""The topic's last messages produced again: more than one batch of 15, so they span batches."""
+CHANGES = fault_size("CHANGES", 100)
+"""Source changes: a third before the Connect restart, half streaming across it, the rest after the
+re-sent suffix."""
 
-
-@pytest.fixture(params=["postgres", "mariadb"])
-def capture(request: pytest.FixtureRequest, local_stack: LocalStack) -> Iterator[Capture]:
-    with simple_capture(local_stack, request.param) as captured:
-        yield captured
+capture = per_engine_capture()
 
 
 def _resend_suffix(capture: Capture, count: int) -> int:
@@ -88,22 +88,12 @@ def test_resent_events_do_not_regress_any_row(
 ) -> None:
     seed = random.randrange(10**6)
     print(f"random seed {seed}")
-    config = write_config(
-        tmp_path / "cdc-lake.yaml",
-        config_dict(
-            local_stack,
-            [capture],
-            str(tmp_path / "lake"),
-            f"sqlite:///{tmp_path}/state.db",
-            tables={capture.qualified_name: {"partition_by": ["region"]}},
-            apply={"batch_max_events": 15},
-        ),
-    )
+    config = workload_config(tmp_path / "cdc-lake.yaml", local_stack, capture, batch_max_events=15)
     onboard(config)
     workload = Workload(capture, seed)
-    workload.run(60)
+    workload.run(CHANGES // 3)
 
-    streaming = threading.Thread(target=workload.run, args=(80,))
+    streaming = threading.Thread(target=workload.run, args=(CHANGES // 2,))
     streaming.start()
     KafkaConnectClient(local_stack.connect.url).restart(
         capture.connector, include_tasks=True, only_failed=False
@@ -111,7 +101,8 @@ def test_resent_events_do_not_regress_any_row(
     streaming.join()
     capture.wait_for(workload.messages)
     resent = _resend_suffix(capture, RESENT)
-    workload.run(30)
+    workload.run(CHANGES - CHANGES // 3 - CHANGES // 2)
+
     capture.wait_for(workload.messages + resent)
 
     base_path = config.lake.table_base_path(capture.qualified_name)

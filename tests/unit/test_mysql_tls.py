@@ -17,7 +17,7 @@ from cdc_lake.config import Connection, Source, load_config
 from cdc_lake.exceptions import ConfigError, SourceEngineError
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.base import Capture, ConnectorEndpoints
-from cdc_lake.sources.mysql_tls import ensure_truststore, jdbc_properties, pymysql_settings
+from cdc_lake.sources.mysql.tls import ensure_truststore, jdbc_properties, pymysql_settings
 
 PASSWORD_ENV = "TEST_TRUSTSTORE_PASSWORD"
 

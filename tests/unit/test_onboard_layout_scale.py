@@ -16,7 +16,7 @@ from test_onboard_postgres_checks import CUSTOMERS, HEALTHY
 from cdc_lake.config import Table
 from cdc_lake.onboard.plan import plan_source
 from cdc_lake.sources.base import PreflightOptions
-from cdc_lake.sources.postgres_checks import evaluate
+from cdc_lake.sources.postgres.checks import evaluate
 
 TABLES = 200
 TIER0 = 10

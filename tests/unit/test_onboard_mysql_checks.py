@@ -14,7 +14,7 @@ import pytest
 from cdc_lake.config import Table
 from cdc_lake.sources.base import Capture, PreflightOptions
 from cdc_lake.sources.checks import CheckResult, Outcome
-from cdc_lake.sources.mysql_checks import (
+from cdc_lake.sources.mysql.checks import (
     MIN_BINLOG_RETENTION_SECONDS,
     MyReplicaFacts,
     MySqlFacts,

@@ -16,7 +16,7 @@ import pytest
 from cdc_lake.config import Table
 from cdc_lake.sources.base import Capture, PreflightOptions
 from cdc_lake.sources.checks import CheckResult, Outcome
-from cdc_lake.sources.postgres_checks import (
+from cdc_lake.sources.postgres.checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,
     PgReplicaFacts,

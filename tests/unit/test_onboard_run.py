@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import resources
 
 import pytest
@@ -11,7 +12,7 @@ from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConnectError, SourceEngineError, UnknownTableError
 from cdc_lake.onboard.reconcile import Journal
 from cdc_lake.onboard.run import planned_tables
-from cdc_lake.sources import ENGINE_CLASSES, engine_for
+from cdc_lake.sources import ENGINES, engine_for
 from cdc_lake.sources.base import Change
 
 SOURCE = Source(
@@ -76,11 +77,14 @@ def test_rollback_undoes_newest_first_and_reports_what_is_left() -> None:
 
 
 def test_missing_driver_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(
-        ENGINE_CLASSES,
-        "postgres",
-        ("cdc_lake_missing_driver_probe", "Engine", "cdc_lake_missing_driver_probe", "probe-pkg"),
+    probe = replace(
+        ENGINES["postgres"],
+        engine_module="cdc_lake_missing_driver_probe",
+        engine_class="Engine",
+        driver="cdc_lake_missing_driver_probe",
+        driver_package="probe-pkg",
     )
+    monkeypatch.setitem(ENGINES, "postgres", probe)
 
     with pytest.raises(SourceEngineError) as raised:
         engine_for(SOURCE)
@@ -103,5 +107,5 @@ def test_every_engine_name_has_one_class_and_one_connector_template() -> None:
         for entry in resources.files("connectors").joinpath("templates").iterdir()
         if entry.name.endswith(".json")
     }
-    assert set(ENGINE_CLASSES) == set(ENGINE_NAMES)
+    assert set(ENGINES) == set(ENGINE_NAMES)
     assert templates == set(ENGINE_NAMES)

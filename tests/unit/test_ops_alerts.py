@@ -13,7 +13,7 @@ from cdc_lake.config import Config, MonitoringSettings, TierThresholds
 from cdc_lake.ops.alerts import ALERTS, breaches, render_rules
 from cdc_lake.ops.lag import CaptureRow, LagReport, ReplicaRow, TableRow
 from cdc_lake.ops.metrics import HELP, lag_samples
-from cdc_lake.sources import CaptureLag, ReplicaDelay
+from cdc_lake.sources.base import CaptureLag, ReplicaDelay
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import pytest
 from bootstrap.watermark import describe_position
 from cdc_lake.decode.envelope import EnvelopeSource
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.sources import ENGINE_CLASSES
+from cdc_lake.sources import ENGINES
 from cdc_lake.sources.positions import LogPosition, Lsn, MariaDbGtidPosition, MySqlGtidSet
 
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
@@ -55,8 +55,8 @@ def test_mysql_gtid_sets_join_adjacent_intervals_before_comparing() -> None:
 
 def test_every_engine_declares_its_position_type() -> None:
     declared = {
-        name: getattr(importlib.import_module(module), class_name).position_type
-        for name, (module, class_name, _, _) in ENGINE_CLASSES.items()
+        name: getattr(importlib.import_module(caps.engine_module), caps.engine_class).position_type
+        for name, caps in ENGINES.items()
     }
 
     assert declared == {"postgres": Lsn, "mysql": MySqlGtidSet, "mariadb": MariaDbGtidPosition}

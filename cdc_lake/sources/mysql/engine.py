@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -28,12 +29,11 @@ from cdc_lake.sources.base import (
     PreflightOptions,
     ReplicaDelay,
     SourceEngine,
-    connection_fix,
-    tls_failure_hint,
 )
 from cdc_lake.sources.checks import CheckResult
-from cdc_lake.sources.mysql_checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
-from cdc_lake.sources.mysql_tls import (
+from cdc_lake.sources.mysql import MARIADB, MYSQL
+from cdc_lake.sources.mysql.checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
+from cdc_lake.sources.mysql.tls import (
     connector_settings,
     ensure_truststore,
     jdbc_properties,
@@ -79,10 +79,28 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+
+def _open(connection: Connection) -> pymysql.connections.Connection[Any]:
+    password = connection.password.get_secret_value() if connection.password is not None else ""
+    return pymysql.connect(
+        host=connection.host,
+        port=connection.port,
+        user=connection.user,
+        password=password,
+        connect_timeout=_CONNECT_TIMEOUT,
+        autocommit=True,
+        program_name="cdc-lake",
+        **pymysql_settings(connection),
+    )
+
 class MySqlEngine(SourceEngine):
     """A MySQL source: binlog from the primary, bootstrap from a replica."""
 
-    engine = "mysql"
+    capabilities = MYSQL
+    engine = MYSQL.name
+    ca_setting = "ssl_ca"
+    primary_tls_settings = "primary.ssl_ca and primary.ssl_verify_identity"
+    primary_connection_fix = "check host, port, user and the password variable"
     position_type: ClassVar[type[LogPosition]] = MySqlGtidSet
     flavor = "mysql"
     replica_status_query = "SHOW REPLICA STATUS"
@@ -92,52 +110,18 @@ class MySqlEngine(SourceEngine):
 
     # Connections
 
-    @contextmanager
-    def _connect(self, role: str = "primary") -> Iterator[pymysql.connections.Connection[Any]]:
-        connection: Connection | None = self.source.primary if role == "primary" else self.source.replica
-        if connection is None:
-            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
-        where = f"source {self.source.name}: {role} {connection.host}:{connection.port}"
-        password = connection.password.get_secret_value() if connection.password is not None else ""
-        try:
-            conn = pymysql.connect(
-                host=connection.host,
-                port=connection.port,
-                user=connection.user,
-                password=password,
-                connect_timeout=_CONNECT_TIMEOUT,
-                autocommit=True,
-                program_name="cdc-lake",
-                **pymysql_settings(connection),
-            )
-        except pymysql.MySQLError as exc:
-            raise SourceEngineError(
-                f"{where}: cannot connect as {connection.user}"
-                f"{tls_failure_hint(str(exc), f'{role}.ssl_ca', connection.ssl_ca)}: {_first_line(exc)}"
-            ) from None
-        try:
-            with conn:
-                yield conn
-        except pymysql.MySQLError as exc:
-            raise SourceEngineError(f"{where}: {_first_line(exc)}") from None
+    def _connect(self, role: str = "primary") -> AbstractContextManager[pymysql.connections.Connection[Any]]:
+        return self.opened(role, _open, pymysql.MySQLError, _first_line)
 
     # Preflight
 
-    def preflight(self, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
-        """Connect to the primary (a failure is the only result) and judge the facts read there."""
-        try:
-            facts = self.read_facts(captures)
-        except SourceEngineError as exc:
-            found = str(exc).removeprefix(f"source {self.source.name}: ")
-            fix = connection_fix(
-                found,
-                "primary.ssl_ca and primary.ssl_verify_identity",
-                "check host, port, user and the password variable",
-            )
-            return [CheckResult.fail("primary connection", found, fix)]
-        address = f"{self.source.primary.host}:{self.source.primary.port}"
-        connected = CheckResult.ok("primary connection", f"{address} as {facts.user}")
-        return [connected, *self._truststore_check(), *evaluate(facts, captures, options)]
+    def judge_primary(
+        self, captures: Sequence[Capture], options: PreflightOptions
+    ) -> tuple[str, list[CheckResult]]:
+        """The connector's truststore and the MySQL/MariaDB checks, judged on the facts read."""
+        facts = self.read_facts(captures)
+        connected = f"{self.address(self.source.primary)} as {facts.user}"
+        return connected, [*self._truststore_check(), *evaluate(facts, captures, options)]
 
     def _truststore_check(self) -> list[CheckResult]:
         """With TLS, the connector's truststore password is in the environment (nothing to check without)."""
@@ -245,23 +229,16 @@ class MySqlEngine(SourceEngine):
         """Binlog connectors have no slots."""
         return False
 
-    def connector_params(self, capture: Capture, endpoints: ConnectorEndpoints) -> ConnectorParams:
-        """Template parameters of the binlog connector for ``capture``."""
-        primary = self.source.primary
-        return ConnectorParams(
-            host=primary.host,
-            port=primary.port,
-            user=primary.user,
-            password_env=endpoints.password_env,
-            topic_prefix=self.source.topic_prefix or self.source.name,
-            tables=list(capture.table_names),
-            registry_url=endpoints.registry_url,
-            converter=endpoints.converter,
-            columns={t.name: t.columns for t in capture.tables if t.columns},
+    def engine_connector_params(
+        self, shared: ConnectorParams, capture: Capture, endpoints: ConnectorEndpoints
+    ) -> ConnectorParams:
+        """The binlog connector's server id, schema history clients and TLS settings."""
+        return replace(
+            shared,
             server_id=capture.server_id,
             kafka_bootstrap=endpoints.kafka_bootstrap,
             schema_history_clients=endpoints.kafka_clients,
-            database_settings=connector_settings(self.flavor, primary),
+            database_settings=connector_settings(self.flavor, self.source.primary),
         )
 
     # Positions
@@ -315,9 +292,7 @@ class MySqlEngine(SourceEngine):
 
     def jdbc_access(self, role: str) -> JdbcAccess:
         """JDBC access to ``role``: a read-only UTC session where backslashes in literals are plain."""
-        connection = self.source.primary if role == "primary" else self.source.replica
-        if connection is None:
-            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
+        connection = self.connection(role)
         url = f"jdbc:{self.jdbc_scheme}://{connection.host}:{connection.port}/?{self.jdbc_url_options}"
         properties = {
             "driver": self.jdbc_driver,
@@ -498,7 +473,8 @@ class MySqlEngine(SourceEngine):
 class MariaDbEngine(MySqlEngine):
     """A MariaDB source: GTIDs are always on; positions are ``gtid_binlog_pos`` / ``gtid_slave_pos``."""
 
-    engine = "mariadb"
+    capabilities = MARIADB
+    engine = MARIADB.name
     position_type: ClassVar[type[LogPosition]] = MariaDbGtidPosition
     # Spark picks its MySQL dialect (backtick quoting, MySQL types) only for jdbc:mysql: URLs, which the
     # MariaDB driver accepts with permitMysqlScheme.

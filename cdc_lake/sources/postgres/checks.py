@@ -12,7 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cdc_lake.sources.base import Capture, PreflightOptions
-from cdc_lake.sources.checks import CheckResult, name_list
+from cdc_lake.sources.checks import (
+    CheckResult,
+    captured_keys,
+    check_primary_keys,
+    check_replica_configured,
+    name_list,
+)
 
 PLUGIN = "pgoutput"
 
@@ -20,6 +26,8 @@ PLUGIN = "pgoutput"
 _ORDINARY_TABLE = "r"
 _PARTITIONED_TABLE = "p"
 _IDENTITY = {"d": "DEFAULT", "n": "NOTHING", "f": "FULL", "i": "INDEX"}
+
+_KEYLESS_FIX = "add a primary key, or set tables[].key in the config and use --replica-identity-full"
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,11 @@ class PgTableFacts:
     toastable: tuple[str, ...] = ()
     can_select: bool = False
     owned: bool = False
+
+    @property
+    def exists(self) -> bool:
+        """Whether the table was found on the primary (it has a relation kind)."""
+        return self.kind is not None
 
 
 @dataclass(frozen=True)
@@ -147,7 +160,7 @@ def evaluate(
     facts: PostgresFacts, captures: Sequence[Capture], options: PreflightOptions
 ) -> list[CheckResult]:
     """Every Postgres check for ``captures``, in the order they are reported."""
-    keys = {table.name: tuple(table.key or ()) for capture in captures for table in capture.tables}
+    keys = captured_keys(captures)
     return [
         check_wal_level(facts),
         check_replication_slots(facts, captures),
@@ -156,7 +169,7 @@ def evaluate(
         check_replication_privilege(facts),
         check_tables(facts, keys),
         check_select(facts, keys),
-        check_primary_keys(facts, keys),
+        check_primary_keys(facts.tables, keys, _KEYLESS_FIX),
         check_replica_identity(facts, keys, options.replica_identity_full),
         check_publications(facts, captures),
         check_heartbeat(facts),
@@ -286,34 +299,6 @@ def check_select(facts: PostgresFacts, keys: Mapping[str, tuple[str, ...]]) -> C
             f"GRANT SELECT ON <each table> TO {_quote(facts.user)}",
         )
     return CheckResult.ok("select privilege", f"{facts.user} may SELECT every table")
-
-
-def check_primary_keys(facts: PostgresFacts, keys: Mapping[str, tuple[str, ...]]) -> CheckResult:
-    """Every table has a primary key, or a configured key whose columns exist."""
-    keyless, bad_keys = [], []
-    for name, configured in keys.items():
-        table = facts.tables[name]
-        if table.kind is None:
-            continue
-        if configured:
-            unknown = [column for column in configured if column not in table.columns]
-            if unknown:
-                bad_keys.append(f"{name} ({', '.join(unknown)})")
-        elif not table.primary_key:
-            keyless.append(name)
-    if bad_keys:
-        return CheckResult.fail(
-            "primary keys",
-            f"configured key columns not in the table: {name_list(bad_keys)}",
-            "fix tables[].key in the config",
-        )
-    if keyless:
-        return CheckResult.fail(
-            "primary keys",
-            f"no primary key and no configured key: {name_list(keyless)}",
-            "add a primary key, or set tables[].key in the config and use --replica-identity-full",
-        )
-    return CheckResult.ok("primary keys", f"{len(keys)} tables keyed")
 
 
 def check_replica_identity(
@@ -464,14 +449,9 @@ def check_slots(facts: PostgresFacts, captures: Sequence[Capture], options: Pref
 def check_replica(replica: PgReplicaFacts, required: bool) -> CheckResult:
     """The read replica answers, is a standby, and replays WAL it receives from a primary."""
     name = "replica"
-    if not replica.configured:
-        if required:
-            return CheckResult.fail(
-                name,
-                "no replica configured: bootstrap reads from a replica",
-                "set replica: in the source config (or bootstrap.allow_primary_reads: true)",
-            )
-        return CheckResult.ok(name, "none configured; bootstrap.allow_primary_reads is on")
+    unconfigured = check_replica_configured(replica.configured, required)
+    if unconfigured is not None:
+        return unconfigured
     if replica.error is not None:
         return CheckResult.fail(
             name,

@@ -8,8 +8,8 @@ publication only after the connector's include list has them (see :meth:`Postgre
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, ClassVar
 from urllib.parse import quote as url_quote
@@ -28,12 +28,11 @@ from cdc_lake.sources.base import (
     PreflightOptions,
     ReplicaDelay,
     SourceEngine,
-    connection_fix,
-    tls_failure_hint,
 )
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.positions import LogPosition, Lsn
-from cdc_lake.sources.postgres_checks import (
+from cdc_lake.sources.postgres import CAPABILITIES
+from cdc_lake.sources.postgres.checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,
     PgReplicaFacts,
@@ -93,7 +92,11 @@ def _first_line(exc: BaseException) -> str:
 class PostgresEngine(SourceEngine):
     """A Postgres source: primary for CDC, streaming standby for bootstrap."""
 
-    engine = "postgres"
+    capabilities = CAPABILITIES
+    engine = CAPABILITIES.name
+    ca_setting = "sslrootcert"
+    primary_tls_settings = "primary.sslmode and primary.sslrootcert"
+    primary_connection_fix = "check host, port, database, user and the password variable"
     position_type: ClassVar[type[LogPosition]] = Lsn
 
     def __init__(self, source: Source) -> None:
@@ -102,14 +105,14 @@ class PostgresEngine(SourceEngine):
 
     # Connections
 
-    def _where(self, role: str, connection: Connection) -> str:
-        return f"source {self.source.name}: {role} {connection.host}:{connection.port}/{self.database}"
+    def address(self, connection: Connection) -> str:
+        """Where ``connection`` points: host, port and database."""
+        return f"{connection.host}:{connection.port}/{connection.database or self.database}"
 
-    @contextmanager
-    def _connect(self, role: str = "primary") -> Iterator[_Conn]:
-        connection = self.source.primary if role == "primary" else self.source.replica
-        if connection is None:
-            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
+    def _connect(self, role: str = "primary") -> AbstractContextManager[_Conn]:
+        return self.opened(role, self._open, psycopg.Error, _first_line)
+
+    def _open(self, connection: Connection) -> _Conn:
         password = connection.password.get_secret_value() if connection.password is not None else None
         libpq: dict[str, Any] = {
             "host": connection.host,
@@ -121,42 +124,16 @@ class PostgresEngine(SourceEngine):
             "application_name": "cdc-lake",
             **connection.tls_settings(),
         }
-        try:
-            conn = psycopg.connect(autocommit=True, **libpq)
-        except psycopg.Error as exc:
-            raise SourceEngineError(
-                f"{self._where(role, connection)}: cannot connect as {connection.user}"
-                f"{tls_failure_hint(str(exc), f'{role}.sslrootcert', connection.sslrootcert)}: "
-                f"{_first_line(exc)}"
-            ) from None
-        try:
-            with conn:
-                yield conn
-        except psycopg.Error as exc:
-            raise SourceEngineError(f"{self._where(role, connection)}: {_first_line(exc)}") from None
+        return psycopg.connect(autocommit=True, **libpq)
 
     # Preflight
 
-    def preflight(self, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
-        """Connect to the primary (a failure is the only result) and judge the facts read there."""
-        try:
-            facts = self.read_facts(captures)
-        except SourceEngineError as exc:
-            found = str(exc).removeprefix(f"source {self.source.name}: ")
-            return [
-                CheckResult.fail(
-                    "primary connection",
-                    found,
-                    connection_fix(
-                        found,
-                        "primary.sslmode and primary.sslrootcert",
-                        "check host, port, database, user and the password variable",
-                    ),
-                )
-            ]
-        address = f"{self.source.primary.host}:{self.source.primary.port}/{self.database}"
-        connected = CheckResult.ok("primary connection", f"{address} as {facts.user}")
-        return [connected, *evaluate(facts, captures, options)]
+    def judge_primary(
+        self, captures: Sequence[Capture], options: PreflightOptions
+    ) -> tuple[str, list[CheckResult]]:
+        """The Postgres checks, judged on the facts read from the primary and the replica."""
+        facts = self.read_facts(captures)
+        return f"{self.address(self.source.primary)} as {facts.user}", evaluate(facts, captures, options)
 
     def read_facts(self, captures: Sequence[Capture]) -> PostgresFacts:
         """Everything the checks judge, read from the primary and the replica."""
@@ -164,7 +141,7 @@ class PostgresEngine(SourceEngine):
         slot_names = [c.slot_name for c in captures if c.slot_name]
         publication_names = [c.publication_name for c in captures if c.publication_name]
         with self._connect() as conn:
-            settings = dict(
+            settings: dict[Any, Any] = dict(
                 conn.execute(
                     "select name, setting from pg_settings where name = any(%s)", (list(_SETTINGS),)
                 ).fetchall()
@@ -409,20 +386,14 @@ class PostgresEngine(SourceEngine):
             ).fetchone()
         return row is not None
 
-    def connector_params(self, capture: Capture, endpoints: ConnectorEndpoints) -> ConnectorParams:
-        """Template parameters of the Postgres connector for ``capture``."""
+    def engine_connector_params(
+        self, shared: ConnectorParams, capture: Capture, endpoints: ConnectorEndpoints
+    ) -> ConnectorParams:
+        """The Postgres connector's database, slot, publication, heartbeat table and TLS settings."""
         primary = self.source.primary
-        return ConnectorParams(
-            host=primary.host,
-            port=primary.port,
-            user=primary.user,
-            password_env=endpoints.password_env,
-            topic_prefix=self.source.topic_prefix or self.source.name,
-            tables=list(capture.table_names),
-            registry_url=endpoints.registry_url,
-            converter=endpoints.converter,
+        return replace(
+            shared,
             database=self.database,
-            columns={t.name: t.columns for t in capture.tables if t.columns},
             slot_name=capture.slot_name,
             publication_name=capture.publication_name,
             heartbeat_table=HEARTBEAT_TABLE,
@@ -486,9 +457,7 @@ class PostgresEngine(SourceEngine):
 
     def jdbc_access(self, role: str) -> JdbcAccess:
         """JDBC access to ``role`` with a read-only, UTC, ISO-formatted session."""
-        connection = self.source.primary if role == "primary" else self.source.replica
-        if connection is None:
-            raise SourceEngineError(f"source {self.source.name}: no {role} configured")
+        connection = self.connection(role)
         database = url_quote(connection.database or self.database, safe="")
         url = (
             f"jdbc:postgresql://{connection.host}:{connection.port}/{database}"

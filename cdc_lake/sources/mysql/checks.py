@@ -10,7 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cdc_lake.sources.base import Capture, PreflightOptions
-from cdc_lake.sources.checks import CheckResult, name_list
+from cdc_lake.sources.checks import (
+    CheckResult,
+    captured_keys,
+    check_primary_keys,
+    check_replica_configured,
+    name_list,
+)
 
 MIN_BINLOG_RETENTION_SECONDS = 3 * 86_400
 """Shorter retention risks a purged binlog (and a re-bootstrap) after a weekend-long outage."""
@@ -65,7 +71,7 @@ class MySqlFacts:
 
 def evaluate(facts: MySqlFacts, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
     """Every MySQL/MariaDB check for ``captures``, in the order they are reported."""
-    keys = {table.name: tuple(table.key or ()) for capture in captures for table in capture.tables}
+    keys = captured_keys(captures)
     in_use = {**facts.server_ids_in_use, **options.server_ids_in_use}
     return [
         check_log_bin(facts),
@@ -77,7 +83,7 @@ def evaluate(facts: MySqlFacts, captures: Sequence[Capture], options: PreflightO
         check_grants(facts),
         check_server_ids(in_use, captures),
         check_tables(facts, keys),
-        check_primary_keys(facts, keys),
+        check_primary_keys(facts.tables, keys, "add a primary key, or set tables[].key in the config"),
         check_replica(facts.replica, options.replica_required),
     ]
 
@@ -239,45 +245,12 @@ def check_tables(facts: MySqlFacts, keys: Mapping[str, tuple[str, ...]]) -> Chec
     return CheckResult.ok("tables", f"{len(keys)} found and readable")
 
 
-def check_primary_keys(facts: MySqlFacts, keys: Mapping[str, tuple[str, ...]]) -> CheckResult:
-    """Every table has a primary key, or a configured key whose columns exist."""
-    keyless, bad_keys = [], []
-    for name, configured in keys.items():
-        table = facts.tables[name]
-        if not table.exists:
-            continue
-        if configured:
-            unknown = [column for column in configured if column not in table.columns]
-            if unknown:
-                bad_keys.append(f"{name} ({', '.join(unknown)})")
-        elif not table.primary_key:
-            keyless.append(name)
-    if bad_keys:
-        return CheckResult.fail(
-            "primary keys",
-            f"configured key columns not in the table: {name_list(bad_keys)}",
-            "fix tables[].key in the config",
-        )
-    if keyless:
-        return CheckResult.fail(
-            "primary keys",
-            f"no primary key and no configured key: {name_list(keyless)}",
-            "add a primary key, or set tables[].key in the config",
-        )
-    return CheckResult.ok("primary keys", f"{len(keys)} tables keyed")
-
-
 def check_replica(replica: MyReplicaFacts, required: bool) -> CheckResult:
     """The read replica answers and both its replication threads run."""
     name = "replica"
-    if not replica.configured:
-        if required:
-            return CheckResult.fail(
-                name,
-                "no replica configured: bootstrap reads from a replica",
-                "set replica: in the source config (or bootstrap.allow_primary_reads: true)",
-            )
-        return CheckResult.ok(name, "none configured; bootstrap.allow_primary_reads is on")
+    unconfigured = check_replica_configured(replica.configured, required)
+    if unconfigured is not None:
+        return unconfigured
     if replica.error is not None:
         return CheckResult.fail(
             name,

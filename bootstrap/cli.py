@@ -1,0 +1,221 @@
+"""The bootstrap stage's commands: ``bootstrap``, ``validate`` and ``rebootstrap``.
+
+They are registered with the ``cdc-lake`` command line through :mod:`bootstrap.stage` (the
+``cdc_lake.stages`` entry point), so the CLI never imports this package.  Each command imports its
+stage modules only when it runs, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from cdc_lake.cli.context import applier_factory, config_file, get_config
+from cdc_lake.cli.output import emit_json
+from cdc_lake.exceptions import ConfigError, HealthCheckError
+from cdc_lake.onboard.secrets import password_env
+from cdc_lake.state.store import StateStore
+
+
+@click.command()
+@click.argument("tables", nargs=-1, metavar="[TABLE]...")
+@click.option("--source", help="Bootstrap the tables of this source instead of naming them.")
+@click.option(
+    "--all-pending",
+    is_flag=True,
+    help="With --source: only tables awaiting bootstrap (PENDING_BOOTSTRAP, or interrupted BOOTSTRAPPING).",
+)
+@click.option(
+    "--apply",
+    "apply_backlog",
+    is_flag=True,
+    help=(
+        "Then apply each table's backlog here until it is LIVE (batch by batch, taking turns with a "
+        "running `cdc-lake run` through the table's apply lock)."
+    ),
+)
+@click.option(
+    "--parallel", type=click.IntRange(min=1), default=1, show_default=True,
+    help=(
+        "How many tables bootstrap at once (one Spark application); above 1, the watermarks and the "
+        "replica wait of a source's tables are also taken once for all of them."
+    ),
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of results instead of lines.")
+@click.pass_context
+def bootstrap(
+    ctx: click.Context,
+    tables: tuple[str, ...],
+    source: str | None,
+    all_pending: bool,
+    apply_backlog: bool,
+    parallel: int,
+    as_json: bool,
+) -> None:
+    """Snapshot tables from the read replica into Hudi and hand them over to the applier.
+
+    Saves the watermark (Kafka end offsets) first, waits for the replica to pass it, reads key-range
+    partitions in parallel with Spark JDBC and bulk-inserts them; the table becomes CATCHING_UP once
+    Debezium has streamed past the snapshot, and LIVE when the applier has caught up.  An interrupted
+    or failed bootstrap resumes where it stopped when run again.
+    """
+    from bootstrap.parallel import bootstrap_concurrently
+    from bootstrap.progress import BarView, LineView, ProgressView
+    from bootstrap.run import BootstrapRequest, bootstrap_tables
+
+    config = get_config(ctx)
+    request = BootstrapRequest(tables, source, all_pending, apply_backlog)
+    view: ProgressView
+    if sys.stderr.isatty() and not as_json:
+        view = BarView()
+    else:
+        view = LineView(lambda line: click.echo(line, err=as_json))
+    try:
+        if parallel > 1:
+            results = bootstrap_concurrently(config, request, view, parallel, applier_factory())
+        else:
+            results = bootstrap_tables(config, request, view, applier_factory())
+    finally:
+        view.close()
+    if as_json:
+        emit_json([
+            {
+                "table": r.table,
+                "state": r.state.value,
+                "rows": r.rows,
+                "partitions": r.partitions,
+                "seconds": round(r.seconds, 3),
+                "rows_per_second": None if r.rows_per_second is None else round(r.rows_per_second, 1),
+                "note": r.note,
+            }
+            for r in results
+        ])
+        return
+    if not results:
+        click.echo("no tables to bootstrap")
+    for r in results:
+        rate = "" if r.rows_per_second is None else f" ({r.rows_per_second:,.0f} rows/s)"
+        click.echo(f"{r.table}: {r.state.value}: {r.rows:,} rows in {r.seconds:.1f}s{rate}; {r.note}")
+
+
+@click.command()
+@click.argument("tables", nargs=-1, required=True, metavar="TABLE...")
+@click.option("--buckets", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Key ranges whose counts and checksums are compared.")
+@click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Parallel range queries on the replica.")
+@click.option("--catch-up-timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
+              help="Seconds to wait for the lake to reach the Kafka end offsets.")
+@click.option("--max-keys", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Keys listed per kind of difference.")
+@click.option("--older-than", type=click.IntRange(min=1), metavar="SECONDS",
+              help="Compare only rows untouched for this long (needs --updated-column).")
+@click.option("--updated-column", metavar="COLUMN", help="The column holding each row's last change time.")
+@click.option("--leaf-rows", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Bisect differing ranges until they hold at most this many rows, then join by key.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of results instead of lines.")
+@click.pass_context
+def validate(
+    ctx: click.Context,
+    tables: tuple[str, ...],
+    buckets: int,
+    partitions: int,
+    catch_up_timeout: float,
+    max_keys: int,
+    older_than: int | None,
+    updated_column: str | None,
+    leaf_rows: int,
+    as_json: bool,
+) -> None:
+    """Reconcile tables between the read replica and the lake: counts, range checksums, then keys.
+
+    Waits for the replica and the lake to pass the primary's position now, compares row counts and
+    checksums over key ranges, bisects the ranges that differ, and names the missing, extra and
+    different keys in them.  Exits 4 when any table differs.
+    """
+    from bootstrap.validate import ValidateOptions, validate_table
+    from cdc_lake.cli.ops_output import render_validation
+    from cdc_lake.spark import get_spark
+
+    if (older_than is None) != (updated_column is None):
+        raise ConfigError("--older-than and --updated-column go together")
+    config = get_config(ctx)
+    for name in tables:
+        config.table(name)
+    options = ValidateOptions(
+        buckets, partitions, catch_up_timeout, max_keys, older_than, updated_column, leaf_rows
+    )
+    spark = get_spark(config.spark, config.lake)
+    with StateStore.open(config.state_store.url) as store:
+        results = [validate_table(spark, config, store, name, options) for name in tables]
+        for result in results:
+            # A clean comparison at a common point proves the copy exact: a quarantine's mark goes.
+            if result.matches and result.caught_up and store.require_table(result.table).possibly_diverged:
+                store.clear_possibly_diverged(result.table)
+    if as_json:
+        emit_json([r.to_json() for r in results])
+    else:
+        for result in results:
+            render_validation(result, click.echo)
+    differing = [r.table for r in results if not r.matches]
+    if differing:
+        raise HealthCheckError(f"the lake differs from the source for {', '.join(differing)}")
+
+
+@click.command()
+@click.argument("tables", nargs=-1, metavar="[TABLE]...")
+@click.option("--reason", default="operator request", show_default=True, help="Recorded with the run.")
+@click.option("--abort", is_flag=True, help="Roll back the unfinished re-bootstrap of TABLE instead.")
+@click.option(
+    "--remove-old", is_flag=True,
+    help="Remove previous base paths kept past lake.old_copy_keep_hours (no TABLE).",
+)
+@click.option("--now", is_flag=True, help="With --remove-old: do not wait for the keep time.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
+@click.pass_context
+def rebootstrap(
+    ctx: click.Context,
+    tables: tuple[str, ...],
+    reason: str,
+    abort: bool,
+    remove_old: bool,
+    now: bool,
+    as_json: bool,
+) -> None:
+    """Copy tables afresh into a new versioned base path and switch to it once caught up.
+
+    The way out of FAILED and SCHEMA_CHANGED. The table stays readable (and applied if it can be) at
+    its old path meanwhile; the switch of path, offsets and state is atomic. Killed, run it again to
+    resume, or --abort to roll back. The old path is kept for lake.old_copy_keep_hours, then
+    `rebootstrap --remove-old` removes it.
+    """
+    from bootstrap.progress import LineView
+    from bootstrap.rebootstrap import abort_rebootstraps, rebootstrap_tables, remove_old_paths
+
+    config = get_config(ctx)
+    if remove_old == bool(tables):
+        raise ConfigError("name the tables to re-bootstrap (or --abort), or give --remove-old alone")
+    if now and not remove_old:
+        raise ConfigError("--now applies to --remove-old only")
+    if remove_old:
+        results = remove_old_paths(config, now)
+    elif abort:
+        results = abort_rebootstraps(config, tables)
+    else:
+        view = LineView(lambda line: click.echo(line, err=as_json))
+        try:
+            path = config_file(ctx)
+            results = rebootstrap_tables(
+                config, tables, reason, view, applier_factory(),
+                lambda source: password_env(path, source),
+            )
+        finally:
+            view.close()
+    if as_json:
+        emit_json([r.to_json() for r in results])
+        return
+    if not results:
+        click.echo("nothing to do")
+    for r in results:
+        click.echo(f"{r.table}: v{r.version} {r.action}: {r.path} ({r.seconds:.1f}s)")

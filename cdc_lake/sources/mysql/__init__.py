@@ -1,0 +1,38 @@
+"""The MySQL family: MySQL and MariaDB (a flavour of it), row-based binlog capture, positions as GTID sets.
+
+This module declares both engines' facts (:data:`MYSQL`, :data:`MARIADB`) and imports no driver;
+:mod:`cdc_lake.sources.mysql.engine` holds the engines (they import pymysql),
+:mod:`cdc_lake.sources.mysql.checks` their preflight checks and :mod:`cdc_lake.sources.mysql.tls`
+their TLS settings for every client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Final
+
+from cdc_lake.sources.capabilities import EngineCapabilities, PositionKind
+
+MYSQL_JDBC_VERSION: Final = "9.1.0"
+MARIADB_JDBC_VERSION: Final = "3.5.3"
+
+MYSQL: Final = EngineCapabilities(
+    name="mysql",
+    connector_values=frozenset({"mysql"}),
+    position_kind=PositionKind.GTID,
+    replication_slots=False,
+    jdbc_driver=f"com.mysql:mysql-connector-j:{MYSQL_JDBC_VERSION}",
+    driver="pymysql",
+    driver_package="pymysql",
+    engine_module="cdc_lake.sources.mysql.engine",
+    engine_class="MySqlEngine",
+)
+
+MARIADB: Final = replace(
+    MYSQL,
+    name="mariadb",
+    connector_values=frozenset({"mariadb"}),
+    jdbc_driver=f"org.mariadb.jdbc:mariadb-java-client:{MARIADB_JDBC_VERSION}",
+    engine_class="MariaDbEngine",
+)
+"""MariaDB, the MySQL family's flavour: the same capture, its own connector, JDBC driver and engine class."""

@@ -1,0 +1,26 @@
+"""The Postgres engine: pgoutput logical decoding through one publication and one slot per connector.
+
+This module declares the engine's facts (:data:`CAPABILITIES`) and imports no driver;
+:mod:`cdc_lake.sources.postgres.engine` is the engine (it imports psycopg) and
+:mod:`cdc_lake.sources.postgres.checks` its preflight checks, judged on recorded facts.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from cdc_lake.sources.capabilities import EngineCapabilities, PositionKind
+
+JDBC_VERSION: Final = "42.7.7"
+
+CAPABILITIES: Final = EngineCapabilities(
+    name="postgres",
+    connector_values=frozenset({"postgresql"}),
+    position_kind=PositionKind.LSN,
+    replication_slots=True,
+    jdbc_driver=f"org.postgresql:postgresql:{JDBC_VERSION}",
+    driver="psycopg",
+    driver_package="psycopg[binary]",
+    engine_module="cdc_lake.sources.postgres.engine",
+    engine_class="PostgresEngine",
+)

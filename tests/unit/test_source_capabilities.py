@@ -1,0 +1,73 @@
+"""What each source engine declares once, and that shared code can read it without the engine's driver."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cdc_lake.engines import ENGINE_NAMES
+from cdc_lake.exceptions import SourceEngineError
+from cdc_lake.jvm import spark_jars
+from cdc_lake.sources import ENGINES, PositionKind, capabilities_for, capabilities_for_connector
+
+
+def test_every_engine_name_declares_its_capabilities_once() -> None:
+    assert set(ENGINES) == set(ENGINE_NAMES)
+    assert all(capabilities_for(name).name == name for name in ENGINE_NAMES)
+    connector_values = [value for caps in ENGINES.values() for value in caps.connector_values]
+    assert len(connector_values) == len(set(connector_values))
+
+
+@pytest.mark.parametrize(
+    ("connector", "engine", "kind", "slots"),
+    [
+        ("postgresql", "postgres", PositionKind.LSN, True),
+        ("mysql", "mysql", PositionKind.GTID, False),
+        ("mariadb", "mariadb", PositionKind.GTID, False),
+    ],
+)
+def test_a_debezium_connector_value_finds_its_engine(
+    connector: str, engine: str, kind: PositionKind, slots: bool
+) -> None:
+    caps = capabilities_for_connector(connector)
+
+    assert (caps.name, caps.position_kind, caps.replication_slots) == (engine, kind, slots)
+
+
+def test_unknown_names_are_one_line_errors_listing_the_known_ones() -> None:
+    with pytest.raises(SourceEngineError) as connector:
+        capabilities_for_connector("oracle")
+    with pytest.raises(SourceEngineError) as engine:
+        capabilities_for("oracle")
+
+    assert str(connector.value) == "connector 'oracle' is not supported (mariadb, mysql, postgresql)"
+    assert str(engine.value) == "unknown source engine 'oracle' (mariadb, mysql, postgres)"
+
+
+def test_spark_loads_the_jdbc_driver_every_engine_declares() -> None:
+    coordinates = {artifact.coordinate for artifact in spark_jars("3.5.6").artifacts}
+
+    assert {f"{caps.jdbc_driver}:jar" for caps in ENGINES.values()} <= coordinates
+
+
+def test_capabilities_and_the_decode_path_load_without_any_engine_driver() -> None:
+    # A finder that refuses the drivers, as on a machine that has none of them installed.
+    script = (
+        "import sys\n"
+        "class Refuse:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in {'psycopg', 'pymysql'}:\n"
+        "            raise ModuleNotFoundError(name=name)\n"
+        "sys.meta_path.insert(0, Refuse())\n"
+        "import cdc_lake.decode.envelope, cdc_lake.apply.redelivery, cdc_lake.jvm\n"
+        "from cdc_lake.sources import ENGINES\n"
+        "assert not {'psycopg', 'pymysql'} & set(sys.modules), sorted(sys.modules)\n"
+        "print(len(ENGINES))\n"
+    )
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(len(ENGINE_NAMES))
