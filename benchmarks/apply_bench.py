@@ -95,7 +95,7 @@ from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
-from apply_support import config_dict, onboard, simple_capture, write_config
+from apply_support import config_dict, debezium_postgres_schemas, onboard, simple_capture, write_config
 
 REGIONS = 8
 VARIANTS = (
@@ -124,49 +124,14 @@ def _schemas(topic: str) -> tuple[dict[str, Any], dict[str, Any]]:
         "logicalType": "decimal",
     }
     micro_ts = {"type": "long", "connect.version": 1, "connect.name": "io.debezium.time.MicroTimestamp"}
-    value = {
-        "type": "record",
-        "name": "Value",
-        "fields": [
-            {"name": "id", "type": "long"},
-            {"name": "region", "type": ["null", "string"], "default": None},
-            {"name": "amount", "type": ["null", decimal], "default": None},
-            {"name": "note", "type": ["null", "string"], "default": None},
-            {"name": "updated_at", "type": ["null", micro_ts], "default": None},
-        ],
-    }
-    source = {
-        "type": "record",
-        "name": "Source",
-        "namespace": "io.debezium.connector.postgresql",
-        "fields": [
-            {"name": "version", "type": "string"},
-            {"name": "connector", "type": "string"},
-            {"name": "name", "type": "string"},
-            {"name": "ts_ms", "type": "long"},
-            {"name": "snapshot", "type": ["string", "null"], "default": "false"},
-            {"name": "db", "type": "string"},
-            {"name": "sequence", "type": ["null", "string"], "default": None},
-            {"name": "schema", "type": "string"},
-            {"name": "table", "type": "string"},
-            {"name": "txId", "type": ["null", "long"], "default": None},
-            {"name": "lsn", "type": ["null", "long"], "default": None},
-        ],
-    }
-    envelope = {
-        "type": "record",
-        "name": "Envelope",
-        "namespace": topic,
-        "fields": [
-            {"name": "before", "type": ["null", value], "default": None},
-            {"name": "after", "type": ["null", "Value"], "default": None},
-            {"name": "source", "type": source},
-            {"name": "op", "type": "string"},
-            {"name": "ts_ms", "type": ["null", "long"], "default": None},
-        ],
-    }
-    key = {"type": "record", "name": "Key", "namespace": topic, "fields": [{"name": "id", "type": "long"}]}
-    return key, envelope
+    fields = [
+        {"name": "id", "type": "long"},
+        {"name": "region", "type": ["null", "string"], "default": None},
+        {"name": "amount", "type": ["null", decimal], "default": None},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "updated_at", "type": ["null", micro_ts], "default": None},
+    ]
+    return debezium_postgres_schemas(topic, fields, "long")
 
 
 def _register(registry_url: str, subject: str, schema: dict[str, Any]) -> int:

@@ -603,30 +603,12 @@ class Workload:
         self.capture.execute(*[self.step() for _ in range(count)])
 
 
-def _synthetic_schemas(topic: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Key and envelope schemas shaped like Debezium's Postgres ones for a table (id, name, ratio)."""
-    value = {
-        "type": "record",
-        "name": "Value",
-        "fields": [
-            {"name": "id", "type": "int"},
-            {"name": "name", "type": ["null", "string"], "default": None},
-            {
-                "name": "ratio",
-                "type": [
-                    "null",
-                    {
-                        "type": "record",
-                        "name": "VariableScaleDecimal",
-                        "namespace": "io.debezium.data",
-                        "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
-                        "connect.name": "io.debezium.data.VariableScaleDecimal",
-                    },
-                ],
-                "default": None,
-            },
-        ],
-    }
+def debezium_postgres_schemas(
+    topic: str, value_fields: list[dict[str, Any]], key_type: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Key and envelope schemas shaped like Debezium's Postgres ones, for a table keyed by ``id`` of
+    Avro type ``key_type`` whose columns are ``value_fields`` (Avro fields, ``id`` first)."""
+    value = {"type": "record", "name": "Value", "fields": value_fields}
     source = {
         "type": "record",
         "name": "Source",
@@ -657,8 +639,28 @@ def _synthetic_schemas(topic: str) -> tuple[dict[str, Any], dict[str, Any]]:
             {"name": "ts_ms", "type": ["null", "long"], "default": None},
         ],
     }
-    key = {"type": "record", "name": "Key", "namespace": topic, "fields": [{"name": "id", "type": "int"}]}
+    key = {"type": "record", "name": "Key", "namespace": topic, "fields": [{"name": "id", "type": key_type}]}
     return key, envelope
+
+
+_SYNTHETIC_FIELDS: list[dict[str, Any]] = [  # (id, name, ratio)
+    {"name": "id", "type": "int"},
+    {"name": "name", "type": ["null", "string"], "default": None},
+    {
+        "name": "ratio",
+        "type": [
+            "null",
+            {
+                "type": "record",
+                "name": "VariableScaleDecimal",
+                "namespace": "io.debezium.data",
+                "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+                "connect.name": "io.debezium.data.VariableScaleDecimal",
+            },
+        ],
+        "default": None,
+    },
+]
 
 
 class SyntheticTopic:
@@ -683,7 +685,7 @@ class SyntheticTopic:
         self.auth = auth
         self.prefix, self.schema, self.table = prefix, schema, table
         self.topic = f"{prefix}.{schema}.{table}"
-        self.key_schema, self.value_schema = _synthetic_schemas(self.topic)
+        self.key_schema, self.value_schema = debezium_postgres_schemas(self.topic, _SYNTHETIC_FIELDS, "int")
         self.key_id = self._register(f"{self.topic}-key", self.key_schema)
         self.value_id = self._register(f"{self.topic}-value", self.value_schema)
         self.lsn = 1_000_000
