@@ -149,7 +149,6 @@ class SourceEngine(SnapshotSource, ABC):
 
     capabilities: ClassVar[EngineCapabilities]
     """What this engine declares about itself (:mod:`cdc_lake.sources.capabilities`)."""
-    engine: ClassVar[str]
     position_type: ClassVar[type[LogPosition]]
     """The type of this engine's positions (:meth:`current_position`, connector offsets)."""
     ca_setting: ClassVar[str]

@@ -97,7 +97,6 @@ class MySqlEngine(SourceEngine):
     """A MySQL source: binlog from the primary, bootstrap from a replica."""
 
     capabilities = MYSQL
-    engine = MYSQL.name
     ca_setting = "ssl_ca"
     primary_tls_settings = "primary.ssl_ca and primary.ssl_verify_identity"
     primary_connection_fix = "check host, port, user and the password variable"
@@ -474,7 +473,6 @@ class MariaDbEngine(MySqlEngine):
     """A MariaDB source: GTIDs are always on; positions are ``gtid_binlog_pos`` / ``gtid_slave_pos``."""
 
     capabilities = MARIADB
-    engine = MARIADB.name
     position_type: ClassVar[type[LogPosition]] = MariaDbGtidPosition
     # Spark picks its MySQL dialect (backtick quoting, MySQL types) only for jdbc:mysql: URLs, which the
     # MariaDB driver accepts with permitMysqlScheme.

@@ -93,7 +93,6 @@ class PostgresEngine(SourceEngine):
     """A Postgres source: primary for CDC, streaming standby for bootstrap."""
 
     capabilities = CAPABILITIES
-    engine = CAPABILITIES.name
     ca_setting = "sslrootcert"
     primary_tls_settings = "primary.sslmode and primary.sslrootcert"
     primary_connection_fix = "check host, port, database, user and the password variable"
