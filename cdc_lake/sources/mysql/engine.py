@@ -175,7 +175,7 @@ class MySqlEngine(SourceEngine):
         replica = self.source.replica
         if replica is None:
             return MyReplicaFacts(configured=False), None
-        address = f"{replica.host}:{replica.port}"
+        address = self.address(replica)
         try:
             with self._connect("replica") as conn, conn.cursor(DictCursor) as cur:
                 cur.execute("SELECT @@server_id AS id")
@@ -365,10 +365,7 @@ class MySqlEngine(SourceEngine):
 
     def check_replica(self) -> str:
         """The replica's address and applied position; no replication or a stopped thread is an error."""
-        replica = self.source.replica
-        if replica is None:
-            raise SourceEngineError(f"source {self.source.name}: no replica configured")
-        address = f"{replica.host}:{replica.port}"
+        address = self.address(self.connection("replica"))
         with self._connect("replica") as conn, conn.cursor(DictCursor) as cur:
             cur.execute(self.replica_status_query)
             status = cur.fetchone()
