@@ -37,7 +37,8 @@ class CdcLakeGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Eager, lazy and installed stages' command names, sorted."""
-        staged = {name for name, stage in self._staged.items() if installed(stage)}
+        present = {stage for stage in set(self._staged.values()) if installed(stage)}
+        staged = {name for name, stage in self._staged.items() if stage in present}
         return sorted({*super().list_commands(ctx), *self._lazy, *staged})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
