@@ -55,7 +55,7 @@ class DecodedChange(NamedTuple):
 
 
 class Redelivered(NamedTuple):
-    """A change event at or below its partition's applied stream position: sent again, skipped."""
+    """A change event strictly below its partition's applied stream position: sent again, skipped."""
 
     partition: int
     offset: int

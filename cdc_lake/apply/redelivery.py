@@ -12,8 +12,11 @@ A stream position orders events as Debezium emits them, and must keep doing so a
 
 - Postgres: ``source.sequence`` = ``[last commit LSN, change LSN]``.  Transactions are emitted in commit
   order and changes inside one in LSN order, so the pair grows with every event, although change LSNs
-  alone go back when transactions interleave.  An event at or below the mark is skipped.  (A logical
-  slot does not follow a failover, so the sequence never restarts; see :mod:`cdc_lake.decode.ordering`.)
+  alone go back when transactions interleave, but it does not grow *strictly*: every row of one heap
+  page of a multi-row insert (``COPY``, ``INSERT … SELECT``: Postgres' ``heap_multi_insert`` writes one
+  WAL record per page) carries the same change LSN and sequence, and so do the delete and create
+  Debezium emits for a primary-key update.  (A logical slot does not follow a failover, so the sequence
+  never restarts; see :mod:`cdc_lake.decode.ordering`.)
 - MySQL/MariaDB: the event's GTID, split into its *source* and sequence number: MariaDB ``D-S-N`` gives
   source ``D-S`` (replication domain and originating server) and ``N``; MySQL ``uuid:N`` (or
   ``uuid:tag:N``) gives source ``uuid`` (or ``uuid:tag``) and ``N``.  Within one source, sequence
@@ -21,11 +24,18 @@ A stream position orders events as Debezium emits them, and must keep doing so a
   replica commits them in the same order: MariaDB's in-order parallel replication, MySQL's
   ``replica_preserve_commit_order``), so they keep their order when the connector is repointed at a
   promoted replica, unlike binlog file numbers and positions, which belong to one server.  The mark
-  holds the highest sequence number applied per source, and an event is skipped only when its sequence
-  number is *strictly below* its source's mark.  Every event of one transaction shares its GTID, and a
-  batch can end inside a transaction, so events of the mark's own transaction are applied again (a
-  re-sent one shows a state inside that transaction, as a batch ending there does; never an older one),
-  and an event of a source the mark does not know (the new primary's first transactions) is new.
+  holds the highest sequence number applied per source; every event of one transaction shares its
+  GTID, and an event of a source the mark does not know (the new primary's first transactions) is new.
+
+Positions are not unique on either engine, and a batch can end inside any group sharing one (the
+planned end offset, or ``apply.batch_max_events``, falls there), so an event is skipped only when its
+position is *strictly below* its partition's mark; an event *at* the mark is applied again.  That is
+exact: the events at the mark are the last ones applied (any later event raised the mark), and within
+one group every key appears once (the rows of a page are distinct rows; a key change deletes one key
+and creates another; a MySQL transaction's changes of one key are ordered by Kafka offset), so applying
+one again shows the state it showed, or the group's next state, never an older one.  Skipping at the
+mark lost every unseen row of a cut group for good (issue 20; ``test_apply_model.py`` generates such
+cuts).
 - Snapshot reads, events without a GTID (a source not in GTID mode, which onboarding's preflight
   refuses) and Postgres events without a sequence have no position and are never skipped.
 
@@ -117,7 +127,7 @@ def _encode(kind: str, entries: Mapping[str, int]) -> str:
 
 
 def already_applied(position: str | None, applied: str | None) -> bool:
-    """Whether the event at ``position`` was applied before, by the partition's mark ``applied``."""
+    """Whether the event at ``position`` was applied before: strictly below the partition's mark ``applied``."""
     event, mark = _entries(position), _entries(applied)
     if event is None or mark is None or event[0] != mark[0]:
         return False
@@ -126,7 +136,7 @@ def already_applied(position: str | None, applied: str | None) -> bool:
     highest = mark[1].get(origin)
     if highest is None:
         return False
-    return number <= highest if kind == _PG else number < highest
+    return number < highest
 
 
 class PartitionMarks:

@@ -37,7 +37,7 @@ class Checkpoint:
     """The next offset to apply per partition of ``topic``, and the newest source time applied so far.
 
     ``positions`` holds, per partition, the highest Debezium stream position applied (see
-    :mod:`cdc_lake.apply.redelivery`); events at or below it were sent again and are skipped.
+    :mod:`cdc_lake.apply.redelivery`); events strictly below it were sent again and are skipped.
     """
 
     topic: str
