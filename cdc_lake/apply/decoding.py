@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from cdc_lake.apply.key_change import missing_key_reason, old_key_delete
-from cdc_lake.apply.redelivery import PartitionMarks, already_applied, stream_position
+from cdc_lake.apply.redelivery import PartitionMarks, stream_position
 from cdc_lake.decode.envelope import ChangeEvent, decode_message
 from cdc_lake.decode.framing import HEADER_SIZE, MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
@@ -121,14 +121,20 @@ def _reason(exc: Exception, ref: MessageRef) -> str:
     return " ".join(text.split())
 
 
-def _change(settings: DecodeSettings, event: ChangeEvent, message: RawMessage) -> Decoded:
+def _change(
+    settings: DecodeSettings, event: ChangeEvent, message: RawMessage, applied: dict[int, PartitionMarks]
+) -> Decoded:
     def bad(reason: str) -> BadMessage:
         return BadMessage(message.partition, message.offset, reason, message.key, message.value)
 
     if event.is_truncate:
         return bad(TRUNCATE_REASON)
     position = stream_position(event)
-    if already_applied(position, settings.applied_positions.get(message.partition)):
+    marks = applied.get(message.partition)
+    if marks is None:
+        stored = settings.applied_positions.get(message.partition)
+        marks = applied[message.partition] = PartitionMarks.of(stored)
+    if marks.holds(position):
         return Redelivered(message.partition, message.offset)
     image = event.row
     if image is None:
@@ -144,6 +150,8 @@ def _change(settings: DecodeSettings, event: ChangeEvent, message: RawMessage) -
     if settings.soft_deletes and event.is_delete:
         keys = set(key_fields)
         unavailable.extend(name for name, value in image.items() if value is None and name not in keys)
+    if position is not None:
+        marks.add(position)
     return DecodedChange(
         partition=message.partition,
         offset=message.offset,
@@ -161,6 +169,9 @@ def _change(settings: DecodeSettings, event: ChangeEvent, message: RawMessage) -
 def decode_messages(settings: DecodeSettings, messages: Iterable[RawMessage]) -> Iterator[Decoded]:
     """Decode ``messages`` of ``settings.topic``; tombstones yield nothing, failures yield BadMessage."""
     registry = TypedSchemas(_shared(settings.registry), settings.column_types)
+    # The applied marks, raised by each change of the slice in partition order: a suffix Debezium re-sent
+    # inside this slice is skipped like one re-sent in a later batch.
+    applied: dict[int, PartitionMarks] = {}
     for message in messages:
         ref = MessageRef(settings.topic, message.partition, message.offset)
         try:
@@ -170,8 +181,8 @@ def decode_messages(settings: DecodeSettings, messages: Iterable[RawMessage]) ->
             if isinstance(decoded, ChangeEvent):
                 old_key = old_key_delete(decoded, settings.key_fields)
                 if old_key is not None:  # the update moved the row: delete it under its old key first
-                    yield _change(settings, old_key, message)
-                yield _change(settings, decoded, message)
+                    yield _change(settings, old_key, message, applied)
+                yield _change(settings, decoded, message, applied)
         except Exception as exc:  # every failure stops the table here, named
             yield BadMessage(message.partition, message.offset, _reason(exc, ref), message.key, message.value)
 

@@ -17,32 +17,38 @@ A stream position orders events as Debezium emits them, and must keep doing so a
   WAL record per page) carries the same change LSN and sequence, and so do the delete and create
   Debezium emits for a primary-key update.  (A logical slot does not follow a failover, so the sequence
   never restarts; see :mod:`cdc_lake.decode.ordering`.)
-- MySQL/MariaDB: the event's GTID, split into its *source* and sequence number: MariaDB ``D-S-N`` gives
-  source ``D-S`` (replication domain and originating server) and ``N``; MySQL ``uuid:N`` (or
-  ``uuid:tag:N``) gives source ``uuid`` (or ``uuid:tag``) and ``N``.  Within one source, sequence
-  numbers follow binlog order on every server that holds them (the origin writes them in order; a
-  replica commits them in the same order: MariaDB's in-order parallel replication, MySQL's
-  ``replica_preserve_commit_order``), so they keep their order when the connector is repointed at a
+- MySQL/MariaDB: the event's GTID, split into its *source* and sequence number.  MariaDB ``D-S-N`` gives
+  source ``D`` (the replication domain) and ``N``: a domain's sequence numbers grow across its servers
+  (a promoted replica continues from the highest number of the domain; ``gtid_strict_mode`` refuses
+  anything else).  MySQL ``uuid:N`` (or ``uuid:tag:N``) gives source ``uuid`` (or ``uuid:tag``) and
+  ``N``; numbers of one source follow binlog order on every server that holds them
+  (``replica_preserve_commit_order``), so they keep their order when the connector is repointed at a
   promoted replica, unlike binlog file numbers and positions, which belong to one server.  The mark
   holds the highest sequence number applied per source; every event of one transaction shares its
-  GTID, and an event of a source the mark does not know (the new primary's first transactions) is new.
-
-Positions are not unique on either engine, and a batch can end inside any group sharing one (the
-planned end offset, or ``apply.batch_max_events``, falls there), so an event is skipped only when its
-position is *strictly below* its partition's mark; an event *at* the mark is applied again.  That is
-exact: the events at the mark are the last ones applied (any later event raised the mark), and within
-one group every key appears once (the rows of a page are distinct rows; a key change deletes one key
-and creates another; a MySQL transaction's changes of one key are ordered by Kafka offset), so applying
-one again shows the state it showed, or the group's next state, never an older one.  Skipping at the
-mark lost every unseen row of a cut group for good (issue 20; ``test_apply_model.py`` generates such
-cuts).
+  GTID, and an event of a source the mark does not know (a new MySQL primary's) is new.
 - Snapshot reads, events without a GTID (a source not in GTID mode, which onboarding's preflight
   refuses) and Postgres events without a sequence have no position and are never skipped.
 
+Positions are not unique on either engine, and a batch can end inside any group sharing one (the
+planned end offset, or ``apply.batch_max_events``, falls there), so an event is skipped only when its
+position is *strictly below* its partition's mark; an event *at* the mark may be unseen and is applied
+again.  Skipping at the mark lost the unseen rest of every cut ``COPY`` page or key change for good
+(issue 20).  Within one slice of a batch the mark rises with every change applied, in partition order
+(:func:`cdc_lake.apply.decoding.decode_messages`), so a suffix re-sent inside the batch is skipped too.
+
+What this leaves, proved or bounded by ``tests/unit/test_apply_model.py`` (docs/applier.md,
+"Guarantees"): on Postgres, events at the mark are the last ones applied and one group holds each key
+once, so applying one again shows the state it showed.  On binlog sources all events of a transaction
+share its GTID: while Debezium re-sends the transaction applied last, a key that transaction changed
+more than once can show an earlier state *of that transaction* until the re-sent events reach its last
+change; and after a MySQL failover (another uuid) a re-sent old-server transaction is not recognised
+and can show an older state until the re-sent suffix passes it.  Neither loses a change.
+
 Encoded in commit metadata (``kafka.stream_positions``) per partition as ``"pg:<40 digits>"`` or
 ``"gtid:<source>=<n>,<source>=<n>..."``.  Marks written by earlier versions tagged binlog coordinates
-with ``source.server_id`` (``"<server_id>:<digits>"``); they are not comparable with GTIDs, so they skip
-nothing and the next batch replaces them.
+with ``source.server_id`` (``"<server_id>:<digits>"``), or named MariaDB sources ``D-S``; the first are
+not comparable with GTIDs and the second name no domain, so they skip nothing and the next batch
+replaces or extends them.
 """
 
 from __future__ import annotations
@@ -88,12 +94,15 @@ def _postgres_position(sequence: str | None) -> str | None:
 def gtid_source(gtid: str | None) -> tuple[str, int] | None:
     """A GTID's source and sequence number, or None for a missing or unrecognised GTID.
 
-    MariaDB ``0-1-42`` -> ``("0-1", 42)``; MySQL ``uuid:42`` -> ``("uuid", 42)``.
+    MariaDB ``0-1-42`` -> ``("0", 42)``; MySQL ``uuid:42`` -> ``("uuid", 42)``.
     """
     if not gtid:
         return None
-    separator = ":" if ":" in gtid else "-"
-    origin, _, number = gtid.strip().rpartition(separator)
+    if ":" in gtid:
+        origin, _, number = gtid.strip().rpartition(":")
+    else:  # MariaDB: numbers grow across the domain's servers; the domain alone is the source
+        domain, _, rest = gtid.strip().partition("-")
+        origin, number = domain, rest.rpartition("-")[2] if rest.count("-") == 1 else ""
     if not origin or not number.isdigit() or "," in origin or "=" in origin:
         return None
     return origin, int(number)
@@ -127,16 +136,8 @@ def _encode(kind: str, entries: Mapping[str, int]) -> str:
 
 
 def already_applied(position: str | None, applied: str | None) -> bool:
-    """Whether the event at ``position`` was applied before: strictly below the partition's mark ``applied``."""
-    event, mark = _entries(position), _entries(applied)
-    if event is None or mark is None or event[0] != mark[0]:
-        return False
-    kind, entries = event
-    ((origin, number),) = entries.items()
-    highest = mark[1].get(origin)
-    if highest is None:
-        return False
-    return number < highest
+    """Whether the event at ``position`` was applied before: strictly below the partition's mark."""
+    return PartitionMarks.of(applied).holds(position)
 
 
 class PartitionMarks:
@@ -154,6 +155,15 @@ class PartitionMarks:
         if parsed is not None:
             marks._fold(*parsed)
         return marks
+
+    def holds(self, position: str | None) -> bool:
+        """Whether the event at ``position`` was applied before: strictly below these marks."""
+        event = _entries(position)
+        if event is None or self.kind is None or event[0] != self.kind:
+            return False
+        ((origin, number),) = event[1].items()
+        highest = self.highest.get(origin)
+        return highest is not None and number < highest
 
     def add(self, position: str) -> None:
         """Account for an event at ``position``."""

@@ -1,0 +1,315 @@
+"""The applier's decision path against a reference model, on generated workloads and faults.
+
+Invariant (docs/applier.md, "Guarantees"): after every commit each key shows the state after some
+change of that key, in source order, never older than what it showed before; once the topic is
+drained the lake equals the source.  During a bootstrap's catch-up (before the applier has passed the
+point where the snapshot was read) a key may show any state of its history: the table is not
+published then.
+
+What runs is production code: :func:`decode_messages` (Avro decode, envelope, re-send skip, key
+change deletes, TOAST placeholders), :class:`BatchSummary` and :func:`advance` (the marks a commit
+stores), with the per-key merge of ``cdc_lake.apply.frame`` (last change by ordering value, Kafka
+partition and offset; unavailable columns from the key's earlier changes, then from the stored row)
+and Hudi's event-time merge as :func:`fixtures.change_model.hudi_merge`;
+``tests/integration/test_apply_model_spark.py`` holds those two against Spark and Hudi.  The reference
+(:class:`fixtures.change_model.Source`) imports nothing from ``cdc_lake.apply``.
+
+Generated: transactions of inserts, ``COPY`` pages (rows sharing one position), updates (with
+unchanged TOASTed values), deletes, primary-key updates, a key deleted and inserted again in one
+transaction; re-sends of a suffix from any earlier transaction; for MariaDB a failover to another
+server; batch cuts at any offset; crashes before a commit; and a bootstrap snapshot read at a later
+point than the watermark.  ``HYPOTHESIS_PROFILE=thorough`` (``benchmarks/model_bench.py``) runs more
+examples than CI.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import reduce
+
+from fixtures.change_model import (
+    MY_TOPIC,
+    PG_TOPIC,
+    SCHEMAS,
+    TOASTED,
+    Change,
+    Emitter,
+    Row,
+    Source,
+    hudi_merge,
+)
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from cdc_lake.apply.decoding import (
+    BadMessage,
+    BatchSummary,
+    DecodedChange,
+    DecodeSettings,
+    decode_messages,
+    summarize,
+)
+from cdc_lake.apply.redelivery import advance
+
+_HEALTH = [HealthCheck.too_slow, HealthCheck.large_base_example]
+settings.register_profile(
+    "ci", max_examples=250, deadline=None, suppress_health_check=_HEALTH, derandomize=True
+)
+settings.register_profile("thorough", max_examples=5_000, deadline=None, suppress_health_check=_HEALTH)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+KEYS = range(1, 10)
+_MAX_BATCHES = 12
+"""Batches with generated cuts; then one to the end of the log."""
+Stored = dict[int, tuple[Row, str]]
+
+
+@dataclass
+class Lake:
+    """The Hudi table and the checkpoint its last commit holds."""
+
+    rows: Stored
+    offsets: dict[int, int]
+    marks: dict[int, str] = field(default_factory=dict)
+
+    def state(self, key: int) -> Row | None:
+        stored = self.rows.get(key)
+        return None if stored is None else stored[0]
+
+
+def merge_batch(changes: Sequence[DecodedChange], stored: Stored, exists: bool) -> Stored:
+    """The rows after one upsert: ``cdc_lake.apply.frame``'s per-key merge, then Hudi's."""
+    by_key: dict[int, list[DecodedChange]] = {}
+    for change in changes:
+        by_key.setdefault(change.row["id"], []).append(change)
+    result = dict(stored)
+    for key, ordered_changes in by_key.items():
+        ordered = sorted(ordered_changes, key=lambda c: (c.ordering, c.partition, c.offset))
+        last = ordered[-1]
+        row = dict(last.row)
+        for name in last.unavailable:
+            earlier = [c for c in ordered if name not in c.unavailable]
+            if earlier:
+                row[name] = earlier[-1].row[name]
+            elif exists and key in stored:
+                row[name] = stored[key][0].get(name)
+            else:
+                row[name] = None
+        merged = hudi_merge(result.get(key), (None if last.op == "d" else row, last.ordering))
+        if merged is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged
+    return result
+
+
+def apply_batch(emitter: Emitter, lake: Lake, ends: dict[int, int], topic: str) -> Lake:
+    """One batch from the lake's checkpoint to ``ends``, through the production decode path."""
+    decode = DecodeSettings(topic, SCHEMAS, None, False, dict(lake.marks))
+    summaries: list[BatchSummary] = []
+    changes: list[DecodedChange] = []
+    for partition, end in ends.items():
+        raw = [m.raw for m in emitter.log[partition][lake.offsets.get(partition, 0) : end]]
+        records = list(decode_messages(decode, raw))
+        assert not any(isinstance(r, BadMessage) for r in records), records
+        summaries.extend(summarize(records))
+        changes.extend(r for r in records if isinstance(r, DecodedChange))
+    summary = reduce(BatchSummary.merge, summaries, BatchSummary())
+    return Lake(
+        merge_batch(changes, lake.rows, exists=True),
+        {**lake.offsets, **ends},
+        advance(lake.marks, summary.marks),
+    )
+
+
+@st.composite
+def transaction(draw: st.DrawFn, source: Source, postgres: bool) -> list[Change]:
+    """One source transaction valid against ``source``'s current rows."""
+    rows = {k: dict(v) for k, v in source.rows.items()}
+    changes: list[Change] = []
+    groups = len(source.transactions) * 10
+    for _ in range(draw(st.integers(1, 4))):
+        present = sorted(rows)
+        absent = [k for k in KEYS if k not in rows]
+        kinds = [k for k, ok in (("insert", absent), ("copy", len(absent) > 1), ("update", present),
+                                 ("delete", present), ("move", present and absent)) if ok]
+        kind = draw(st.sampled_from(kinds))
+        if kind in ("insert", "copy"):
+            count = 1 if kind == "insert" else draw(st.integers(2, min(4, len(absent))))
+            keys = draw(st.lists(st.sampled_from(absent), min_size=count, max_size=count, unique=True))
+            groups += 1
+            for key in keys:
+                note = draw(st.sampled_from([None, "n", TOASTED + str(key)]))
+                rows[key] = {"id": key, "qty": draw(st.integers(0, 99)), "note": note}
+                changes.append(Change("c", key, rows[key], group=groups if kind == "copy" else None))
+        elif kind == "update":
+            key = draw(st.sampled_from(present))
+            old_note = rows[key]["note"]
+            note = draw(st.sampled_from([old_note, None, "m", TOASTED + "u" + str(key)]))
+            rows[key] = {**rows[key], "qty": draw(st.integers(0, 99)), "note": note}
+            unchanged_toast = postgres and note == old_note and str(note).startswith(TOASTED)
+            changes.append(Change("u", key, rows[key], toast_unchanged=unchanged_toast))
+        elif kind == "delete":
+            key = draw(st.sampled_from(present))
+            del rows[key]
+            changes.append(Change("d", key, None))
+        else:
+            old, new = draw(st.sampled_from(present)), draw(st.sampled_from(absent))
+            row = {**rows.pop(old), "id": new}
+            rows[new] = row
+            changes.append(Change("c", new, row, moved_from=old))
+    return changes
+
+
+@dataclass
+class Workload:
+    """A generated history: the source, Debezium's log, and the log's length after each step."""
+
+    source: Source
+    emitter: Emitter
+    ends_after: list[dict[int, int]]
+    """Offsets of the log's end after each transaction (re-sends included), index = transactions."""
+
+
+@st.composite
+def workloads(draw: st.DrawFn, engine: str) -> Workload:
+    postgres = engine == "postgres"
+    source, emitter = Source(), Emitter(engine)
+    ends_after = [{p: 0 for p in emitter.log}]
+    for _ in range(draw(st.integers(1, 10))):
+        before = {k: dict(v) for k, v in source.rows.items()}
+        changes = draw(transaction(source, postgres))
+        source.commit(changes)
+        emitter.emit(changes, before)
+        if draw(st.integers(0, 4)) == 4:
+            emitter.resend_from(draw(st.integers(0, len(source.transactions) - 1)))
+        if not postgres and draw(st.integers(0, 9)) == 9:
+            emitter.failover()
+        ends_after.append({p: len(log) for p, log in emitter.log.items()})
+    return Workload(source, emitter, ends_after)
+
+
+def _shared_position_cut(emitter: Emitter, ends: dict[int, int]) -> bool:
+    """Whether a cut falls between two messages of one partition that share a stream position."""
+    for partition, end in ends.items():
+        log = emitter.log[partition]
+        if 0 < end < len(log) and log[end - 1].position == log[end].position:
+            return True
+    return False
+
+
+def run_applier(
+    data: st.DataObject, workload: Workload, lake: Lake, snapshot_point: dict[int, int] | None
+) -> Lake:
+    """Batches with generated cuts and crashes until drained, checking the invariant after each."""
+    emitter, source = workload.emitter, workload.source
+    topic = PG_TOPIC if emitter.engine == "postgres" else MY_TOPIC
+    shown = {key: _place(source, key, lake.state(key), 0, strict=False) for key in KEYS}
+    trace = [_describe(emitter)]
+    try:
+        return _batches(data, workload, lake, snapshot_point, topic, shown, trace)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n" + "\n".join(trace)) from None
+
+
+def _batches(
+    data: st.DataObject, workload: Workload, lake: Lake, snapshot_point: dict[int, int] | None, topic: str,
+    shown: dict[int, int], trace: list[str],
+) -> Lake:
+    emitter, source = workload.emitter, workload.source
+    log_end = {p: len(log) for p, log in emitter.log.items()}
+    for batch in range(_MAX_BATCHES + 1):
+        if lake.offsets == log_end:
+            break
+        # The simplest input is one batch to the end; a cut stops short of it, anywhere.
+        ends = {
+            p: log_end[p] - data.draw(st.integers(0, log_end[p] - lake.offsets.get(p, 0)), label=f"cut p{p}")
+            for p in log_end
+        }
+        if batch == _MAX_BATCHES:
+            ends = log_end
+        if _shared_position_cut(emitter, ends):
+            event("a batch ends inside a group sharing one stream position")
+        if batch < _MAX_BATCHES and data.draw(st.integers(0, 5), label="crash before commit") == 5:
+            event("the applier dies before a commit")
+            continue
+        trace.append(f"batch {lake.offsets} -> {ends}")
+        lake = apply_batch(emitter, lake, ends, topic)
+        trace.append(f"  lake {lake.rows} marks {lake.marks}")
+        published = snapshot_point is None or all(
+            lake.offsets.get(p, 0) >= o for p, o in snapshot_point.items()
+        )
+        for key in KEYS:
+            floor = shown[key] if emitter.engine == "postgres" else _transaction_start(source, key, shown[key])
+            shown[key] = _place(source, key, lake.state(key), floor if published else 0, published)
+    for key in KEYS:
+        assert lake.state(key) == source.state(key), f"key {key}: lake {lake.state(key)} != source"
+    return lake
+
+
+def _describe(emitter: Emitter) -> str:
+    """The log, one line per message: partition, offset, transaction, position, op and key."""
+    lines = []
+    for partition, log in emitter.log.items():
+        for offset, message in enumerate(log):
+            records = list(decode_messages(DecodeSettings("t", SCHEMAS, None, False), [message.raw]))
+            what = " ".join(f"{r.op}{r.row}" for r in records if isinstance(r, DecodedChange)) or "tombstone"
+            lines.append(f"p{partition}@{offset} txn {message.transaction} pos {message.position}: {what}")
+    return "\n".join(lines)
+
+
+def _transaction_start(source: Source, key: int, index: int) -> int:
+    """The first history index of the transaction that made the key's entry ``index``.
+
+    The documented limit of binlog sources (docs/applier.md, "Guarantees"): all events of a transaction
+    share its GTID, so while Debezium re-sends the transaction the lake last applied, a key that
+    transaction changed more than once may show an earlier state *of that transaction*, until the
+    re-sent events reach its last change.
+    """
+    transactions = source.history_transaction.get(key, [-1])
+    start = index
+    while start > 0 and transactions[start - 1] == transactions[index]:
+        start -= 1
+    return start
+
+
+def _place(source: Source, key: int, state: Row | None, since: int, strict: bool) -> int:
+    """The first index >= ``since`` in the key's history holding ``state``; fails when there is none."""
+    history = source.history.get(key, [None])
+    for index in range(since, len(history)):
+        if history[index] == state:
+            return index
+    if not strict and state is None:
+        return 0
+    raise AssertionError(f"key {key} shows {state}, not a state of its history from change {since}: {history}")
+
+
+@given(data=st.data(), engine=st.sampled_from(["postgres", "mariadb"]))
+def test_the_lake_follows_the_source_through_cuts_resends_and_crashes(
+    data: st.DataObject, engine: str
+) -> None:
+    workload = data.draw(workloads(engine), label="workload")
+    start = Lake({}, {p: 0 for p in workload.emitter.log})
+    run_applier(data, workload, start, None)
+
+
+@given(data=st.data(), engine=st.sampled_from(["postgres", "mariadb"]))
+def test_a_bootstrap_snapshot_read_after_the_watermark_converges(data: st.DataObject, engine: str) -> None:
+    workload = data.draw(workloads(engine), label="workload")
+    source = workload.source
+    total = len(source.transactions)
+    watermark = data.draw(st.integers(0, total), label="transactions before the watermark")
+    # Every Spark partition of the bootstrap reads at its own point at or after the watermark.
+    snapshot: dict[int, tuple[Row, str]] = {}
+    latest_read = watermark
+    for key in KEYS:
+        read_at = data.draw(st.integers(watermark, total), label=f"key {key} read after transaction")
+        latest_read = max(latest_read, read_at)
+        row = source.snapshot_at(read_at).get(key)
+        if row is not None:
+            snapshot[key] = (row, "0" * 40)
+    event(f"snapshot read {latest_read - watermark} transactions after the watermark")
+    start = Lake(snapshot, dict(workload.ends_after[watermark]))
+    run_applier(data, workload, start, workload.ends_after[latest_read])
