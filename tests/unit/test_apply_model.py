@@ -242,7 +242,9 @@ def _batches(
             lake.offsets.get(p, 0) >= o for p, o in snapshot_point.items()
         )
         for key in KEYS:
-            floor = shown[key] if emitter.engine == "postgres" else _transaction_start(source, key, shown[key])
+            floor = shown[key]
+            if emitter.engine != "postgres":
+                floor = _transaction_start(source, key, floor)
             shown[key] = _place(source, key, lake.state(key), floor if published else 0, published)
     for key in KEYS:
         assert lake.state(key) == source.state(key), f"key {key}: lake {lake.state(key)} != source"
@@ -283,7 +285,7 @@ def _place(source: Source, key: int, state: Row | None, since: int, strict: bool
             return index
     if not strict and state is None:
         return 0
-    raise AssertionError(f"key {key} shows {state}, not a state of its history from change {since}: {history}")
+    raise AssertionError(f"key {key} shows {state}, not in its history from change {since}: {history}")
 
 
 @given(data=st.data(), engine=st.sampled_from(["postgres", "mariadb"]))
