@@ -21,17 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apply_support import (
+from hudi import HudiTableBuilder
+from pyspark.sql import SparkSession
+from support.apply import (
     Capture,
     Workload,
     assert_lake_matches,
     config_dict,
-    onboard,
+    record_catching_up,
     simple_capture,
-    write_config,
 )
-from hudi import HudiTableBuilder
-from pyspark.sql import SparkSession
+from support.common import write_and_load
 
 from cdc_lake.apply.runner import ApplyRunner, TableOutcome
 from cdc_lake.connect.client import KafkaConnectClient
@@ -106,7 +106,7 @@ def test_failover_mariadb_promoted_replica_loses_nothing(
     print(f"random seed {seed}")
 
     with simple_capture(local_stack, "mariadb") as capture:
-        config = write_config(
+        config = write_and_load(
             tmp_path / "cdc-lake.yaml",
             config_dict(
                 local_stack,
@@ -116,7 +116,7 @@ def test_failover_mariadb_promoted_replica_loses_nothing(
                 apply={"batch_max_events": 25},
             ),
         )
-        onboard(config)
+        record_catching_up(config)
         base_path = config.lake.table_base_path(capture.qualified_name)
         workload = Workload(capture, seed)
         outcomes: list[TableOutcome] = []

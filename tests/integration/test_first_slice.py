@@ -18,8 +18,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from hudi_rs_support import hudi_rs_rows, s3_storage_options
 from pyspark.sql import SparkSession
+from support.hudi_rs import hudi_rs_rows, s3_storage_options
 
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.config import S3Settings

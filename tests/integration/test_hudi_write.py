@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
+from support.hudi_rs import hudi_rs_rows
 
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi import (

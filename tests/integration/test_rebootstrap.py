@@ -17,20 +17,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     ChangeWriter,
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
-    load,
     onboard,
     wait_for_schema,
-    write_config,
+    write_db_config,
 )
-from engines_support import StackEngine
-from hudi_rs_support import hudi_rs_rows
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
+from support.engines import StackEngine
+from support.hudi_rs import hudi_rs_rows
 
 from cdc_lake.catalog.glue import HUDI_META_COLUMNS, GlueCatalog, glue_table_name
 from cdc_lake.catalog.hive import HiveMetastoreCatalog
@@ -95,7 +94,7 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     glue = GlueSettings(database=f"lake_{db.engine}", endpoint_url=db.stack.glue.endpoint)
     hive = HiveMetastoreSettings(uri=db.stack.hive_metastore.uri, database=f"lake_{db.engine}")
     catalog = {"glue": glue.model_dump(), "hive": hive.model_dump()}
-    config_path = write_config(tmp_path, db, [{"name": name}], str(tmp_path / "lake"), catalog=catalog)
+    config_path = write_db_config(tmp_path, db, [{"name": name}], str(tmp_path / "lake"), catalog=catalog)
     onboard(config_path, db.source)
     table = db.qualified(name)
     config = load(config_path)

@@ -13,21 +13,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     ChangeWriter,
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
-    load,
     onboard,
     wait_for_schema,
     wait_streamed,
-    write_config,
+    write_db_config,
 )
-from engines_support import StackEngine
-from hudi_rs_support import hudi_rs_rows
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
+from support.engines import StackEngine
+from support.hudi_rs import hudi_rs_rows
 
 from cdc_lake.apply.runner import SCHEMA_CHANGE_RUN
 from cdc_lake.hudi.writer import read_table
@@ -77,7 +76,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     names = ["grows", "drops", "retypes"]
     for name in names:
         engine.aware_items(db, name, ROWS)
-    config_path = write_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     config = load(config_path)
     tables = {name: db.qualified(name) for name in names}

@@ -25,21 +25,20 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     ChangeWriter,
     SourceDb,
     apply_until_live,
-    cli_run,
-    load,
     mariadb_db,
     onboard,
     postgres_db,
     wait_for_schema,
     wait_streamed,
-    write_config,
+    write_db_config,
 )
-from hudi_rs_support import hudi_rs_rows
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
+from support.hudi_rs import hudi_rs_rows
 
 from bootstrap.rebootstrap import AutoRebootstrap
 from cdc_lake.apply.commands import service_for
@@ -156,7 +155,7 @@ def test_rebootstrap_policy_reboots_without_an_operator_and_freeze_hides_changes
     ]
     # The service applies tier-1 tables every 2 s (900 s by default).
     intervals = {"default_interval_seconds": {1: 2, 2: 2}}
-    config_path = write_config(tmp_path, db, tables_config, str(tmp_path / "lake"), apply=intervals)
+    config_path = write_db_config(tmp_path, db, tables_config, str(tmp_path / "lake"), apply=intervals)
     onboard(config_path, db.source)
     config = load(config_path)
     auto, frozen = db.qualified("auto"), db.qualified("frozen")

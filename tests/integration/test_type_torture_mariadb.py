@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bootstrap_support import SourceDb, apply_until_live, cli_run, mariadb_db, write_config
 from pyspark.sql import SparkSession
-from torture_support import (
+from support.bootstrap import SourceDb, apply_until_live, mariadb_db, write_db_config
+from support.common import cli_run
+from support.compare import float32
+from support.torture import (
     RefusedColumn,
     TortureColumn,
     TortureTable,
     bootstrap_under_changes_and_compare,
-    float32,
     text_of_decimal,
 )
 
@@ -157,7 +158,7 @@ def test_every_mariadb_type_ends_equal_in_the_lake_through_both_readers(
     torture.create(ROWS)
     ntz.create(6)
 
-    bare = write_config(
+    bare = write_db_config(
         tmp_path / "refused", db, [{"name": "torture"}, {"name": "torture_ntz"}], str(tmp_path / "lake")
     )
     refused = cli_run(bare, "onboard", db.source, "--json")

@@ -22,16 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bootstrap_support import SourceDb, cli_run, postgres_db, write_config
 from pyspark.sql import SparkSession
-from torture_support import (
+from support.bootstrap import SourceDb, postgres_db, write_db_config
+from support.common import cli_run
+from support.compare import float32
+from support.torture import (
     RefusedColumn,
     TortureColumn,
     TortureTable,
     bootstrap_under_changes_and_compare,
     each,
     failed_task_trace,
-    float32,
     micros_of_time_text,
     text_of_decimal,
     trimmed_text_of_decimal,
@@ -233,7 +234,7 @@ def test_every_postgres_type_ends_equal_in_the_lake_through_both_readers(
     ntz.create(6)
 
     # Onboarding refuses every refused column by name, and a fallback-capable one without its fallback.
-    bare = write_config(tmp_path / "refused", db, [_entry(torture), _entry(ntz)], str(tmp_path / "lake"))
+    bare = write_db_config(tmp_path / "refused", db, [_entry(torture), _entry(ntz)], str(tmp_path / "lake"))
     refused = cli_run(bare, "onboard", db.source, "--json")
     assert refused.exit_code != 0
     report = json.loads(refused.stdout)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
-import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,9 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bootstrap_support import SourceDb, apply_until_live, cli_run, load, onboard, write_config
-from hudi_rs_support import hudi_rs_rows
-from onboard_fixtures import of_source
 from pyspark.sql import Column, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StructField, TimestampType
@@ -35,16 +31,15 @@ from pyspark.sql.types import ArrayType, StructField, TimestampType
 from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.hudi.writer import read_table
+from support.bootstrap import SourceDb, apply_until_live, onboard, write_db_config
+from support.common import cli_run, load
+from support.hudi_rs import hudi_rs_rows
+from support.onboard import of_source
 
 
 def same(value: Any) -> Any:
     """The source value is the lake value."""
     return value
-
-
-def float32(value: Any) -> Any:
-    """A ``real``/``FLOAT`` as the 32-bit float the lake holds."""
-    return None if value is None else float(struct.unpack("f", struct.pack("f", float(value)))[0])
 
 
 def text_of_decimal(value: Any) -> Any:
@@ -383,7 +378,7 @@ def bootstrap_under_changes_and_compare(
         {"name": torture.name, "columns": columns, "column_types": column_types},
         {"name": ntz.name},
     ]
-    config_path = write_config(tmp_path / "ok", db, entries, str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path / "ok", db, entries, str(tmp_path / "lake"))
     onboard(config_path, db.source)
     config = load(config_path)
 
