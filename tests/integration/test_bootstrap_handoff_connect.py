@@ -27,7 +27,7 @@ from support.bootstrap import (
     write_db_config,
 )
 from support.common import cli_run, load
-from support.hudi_rs import hudi_rs_rows
+from support.second_reader import second_reader_rows
 
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
@@ -98,6 +98,6 @@ def test_handoff_with_connect_unreachable_fails_without_publishing_then_resumes(
     assert assert_lake_equals_source(spark, config, db, "items") == 29
     source = sorted((r["id"], r["val"]) for r in db.rows("items", ("id",)))
     lake = sorted(
-        (r["id"], r["val"]) for r in hudi_rs_rows(config.lake.table_base_path(table), ("id", "val"))
+        (r["id"], r["val"]) for r in second_reader_rows(config.lake.table_base_path(table), ("id", "val"))
     )
     assert lake == source

@@ -25,8 +25,8 @@ from support.bootstrap import (
     write_db_config,
 )
 from support.common import assert_one_line_failure, cli_run, load
-from support.hudi_rs import hudi_rs_rows
 from support.onboard import connectors_of
+from support.second_reader import second_reader_rows
 
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
@@ -125,5 +125,5 @@ def test_key_not_primary_key_with_full_identity_key_changes_and_deletes_end_equa
     assert assert_lake_equals_source(spark, config, db, "items", key=("code",)) == 27
     source = sorted(tuple(row[c] for c in COLUMNS) for row in db.rows("items", ("code",)))
     base_path = config.lake.table_base_path(table)
-    lake = sorted(tuple(row[c] for c in COLUMNS) for row in hudi_rs_rows(base_path, COLUMNS))
+    lake = sorted(tuple(row[c] for c in COLUMNS) for row in second_reader_rows(base_path, COLUMNS))
     assert lake == source

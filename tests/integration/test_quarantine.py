@@ -36,7 +36,7 @@ from support.bootstrap import (
     write_db_config,
 )
 from support.common import cli_run, load, write_and_load
-from support.hudi_rs import hudi_rs_rows
+from support.second_reader import second_reader_rows
 
 from cdc_lake.apply.quarantine import QUARANTINED_KEY
 from cdc_lake.cli.main import cli
@@ -124,7 +124,7 @@ def test_a_quarantined_message_is_kept_with_its_offset_and_the_table_keeps_apply
     rows = lake_rows(spark, config.lake.table_base_path(table))
     expected = [(1, "one"), (2, "v2"), (3, "v3"), (4, "after"), (5, "v5"), (6, "v6")]
     assert [(r["id"], r["name"]) for r in rows] == expected
-    second_reader = hudi_rs_rows(config.lake.table_base_path(table), ["id", "name"])
+    second_reader = second_reader_rows(config.lake.table_base_path(table), ["id", "name"])
     assert sorted((r["id"], r["name"]) for r in second_reader) == expected, "hudi-rs"
     commit = latest_commit(spark, config.lake.table_base_path(table))
     assert commit is not None and json.loads(commit.metadata[QUARANTINED_KEY]) == {"0": [3]}

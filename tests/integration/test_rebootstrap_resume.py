@@ -25,7 +25,7 @@ from support.bootstrap import (
     write_db_config,
 )
 from support.common import cli_run, load
-from support.hudi_rs import hudi_rs_rows
+from support.second_reader import second_reader_rows
 
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
@@ -84,7 +84,7 @@ def test_a_killed_rebootstrap_resumes_and_another_is_rolled_back(
     apply_until_live(spark, config, table)
     assert assert_lake_equals_source(spark, config, db, "resumed", base_path=f"{old_path}__v2") == ROWS
     source = {int(r["id"]): r["val"] for r in db.rows("resumed", ("id",))}
-    assert {int(r["id"]): r["val"] for r in hudi_rs_rows(f"{old_path}__v2", ["id", "val"])} == source
+    assert {int(r["id"]): r["val"] for r in second_reader_rows(f"{old_path}__v2", ["id", "val"])} == source
 
     kill_after_first_commit(config_path, f"{table}~v3", script=_KILLABLE, argument=table)
     aborted = cli_run(config_path, "rebootstrap", table, "--abort")

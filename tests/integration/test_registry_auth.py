@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 from support.apply import SyntheticTopic, config_dict, lake_rows, record_catching_up
 from support.common import write_and_load
-from support.hudi_rs import hudi_rs_rows
+from support.second_reader import second_reader_rows
 
 from cdc_lake.cli.main import cli
 from cdc_lake.hudi.timeline import latest_commit
@@ -97,7 +97,7 @@ def _shown(rows: list[dict[str, Any]]) -> list[tuple[int, str, Decimal | None]]:
 def _assert_applied(spark: SparkSession, base_path: str) -> None:
     expected = [(1, "a2", Decimal("-0.05")), (3, "c", None)]
     assert _shown(lake_rows(spark, base_path)) == expected
-    assert _shown(hudi_rs_rows(base_path, ["id", "name", "ratio"])) == expected
+    assert _shown(second_reader_rows(base_path, ["id", "name", "ratio"])) == expected
 
 
 def test_the_decoder_applies_through_a_registry_requiring_basic_auth(

@@ -26,7 +26,7 @@ from support.bootstrap import (
 )
 from support.common import cli_run, load
 from support.engines import StackEngine
-from support.hudi_rs import hudi_rs_rows
+from support.second_reader import second_reader_rows
 
 from cdc_lake.apply.runner import SCHEMA_CHANGE_RUN
 from cdc_lake.hudi.writer import read_table
@@ -66,7 +66,7 @@ def db(engine: StackEngine, local_stack: LocalStack) -> Iterator[SourceDb]:
 def assert_second_reader_agrees(db: SourceDb, name: str, base_path: str, column: str) -> None:
     """hudi-rs reads the source's keys and ``column`` (as text) at ``base_path``."""
     source = {int(r["id"]): str(r[column]) for r in db.rows(name, ("id",))}
-    lake = {int(r["id"]): str(r[column]) for r in hudi_rs_rows(base_path, ["id", column])}
+    lake = {int(r["id"]): str(r[column]) for r in second_reader_rows(base_path, ["id", column])}
     assert lake == source, f"{name}: hudi-rs reads other rows or {column} values than the source"
 
 

@@ -9,7 +9,8 @@ directory.
   (:func:`~support.common.write_config`, with :func:`~support.common.write_config_in` and
   :func:`~support.common.write_and_load` on top).
 - ``compare``: the one lake-versus-source comparison, its per-type normalisation (:func:`normalize`).
-- ``hudi_rs``: the second reader, hudi-rs (the PyPI ``hudi`` package), and its S3 options.
+- ``second_reader``: the second reader of lake tables (hudi-rs lists the committed file slices,
+  pyarrow and fastavro read them), and its S3 options.
 - ``spark``: the shared local SparkSession with the Hudi bundle.
 - ``onboard``: connectors in Connect, Kafka keys, onboarding while a writer runs.
 - ``bootstrap``: a throwaway source database on the stack (:class:`~support.bootstrap.SourceDb`), its

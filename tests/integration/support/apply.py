@@ -27,16 +27,6 @@ import requests
 from confluent_kafka import Producer
 from fastavro import parse_schema, schemaless_writer
 from pyspark.sql import SparkSession
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    StringType,
-)
 
 from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
@@ -54,7 +44,7 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 from support.common import suffix, write_and_load
 from support.compare import assert_rows_equal
-from support.hudi_rs import hudi_rs_sorted_rows
+from support.second_reader import second_reader_rows
 
 PASSWORD_ENV = "CDC_LAKE_DB_PASSWORD"
 METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS)
@@ -317,23 +307,15 @@ def record_catching_up(config: Config) -> None:
 def lake_rows(spark: SparkSession, base_path: str, key: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
     """Every row of the lake table (all columns, metadata included), ordered by key.
 
-    Read with Spark+Hudi; the second reader, hudi-rs, must read the same keys and the same values
-    in every column of a plain type (temporal and float columns are left to the comparison with the
-    source: the readers hand them over in different Python representations).
+    Read with Spark+Hudi; the second reader (``support.second_reader``) must read the same keys and the
+    same values in every column.
     """
     frame = read_table(spark, base_path)
     rows = [row.asDict(recursive=True) for row in frame.orderBy(*key).collect()]
     types = {f.name: f.dataType for f in frame.schema.fields}
-    plain = [c for c, t in types.items() if isinstance(t, _PLAIN_TYPES)]
-    second = hudi_rs_sorted_rows(base_path, plain, types, key)
-    if second is not None:
-        assert_rows_equal(
-            base_path, rows, second, types, key, reader="hudi-rs", expected_from_source=False, columns=plain
-        )
+    second = second_reader_rows(base_path, list(types))
+    assert_rows_equal(base_path, rows, second, types, key, reader="second reader", expected_from_source=False)
     return rows
-
-
-_PLAIN_TYPES = (StringType, LongType, IntegerType, BooleanType, DecimalType, DoubleType, BinaryType, DateType)
 
 
 def assert_lake_matches(

@@ -45,8 +45,8 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 from support.common import PASSWORD_REF, cli_run, suffix, write_config_in
 from support.compare import assert_rows_equal
-from support.hudi_rs import hudi_rs_sorted_rows, s3_storage_options
 from support.onboard import delete_connectors, of_source
+from support.second_reader import s3_storage_options, second_reader_rows
 
 MOVE_GAP = 10_000_000
 """Key moves and inserts by the writer use ids above this, far from the initial rows."""
@@ -363,7 +363,8 @@ def assert_lake_equals_source(
     base_path: str | None = None,
 ) -> int:
     """The lake table (at ``base_path``, default the configured one) holds exactly the primary's rows,
-    read by Spark+Hudi and by the second reader (hudi-rs), every column compared (JSON texts parsed)."""
+    read by Spark+Hudi and by the second reader (``support.second_reader``), every column compared
+    (JSON texts parsed)."""
     qualified = db.qualified(table)
     base_path = base_path or config.lake.table_base_path(qualified)
     source = db.rows(table, key)
@@ -376,9 +377,8 @@ def assert_lake_equals_source(
     texts = [name for name in columns if isinstance(types[name], StringType)]
     compared: dict[str, Any] = {"json_columns": texts, "naive_utc_columns": columns}
     assert_rows_equal(qualified, source, lake, types, key, **compared)
-    second = hudi_rs_sorted_rows(base_path, columns, types, key, s3_storage_options(config.lake.s3))
-    if second is not None:
-        assert_rows_equal(qualified, source, second, types, key, reader="hudi-rs", **compared)
+    second = second_reader_rows(base_path, columns, s3_storage_options(config.lake.s3))
+    assert_rows_equal(qualified, source, second, types, key, reader="second reader", **compared)
     return len(source)
 
 

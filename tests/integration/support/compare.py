@@ -3,17 +3,18 @@
 :func:`normalize` turns a source value (``source_value=True``) or a lake value into one comparable form
 per lake type: instants as aware UTC datetimes, ``real``/``FLOAT`` as 32-bit floats, times of day as
 microseconds, ``timetz`` as UTC microseconds of the day, bytes as ``bytes``, sets as sorted text, UUIDs
-as text.  :func:`assert_rows_equal` checks that two row lists hold the same keys (no duplicates, none
-missing or extra) and equal normalized values in every column of the expected rows; JSON columns compare
-as parsed JSON (the source's text formatting may differ).  ``support.bootstrap.assert_lake_equals_source``
-and ``support.apply.assert_lake_matches`` gather their rows and call it; so does the second reader
-(``support.hudi_rs``).
+as text, NaN as :data:`NAN`, arrays element by element.  :func:`assert_rows_equal` checks that two
+row lists hold the same keys (no duplicates, none missing or extra) and equal normalized values in
+every column of the expected rows; JSON columns compare as parsed JSON (the source's text formatting
+may differ).  ``support.bootstrap.assert_lake_equals_source`` and ``support.apply.assert_lake_matches``
+gather their rows and call it, for Spark's rows and for the second reader's (``support.second_reader``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import struct
 import uuid
 from collections.abc import Collection, Mapping, Sequence
@@ -21,6 +22,7 @@ from decimal import Decimal
 from typing import Any
 
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     BooleanType,
     DataType,
@@ -33,6 +35,9 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
+
+NAN = "NaN"
+"""What a floating-point NaN compares as (NaN equals nothing, itself included)."""
 
 
 def float32(value: Any) -> Any:
@@ -79,6 +84,10 @@ def normalize(value: Any, spark_type: DataType, source_value: bool, naive_utc: b
     """
     if value is None:
         return None
+    if isinstance(spark_type, ArrayType):
+        return [normalize(v, spark_type.elementType, source_value, naive_utc) for v in value]
+    if isinstance(value, float) and math.isnan(value):
+        return NAN
     if isinstance(spark_type, TimestampType):
         if source_value and naive_utc and value.tzinfo is None:
             return value.replace(tzinfo=dt.UTC)
