@@ -95,7 +95,8 @@ from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
-from apply_support import config_dict, debezium_postgres_schemas, onboard, simple_capture, write_config
+from support.apply import config_dict, debezium_postgres_schemas, record_catching_up, simple_capture
+from support.common import write_and_load
 
 REGIONS = 8
 VARIANTS = (
@@ -285,8 +286,8 @@ def throughput(
             "tables": [{"name": f"{schema}.{table}", "partition_by": ["region"], "key": ["id"]}],
         }
     }
-    config = write_config(work / f"{name}.yaml", base)
-    onboard(config)
+    config = write_and_load(work / f"{name}.yaml", base)
+    record_catching_up(config)
     (target,) = select_targets(config)
     bootstrap_seconds = bootstrap_table(spark, target, rows)
     with StateStore.open(config.state_store.url) as store:
@@ -395,8 +396,8 @@ def limit(
             "tables": [{"name": f"{schema}.{table}", "partition_by": ["region"], "key": ["id"]}],
         }
     }
-    config = write_config(work / f"{name}.yaml", base)
-    onboard(config)
+    config = write_and_load(work / f"{name}.yaml", base)
+    record_catching_up(config)
     (target,) = select_targets(config)
     bootstrap_seconds = bootstrap_table(spark, target, rows)
     plain_spec = replace(target.spec(("id",)), base_path=f"{target.base_path}-plain")
@@ -567,7 +568,7 @@ def freshness(
 ) -> dict[str, Any]:
     """Per-event freshness of a tier-0 Postgres table applied by the run service, ``rate`` inserts/s."""
     with simple_capture(stack, "postgres") as capture:
-        config = write_config(
+        config = write_and_load(
             work / "fresh.yaml",
             config_dict(
                 stack,
@@ -577,7 +578,7 @@ def freshness(
                 tables={capture.qualified_name: {"tier": 0}},
             ),
         )
-        onboard(config)
+        record_catching_up(config)
         base_path = Path(config.lake.table_base_path(capture.qualified_name))
         table = f'"{capture.schema}"."{capture.table}"'
         capture.execute(
@@ -707,8 +708,8 @@ def concurrency(spark: SparkSession, stack: LocalStack, work: Path, tables: int,
             }
             for topic in topics
         }
-        config = write_config(work / f"conc-{workers}.yaml", base)
-        onboard(config)
+        config = write_and_load(work / f"conc-{workers}.yaml", base)
+        record_catching_up(config)
         targets = select_targets(config)
         for target in targets:
             bootstrap_table(spark, target, keys)

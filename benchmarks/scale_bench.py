@@ -60,7 +60,8 @@ from cdc_lake.state.store import StateStore
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
 from apply_bench import produce_events
-from apply_support import config_dict, onboard, write_config
+from support.apply import config_dict, record_catching_up
+from support.common import write_and_load
 
 KEYS = 2_000
 PASSWORD_REF = "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"
@@ -135,8 +136,8 @@ def many(spark: SparkSession, stack: LocalStack, work: Path, args: argparse.Name
         }
         for index, prefix in enumerate(prefixes)
     }
-    config = write_config(work / "many.yaml", base)
-    onboard(config)
+    config = write_and_load(work / "many.yaml", base)
+    record_catching_up(config)
     targets = select_targets(config)
     outcomes: list[TableOutcome] = []
     figures: dict[str, Any] = {"tables": args.tables, "busy": args.busy, "events_per_busy_table": args.events}

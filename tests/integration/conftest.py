@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from engines_support import STACK_ENGINES, StackEngine
 from pyspark.sql import SparkSession
-from spark_fixtures import shared_spark
+from support.engines import STACK_ENGINES, StackEngine
+from support.spark import shared_spark
 
 from cdc_lake.config import Config, S3Settings
 from cdc_lake.spark import stop_spark

@@ -15,9 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from apply_support import SyntheticTopic, config_dict, lake_rows, onboard, write_config
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
+from support.apply import SyntheticTopic, config_dict, lake_rows, record_catching_up
+from support.common import write_and_load
 
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config
@@ -80,13 +81,13 @@ def test_a_bad_message_stops_its_table_there_and_the_other_table_goes_on(
         + [(bad.key(4), bad.change("c", 4, "after"))]
     )
     config_path = tmp_path / "cdc-lake.yaml"
-    config = write_config(
+    config = write_and_load(
         config_path,
         config_dict(
             local_stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[good, bad]
         ),
     )
-    onboard(config)
+    record_catching_up(config)
     good_table, bad_table = f"good_{run}.s.t", f"bad_{run}.s.t"
 
     code, output = _apply(config_path)
@@ -124,8 +125,8 @@ def test_a_registry_outage_fails_tables_without_advancing_and_they_recover(
     )
     down = {**good_registry, "schema_registry": {"url": "http://127.0.0.1:9/apis/ccompat/v7"}}
     config_path = tmp_path / "cdc-lake.yaml"
-    config = write_config(config_path, down)
-    onboard(config)
+    config = write_and_load(config_path, down)
+    record_catching_up(config)
 
     code, output = _apply(config_path)
 
@@ -135,7 +136,7 @@ def test_a_registry_outage_fails_tables_without_advancing_and_they_recover(
     with StateStore.open(config.state_store.url) as store:
         assert store.require_table(table).state is TableState.FAILED
 
-    write_config(config_path, good_registry)
+    write_and_load(config_path, good_registry)
     code, output = _apply(config_path)
 
     assert code == 0, output

@@ -1,7 +1,7 @@
 """Every engine of the stack to Hudi through Debezium and the applier: every mapped type, moves, deletes,
 re-inserts, and (Postgres) TOAST.
 
-One workload runs for each engine's every-type table (engines_support.ApplyTable): inserts, updates of
+One workload runs for each engine's every-type table (support.engines.ApplyTable): inserts, updates of
 values and of the partition column (the row must move, not duplicate), two updates of one key, deletes,
 re-inserts of deleted keys, and new rows updated right away (for Postgres the TOASTed value is then only
 in the same batch's insert).  Batches are capped small so the changes span many commits.  Table setups
@@ -19,18 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apply_support import (
+from pyspark.sql import SparkSession
+from support.apply import (
     Capture,
     assert_lake_matches,
     config_dict,
     lake_rows,
     mariadb_capture,
-    onboard,
     postgres_capture,
-    write_config,
+    record_catching_up,
 )
-from engines_support import MARIADB, POSTGRES, StackEngine
-from pyspark.sql import SparkSession
+from support.common import write_and_load
+from support.engines import MARIADB, POSTGRES, StackEngine
 
 from cdc_lake.apply.runner import ApplyRunner, apply_once
 from cdc_lake.config import Config
@@ -104,7 +104,7 @@ def test_changes_end_equal_in_the_lake(
     rng = random.Random(7)
     settings = SETUPS[setup]
     soft = bool(settings.get("lake", {}).get("soft_deletes"))
-    config = write_config(
+    config = write_and_load(
         tmp_path / "cdc-lake.yaml",
         config_dict(
             local_stack,
@@ -116,7 +116,7 @@ def test_changes_end_equal_in_the_lake(
             apply=settings["apply"],
         ),
     )
-    onboard(config)
+    record_catching_up(config)
     base_path = config.lake.table_base_path(capture.qualified_name)
 
     _insert(engine, capture, [kind.row(key, rng, 0) for key in range(1, 121)])

@@ -20,17 +20,17 @@ import time
 from pathlib import Path
 
 import pytest
-from apply_support import (
+from pyspark.sql import SparkSession
+from support.apply import (
     Capture,
     Workload,
     assert_lake_matches,
     fault_size,
-    onboard,
     per_engine_capture,
-    wait_until,
+    record_catching_up,
     workload_config,
 )
-from pyspark.sql import SparkSession
+from support.common import wait_until
 
 from cdc_lake.config import Config
 from cdc_lake.exceptions import HudiWriteError
@@ -81,7 +81,7 @@ def test_sigkill_during_batches_then_restart_ends_exact(
     rng.seed(seed)
     config_path = tmp_path / "cdc-lake.yaml"
     config = workload_config(config_path, local_stack, capture, batch_max_events=50)
-    onboard(config)
+    record_catching_up(config)
     workload = Workload(capture, seed)
     workload.run(BACKLOG)
     capture.wait_for(workload.messages)

@@ -13,9 +13,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from apply_support import SyntheticTopic, config_dict, onboard, wait_until, write_config
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
+from support.apply import SyntheticTopic, config_dict, record_catching_up
+from support.common import wait_until, write_and_load
 
 from cdc_lake.apply.commands import service_for
 from cdc_lake.apply.runner import TableOutcome
@@ -48,8 +49,8 @@ def test_many_tables_few_busy_apply_in_one_cycle_without_spark_for_idle_ones(
     )
     for source in data["sources"].values():
         source["tables"][0].update(tiers[f"{source['topic_prefix']}.s.t"])
-    config = write_config(tmp_path / "cdc-lake.yaml", data)
-    onboard(config)
+    config = write_and_load(tmp_path / "cdc-lake.yaml", data)
+    record_catching_up(config)
     targets = select_targets(config, (), None)
     assert len(targets) == TABLES
 

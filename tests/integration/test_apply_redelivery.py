@@ -16,18 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apply_support import (
+from confluent_kafka import Producer
+from pyspark.sql import SparkSession
+from support.apply import (
     Capture,
     Workload,
     assert_lake_matches,
     fault_size,
     lake_rows,
-    onboard,
     per_engine_capture,
+    record_catching_up,
     workload_config,
 )
-from confluent_kafka import Producer
-from pyspark.sql import SparkSession
 
 from cdc_lake.apply.runner import ApplyRunner, TableOutcome
 from cdc_lake.connect.client import KafkaConnectClient
@@ -89,7 +89,7 @@ def test_resent_events_do_not_regress_any_row(
     seed = random.randrange(10**6)
     print(f"random seed {seed}")
     config = workload_config(tmp_path / "cdc-lake.yaml", local_stack, capture, batch_max_events=15)
-    onboard(config)
+    record_catching_up(config)
     workload = Workload(capture, seed)
     workload.run(CHANGES // 3)
 

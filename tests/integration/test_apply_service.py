@@ -17,19 +17,18 @@ from pathlib import Path
 
 import pytest
 import requests
-from apply_support import (
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+from support.apply import (
     Capture,
     SyntheticTopic,
     Workload,
     assert_lake_matches,
     config_dict,
-    onboard,
+    record_catching_up,
     simple_capture,
-    wait_until,
-    write_config,
 )
-from click.testing import CliRunner
-from pyspark.sql import SparkSession
+from support.common import wait_until, write_and_load
 
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config
@@ -72,7 +71,7 @@ def test_run_applies_tier_zero_continuously_and_stops_on_sigterm(
 ) -> None:
     config_path = tmp_path / "cdc-lake.yaml"
     port = _free_port()
-    config = write_config(
+    config = write_and_load(
         config_path,
         {
             **config_dict(
@@ -85,7 +84,7 @@ def test_run_applies_tier_zero_continuously_and_stops_on_sigterm(
             "monitoring": {"metrics_port": port, "metrics_host": "127.0.0.1"},
         },
     )
-    onboard(config)
+    record_catching_up(config)
     table = capture.qualified_name
     workload = Workload(capture, seed=5)
     log = (tmp_path / "run.log").open("wb")
@@ -136,13 +135,13 @@ def test_apply_once_with_nothing_new_starts_no_spark(
     topic = SyntheticTopic(local_stack, f"idle_{uuid.uuid4().hex[:8]}")
     topic.send([(topic.key(1), topic.change("c", 1, "a"))])
     config_path = tmp_path / "cdc-lake.yaml"
-    config = write_config(
+    config = write_and_load(
         config_path,
         config_dict(
             local_stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[topic]
         ),
     )
-    onboard(config)
+    record_catching_up(config)
     first = CliRunner().invoke(cli, ["--config", str(config_path), "apply", "--once"])
     assert first.exit_code == 0, first.output
 

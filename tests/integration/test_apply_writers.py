@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apply_support import SyntheticTopic, config_dict, lake_rows, onboard, write_config
 from click.testing import CliRunner
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
+from support.apply import SyntheticTopic, config_dict, lake_rows, record_catching_up
+from support.common import write_and_load
 
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.cli.main import cli
@@ -44,13 +45,13 @@ def _setup(local_stack: LocalStack, tmp_path: Path) -> tuple[SyntheticTopic, Con
     prefix = f"writers_{uuid.uuid4().hex[:8]}"
     topic = SyntheticTopic(local_stack, prefix)
     config_path = tmp_path / "cdc-lake.yaml"
-    config = write_config(
+    config = write_and_load(
         config_path,
         config_dict(
             local_stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[topic]
         ),
     )
-    onboard(config)
+    record_catching_up(config)
     return topic, config, config_path, f"{prefix}.s.t"
 
 

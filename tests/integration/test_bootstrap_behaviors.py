@@ -1,6 +1,6 @@
 """Bootstrap behaviour on every engine of the stack: from its replica, handed off to the applier.
 
-Each test runs once per engine (the ``engine`` fixture, tests/integration/engines_support.py) against a
+Each test runs once per engine (the ``engine`` fixture, tests/integration/support/engines.py) against a
 throwaway database of that engine, onboarded for real.  The tables are CI-sized (tens of thousands of
 rows, with smaller partitions than production so a table still spans several partitions and commits);
 ``benchmarks/bootstrap_bench.py`` runs the same on 1M rows.  Postgres-only behaviour (a read dropped by
@@ -14,22 +14,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     ChangeWriter,
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
     commit_runs,
     kill_after_first_commit,
-    load,
     onboard,
     state_of,
     wait_for_schema,
-    write_config,
+    write_db_config,
 )
-from engines_support import StackEngine
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
+from support.engines import StackEngine
 
 from bootstrap import partitions
 from bootstrap import run as bootstrap_run
@@ -62,7 +61,7 @@ def test_bootstrap_while_the_table_changes_ends_equal_to_the_source(
     engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path, small_partitions: None
 ) -> None:
     engine.items(db, "items", 30_000)
-    config_path = write_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     table = db.qualified("items")
     config = load(config_path)
@@ -115,7 +114,7 @@ def test_a_killed_bootstrap_resumes_where_it_stopped(
     engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path, small_partitions: None
 ) -> None:
     engine.items(db, "killed", 40_000)
-    config_path = write_config(tmp_path, db, [{"name": "killed"}], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": "killed"}], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     table = db.qualified("killed")
     config = load(config_path)
@@ -144,7 +143,7 @@ def test_every_mapped_type_agrees_with_the_applier(
 ) -> None:
     db.execute(engine.types_ddl)
     engine.types(db, 1, 300, nulls=100_000)
-    config_path = write_config(tmp_path, db, [{"name": "types"}], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": "types"}], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     config = load(config_path)
     table = db.qualified("types")
@@ -167,7 +166,7 @@ def test_every_mapped_type_agrees_with_the_applier(
 
 def test_a_server_that_is_not_a_replica_is_refused(engine: StackEngine, db: SourceDb, tmp_path: Path) -> None:
     engine.items(db, "plain", 100)
-    config_path = write_config(tmp_path, db, [{"name": "plain"}], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": "plain"}], str(tmp_path / "lake"))
     replica, primary = engine.replica_port(db.stack), engine.primary_port(db.stack)
     config_path.write_text(config_path.read_text().replace(f"port: {replica}", f"port: {primary}"))
     config = load(config_path)

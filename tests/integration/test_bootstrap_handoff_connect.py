@@ -16,19 +16,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
-    load,
     onboard,
     postgres_db,
     state_of,
-    write_config,
+    write_db_config,
 )
-from hudi_rs_support import hudi_rs_rows
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
+from support.second_reader import second_reader_rows
 
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
@@ -57,7 +56,7 @@ def test_handoff_with_connect_unreachable_fails_without_publishing_then_resumes(
     spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
     db.execute(ITEMS)
-    config_path = write_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     table = db.qualified("items")
     unreachable = yaml.safe_load(config_path.read_text(encoding="utf-8"))
@@ -99,6 +98,6 @@ def test_handoff_with_connect_unreachable_fails_without_publishing_then_resumes(
     assert assert_lake_equals_source(spark, config, db, "items") == 29
     source = sorted((r["id"], r["val"]) for r in db.rows("items", ("id",)))
     lake = sorted(
-        (r["id"], r["val"]) for r in hudi_rs_rows(config.lake.table_base_path(table), ("id", "val"))
+        (r["id"], r["val"]) for r in second_reader_rows(config.lake.table_base_path(table), ("id", "val"))
     )
     assert lake == source

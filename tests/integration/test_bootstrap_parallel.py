@@ -14,18 +14,17 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     ChangeWriter,
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
-    load,
     onboard,
     postgres_db,
-    write_config,
+    write_db_config,
 )
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
 
 from bootstrap.run import RUN
 from cdc_lake.stack.manager import LocalStack
@@ -60,7 +59,7 @@ def test_many_tables_bootstrap_concurrently_with_one_shared_start(
         db.execute(TABLE.format(name=name, rows=10 * (index + 1)))
     db.execute(TABLE.format(name="big", rows=20_000))
     names = ["big", *small]
-    config_path = write_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     config = load(config_path)
     writer = ChangeWriter(db, "big", 20_000, max_transactions=500, seed=3).start()
@@ -93,7 +92,7 @@ def test_many_tables_bootstrap_concurrently_with_one_shared_start(
 
 def test_parallel_bootstrap_of_nothing_pending_says_so(db: SourceDb, tmp_path: Path) -> None:
     db.execute(TABLE.format(name="alone", rows=5))
-    config_path = write_config(tmp_path, db, [{"name": "alone"}], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": "alone"}], str(tmp_path / "lake"))
     result = cli_run(config_path, "bootstrap", "--source", db.source, "--all-pending", "--parallel", "4")
     assert result.exit_code == 0, result.stderr
     assert "no tables to bootstrap" in result.output

@@ -17,19 +17,18 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
     commit_runs,
-    load,
     onboard,
     state_of,
-    write_config,
+    write_db_config,
 )
-from engines_support import POSTGRES
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
+from support.engines import POSTGRES
 
 from bootstrap import partitions
 from bootstrap import run as bootstrap_run
@@ -69,7 +68,7 @@ def test_a_connection_dropped_mid_read_is_read_again(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     POSTGRES.items(db, "dropped", 30_000, width=2000)
-    config_path = write_config(tmp_path, db, [{"name": "dropped"}], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": "dropped"}], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     table = db.qualified("dropped")
     config = load(config_path)
@@ -136,7 +135,7 @@ def test_bad_input_fails_clearly_and_publishes_nothing(
     # A lake under a regular file: nothing can be written there until the file goes.
     blocked = tmp_path / "blocked"
     blocked.write_text("not a directory")
-    config_path = write_config(tmp_path, db, tables, str(blocked))
+    config_path = write_db_config(tmp_path, db, tables, str(blocked))
     _register(config_path, db, ["nokey", "lost"])
     config = load(config_path)
     lost = db.qualified("lost")
@@ -161,7 +160,7 @@ def test_bad_input_fails_clearly_and_publishes_nothing(
 
     blocked.unlink()
     # The hand-off needs Debezium to capture the table (no time fallback): onboard it for real now.
-    onboard(write_config(tmp_path / "onboard", db, [{"name": "lost"}], str(blocked)), db.source)
+    onboard(write_db_config(tmp_path / "onboard", db, [{"name": "lost"}], str(blocked)), db.source)
     resumed = cli_run(config_path, "bootstrap", lost)
 
     assert resumed.exit_code == 0, resumed.stderr

@@ -7,8 +7,8 @@ connector is stopped (Debezium lags), more changes are committed on the primary,
 (``MASTER_GTID_WAIT``), is promoted, and the connector is repointed at it through the Connect REST API
 (``PUT /connectors/{n}/config``) and resumed while changes continue on the new primary: inserts,
 updates, deletes.  The applier runs in small batches; at the end the lake equals the source, read with
-Spark+Hudi and with hudi-rs.  Afterwards the stack's topology is restored: the old primary catches up
-from the new one and becomes the primary again, and the replica follows it, read-only.
+Spark+Hudi and with the second reader.  Afterwards the stack's topology is restored: the old primary
+catches up from the new one and becomes the primary again, and the replica follows it, read-only.
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apply_support import (
+from pyspark.sql import SparkSession
+from support.apply import (
     Capture,
     Workload,
     assert_lake_matches,
     config_dict,
-    onboard,
+    record_catching_up,
     simple_capture,
-    write_config,
 )
-from hudi import HudiTableBuilder
-from pyspark.sql import SparkSession
+from support.common import write_and_load
+from support.second_reader import second_reader_rows
 
 from cdc_lake.apply.runner import ApplyRunner, TableOutcome
 from cdc_lake.connect.client import KafkaConnectClient
@@ -84,14 +84,12 @@ def _wait_settled(capture: Capture, at_least: int, quiet: float = 6.0, timeout: 
             last, since = now, time.monotonic()
 
 
-def _hudi_rs_rows(base_path: str) -> dict[int, tuple[Any, ...]]:
-    """The lake table as hudi-rs reads it: id -> (region, amount, note, big)."""
-    table = HudiTableBuilder.from_base_uri(base_path).build()
+def _second_reader_rows(base_path: str) -> dict[int, tuple[Any, ...]]:
+    """The lake table as the second reader reads it: id -> (region, amount, note, big)."""
     rows: dict[int, tuple[Any, ...]] = {}
-    for batch in table.read():
-        for row in batch.to_pylist():
-            assert row["id"] not in rows, f"hudi-rs reads key {row['id']} twice"
-            rows[row["id"]] = (row["region"], row["amount"], row["note"], row["big"])
+    for row in second_reader_rows(base_path, ["id", "region", "amount", "note", "big"]):
+        assert row["id"] not in rows, f"the second reader reads key {row['id']} twice"
+        rows[row["id"]] = (row["region"], row["amount"], row["note"], row["big"])
     return rows
 
 
@@ -106,7 +104,7 @@ def test_failover_mariadb_promoted_replica_loses_nothing(
     print(f"random seed {seed}")
 
     with simple_capture(local_stack, "mariadb") as capture:
-        config = write_config(
+        config = write_and_load(
             tmp_path / "cdc-lake.yaml",
             config_dict(
                 local_stack,
@@ -116,7 +114,7 @@ def test_failover_mariadb_promoted_replica_loses_nothing(
                 apply={"batch_max_events": 25},
             ),
         )
-        onboard(config)
+        record_catching_up(config)
         base_path = config.lake.table_base_path(capture.qualified_name)
         workload = Workload(capture, seed)
         outcomes: list[TableOutcome] = []
@@ -162,7 +160,7 @@ def test_failover_mariadb_promoted_replica_loses_nothing(
             lake = assert_lake_matches(spark, capture, base_path)
             expected = {r["id"]: (r["region"], r["amount"], r["note"], r["big"]) for r in lake}
             assert all(isinstance(v[1], Decimal) or v[1] is None for v in expected.values())
-            assert _hudi_rs_rows(base_path) == expected, "hudi-rs reads another table than Spark"
+            assert _second_reader_rows(base_path) == expected, "the second reader reads another table"
         finally:
             if failed_over:
                 _restore_topology(primary, replica)

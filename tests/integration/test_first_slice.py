@@ -18,8 +18,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from hudi_rs_support import hudi_rs_rows, s3_storage_options
 from pyspark.sql import SparkSession
+from support.second_reader import s3_storage_options, second_reader_rows
 
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.config import S3Settings
@@ -216,8 +216,9 @@ def _check_slice(spark: SparkSession, stack: LocalStack, engine: str, base_path:
     assert isinstance(row["changed_at"], dt.datetime)
     assert row[OP_COLUMN] == "u"
 
-    # The second reader, hudi-rs, from the same path (on the object store: with its endpoint and keys).
-    second = hudi_rs_rows(base_path, ["id", "amount", "doc", "note"], _storage_options(stack, base_path))
+    # The second reader, from the same path (on the object store: with its endpoint and keys).
+    options = _storage_options(stack, base_path)
+    second = second_reader_rows(base_path, ["id", "amount", "doc", "note"], options)
     assert [(r["id"], r["amount"], json.loads(r["doc"]), r["note"]) for r in second] == [
         (1, Decimal("11.25"), {"k": 2}, "keep")
     ]

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
+from support.second_reader import second_reader_rows
 
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi import (
@@ -177,7 +177,7 @@ def test_arrays_with_null_elements_in_every_write_path(
         (2, [None, None], [7, None], 2),
         (3, ["c2"], None, 3),
     ]
-    second_reader = hudi_rs_rows(spec.base_path, ["id", "tags", "nums", "lsn"])
+    second_reader = second_reader_rows(spec.base_path, ["id", "tags", "nums", "lsn"])
     assert sorted(tuple(r.values()) for r in second_reader) == [
         (1, [None], [None, 3], 1),
         (2, [None, None], [7, None], 2),
@@ -200,7 +200,8 @@ def test_an_older_table_version_is_written_and_read_by_both_readers(
     properties = (tmp_path / f"v{version}" / ".hoodie" / "hoodie.properties").read_text()
     assert f"hoodie.table.version={version}\n" in properties
     assert _rows(spark, spec) == [("", 1, "a2", 2)]
-    assert [tuple(r.values()) for r in hudi_rs_rows(spec.base_path, ["id", "name", "lsn"])] == [(1, "a2", 2)]
+    second = second_reader_rows(spec.base_path, ["id", "name", "lsn"])
+    assert [tuple(r.values()) for r in second] == [(1, "a2", 2)]
 
 
 def _codecs(base: Path) -> set[str]:
@@ -222,7 +223,7 @@ def test_passed_through_options_reach_the_files(spark: SparkSession, tmp_path: P
     assert _codecs(tmp_path / "zstd") == {"ZSTD"}
     assert "ZSTD" not in _codecs(tmp_path / "plain")
     assert _rows(spark, spec) == [("", 1, "a", 0), ("", 2, "b2", 5)]
-    assert sorted(hudi_rs_rows(spec.base_path, ["id", "name"]), key=lambda r: r["id"]) == [
+    assert sorted(second_reader_rows(spec.base_path, ["id", "name"]), key=lambda r: r["id"]) == [
         {"id": 1, "name": "a"},
         {"id": 2, "name": "b2"},
     ]

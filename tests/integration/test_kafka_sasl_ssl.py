@@ -18,19 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
-    load,
     mariadb_db,
     postgres_db,
     state_of,
-    write_config,
+    write_db_config,
 )
-from onboard_fixtures import connectors_of
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
+from support.onboard import connectors_of
 
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
@@ -71,7 +70,7 @@ def test_wrong_password_fails_in_one_line_and_creates_nothing(
 ) -> None:
     db.execute(*(statement.format(name="refused") for statement in ITEMS))
     kafka = _secured_kafka(local_stack, **{"sasl.password": "not-the-password"})
-    config_path = write_config(tmp_path, db, [{"name": "refused"}], str(tmp_path / "lake"), kafka=kafka)
+    config_path = write_db_config(tmp_path, db, [{"name": "refused"}], str(tmp_path / "lake"), kafka=kafka)
 
     result = cli_run(config_path, "onboard", db.source)
 
@@ -89,7 +88,7 @@ def test_onboard_bootstrap_apply_lag_over_sasl_ssl_end_equal(
     db: SourceDb = request.getfixturevalue("db" if engine == "postgres" else "maria")
     db.execute(*(statement.format(name="items") for statement in ITEMS))
     kafka = _secured_kafka(local_stack)
-    config_path = write_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"), kafka=kafka)
+    config_path = write_db_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"), kafka=kafka)
     config = load(config_path)
     table = db.qualified("items")
 

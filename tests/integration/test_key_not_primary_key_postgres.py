@@ -15,19 +15,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
-    load,
     postgres_db,
     state_of,
-    write_config,
+    write_db_config,
 )
-from hudi_rs_support import hudi_rs_rows
-from onboard_fixtures import assert_one_line_failure, connectors_of
-from pyspark.sql import SparkSession
+from support.common import assert_one_line_failure, cli_run, load
+from support.onboard import connectors_of
+from support.second_reader import second_reader_rows
 
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
@@ -60,7 +59,9 @@ def test_key_not_primary_key_with_default_identity_is_refused_by_name_and_create
     db: SourceDb, tmp_path: Path
 ) -> None:
     db.execute(ITEMS.format(name="refused"))
-    config_path = write_config(tmp_path, db, [{"name": "refused", "key": ["code"]}], str(tmp_path / "lake"))
+    config_path = write_db_config(
+        tmp_path, db, [{"name": "refused", "key": ["code"]}], str(tmp_path / "lake")
+    )
 
     result = cli_run(config_path, "onboard", db.source)
 
@@ -87,7 +88,7 @@ def test_key_not_primary_key_with_full_identity_key_changes_and_deletes_end_equa
     spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
     db.execute(ITEMS.format(name="items"))
-    config_path = write_config(tmp_path, db, [{"name": "items", "key": ["code"]}], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": "items", "key": ["code"]}], str(tmp_path / "lake"))
     result = cli_run(config_path, "onboard", db.source, "--replica-identity-full")
     assert result.exit_code == 0, result.stderr or result.output
     assert _identity(db, "public.items") == "f"
@@ -124,5 +125,5 @@ def test_key_not_primary_key_with_full_identity_key_changes_and_deletes_end_equa
     assert assert_lake_equals_source(spark, config, db, "items", key=("code",)) == 27
     source = sorted(tuple(row[c] for c in COLUMNS) for row in db.rows("items", ("code",)))
     base_path = config.lake.table_base_path(table)
-    lake = sorted(tuple(row[c] for c in COLUMNS) for row in hudi_rs_rows(base_path, COLUMNS))
+    lake = sorted(tuple(row[c] for c in COLUMNS) for row in second_reader_rows(base_path, COLUMNS))
     assert lake == source

@@ -1,7 +1,7 @@
 """``cdc-lake onboard`` refusals every engine of the stack gives, each in one clear line, creating nothing.
 
-Each test runs once per engine (the ``engine`` fixture, tests/integration/engines_support.py) against a
-database of that engine made for this module (``engines_support.pg_env`` / ``maria_env``); the engine's
+Each test runs once per engine (the ``engine`` fixture, tests/integration/support/engines.py) against a
+database of that engine made for this module (``support.engines.pg_env`` / ``maria_env``); the engine's
 own wording of a failure comes from its environment class.  Onboarding end to end, grants, positions and
 what only one engine has (Postgres slots, publications, REPLICA IDENTITY; MariaDB server ids) are in
 test_onboard_postgres.py and test_onboard_mariadb.py.
@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from engines_support import OnboardEnv, StackEngine, maria_env, pg_env
-from onboard_fixtures import assert_one_line_failure, run, write_config
+from support.common import assert_one_line_failure, cli_run, write_config_in
+from support.engines import OnboardEnv, StackEngine, maria_env, pg_env
 
 from cdc_lake.stack.manager import LocalStack
 
@@ -30,9 +30,9 @@ def env(engine: StackEngine, local_stack: LocalStack) -> Iterator[OnboardEnv]:
 def test_table_without_primary_key(env: OnboardEnv, tmp_path: Path) -> None:
     source = f"onb_{env.engine.name[:2]}_{env.suffix}_nopk"
     tables = [{"name": env.name("orders")}, {"name": env.name("nopk")}]
-    config = write_config(tmp_path, {source: env.source(tables)})
+    config = write_config_in(tmp_path, {source: env.source(tables)})
 
-    result = run(config, "onboard", source)
+    result = cli_run(config, "onboard", source)
 
     assert_one_line_failure(result, f"primary keys: no primary key and no configured key: {env.name('nopk')}")
     assert "FAIL" in result.stdout
@@ -44,9 +44,9 @@ def test_wrong_password(env: OnboardEnv, tmp_path: Path, monkeypatch: pytest.Mon
     source = f"onb_{env.engine.name[:2]}_{env.suffix}_badpw"
     definition = env.source([{"name": env.name("orders")}])
     definition["primary"]["password"] = "${ONB_WRONG_PASSWORD}"
-    config = write_config(tmp_path, {source: definition})
+    config = write_config_in(tmp_path, {source: definition})
 
-    result = run(config, "onboard", source)
+    result = cli_run(config, "onboard", source)
 
     assert_one_line_failure(result, *env.wrong_password)
     assert "not-the-password" not in result.output
@@ -55,9 +55,9 @@ def test_wrong_password(env: OnboardEnv, tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_table_missing_from_the_database(env: OnboardEnv, tmp_path: Path) -> None:
     source = f"onb_{env.engine.name[:2]}_{env.suffix}_missing"
-    config = write_config(tmp_path, {source: env.source([{"name": env.name("ghost")}])})
+    config = write_config_in(tmp_path, {source: env.source([{"name": env.name("ghost")}])})
 
-    assert_one_line_failure(run(config, "onboard", source), env.missing(env.name("ghost")))
+    assert_one_line_failure(cli_run(config, "onboard", source), env.missing(env.name("ghost")))
     env.assert_nothing_made(source)
 
 
@@ -68,8 +68,8 @@ def test_replica_unreachable_or_not_a_replica(
     source = f"onb_{env.engine.name[:2]}_{env.suffix}_replica{replica_port or 0}"
     definition = env.source([{"name": env.name("orders")}])
     definition["replica"]["port"] = replica_port or env.engine.primary_port(env.stack)
-    config = write_config(tmp_path, {source: definition})
+    config = write_config_in(tmp_path, {source: definition})
 
     detail = env.replica_unreachable if replica_port else env.not_a_replica
-    assert_one_line_failure(run(config, "onboard", source), detail)
+    assert_one_line_failure(cli_run(config, "onboard", source), detail)
     env.assert_nothing_made(source)

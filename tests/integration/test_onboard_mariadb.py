@@ -1,6 +1,6 @@
 """``cdc-lake onboard`` / ``offboard`` against the stack's MariaDB primary and replica.
 
-Each run gets its own database (``onb_<suffix>``, engines_support.maria_env), source names and server
+Each run gets its own database (``onb_<suffix>``, support.engines.maria_env), source names and server
 ids, and removes its connectors, users and database at the end.  The refusals every engine gives (no
 primary key, a wrong password, a missing table, a replica that is unreachable or is the primary) are in
 test_onboard_behaviors.py.  Server settings the shared stack cannot change
@@ -16,17 +16,9 @@ from typing import Any
 
 import pytest
 import requests
-from engines_support import MariaEnv, maria_env
-from onboard_fixtures import (
-    CONNECT,
-    assert_one_line_failure,
-    connectors_of,
-    onboard_while_writing,
-    run,
-    run_json,
-    wait_for_keys,
-    write_config,
-)
+from support.common import assert_one_line_failure, cli_run, run_json, write_config_in
+from support.engines import MariaEnv, maria_env
+from support.onboard import CONNECT, connectors_of, onboard_while_writing, wait_for_keys
 
 from cdc_lake.config import Connection, Source
 from cdc_lake.exceptions import SourceEngineError
@@ -52,7 +44,7 @@ def test_onboard_streams_every_table_reruns_without_change_and_adds_tables(
         {"name": maria.name("products"), "tier": 0},
         {"name": maria.name("inventory")},
     ]
-    config = write_config(tmp_path, {source: maria.source(tables)})
+    config = write_config_in(tmp_path, {source: maria.source(tables)})
 
     first = run_json(config, "onboard", source)
 
@@ -83,7 +75,7 @@ def test_onboard_streams_every_table_reruns_without_change_and_adds_tables(
         name: requests.get(f"{CONNECT}/connectors/{name}/config", timeout=10).json() for name in configs
     } == configs
 
-    config = write_config(tmp_path, {source: maria.source([*tables, {"name": maria.name("orders")}])})
+    config = write_config_in(tmp_path, {source: maria.source([*tables, {"name": maria.name("orders")}])})
     added, written = onboard_while_writing(
         config, source, lambda key: maria.execute(f"insert into inventory values ({key}, 1)")
     )
@@ -117,9 +109,9 @@ def test_user_without_replication_grants(
     definition = maria.source([{"name": maria.name("products")}])
     for side in ("primary", "replica"):
         definition[side] |= {"user": user, "password": "${ONB_MARIA_LIMITED_PASSWORD}"}
-    config = write_config(tmp_path, {source: definition})
+    config = write_config_in(tmp_path, {source: definition})
 
-    result = run(config, "onboard", source)
+    result = cli_run(config, "onboard", source)
 
     assert_one_line_failure(result, f"grants: {user}@% lacks REPLICATION SLAVE, REPLICATION CLIENT, RELOAD")
     assert password not in result.output
@@ -128,9 +120,11 @@ def test_user_without_replication_grants(
 
 def test_server_id_of_the_primary(maria: MariaEnv, tmp_path: Path) -> None:
     source = f"onb_maria_{maria.suffix}_sid"
-    config = write_config(tmp_path, {source: maria.source([{"name": maria.name("products")}], server_id=1)})
+    config = write_config_in(
+        tmp_path, {source: maria.source([{"name": maria.name("products")}], server_id=1)}
+    )
 
-    assert_one_line_failure(run(config, "onboard", source), "server id: already used by 1 (the primary)")
+    assert_one_line_failure(cli_run(config, "onboard", source), "server id: already used by 1 (the primary)")
     assert connectors_of(source) == []
 
 

@@ -1,6 +1,6 @@
 """``cdc-lake onboard`` / ``offboard`` / ``connectors`` against the stack's Postgres, Connect and Kafka.
 
-Each run gets its own database (``onb_<suffix>``, engines_support.pg_env) and source names, and removes
+Each run gets its own database (``onb_<suffix>``, support.engines.pg_env) and source names, and removes
 its connectors, slots, roles and database at the end.  The refusals every engine gives (no primary key,
 a wrong password, a missing table, a replica that is unreachable or is the primary) are in
 test_onboard_behaviors.py.  Preflight failures that the shared server cannot be put
@@ -17,19 +17,10 @@ from typing import Any
 
 import pytest
 import requests
-from engines_support import PgEnv, pg_env
-from onboard_fixtures import (
-    CONNECT,
-    assert_one_line_failure,
-    connectors_of,
-    onboard_while_writing,
-    run,
-    run_json,
-    wait_for_keys,
-    wait_until,
-    write_config,
-)
 from psycopg import sql
+from support.common import assert_one_line_failure, cli_run, run_json, wait_until, write_config_in
+from support.engines import PgEnv, pg_env
+from support.onboard import CONNECT, connectors_of, onboard_while_writing, wait_for_keys
 
 from cdc_lake.config import Connection, Source
 from cdc_lake.exceptions import SourceEngineError
@@ -53,7 +44,7 @@ def test_onboard_streams_every_table_reruns_without_change_and_adds_tables(pg: P
     tier0 = f"cdc-lake.{source}.tier0.shop.customers"
     tier0_slot = tier0_pg_name(f"cdc_lake_{source}", "shop.customers")
     tables: list[dict[str, Any]] = [{"name": "shop.customers", "tier": 0}, {"name": "shop.orders"}]
-    config = write_config(tmp_path, {source: pg.source(tables)})
+    config = write_config_in(tmp_path, {source: pg.source(tables)})
 
     first = run_json(config, "onboard", source)
 
@@ -96,7 +87,7 @@ def test_onboard_streams_every_table_reruns_without_change_and_adds_tables(pg: P
     assert pg.slots(source) == {f"cdc_lake_{source}": True, tier0_slot: True}
 
     # Add a table while the shared connector's other table keeps changing: no event may be lost.
-    config = write_config(tmp_path, {source: pg.source([*tables, {"name": "shop.events"}])})
+    config = write_config_in(tmp_path, {source: pg.source([*tables, {"name": "shop.events"}])})
     added, written = onboard_while_writing(
         config, source, lambda key: pg.execute("insert into shop.orders values (%s, 2.00)", (key,))
     )
@@ -154,11 +145,11 @@ def test_onboard_streams_every_table_reruns_without_change_and_adds_tables(pg: P
 
 def test_dry_run_prints_checks_and_redacted_configs_and_changes_nothing(pg: PgEnv, tmp_path: Path) -> None:
     source = f"onb_pg_{pg.suffix}_dry"
-    config = write_config(
+    config = write_config_in(
         tmp_path, {source: pg.source([{"name": "shop.customers", "tier": 0}, {"name": "shop.orders"}])}
     )
 
-    result = run(config, "onboard", source, "--dry-run")
+    result = cli_run(config, "onboard", source, "--dry-run")
     as_json = run_json(config, "onboard", source, "--dry-run")
 
     assert result.exit_code == 0, result.stderr
@@ -176,9 +167,9 @@ def test_dry_run_prints_checks_and_redacted_configs_and_changes_nothing(pg: PgEn
 
 def test_configured_key_with_replica_identity_full(pg: PgEnv, tmp_path: Path) -> None:
     source = f"onb_pg_{pg.suffix}_key"
-    config = write_config(tmp_path, {source: pg.source([{"name": "shop.keyless", "key": ["code"]}])})
+    config = write_config_in(tmp_path, {source: pg.source([{"name": "shop.keyless", "key": ["code"]}])})
 
-    refused = run(config, "onboard", source)
+    refused = cli_run(config, "onboard", source)
     assert_one_line_failure(
         refused, "replica identity: updates and deletes would have no old key: shop.keyless (DEFAULT)"
     )
@@ -202,9 +193,9 @@ def test_failed_connector_is_rolled_back(pg: PgEnv, tmp_path: Path) -> None:
     sources = {source: pg.source([{"name": "shop.orders"}])}
     for role in ("primary", "replica"):
         sources[source][role]["password"] = "${ONB_NOT_ON_THE_WORKER:-cdc-lake-local}"
-    config = write_config(tmp_path, sources)
+    config = write_config_in(tmp_path, sources)
 
-    result = run(config, "onboard", source, "--timeout", "60")
+    result = cli_run(config, "onboard", source, "--timeout", "60")
 
     assert_one_line_failure(
         result,
@@ -219,10 +210,10 @@ def test_failed_connector_is_rolled_back(pg: PgEnv, tmp_path: Path) -> None:
 
 def test_replica_identity_nothing(pg: PgEnv, tmp_path: Path) -> None:
     source = f"onb_pg_{pg.suffix}_nothing"
-    config = write_config(tmp_path, {source: pg.source([{"name": "shop.nothing"}])})
+    config = write_config_in(tmp_path, {source: pg.source([{"name": "shop.nothing"}])})
 
     assert_one_line_failure(
-        run(config, "onboard", source),
+        cli_run(config, "onboard", source),
         "replica identity: updates and deletes would have no old key: shop.nothing (NOTHING)",
     )
     pg.assert_nothing_made(source)
@@ -230,17 +221,17 @@ def test_replica_identity_nothing(pg: PgEnv, tmp_path: Path) -> None:
 
 def test_unknown_source_and_unknown_table(pg: PgEnv, tmp_path: Path) -> None:
     source = f"onb_pg_{pg.suffix}_known"
-    config = write_config(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
+    config = write_config_in(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
 
     assert_one_line_failure(
-        run(config, "onboard", "nosuch"), f"source nosuch is not in the config (configured: {source})"
+        cli_run(config, "onboard", "nosuch"), f"source nosuch is not in the config (configured: {source})"
     )
     assert_one_line_failure(
-        run(config, "onboard", source, "--tables", "shop.ghost"),
+        cli_run(config, "onboard", source, "--tables", "shop.ghost"),
         f"table {source}.shop.ghost is not in the config",
     )
     assert_one_line_failure(
-        run(config, "offboard", f"{source}.shop.orders"), f"source {source} is not onboarded"
+        cli_run(config, "offboard", f"{source}.shop.orders"), f"source {source} is not onboarded"
     )
 
 
@@ -261,9 +252,9 @@ def test_user_without_replication_or_select(
     definition = pg.source([{"name": "shop.customers"}, {"name": "shop.orders"}])
     for side in ("primary", "replica"):
         definition[side] |= {"user": role, "password": "${ONB_LIMITED_PASSWORD}"}
-    config = write_config(tmp_path, {source: definition})
+    config = write_config_in(tmp_path, {source: definition})
 
-    result = run(config, "onboard", source)
+    result = cli_run(config, "onboard", source)
 
     assert_one_line_failure(
         result,
@@ -279,9 +270,9 @@ def test_literal_password_is_refused(pg: PgEnv, tmp_path: Path) -> None:
     source = f"onb_pg_{pg.suffix}_literal"
     definition = pg.source([{"name": "shop.orders"}])
     definition["primary"]["password"] = "cdc-lake-local"
-    config = write_config(tmp_path, {source: definition})
+    config = write_config_in(tmp_path, {source: definition})
 
-    result = run(config, "onboard", source)
+    result = cli_run(config, "onboard", source)
 
     assert_one_line_failure(
         result, f"sources.{source}.primary.password must be exactly ${{VAR}}", exit_code=2
@@ -304,9 +295,9 @@ def test_slot_that_belongs_to_someone_else(
     with pg.connect(database) as conn:
         conn.execute("select pg_create_logical_replication_slot(%s, %s)", (slot, plugin))
     try:
-        config = write_config(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
+        config = write_config_in(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
 
-        result = run(config, "onboard", source)
+        result = cli_run(config, "onboard", source)
 
         assert_one_line_failure(result, f"replication slot: belongs to someone else: {slot} {problem}")
         assert pg.slots(source) == {slot: False}
@@ -323,9 +314,9 @@ def test_publication_for_all_tables_under_our_name(pg: PgEnv, tmp_path: Path) ->
         .format(sql.Identifier(f"cdc_lake_{source}"))
         .as_string()
     )
-    config = write_config(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
+    config = write_config_in(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
 
-    result = run(config, "onboard", source)
+    result = cli_run(config, "onboard", source)
 
     assert_one_line_failure(result, f"publication: cdc_lake_{source} exists FOR ALL TABLES")
     assert connectors_of(source) == []
@@ -334,11 +325,11 @@ def test_publication_for_all_tables_under_our_name(pg: PgEnv, tmp_path: Path) ->
 
 def test_kafka_connect_unreachable(pg: PgEnv, tmp_path: Path) -> None:
     source = f"onb_pg_{pg.suffix}_noconnect"
-    config = write_config(
+    config = write_config_in(
         tmp_path, {source: pg.source([{"name": "shop.orders"}])}, kafka_connect={"url": "http://127.0.0.1:1"}
     )
 
-    result = run(config, "onboard", source)
+    result = cli_run(config, "onboard", source)
 
     assert_one_line_failure(result, "kafka connect: unreachable: Kafka Connect at http://127.0.0.1:1")
     pg.assert_nothing_made(source)
@@ -346,13 +337,13 @@ def test_kafka_connect_unreachable(pg: PgEnv, tmp_path: Path) -> None:
 
 def test_schema_registry_at_a_wrong_url(pg: PgEnv, tmp_path: Path) -> None:
     source = f"onb_pg_{pg.suffix}_noregistry"
-    config = write_config(
+    config = write_config_in(
         tmp_path,
         {source: pg.source([{"name": "shop.orders"}])},
         schema_registry={"url": "http://127.0.0.1:1/apis/ccompat/v7"},
     )
 
-    result = run(config, "onboard", source)
+    result = cli_run(config, "onboard", source)
 
     assert_one_line_failure(
         result, "schema registry: http://127.0.0.1:1/apis/ccompat/v7/subjects unreachable"
@@ -363,7 +354,7 @@ def test_schema_registry_at_a_wrong_url(pg: PgEnv, tmp_path: Path) -> None:
 def test_connector_name_taken_by_another_source(pg: PgEnv, tmp_path: Path) -> None:
     source = f"onb_pg_{pg.suffix}_taken"
     name = f"cdc-lake.{source}"
-    config = write_config(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
+    config = write_config_in(tmp_path, {source: pg.source([{"name": "shop.orders"}])})
     planned = run_json(config, "onboard", source, "--dry-run")["connectors"][0]["config"]
     foreign = {**planned, "database.dbname": "postgres", "database.password": "${env:CDC_LAKE_DB_PASSWORD}"}
     response = requests.post(
@@ -374,7 +365,7 @@ def test_connector_name_taken_by_another_source(pg: PgEnv, tmp_path: Path) -> No
     )
     assert response.status_code == 201, response.text
     try:
-        result = run(config, "onboard", source)
+        result = cli_run(config, "onboard", source)
 
         assert_one_line_failure(
             result,
@@ -392,11 +383,11 @@ def test_connector_name_taken_by_another_source(pg: PgEnv, tmp_path: Path) -> No
 
 def test_kafka_unreachable(pg: PgEnv, tmp_path: Path) -> None:
     source = f"onb_pg_{pg.suffix}_nokafka"
-    config = write_config(
+    config = write_config_in(
         tmp_path, {source: pg.source([{"name": "shop.orders"}])}, kafka={"bootstrap_servers": "127.0.0.1:1"}
     )
 
-    result = run(config, "onboard", source)
+    result = cli_run(config, "onboard", source)
 
     assert_one_line_failure(result, "kafka: 127.0.0.1:1 unreachable:")
     pg.assert_nothing_made(source)

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import json
 import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from bootstrap_support import SourceDb, cli_run, mariadb_db, onboard, postgres_db, write_config
-from ops_support import alerts_everywhere
+from support.bootstrap import SourceDb, mariadb_db, onboard, postgres_db, write_db_config
+from support.common import cli_run, wait_until
+from support.ops import alerts_everywhere
 
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.stack.manager import LocalStack
@@ -41,17 +41,9 @@ def _capture(config: Path) -> dict[str, Any]:
     return dict(capture)
 
 
-def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(1)
-
-
 def _stop(connect: KafkaConnectClient, connector: str) -> None:
     connect.stop(connector)
-    _wait(lambda: connect.status(connector).state == "STOPPED", 60, f"{connector} STOPPED")
+    wait_until(lambda: connect.status(connector).state == "STOPPED", 60, f"{connector} STOPPED")
 
 
 def _task_failed(connect: KafkaConnectClient, connector: str) -> str:
@@ -60,7 +52,7 @@ def _task_failed(connect: KafkaConnectClient, connector: str) -> str:
     def failed() -> bool:
         return any(task.state == "FAILED" for task in connect.status(connector).tasks)
 
-    _wait(failed, 180, f"a FAILED task of {connector}")
+    wait_until(failed, 180, f"a FAILED task of {connector}")
     return next(t.trace or "" for t in connect.status(connector).tasks if t.state == "FAILED")
 
 
@@ -92,7 +84,7 @@ def _closed_port() -> int:
 def test_postgres_slot_unreserved_then_lost_fails_the_connector(
     pg: SourceDb, local_stack: LocalStack, tmp_path: Path
 ) -> None:
-    config = write_config(
+    config = write_db_config(
         tmp_path / "cfg", pg, [{"name": "items", "tier": 1}], str(tmp_path / "lake"), monitoring=MONITORING
     )
     onboard(config, pg.source)
@@ -112,7 +104,7 @@ def test_postgres_slot_unreserved_then_lost_fails_the_connector(
         for round_ in range(2):
             pg.execute(f"insert into public.items values ({round_}, 'x')")
             primary.execute("select pg_switch_wal()")
-        _wait(lambda: _capture(config)["status"] == "unreserved", 60, f"slot {slot} unreserved")
+        wait_until(lambda: _capture(config)["status"] == "unreserved", 60, f"slot {slot} unreserved")
 
         firing, report, metrics = alerts_everywhere(config, tmp_path)
         assert "CdcLakeSlotWalUnreserved" in firing, report["breaches"]
@@ -127,9 +119,9 @@ def test_postgres_slot_unreserved_then_lost_fails_the_connector(
             ).fetchall()
             return all(row[0] == "reserved" for row in rows)
 
-        _wait(replica_current, 60, "the replica's slot on the current WAL segment")
+        wait_until(replica_current, 60, "the replica's slot on the current WAL segment")
         primary.execute("checkpoint")
-        _wait(lambda: _capture(config)["status"] == "lost", 60, f"slot {slot} lost")
+        wait_until(lambda: _capture(config)["status"] == "lost", 60, f"slot {slot} lost")
 
         firing, report, metrics = alerts_everywhere(config, tmp_path)
         assert "CdcLakeCapturePositionLost" in firing, report["breaches"]
@@ -199,12 +191,12 @@ def _purge_to(conn: Any, binlog: str) -> None:
 def test_mariadb_binlog_near_purge_then_purged_fails_the_connector(
     maria: SourceDb, local_stack: LocalStack, tmp_path: Path
 ) -> None:
-    config = write_config(
+    config = write_db_config(
         tmp_path / "cfg", maria, [{"name": "items", "tier": 1}], str(tmp_path / "lake"), monitoring=MONITORING
     )
     onboard(config, maria.source)
     maria.execute("insert into items values (1, 'a')")
-    _wait(lambda: _capture(config)["status"] == "retained", 90, "a committed binlog offset")
+    wait_until(lambda: _capture(config)["status"] == "retained", 90, "a committed binlog offset")
     connector = f"cdc-lake.{maria.source}"
     labels = f'connector="{connector}",slot="",source="{maria.source}"'
 

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bootstrap_support import SourceDb, cli_run, mariadb_db, onboard, write_config
-from ops_support import alerts_everywhere
+from support.bootstrap import SourceDb, mariadb_db, onboard, write_db_config
+from support.common import cli_run
+from support.ops import alerts_everywhere
 
 from cdc_lake.stack.manager import LocalStack
 
@@ -35,7 +36,7 @@ def _captures(config: Path) -> list[dict[str, object]]:
 def test_binlog_position_and_replica_show_in_lag_metrics_and_rule(
     db: SourceDb, local_stack: LocalStack, tmp_path: Path
 ) -> None:
-    config = write_config(
+    config = write_db_config(
         tmp_path / "cfg",
         db,
         [{"name": "items", "tier": 1}],
@@ -60,7 +61,7 @@ def test_binlog_position_and_replica_show_in_lag_metrics_and_rule(
         in metrics
     )
 
-    near = write_config(
+    near = write_db_config(
         tmp_path / "near",
         db,
         [{"name": "items", "tier": 1}],

@@ -8,14 +8,14 @@ retains WAL as rows are written), the replica's replay paused, the connector del
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
-from bootstrap_support import SourceDb, cli_run, onboard, postgres_db, write_config
-from ops_support import alerts_everywhere
+from support.bootstrap import SourceDb, onboard, postgres_db, write_db_config
+from support.common import cli_run, wait_until
+from support.ops import alerts_everywhere
 
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.stack.manager import LocalStack
@@ -52,7 +52,7 @@ def _write_rows(db: SourceDb, start: int, count: int) -> None:
 def test_each_condition_shows_in_lag_metrics_and_rule(
     db: SourceDb, local_stack: LocalStack, tmp_path: Path
 ) -> None:
-    config = write_config(
+    config = write_db_config(
         tmp_path / "cfg", db, [{"name": "items", "tier": 1}], str(tmp_path / "lake"), monitoring=MONITORING
     )
     onboard(config, db.source)
@@ -109,7 +109,7 @@ def test_each_condition_shows_in_lag_metrics_and_rule(
         connect.close()
 
     # Resumed: the 6,000 rows reach Kafka, nobody applies them: the Kafka lag is over 50.
-    _wait(lambda: _kafka_lag(config) >= 6000, 120, "6,000 messages in the topic")
+    wait_until(lambda: _kafka_lag(config) >= 6000, 120, "6,000 messages in the topic")
     firing, report, _ = alerts_everywhere(config, tmp_path)
     assert "CdcLakeKafkaLagHigh" in firing and "CdcLakeSlotInactive" not in firing, report["breaches"]
 
@@ -130,12 +130,4 @@ def _wait_inactive(config: Path, slot: str) -> None:
         captures = json.loads(cli_run(config, "lag", "--json").stdout)["captures"]
         return any(c["slot"] == slot and c["active"] is False for c in captures)
 
-    _wait(inactive, 60, f"slot {slot} inactive")
-
-
-def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(1)
+    wait_until(inactive, 60, f"slot {slot} inactive")

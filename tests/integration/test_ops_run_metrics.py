@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from apply_support import SyntheticTopic, config_dict, onboard, wait_until, write_config
 from prometheus_client.parser import text_string_to_metric_families
+from support.apply import SyntheticTopic, config_dict, record_catching_up
+from support.common import wait_until, write_and_load
 
 from cdc_lake.stack.manager import LocalStack
 
@@ -77,7 +78,7 @@ def test_run_and_metrics_serve_counters_and_gauges(
     data["sources"][topic.prefix]["tables"][0]["tier"] = 0
     data["monitoring"] = {"metrics_port": run_port, "metrics_host": "127.0.0.1", "refresh_seconds": 1}
     config_path = tmp_path / "cdc-lake.yaml"
-    onboard(write_config(config_path, data))
+    record_catching_up(write_and_load(config_path, data))
 
     topic.send([(topic.key(k), topic.change("c", k, f"n{k}")) for k in range(1, 6)])
     service = _start(config_path, tmp_path / "run.log", "run")

@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bootstrap_support import SourceDb, apply_until_live, cli_run, load, onboard, postgres_db, write_config
 from confluent_kafka import Producer
-from ops_support import alerts_everywhere
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from support.bootstrap import SourceDb, apply_until_live, onboard, postgres_db, write_db_config
+from support.common import cli_run, load
+from support.ops import alerts_everywhere
 
 from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.writer import read_table, write_batch
@@ -53,7 +54,7 @@ def db(local_stack: LocalStack) -> Iterator[SourceDb]:
 def test_validate_names_changed_rows_and_lake_alerts_fire(
     spark: SparkSession, db: SourceDb, local_stack: LocalStack, tmp_path: Path
 ) -> None:
-    config_path = write_config(
+    config_path = write_db_config(
         tmp_path / "cfg",
         db,
         [{"name": "items", "tier": 1}],

@@ -19,14 +19,24 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import bootstrap_support as sources
 import pytest
-from apply_support import SyntheticTopic, config_dict, lake_rows, onboard, write_config
-from bootstrap_support import ChangeWriter, SourceDb
 from click.testing import CliRunner
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
-from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
+from support.apply import SyntheticTopic, config_dict, lake_rows, record_catching_up
+from support.bootstrap import (
+    ChangeWriter,
+    SourceDb,
+    apply_until_live,
+    assert_lake_equals_source,
+    mariadb_db,
+    onboard,
+    postgres_db,
+    wait_for_schema,
+    write_db_config,
+)
+from support.common import cli_run, load, write_and_load
+from support.second_reader import second_reader_rows
 
 from cdc_lake.apply.quarantine import QUARANTINED_KEY
 from cdc_lake.cli.main import cli
@@ -61,7 +71,7 @@ TOUCH = {
 
 @pytest.fixture(scope="module", params=["postgres", "mariadb"])
 def db(request: pytest.FixtureRequest, local_stack: LocalStack) -> Iterator[SourceDb]:
-    make = sources.postgres_db if request.param == "postgres" else sources.mariadb_db
+    make = postgres_db if request.param == "postgres" else mariadb_db
     with make(local_stack) as created:
         yield created
 
@@ -77,13 +87,13 @@ def test_a_quarantined_message_is_kept_with_its_offset_and_the_table_keeps_apply
         + [(topic.key(9), bad_value), (topic.key(4), topic.change("c", 4, "after"))]
     )
     config_path = tmp_path / "cdc-lake.yaml"
-    config = write_config(
+    config = write_and_load(
         config_path,
         config_dict(
             local_stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[topic]
         ),
     )
-    onboard(config)
+    record_catching_up(config)
     table = f"quar_{run}.s.t"
     base = ["--config", str(config_path)]
     runner = CliRunner()
@@ -114,7 +124,7 @@ def test_a_quarantined_message_is_kept_with_its_offset_and_the_table_keeps_apply
     rows = lake_rows(spark, config.lake.table_base_path(table))
     expected = [(1, "one"), (2, "v2"), (3, "v3"), (4, "after"), (5, "v5"), (6, "v6")]
     assert [(r["id"], r["name"]) for r in rows] == expected
-    second_reader = hudi_rs_rows(config.lake.table_base_path(table), ["id", "name"])
+    second_reader = second_reader_rows(config.lake.table_base_path(table), ["id", "name"])
     assert sorted((r["id"], r["name"]) for r in second_reader) == expected, "hudi-rs"
     commit = latest_commit(spark, config.lake.table_base_path(table))
     assert commit is not None and json.loads(commit.metadata[QUARANTINED_KEY]) == {"0": [3]}
@@ -157,36 +167,36 @@ def test_a_bad_message_of_a_changing_source_table_is_quarantined_and_the_table_k
     spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
     db.execute(*(s.format(rows=ROWS) for s in CREATE[db.engine]))
-    config_path = sources.write_config(tmp_path, db, [{"name": "orders"}], str(tmp_path / "lake"))
-    sources.onboard(config_path, db.source)
-    config = sources.load(config_path)
+    config_path = write_db_config(tmp_path, db, [{"name": "orders"}], str(tmp_path / "lake"))
+    onboard(config_path, db.source)
+    config = load(config_path)
     table = db.qualified("orders")
     writer = ChangeWriter(db, "orders", ROWS, max_transactions=100_000, pause=0.05).start()
     db.execute(TOUCH[db.engine])
-    sources.wait_for_schema(config, table)
-    first = sources.cli_run(config_path, "bootstrap", table, "--apply")
+    wait_for_schema(config, table)
+    first = cli_run(config_path, "bootstrap", table, "--apply")
     assert first.exit_code == 0, first.stderr
     source, entry = config.table(table)
     topic = target_for(config, source, entry).topic
     key, bad_value, offset = put_truncated_copy(db.stack, topic)
 
-    stopped = sources.cli_run(config_path, "apply", "--once")
+    stopped = cli_run(config_path, "apply", "--once")
 
     assert stopped.exit_code == 1 and f"offset {offset}" in stopped.stdout + stopped.stderr, stopped.stdout
     with StateStore.open(config.state_store.url) as store:
         info = store.require_table(table)
         assert info.state is TableState.FAILED and f"offset {offset}" in (info.last_error or "")
-    chosen = sources.cli_run(
+    chosen = cli_run(
         config_path, "quarantine", table, "--partition", "0", "--offset", str(offset), "--reason", "cut short"
     )
     assert chosen.exit_code == 0, chosen.stderr
-    applied = sources.cli_run(config_path, "apply", "--once")
+    applied = cli_run(config_path, "apply", "--once")
     assert applied.exit_code == 0, applied.stderr
     writer.stop()
     assert writer.transactions > 10
 
-    sources.apply_until_live(spark, config, table)
-    assert sources.assert_lake_equals_source(spark, config, db, "orders") >= ROWS // 2
+    apply_until_live(spark, config, table)
+    assert assert_lake_equals_source(spark, config, db, "orders") >= ROWS // 2
     with StateStore.open(config.state_store.url) as store:
         info = store.require_table(table)
         assert info.state is TableState.LIVE and f"offset {offset}" in (info.possibly_diverged or "")

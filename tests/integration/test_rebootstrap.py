@@ -17,20 +17,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     ChangeWriter,
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
-    load,
     onboard,
     wait_for_schema,
-    write_config,
+    write_db_config,
 )
-from engines_support import StackEngine
-from hudi_rs_support import hudi_rs_rows
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
+from support.engines import StackEngine
+from support.second_reader import second_reader_rows
 
 from cdc_lake.catalog.glue import HUDI_META_COLUMNS, GlueCatalog, glue_table_name
 from cdc_lake.catalog.hive import HiveMetastoreCatalog
@@ -77,7 +76,7 @@ class Reader(threading.Thread):
                         self.errors.append(f"{catalog}: the catalog table is missing")
                         continue
                     spark_rows = read_table(self.spark, path).count()
-                    self.seen.append((catalog, path, spark_rows, len(hudi_rs_rows(path, ["id"]))))
+                    self.seen.append((catalog, path, spark_rows, len(second_reader_rows(path, ["id"]))))
                 # Every failure to resolve or read is what the test looks for, hudi-rs panics included
                 # (pyo3's PanicException is a BaseException).
                 except BaseException as exc:
@@ -95,7 +94,7 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     glue = GlueSettings(database=f"lake_{db.engine}", endpoint_url=db.stack.glue.endpoint)
     hive = HiveMetastoreSettings(uri=db.stack.hive_metastore.uri, database=f"lake_{db.engine}")
     catalog = {"glue": glue.model_dump(), "hive": hive.model_dump()}
-    config_path = write_config(tmp_path, db, [{"name": name}], str(tmp_path / "lake"), catalog=catalog)
+    config_path = write_db_config(tmp_path, db, [{"name": name}], str(tmp_path / "lake"), catalog=catalog)
     onboard(config_path, db.source)
     table = db.qualified(name)
     config = load(config_path)
@@ -139,7 +138,7 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     }
     assert assert_lake_equals_source(spark, config, db, name, base_path=new_path) >= ROWS // 2
     source = {row["id"]: row["val"] for row in db.rows(name, ("id",))}
-    assert {row["id"]: row["val"] for row in hudi_rs_rows(new_path, ["id", "val"])} == source, "hudi-rs"
+    assert {row["id"]: row["val"] for row in second_reader_rows(new_path, ["id", "val"])} == source, "hudi-rs"
     with StateStore.open(config.state_store.url) as store:
         info = store.require_table(table)
         assert (info.state, info.lake_base_path) == (TableState.LIVE, new_path)

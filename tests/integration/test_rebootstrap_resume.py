@@ -13,20 +13,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
     commit_runs,
     kill_after_first_commit,
-    load,
     onboard,
     postgres_db,
-    write_config,
+    write_db_config,
 )
-from hudi_rs_support import hudi_rs_rows
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
+from support.second_reader import second_reader_rows
 
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
@@ -67,7 +66,7 @@ def test_a_killed_rebootstrap_resumes_and_another_is_rolled_back(
         f"insert into public.resumed select g, 'v' || g from generate_series(1, {ROWS}) g",
         "analyze public.resumed",
     )
-    config_path = write_config(tmp_path, db, [{"name": "resumed"}], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": "resumed"}], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     table = db.qualified("resumed")
     config = load(config_path)
@@ -85,7 +84,7 @@ def test_a_killed_rebootstrap_resumes_and_another_is_rolled_back(
     apply_until_live(spark, config, table)
     assert assert_lake_equals_source(spark, config, db, "resumed", base_path=f"{old_path}__v2") == ROWS
     source = {int(r["id"]): r["val"] for r in db.rows("resumed", ("id",))}
-    assert {int(r["id"]): r["val"] for r in hudi_rs_rows(f"{old_path}__v2", ["id", "val"])} == source
+    assert {int(r["id"]): r["val"] for r in second_reader_rows(f"{old_path}__v2", ["id", "val"])} == source
 
     kill_after_first_commit(config_path, f"{table}~v3", script=_KILLABLE, argument=table)
     aborted = cli_run(config_path, "rebootstrap", table, "--abort")

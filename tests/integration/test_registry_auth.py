@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 import requests
-from apply_support import SyntheticTopic, config_dict, lake_rows, onboard, write_config
 from click.testing import CliRunner
-from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
+from support.apply import SyntheticTopic, config_dict, lake_rows, record_catching_up
+from support.common import write_and_load
+from support.second_reader import second_reader_rows
 
 from cdc_lake.cli.main import cli
 from cdc_lake.hudi.timeline import latest_commit
@@ -96,7 +97,7 @@ def _shown(rows: list[dict[str, Any]]) -> list[tuple[int, str, Decimal | None]]:
 def _assert_applied(spark: SparkSession, base_path: str) -> None:
     expected = [(1, "a2", Decimal("-0.05")), (3, "c", None)]
     assert _shown(lake_rows(spark, base_path)) == expected
-    assert _shown(hudi_rs_rows(base_path, ["id", "name", "ratio"])) == expected
+    assert _shown(second_reader_rows(base_path, ["id", "name", "ratio"])) == expected
 
 
 def test_the_decoder_applies_through_a_registry_requiring_basic_auth(
@@ -106,8 +107,8 @@ def test_the_decoder_applies_through_a_registry_requiring_basic_auth(
     topic = _topic(local_stack)
     monkeypatch.setenv(PASSWORD_ENV, creds.registry_password)
     config_path = tmp_path / "cdc-lake.yaml"
-    config = write_config(config_path, _config(local_stack, topic, tmp_path, creds.registry_user))
-    onboard(config)
+    config = write_and_load(config_path, _config(local_stack, topic, tmp_path, creds.registry_user))
+    record_catching_up(config)
     table = f"{topic.prefix}.s.t"
 
     code, output = _apply(config_path)
@@ -133,8 +134,8 @@ def test_refused_credentials_fail_in_one_line_lose_nothing_and_recover(
     monkeypatch.setenv(PASSWORD_ENV, wrong)
     config_path = tmp_path / "cdc-lake.yaml"
     user = None if mistake == "missing" else creds.registry_user
-    config = write_config(config_path, _config(local_stack, topic, tmp_path, user))
-    onboard(config)
+    config = write_and_load(config_path, _config(local_stack, topic, tmp_path, user))
+    record_catching_up(config)
     table = f"{topic.prefix}.s.t"
 
     code, output = _apply(config_path)
@@ -152,7 +153,7 @@ def test_refused_credentials_fail_in_one_line_lose_nothing_and_recover(
         assert store.get_applied_offsets(table) == {}
 
     monkeypatch.setenv(PASSWORD_ENV, creds.registry_password)
-    write_config(config_path, _config(local_stack, topic, tmp_path, creds.registry_user))
+    write_and_load(config_path, _config(local_stack, topic, tmp_path, creds.registry_user))
     code, output = _apply(config_path)
 
     assert code == 0, output
@@ -165,8 +166,8 @@ def test_the_decoder_applies_with_a_bearer_token_and_a_stale_one_is_refused(
     topic = _topic(local_stack)
     monkeypatch.setenv(TOKEN_ENV, "not.a.token")
     config_path = tmp_path / "cdc-lake.yaml"
-    config = write_config(config_path, _config(local_stack, topic, tmp_path, None, bearer=True))
-    onboard(config)
+    config = write_and_load(config_path, _config(local_stack, topic, tmp_path, None, bearer=True))
+    record_catching_up(config)
     table = f"{topic.prefix}.s.t"
 
     code, output = _apply(config_path)

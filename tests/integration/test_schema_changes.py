@@ -13,21 +13,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     ChangeWriter,
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
-    load,
     onboard,
     wait_for_schema,
     wait_streamed,
-    write_config,
+    write_db_config,
 )
-from engines_support import StackEngine
-from hudi_rs_support import hudi_rs_rows
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
+from support.engines import StackEngine
+from support.second_reader import second_reader_rows
 
 from cdc_lake.apply.runner import SCHEMA_CHANGE_RUN
 from cdc_lake.hudi.writer import read_table
@@ -67,7 +66,7 @@ def db(engine: StackEngine, local_stack: LocalStack) -> Iterator[SourceDb]:
 def assert_second_reader_agrees(db: SourceDb, name: str, base_path: str, column: str) -> None:
     """hudi-rs reads the source's keys and ``column`` (as text) at ``base_path``."""
     source = {int(r["id"]): str(r[column]) for r in db.rows(name, ("id",))}
-    lake = {int(r["id"]): str(r[column]) for r in hudi_rs_rows(base_path, ["id", column])}
+    lake = {int(r["id"]): str(r[column]) for r in second_reader_rows(base_path, ["id", column])}
     assert lake == source, f"{name}: hudi-rs reads other rows or {column} values than the source"
 
 
@@ -77,7 +76,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     names = ["grows", "drops", "retypes"]
     for name in names:
         engine.aware_items(db, name, ROWS)
-    config_path = write_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     config = load(config_path)
     tables = {name: db.qualified(name) for name in names}

@@ -25,21 +25,20 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     ChangeWriter,
     SourceDb,
     apply_until_live,
-    cli_run,
-    load,
     mariadb_db,
     onboard,
     postgres_db,
     wait_for_schema,
     wait_streamed,
-    write_config,
+    write_db_config,
 )
-from hudi_rs_support import hudi_rs_rows
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
+from support.second_reader import second_reader_rows
 
 from bootstrap.rebootstrap import AutoRebootstrap
 from cdc_lake.apply.commands import service_for
@@ -114,7 +113,7 @@ def lake_equals_source(
 
     source = text(db.rows(name, ("id",)))
     spark_rows = [r.asDict() for r in read_table(spark, base_path).select("id", *columns).collect()]
-    for reader, rows in (("spark", spark_rows), ("hudi-rs", hudi_rs_rows(base_path, ["id", *columns]))):
+    for reader, rows in (("spark", spark_rows), ("hudi-rs", second_reader_rows(base_path, ["id", *columns]))):
         assert sorted(int(r["id"]) for r in rows) == sorted(source), f"{name}: {reader} keys differ"
         assert text(rows) == source, f"{name}: {reader} values of {columns} differ from the source"
     return len(source)
@@ -156,7 +155,7 @@ def test_rebootstrap_policy_reboots_without_an_operator_and_freeze_hides_changes
     ]
     # The service applies tier-1 tables every 2 s (900 s by default).
     intervals = {"default_interval_seconds": {1: 2, 2: 2}}
-    config_path = write_config(tmp_path, db, tables_config, str(tmp_path / "lake"), apply=intervals)
+    config_path = write_db_config(tmp_path, db, tables_config, str(tmp_path / "lake"), apply=intervals)
     onboard(config_path, db.source)
     config = load(config_path)
     auto, frozen = db.qualified("auto"), db.qualified("frozen")
@@ -223,7 +222,7 @@ def test_rebootstrap_policy_reboots_without_an_operator_and_freeze_hides_changes
     # The writer deletes and moves keys: the source decides which of ids 1-3 still exist.
     expected = {int(r["id"]): r["note"] for r in db.rows("frozen", ("id",)) if int(r["id"]) <= 3}
     assert expected and all(str(note).startswith("noted") for note in expected.values()), expected
-    notes = {r["id"]: r["note"] for r in hudi_rs_rows(new_path, ["id", "note"]) if r["id"] <= 3}
+    notes = {r["id"]: r["note"] for r in second_reader_rows(new_path, ["id", "note"]) if r["id"] <= 3}
     assert notes == expected, notes
     spark_notes = {r["id"]: r["note"] for r in read_table(spark, new_path).where("id <= 3").collect()}
     assert spark_notes == notes

@@ -26,19 +26,17 @@ from typing import Any
 
 import pytest
 import yaml
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
-    load,
     mariadb_db,
     postgres_db,
     state_of,
-    write_config,
+    write_db_config,
 )
-from onboard_fixtures import assert_one_line_failure
-from pyspark.sql import SparkSession
+from support.common import assert_one_line_failure, cli_run, load
 
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.stack.manager import LocalStack
@@ -97,7 +95,7 @@ def _secured_config(
     connect: dict[str, str] = {"url": stack.connect_secure.url}
     if connect_credentials:
         connect.update(user=creds.connect_user, password=CONNECT_PASSWORD_REF)
-    config_path = write_config(
+    config_path = write_db_config(
         tmp_path, db, [{"name": table}], str(tmp_path / "lake"), kafka=kafka, kafka_connect=connect
     )
     data = yaml.safe_load(config_path.read_text(encoding="utf-8"))

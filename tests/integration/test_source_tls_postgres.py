@@ -20,18 +20,17 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
-    cli_run,
-    load,
     postgres_db,
     state_of,
-    write_config,
+    write_db_config,
 )
-from onboard_fixtures import assert_one_line_failure, connectors_of
-from pyspark.sql import SparkSession
+from support.common import assert_one_line_failure, cli_run, load
+from support.onboard import connectors_of
 
 from cdc_lake.sources import engine_for
 from cdc_lake.stack.manager import LocalStack
@@ -56,7 +55,7 @@ def _tls_config(tmp_path: Path, db: SourceDb, root_cert: Path) -> Path:
     entry = db.source_config([{"name": "items"}])
     for role in ("primary", "replica"):
         entry[role] = {**entry[role], "sslmode": "verify-full", "sslrootcert": str(root_cert)}
-    config_path = write_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"))
     data = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     data["sources"][db.source] = entry
     config_path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")

@@ -38,17 +38,16 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from bootstrap_support import (
+from pyspark.sql import SparkSession
+from support.bootstrap import (
     SourceDb,
     assert_lake_equals_source,
-    cli_run,
-    load,
     postgres_db,
     state_of,
     wait_streamed,
-    write_config,
+    write_db_config,
 )
-from pyspark.sql import SparkSession
+from support.common import cli_run, load
 
 import cdc_lake
 from cdc_lake.spark.pack import ENVIRONMENT_NAME, pack_environment
@@ -198,7 +197,7 @@ def test_bootstrap_and_apply_run_on_a_standalone_cluster(
     master = local_stack.spark_master
     worker = local_stack.spark_worker
     db.execute(TABLES)
-    config_path = write_config(
+    config_path = write_db_config(
         tmp_path,
         db,
         [{"name": "items"}, {"name": "notes"}],
@@ -281,7 +280,7 @@ def test_bad_cluster_settings_fail_in_one_line_naming_them(
     local_stack: LocalStack, db: SourceDb, tmp_path: Path
 ) -> None:
     master = local_stack.spark_master.url
-    config_path = write_config(
+    config_path = write_db_config(
         tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"), spark={"master": master}
     )
     # No --jars or --packages: a command that starts a Spark session is refused before any work.

@@ -3,9 +3,9 @@
 The same run as ``test_type_torture_postgres.py`` on the stack's MariaDB (MySQL itself is not in the
 stack: its paths are covered by the recorded Debezium messages of the unit tests): the refused spatial
 types are refused at onboarding by name, the rest is bootstrapped while a writer changes the table,
-applied until live, and compared value by value through Spark+Hudi and hudi-rs.  A zero date changed
+applied until live, and compared value by value through Spark+Hudi and the second reader.  A zero date changed
 in at the end arrives as NULL (Debezium's convention), which onboarding's "zero dates" check warns of.
-``DATETIME`` (lake ``timestamp_ntz``) is in a second table, which hudi-rs 0.5 cannot read.
+``DATETIME`` (lake ``timestamp_ntz``) is in a second table, compared the same way.
 """
 
 from __future__ import annotations
@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bootstrap_support import SourceDb, apply_until_live, cli_run, mariadb_db, write_config
 from pyspark.sql import SparkSession
-from torture_support import (
+from support.bootstrap import SourceDb, apply_until_live, mariadb_db, write_db_config
+from support.common import cli_run
+from support.compare import float32
+from support.torture import (
     RefusedColumn,
     TortureColumn,
     TortureTable,
     bootstrap_under_changes_and_compare,
-    float32,
     text_of_decimal,
 )
 
@@ -126,7 +127,6 @@ NTZ = (
         "dtm",
         "datetime(6)",
         ("'1000-01-01 00:00:00'", "'9999-12-31 23:59:59.999999'", "'2024-01-01 10:00:00.123456'", "null"),
-        hudi_rs=False,
     ),
 )
 
@@ -157,7 +157,7 @@ def test_every_mariadb_type_ends_equal_in_the_lake_through_both_readers(
     torture.create(ROWS)
     ntz.create(6)
 
-    bare = write_config(
+    bare = write_db_config(
         tmp_path / "refused", db, [{"name": "torture"}, {"name": "torture_ntz"}], str(tmp_path / "lake")
     )
     refused = cli_run(bare, "onboard", db.source, "--json")
@@ -173,7 +173,7 @@ def test_every_mariadb_type_ends_equal_in_the_lake_through_both_readers(
     assert "or set column_types: {b12: string}" in check["detail"]
     assert "column d65" not in check["detail"]  # its default (a decimal failing loudly) is not refused
 
-    config, ntz_base = bootstrap_under_changes_and_compare(spark, tmp_path, torture, ROWS, ntz, "dtm")
+    config, ntz_base = bootstrap_under_changes_and_compare(spark, tmp_path, torture, ROWS, ntz)
 
     # A zero date (accepted by a session without NO_ZERO_DATE) arrives as NULL: Debezium's convention,
     # which is why onboarding warns about such a server (docs/type-mapping.md).

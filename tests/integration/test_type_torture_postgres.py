@@ -4,14 +4,13 @@ One table holds a column of every mapped type (extremes, NULLs, NULL array eleme
 ``column_types`` fallbacks), plus the types the docs list as refused.  Onboarding must refuse those by
 name; with them left out, the table is onboarded, bootstrapped while a writer updates, deletes,
 deletes-and-re-inserts and inserts rows, and applied until live.  Then every value of every row is
-compared with the source through Spark+Hudi and through hudi-rs: zero differences, except the
+compared with the source through Spark+Hudi and through the second reader: zero differences, except the
 representation changes each :class:`TortureColumn` names (and the docs list).
 
 A numeric ``NaN`` changed in at the end stops the connector naming the column, never a NULL in the lake.
 
-Wall-clock timestamps (``timestamp``, lake ``timestamp_ntz``) are in a second table: hudi-rs 0.5 cannot
-read a table with such a column (docs/type-mapping.md), which the test checks too, so a hudi-rs that
-can fails it and the docs get updated.
+Wall-clock timestamps (``timestamp``, lake ``timestamp_ntz``) are in a second table, compared the same
+way.
 """
 
 from __future__ import annotations
@@ -22,16 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bootstrap_support import SourceDb, cli_run, postgres_db, write_config
 from pyspark.sql import SparkSession
-from torture_support import (
+from support.bootstrap import SourceDb, postgres_db, write_db_config
+from support.common import cli_run
+from support.compare import float32
+from support.torture import (
     RefusedColumn,
     TortureColumn,
     TortureTable,
     bootstrap_under_changes_and_compare,
     each,
     failed_task_trace,
-    float32,
     micros_of_time_text,
     text_of_decimal,
     trimmed_text_of_decimal,
@@ -201,7 +201,6 @@ NTZ = (
         "ts",
         "timestamp(6)",
         ("'0001-01-01 00:00:00'", "'9999-12-31 23:59:59.999999'", "'2024-01-01 10:00:00.123456'", "null"),
-        hudi_rs=False,
     ),
 )
 TYPES_DDL = (
@@ -233,7 +232,7 @@ def test_every_postgres_type_ends_equal_in_the_lake_through_both_readers(
     ntz.create(6)
 
     # Onboarding refuses every refused column by name, and a fallback-capable one without its fallback.
-    bare = write_config(tmp_path / "refused", db, [_entry(torture), _entry(ntz)], str(tmp_path / "lake"))
+    bare = write_db_config(tmp_path / "refused", db, [_entry(torture), _entry(ntz)], str(tmp_path / "lake"))
     refused = cli_run(bare, "onboard", db.source, "--json")
     assert refused.exit_code != 0
     report = json.loads(refused.stdout)
@@ -246,7 +245,7 @@ def test_every_postgres_type_ends_equal_in_the_lake_through_both_readers(
     assert "column nfree_s" not in check["detail"]  # the unconstrained numeric's default is exact (or loud)
 
     # With the refused columns left out and the fallbacks chosen, onboarding passes.
-    bootstrap_under_changes_and_compare(spark, tmp_path, torture, ROWS, ntz, "ts")
+    bootstrap_under_changes_and_compare(spark, tmp_path, torture, ROWS, ntz)
 
     # A numeric NaN cannot be encoded by Debezium's precise mode: the connector stops naming the column
     # (event.converting.failure.handling.mode=fail) instead of the lake getting a NULL without a word.

@@ -23,11 +23,12 @@ from typing import Any
 
 import psycopg
 import pymysql
-from bootstrap_support import SourceDb, drop_released_slots, mariadb_db, postgres_db
-from onboard_fixtures import PASSWORD_REF, connectors_of, delete_connectors, suffix
 from psycopg import sql
 
 from cdc_lake.stack.manager import LocalStack
+from support.bootstrap import SourceDb, drop_released_slots, mariadb_db, postgres_db
+from support.common import PASSWORD_REF, suffix
+from support.onboard import connectors_of, delete_connectors
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,13 @@ Debezium connector), bootstrapped, and compared with the primary row for row aft
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import random
 import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,27 +25,13 @@ from typing import Any, cast
 
 import psycopg
 import pymysql
-import yaml
-from click.testing import CliRunner, Result
-from hudi_rs_support import hudi_rs_sorted_rows, s3_storage_options
-from onboard_fixtures import delete_connectors, of_source
 from psycopg import sql
 from pyspark.sql import SparkSession
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    DataType,
-    FloatType,
-    IntegerType,
-    LongType,
-    StringType,
-    TimestampType,
-)
+from pyspark.sql.types import StringType
 
 from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 from bootstrap.progress import COMMIT_RUN
 from cdc_lake.apply.runner import ApplyRunner
-from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.decode.registry import registry_client
@@ -60,15 +43,13 @@ from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
+from support.common import PASSWORD_REF, cli_run, suffix, write_config_in
+from support.compare import assert_rows_equal
+from support.onboard import delete_connectors, of_source
+from support.second_reader import s3_storage_options, second_reader_rows
 
-PASSWORD_REF = "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"
 MOVE_GAP = 10_000_000
 """Key moves and inserts by the writer use ids above this, far from the initial rows."""
-
-
-def suffix() -> str:
-    """A short random suffix for this run's names."""
-    return f"{random.getrandbits(32):08x}"
 
 
 @dataclass
@@ -207,38 +188,28 @@ def mariadb_db(stack: LocalStack) -> Iterator[SourceDb]:
             cur.execute(f"drop database if exists `{db.database}`")
 
 
-def write_config(
+def write_db_config(
     directory: Path, db: SourceDb, tables: list[dict[str, Any]], lake: str, **sections: Any
 ) -> Path:
     """A config file in ``directory`` with its own SQLite state store, the lake at ``lake``, and ``db``."""
-    directory.mkdir(parents=True, exist_ok=True)
     stack = db.stack
-    data: dict[str, Any] = {
-        "state_store": {"url": f"sqlite:///{directory / 'state.db'}"},
-        "lake": {"base_path": lake},
-        "kafka": {"bootstrap_servers": stack.kafka.address()},
-        "schema_registry": {"url": stack.registry.confluent_url},
-        "kafka_connect": {"url": stack.connect.url},
-        "bootstrap": {"replica_delay_seconds": 2, "replica_wait_timeout_seconds": 120},
-        **sections,
-        "sources": {db.source: db.source_config(tables)},
-    }
+    lake_section: dict[str, Any] = {"base_path": lake}
     if lake.startswith("s3a://"):
         creds = stack.layout.credentials
-        data["lake"]["s3"] = {
+        lake_section["s3"] = {
             "endpoint": stack.object_store.endpoint,
             "region": "us-east-1",
             "access_key": creds.s3_access_key,
             "secret_key": creds.s3_secret_key,
         }
-    path = directory / "cdc-lake.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def cli_run(config: Path, *args: str) -> Result:
-    """``cdc-lake --config CONFIG ARGS...`` in-process."""
-    return CliRunner().invoke(cli, ["--config", str(config), *args])
+    defaults: dict[str, Any] = {
+        "lake": lake_section,
+        "kafka": {"bootstrap_servers": stack.kafka.address()},
+        "schema_registry": {"url": stack.registry.confluent_url},
+        "kafka_connect": {"url": stack.connect.url},
+        "bootstrap": {"replica_delay_seconds": 2, "replica_wait_timeout_seconds": 120},
+    }
+    return write_config_in(directory, {db.source: db.source_config(tables)}, **{**defaults, **sections})
 
 
 def onboard(config: Path, source: str) -> None:
@@ -383,46 +354,6 @@ def apply_until_live(spark: SparkSession, config: Config, table: str, timeout: f
             assert time.monotonic() < deadline, f"{table} not LIVE after {timeout:.0f}s"
 
 
-def _float32(value: float) -> float:
-    return float(struct.unpack("f", struct.pack("f", value))[0])
-
-
-def _micros(value: dt.time | dt.timedelta) -> int:
-    if isinstance(value, dt.timedelta):
-        return value // dt.timedelta(microseconds=1)
-    return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
-
-
-def comparable(value: Any, spark_type: DataType, from_source: bool) -> Any:
-    """A source value (``from_source``) or a lake value of a column of ``spark_type``, made comparable."""
-    if value is None:
-        return None
-    if isinstance(spark_type, TimestampType):
-        aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
-        return aware.astimezone(dt.UTC)
-    if isinstance(spark_type, FloatType):
-        return _float32(float(value))
-    if isinstance(spark_type, BinaryType):
-        return bytes(value)
-    if isinstance(spark_type, BooleanType) and isinstance(value, bytes):
-        return value != b"\x00"
-    if isinstance(spark_type, IntegerType | LongType) and isinstance(value, bool):
-        return int(value)
-    if isinstance(spark_type, LongType) and isinstance(value, dt.time | dt.timedelta):
-        return _micros(value)
-    if isinstance(spark_type, StringType):
-        if isinstance(value, uuid.UUID):
-            return str(value)
-        if from_source and isinstance(value, dict | list):
-            return value
-        if isinstance(value, str) and value[:1] in "{[":
-            try:
-                return json.loads(value)
-            except ValueError:
-                return value
-    return value
-
-
 def assert_lake_equals_source(
     spark: SparkSession,
     config: Config,
@@ -431,55 +362,24 @@ def assert_lake_equals_source(
     key: Sequence[str] = ("id",),
     base_path: str | None = None,
 ) -> int:
-    """The lake table (at ``base_path``, default the configured one) holds exactly the primary's rows."""
+    """The lake table (at ``base_path``, default the configured one) holds exactly the primary's rows,
+    read by Spark+Hudi and by the second reader (``support.second_reader``), every column compared
+    (JSON texts parsed)."""
     qualified = db.qualified(table)
     base_path = base_path or config.lake.table_base_path(qualified)
     source = db.rows(table, key)
     lake_frame = read_table(spark, base_path)
     types = {f.name: f.dataType for f in lake_frame.schema.fields}
     columns = [name for name in types if not name.startswith("_cdc_") and name != "_hoodie_is_deleted"]
-    lake = sorted(
-        (row.asDict(recursive=True) for row in lake_frame.select(*columns).collect()),
-        key=lambda r: tuple(r[k] for k in key),
-    )
-    lake_keys = [tuple(r[k] for k in key) for r in lake]
-    assert len(lake_keys) == len(set(lake_keys)), "duplicate keys in the lake"
-    source_keys = [tuple(r[k] for k in key) for r in source]
-    missing = sorted(set(source_keys) - set(lake_keys))[:10]
-    extra = sorted(set(lake_keys) - set(source_keys))[:10]
-    assert not missing and not extra, f"keys missing from the lake {missing}, extra in the lake {extra}"
-    for expected, actual in zip(source, lake, strict=True):
-        assert set(expected) == set(columns), f"source columns {sorted(expected)} != lake {columns}"
-        for column in columns:
-            want = comparable(expected[column], types[column], True)
-            got = comparable(actual[column], types[column], False)
-            where = f"{qualified} key {[expected[k] for k in key]} column {column}"
-            assert got == want, f"{where}: lake {got!r} != source {want!r}"
-    _assert_hudi_rs_reads(config, qualified, base_path, source, key, columns, types)
+    lake = [row.asDict(recursive=True) for row in lake_frame.select(*columns).collect()]
+    for row in source:
+        assert set(row) == set(columns), f"source columns {sorted(row)} != lake {columns}"
+    texts = [name for name in columns if isinstance(types[name], StringType)]
+    compared: dict[str, Any] = {"json_columns": texts, "naive_utc_columns": columns}
+    assert_rows_equal(qualified, source, lake, types, key, **compared)
+    second = second_reader_rows(base_path, columns, s3_storage_options(config.lake.s3))
+    assert_rows_equal(qualified, source, second, types, key, reader="second reader", **compared)
     return len(source)
-
-
-def _assert_hudi_rs_reads(
-    config: Config,
-    qualified: str,
-    base_path: str,
-    source: list[dict[str, Any]],
-    key: Sequence[str],
-    columns: list[str],
-    types: dict[str, DataType],
-) -> None:
-    """The second reader, hudi-rs, reads the same rows as the source holds, column by column."""
-    lake = hudi_rs_sorted_rows(base_path, columns, types, key, s3_storage_options(config.lake.s3))
-    if lake is None:
-        return
-    counts = f"hudi-rs reads {len(lake)} rows, the source holds {len(source)}"
-    assert len(lake) == len(source), f"{qualified}: {counts}"
-    for expected, actual in zip(source, lake, strict=True):
-        for column in columns:
-            want = comparable(expected[column], types[column], True)
-            got = comparable(actual[column], types[column], False)
-            where = f"{qualified} key {[expected[k] for k in key]} column {column}"
-            assert got == want, f"hudi-rs, {where}: lake {got!r} != source {want!r}"
 
 
 _KILLABLE = """
@@ -556,8 +456,3 @@ def wait_for_schema(config: Config, table: str, timeout: float = 120.0) -> None:
         except SchemaRegistryError:
             assert time.monotonic() < deadline, f"no schema registered for {subject}"
             time.sleep(1)
-
-
-def load(config_path: Path) -> Config:
-    """The config at ``config_path``."""
-    return load_config(config_path)

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from bootstrap_support import cli_run
 from prometheus_client.parser import text_string_to_metric_families
 
 from cdc_lake.stack.promtool import promtool_binary
+from support.common import cli_run
 
 
 def _series(text: str) -> list[dict[str, str]]:

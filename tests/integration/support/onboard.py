@@ -1,73 +1,26 @@
-"""Helpers for the onboarding tests: config files, CLI runs, Kafka keys, and leaving the stack clean.
+"""Helpers for the onboarding tests: connectors in Connect, Kafka keys, and leaving the stack clean.
 
-Every test run uses names with a random suffix (databases, sources, so topics, slots and
-connectors too), so reruns against the same stack never collide.
+Every test run uses names with a random suffix (:func:`support.common.suffix`: databases, sources, so
+topics, slots and connectors too), so reruns against the same stack never collide.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import requests
-import yaml
-from click.testing import CliRunner, Result
 
-from cdc_lake.cli.main import cli
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.kafka.offsets import OffsetRange, end_offsets, read_ranges
 from cdc_lake.stack.manager import LocalStack
+from support.common import run_json
 
 KAFKA = "127.0.0.1:19092"
 CONNECT = "http://127.0.0.1:18083"
-# The stack's Connect worker has this variable; the config reads the password from it too.
-PASSWORD_REF = "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"
-ONE_LINE_ERROR = "error: "
-
-
-def suffix() -> str:
-    """A short random suffix for this run's names."""
-    return uuid.uuid4().hex[:8]
-
-
-def write_config(directory: Path, sources: dict[str, dict[str, Any]], **sections: Any) -> Path:
-    """A cdc-lake.yaml in ``directory`` with its own state store and lake, ``sources`` and extra sections."""
-    directory.mkdir(parents=True, exist_ok=True)
-    data = {
-        "state_store": {"url": f"sqlite:///{directory / 'state.db'}"},
-        "lake": {"base_path": str(directory / "lake")},
-        **sections,
-        "sources": sources,
-    }
-    path = directory / "cdc-lake.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def run(config: Path, *args: str) -> Result:
-    """``cdc-lake --config CONFIG ARGS...`` in-process."""
-    return CliRunner().invoke(cli, ["--config", str(config), *args])
-
-
-def run_json(config: Path, *args: str) -> Any:
-    """Run a command with ``--json`` that must succeed, and return its JSON output."""
-    result = run(config, *args, "--json")
-    assert result.exit_code == 0, result.stderr or result.output
-    return json.loads(result.stdout)
-
-
-def assert_one_line_failure(result: Result, *fragments: str, exit_code: int = 1) -> None:
-    """The command failed with one ``error:`` line on stderr containing every fragment."""
-    assert result.exit_code == exit_code, result.output
-    assert result.stderr.startswith(ONE_LINE_ERROR), result.stderr
-    assert result.stderr.count("\n") == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in result.stderr, result.stderr
 
 
 def connectors_of(source: str) -> list[str]:
@@ -123,15 +76,6 @@ def wait_for_keys(topic: str, expected: Iterable[int], timeout: float = 90.0) ->
         if time.monotonic() > deadline:
             raise AssertionError(f"{topic}: no events for keys {sorted(wanted - seen)} after {timeout:.0f}s")
         time.sleep(1)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` until it holds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout:.0f}s")
-        time.sleep(0.5)
 
 
 def onboard_while_writing(config: Path, source: str, write: Callable[[int], object]) -> tuple[Any, list[int]]:

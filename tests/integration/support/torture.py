@@ -6,8 +6,8 @@ comparison, and how that source value becomes the lake value (:attr:`TortureColu
 representation change the docs name (a time as microseconds of the day, a ``timetz`` in UTC, ``bit(n)`` as
 its text, ...) is one such function here, so a difference that is not one of them fails the test.
 
-The comparison reads the lake twice, with Spark+Hudi and with hudi-rs, and compares every value of every
-row with the source's, NaN equal to NaN.
+The comparison reads the lake twice, with Spark+Hudi and with the second reader
+(``support.second_reader``), and compares every value of every row with the source's, NaN equal to NaN.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
-import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,10 +23,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import pytest
-from bootstrap_support import SourceDb, apply_until_live, cli_run, load, onboard, write_config
-from hudi_rs_support import hudi_rs_rows
-from onboard_fixtures import of_source
 from pyspark.sql import Column, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StructField, TimestampType
@@ -35,16 +30,15 @@ from pyspark.sql.types import ArrayType, StructField, TimestampType
 from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.hudi.writer import read_table
+from support.bootstrap import SourceDb, apply_until_live, onboard, write_db_config
+from support.common import cli_run, load
+from support.onboard import of_source
+from support.second_reader import second_reader_rows
 
 
 def same(value: Any) -> Any:
     """The source value is the lake value."""
     return value
-
-
-def float32(value: Any) -> Any:
-    """A ``real``/``FLOAT`` as the 32-bit float the lake holds."""
-    return None if value is None else float(struct.unpack("f", struct.pack("f", float(value)))[0])
 
 
 def text_of_decimal(value: Any) -> Any:
@@ -84,7 +78,6 @@ class TortureColumn:
     read: str | None = None
     expect: Callable[[Any], Any] = same
     column_type: str | None = None
-    hudi_rs: bool = True
 
     def source_sql(self, quote: Callable[[str], str]) -> str:
         """The select expression for the comparison's source value."""
@@ -331,19 +324,18 @@ def _differences(
 
 
 def lake_differences(
-    spark: SparkSession, base_path: str, table: TortureTable, hudi_rs: bool = True
+    spark: SparkSession, base_path: str, table: TortureTable
 ) -> tuple[int, list[str]]:
-    """Rows compared and every difference between source and lake, through Spark+Hudi and hudi-rs."""
+    """Rows compared and every difference between source and lake, through Spark+Hudi and the second
+    reader."""
     expected = table.source_rows()
     names = ["id", *(c.name for c in table.columns), *table.extra]
     frame = read_table(spark, base_path).select(*names)
     frame = frame.select(*(_spark_column(f) for f in frame.schema.fields))
     spark_rows = {int(r["id"]): r.asDict() for r in frame.collect()}
     found = _differences("spark", expected, spark_rows, names)
-    if hudi_rs:
-        readable = ["id", *(c.name for c in table.columns if c.hudi_rs), *table.extra]
-        rs_rows = {int(r["id"]): r for r in hudi_rs_rows(base_path, readable)}
-        found += _differences("hudi-rs", expected, rs_rows, readable)
+    second = {int(r["id"]): r for r in second_reader_rows(base_path, names)}
+    found += _differences("second reader", expected, second, names)
     return len(expected), found
 
 
@@ -366,13 +358,11 @@ def bootstrap_under_changes_and_compare(
     torture: TortureTable,
     rows: int,
     ntz: TortureTable,
-    ntz_column: str,
 ) -> tuple[Config, str]:
     """Onboard ``torture`` (created with ``rows`` rows; its refused columns left out, its fallbacks
     chosen) and ``ntz``, bootstrap both while a writer changes ``torture``, apply them until live, and
-    compare every value: ``torture``
-    through Spark+Hudi and hudi-rs, ``ntz`` (a wall-clock timestamp, lake ``timestamp_ntz``, in
-    ``ntz_column``) through Spark+Hudi, checking hudi-rs 0.5 still cannot read it (docs/type-mapping.md).
+    compare every value of both (``ntz``: a wall-clock timestamp, lake ``timestamp_ntz``) through
+    Spark+Hudi and the second reader.
 
     Returns the config and ``ntz``'s base path.
     """
@@ -383,7 +373,7 @@ def bootstrap_under_changes_and_compare(
         {"name": torture.name, "columns": columns, "column_types": column_types},
         {"name": ntz.name},
     ]
-    config_path = write_config(tmp_path / "ok", db, entries, str(tmp_path / "lake"))
+    config_path = write_db_config(tmp_path / "ok", db, entries, str(tmp_path / "lake"))
     onboard(config_path, db.source)
     config = load(config_path)
 
@@ -402,9 +392,6 @@ def bootstrap_under_changes_and_compare(
     assert differences == [], "\n".join(differences)
 
     ntz_base = config.lake.table_base_path(db.qualified(ntz.name))
-    compared, differences = lake_differences(spark, ntz_base, ntz, hudi_rs=False)
+    compared, differences = lake_differences(spark, ntz_base, ntz)
     assert compared == 6 and differences == [], "\n".join(differences)
-    # hudi-rs 0.5 cannot read a timestamp_ntz column (docs/type-mapping.md): it panics.
-    with pytest.raises(BaseException, match="not yet implemented"):
-        hudi_rs_rows(ntz_base, ["id", ntz_column])
     return config, ntz_base

@@ -2,52 +2,33 @@
 
 A capture creates a table on the stack's Postgres or MariaDB primary and a Debezium connector for it
 (rendered from the reviewed templates, registered through Kafka Connect, waited on until it streams),
-and drops both afterwards.  :func:`write_config` writes a cdc-lake config file naming the captured
-tables, :func:`onboard` records them in the state store as CATCHING_UP (what onboarding and bootstrap
-leave behind), and :func:`assert_lake_matches` compares every row and value of the lake table with the
-source table, column by column through the type of the lake column.
+and drops both afterwards.  :func:`config_dict` is a cdc-lake config naming the captured tables
+(``support.common.write_and_load`` writes it), :func:`record_catching_up` records them in the state
+store as CATCHING_UP (what onboarding and bootstrap leave behind), and :func:`assert_lake_matches`
+compares every row and value of the lake table with the source table, column by column through the
+type of the lake column (``support.compare``).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 import json
 import os
 import random
-import struct
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-import yaml
 from confluent_kafka import Producer
 from fastavro import parse_schema, schemaless_writer
-from hudi_rs_support import hudi_rs_sorted_rows
 from pyspark.sql import SparkSession
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    StringType,
-    TimestampNTZType,
-    TimestampType,
-)
 
-from cdc_lake.config import Config, load_config
+from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl, render_connector
 from cdc_lake.connect.streaming import heartbeat_count, wait_streaming
@@ -61,14 +42,12 @@ from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
 from cdc_lake.stack.service import DEMO_DATABASE, HOST
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
+from support.common import suffix, write_and_load
+from support.compare import assert_rows_equal
+from support.second_reader import second_reader_rows
 
 PASSWORD_ENV = "CDC_LAKE_DB_PASSWORD"
 METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS)
-
-
-def run_id() -> str:
-    """A short unique suffix for names created by one test."""
-    return uuid.uuid4().hex[:8]
 
 
 @dataclass
@@ -158,7 +137,7 @@ def postgres_capture(
     stack: LocalStack, table_ddl: str, table: str = "items", **extra: Any
 ) -> Iterator[Capture]:
     """A Postgres table created by ``table_ddl`` (``{table}`` is the qualified name) and its connector."""
-    run = run_id()
+    run = suffix()
     schema, name = f"apply_{run}", f"apply-pg-{run}"
     qualified = f'"{schema}"."{table}"'
     connect = KafkaConnectClient(stack.connect.url)
@@ -209,7 +188,7 @@ def mariadb_capture(
     stack: LocalStack, table_ddl: str, table: str = "items", **extra: Any
 ) -> Iterator[Capture]:
     """A MariaDB table created by ``table_ddl`` (``{table}`` is the qualified name) and its connector."""
-    run = run_id()
+    run = suffix()
     database, name = f"apply_{run}", f"apply-maria-{run}"
     connect = KafkaConnectClient(stack.connect.url)
     with stack.mariadb_primary.connect() as conn, conn.cursor() as cur:
@@ -312,14 +291,9 @@ def config_dict(
     return config
 
 
-def write_config(path: Path, data: dict[str, Any]) -> Config:
-    """Write ``data`` as the YAML config file at ``path`` and load it back."""
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return load_config(path)
-
-
-def onboard(config: Config) -> None:
-    """Record every configured table as CATCHING_UP, as onboarding and an empty bootstrap leave it."""
+def record_catching_up(config: Config) -> None:
+    """Record every configured table as CATCHING_UP, as onboarding and an empty bootstrap leave it
+    (without onboarding: the applier tests' connectors are their own)."""
     with StateStore.open(config.state_store.url) as store:
         for source, table in config.iter_tables():
             qualified = table.qualified_name(source)
@@ -333,101 +307,15 @@ def onboard(config: Config) -> None:
 def lake_rows(spark: SparkSession, base_path: str, key: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
     """Every row of the lake table (all columns, metadata included), ordered by key.
 
-    Read with Spark+Hudi; the second reader, hudi-rs, must read the same keys and the same values
-    in every column of a plain type (see :func:`_assert_hudi_rs_agrees`).
+    Read with Spark+Hudi; the second reader (``support.second_reader``) must read the same keys and the
+    same values in every column.
     """
     frame = read_table(spark, base_path)
     rows = [row.asDict(recursive=True) for row in frame.orderBy(*key).collect()]
-    _assert_hudi_rs_agrees(base_path, {f.name: f.dataType for f in frame.schema.fields}, rows, key)
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    second = second_reader_rows(base_path, list(types))
+    assert_rows_equal(base_path, rows, second, types, key, reader="second reader", expected_from_source=False)
     return rows
-
-
-_PLAIN_TYPES = (StringType, LongType, IntegerType, BooleanType, DecimalType, DoubleType, BinaryType, DateType)
-
-
-def _assert_hudi_rs_agrees(
-    base_path: str, types: dict[str, DataType], rows: list[dict[str, Any]], key: Sequence[str]
-) -> None:
-    """hudi-rs reads the keys Spark read, and the same values in the columns of plain types.
-
-    Temporal and float columns are left to Spark's comparison (the readers hand them over in different
-    Python representations).
-    """
-    columns = [c for c, t in types.items() if isinstance(t, _PLAIN_TYPES)]
-    second = hudi_rs_sorted_rows(base_path, columns, types, key)
-    if second is None:
-        return
-    assert [tuple(r[k] for k in key) for r in second] == [tuple(r[k] for k in key) for r in rows], (
-        f"{base_path}: hudi-rs reads other keys than Spark"
-    )
-    for spark_row, rs_row in zip(rows, second, strict=True):
-        for column in columns:
-            want, got = spark_row[column], rs_row[column]
-            if isinstance(want, bytearray):
-                want = bytes(want)
-            where = f"{base_path} key {[spark_row[k] for k in key]} column {column}"
-            assert got == want, f"{where}: hudi-rs {got!r}, Spark {want!r}"
-
-
-def _float32(value: float) -> float:
-    return float(struct.unpack("f", struct.pack("f", value))[0])
-
-
-def _micros(value: Any) -> int:
-    if isinstance(value, dt.timedelta):
-        return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
-    if isinstance(value, dt.time):
-        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
-    return int(value)
-
-
-def _utc_time_of_day(value: dt.time) -> int:
-    """Microseconds past midnight UTC of a time with a zone (Debezium sends timetz in UTC)."""
-    offset = value.utcoffset() or dt.timedelta()
-    return (_micros(value) - _micros(offset)) % (86_400 * 1_000_000)
-
-
-def _instant(value: dt.datetime) -> dt.datetime:
-    """An aware UTC datetime; a naive one from Spark is in the Python process's local time zone."""
-    return value.astimezone(dt.UTC)
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
-
-
-def normalize(value: Any, spark_type: DataType, source_value: bool, naive_utc: bool = False) -> Any:
-    """A comparable form of a lake (``source_value=False``) or source value of a column of ``spark_type``."""
-    if value is None:
-        return None
-    if isinstance(spark_type, TimestampType):
-        if source_value and naive_utc and value.tzinfo is None:
-            return value.replace(tzinfo=dt.UTC)
-        return _instant(value)
-    if isinstance(spark_type, TimestampNTZType | DateType):
-        return value
-    if isinstance(spark_type, BinaryType):
-        return bytes(value)
-    if isinstance(spark_type, BooleanType) and isinstance(value, bytes):
-        return bool(int.from_bytes(value, "big"))
-    if isinstance(spark_type, FloatType):
-        return _float32(float(value))
-    if isinstance(spark_type, DecimalType):
-        return Decimal(value)
-    if isinstance(spark_type, LongType) and isinstance(value, dt.time | dt.timedelta):
-        return _micros(value)
-    if isinstance(spark_type, StringType):
-        if isinstance(value, dt.time):
-            return _utc_time_of_day(value)
-        if not source_value and isinstance(value, str) and value.endswith("Z") and ":" in value[:3]:
-            return _utc_time_of_day(dt.time.fromisoformat(value[:-1] + "+00:00"))
-        if isinstance(value, dict | list):
-            return value
-        if isinstance(value, uuid.UUID):
-            return str(value)
-        if isinstance(value, set):
-            return ",".join(sorted(value))
-    return value
 
 
 def assert_lake_matches(
@@ -447,31 +335,16 @@ def assert_lake_matches(
     frame = read_table(spark, base_path)
     types = {f.name: f.dataType for f in frame.schema.fields}
     lake = [r for r in lake_rows(spark, base_path, capture.key) if not (live_only and r["_cdc_deleted"])]
-    source = capture.rows()
-    keys = [tuple(r[k] for k in capture.key) for r in lake]
-    assert len(keys) == len(set(keys)), f"duplicate keys in the lake: {len(keys) - len(set(keys))}"
-    assert [tuple(r[k] for k in capture.key) for r in source] == keys, "lake keys differ from source keys"
-    for source_row, lake_row in zip(source, lake, strict=True):
-        for column, value in source_row.items():
-            spark_type = types[column]
-            expected = normalize(value, spark_type, True, column in naive_utc_columns)
-            actual = normalize(lake_row[column], spark_type, False)
-            if column in json_columns:
-                expected, actual = _json(expected), _json(actual)
-            assert actual == expected, (
-                f"{capture.qualified_name} key {[source_row[k] for k in capture.key]} column {column}: "
-                f"lake {actual!r} != source {expected!r}"
-            )
+    assert_rows_equal(
+        capture.qualified_name,
+        capture.rows(),
+        lake,
+        types,
+        capture.key,
+        json_columns=json_columns,
+        naive_utc_columns=naive_utc_columns,
+    )
     return lake
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` every half second until it holds, or fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
 
 
 SIMPLE_DDL = {
@@ -513,7 +386,7 @@ def workload_config(path: Path, stack: LocalStack, capture: Capture, batch_max_e
     state = f"sqlite:///{path.parent}/state.db"
     lake_base = str(path.parent / "lake")
     apply = {"batch_max_events": batch_max_events}
-    return write_config(path, config_dict(stack, [capture], lake_base, state, tables=tables, apply=apply))
+    return write_and_load(path, config_dict(stack, [capture], lake_base, state, tables=tables, apply=apply))
 
 
 FAULT_SIZE_ENV = "CDC_LAKE_FAULT_{}"
