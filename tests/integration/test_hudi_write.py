@@ -10,16 +10,9 @@ from hudi_rs_support import hudi_rs_rows
 from pyspark.sql import SparkSession
 
 from cdc_lake.exceptions import HudiWriteError
-from cdc_lake.hudi import (
-    CompactionSpec,
-    HudiTableSpec,
-    IndexType,
-    TableType,
-    WriteOperation,
-    latest_commit,
-    read_table,
-    write_batch,
-)
+from cdc_lake.hudi.options import CompactionSpec, HudiTableSpec, IndexType, TableType, WriteOperation
+from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.hudi.writer import read_table, write_batch
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
