@@ -115,7 +115,3 @@ class RebootstrapError(CdcLakeError):
 
 class CatalogError(CdcLakeError):
     """Raised when a catalog (AWS Glue) rejects or cannot take a table's registration; names the table."""
-
-
-class StageNotInstalledError(CdcLakeError):
-    """Raised when a command needs a stage (e.g. the bootstrap) that no installed package registers."""
