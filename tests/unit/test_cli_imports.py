@@ -1,55 +1,34 @@
 """``cdc-lake --help`` loads none of the heavy libraries: each command imports what it uses when it runs.
 
-The CLI is run in a fresh interpreter (a module imported by another test would hide a regression) and
-reports which of the heavy top-level packages ended up in ``sys.modules``.  Timings are in
-docs/benchmarks.md, not here.
+The CLI runs in a fresh interpreter (a module imported by another test would hide a regression); the
+timings are in docs/benchmarks.md, not here.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fixtures.imports import heavy_imports
 
-ROOT = Path(__file__).resolve().parents[2]
-
-HEAVY = ("pyspark", "py4j", "sqlalchemy", "alembic", "boto3", "psycopg", "pymysql", "confluent_kafka")
-"""Libraries that cost tens of milliseconds each to import, and that only some commands use."""
-
-_REPORT = """
-import json, sys
+_RUN_CLI = """
+import sys
 from cdc_lake.cli.main import cli
 try:
     cli(sys.argv[1:], prog_name="cdc-lake")
 except SystemExit as exc:
-    code = exc.code
-heavy = sorted({name.split(".")[0] for name in sys.modules} & set(json.loads(sys.stdin.read())))
-print(json.dumps({"code": code, "heavy": heavy}), file=sys.stderr)
+    assert exc.code == 0, exc.code
 """
-
-
-def _heavy_after(args: list[str]) -> dict[str, object]:
-    """Run ``cdc-lake ARGS`` in a new interpreter on this checkout; its exit code and heavy modules."""
-    completed = subprocess.run(
-        [sys.executable, "-c", _REPORT, *args],
-        input=json.dumps(HEAVY),
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    report: dict[str, object] = json.loads(completed.stderr.strip().splitlines()[-1])
-    return report
 
 
 @pytest.mark.parametrize(
     "args", [["--help"], ["status", "--help"], ["apply", "--help"], ["bootstrap", "--help"]]
 )
 def test_help_imports_no_heavy_library(args: list[str]) -> None:
-    assert _heavy_after(args) == {"code": 0, "heavy": []}
+    assert heavy_imports(_RUN_CLI, *args) == []
+
+
+def test_status_imports_the_state_store_and_nothing_else_heavy(tmp_path: Path) -> None:
+    (tmp_path / "cdc-lake.yaml").write_text("state_store:\n  url: sqlite:///state/cdc.db\n", encoding="utf-8")
+
+    assert heavy_imports(_RUN_CLI, "status", cwd=tmp_path) == ["alembic", "sqlalchemy"]
