@@ -62,7 +62,7 @@ class HudiWriteError(CdcLakeError):
 
 
 class SourceEngineError(CdcLakeError):
-    """Raised when a source database query fails or an engine lacks a needed dependency."""
+    """Raised when a source database query fails, or a source or change event names an unknown engine."""
 
 
 class PreflightError(CdcLakeError):
