@@ -14,8 +14,6 @@ import click
 from cdc_lake.cli.context import applier_factory, config_file, get_config
 from cdc_lake.cli.output import emit_json
 from cdc_lake.exceptions import ConfigError, HealthCheckError
-from cdc_lake.onboard.secrets import password_env
-from cdc_lake.state.store import StateStore
 
 
 @click.command()
@@ -137,6 +135,7 @@ def validate(
     from bootstrap.validate import ValidateOptions, validate_table
     from cdc_lake.cli.ops_output import render_validation
     from cdc_lake.spark import get_spark
+    from cdc_lake.state.store import StateStore
 
     if (older_than is None) != (updated_column is None):
         raise ConfigError("--older-than and --updated-column go together")
@@ -192,6 +191,7 @@ def rebootstrap(
     """
     from bootstrap.progress import LineView
     from bootstrap.rebootstrap import abort_rebootstraps, rebootstrap_tables, remove_old_paths
+    from cdc_lake.onboard.secrets import password_env
 
     config = get_config(ctx)
     if remove_old == bool(tables):

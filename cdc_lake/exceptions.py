@@ -62,7 +62,7 @@ class HudiWriteError(CdcLakeError):
 
 
 class SourceEngineError(CdcLakeError):
-    """Raised when a source database query fails or an engine lacks a needed dependency."""
+    """Raised when a source database query fails, or a source or change event names an unknown engine."""
 
 
 class PreflightError(CdcLakeError):
@@ -115,7 +115,3 @@ class RebootstrapError(CdcLakeError):
 
 class CatalogError(CdcLakeError):
     """Raised when a catalog (AWS Glue) rejects or cannot take a table's registration; names the table."""
-
-
-class StageNotInstalledError(CdcLakeError):
-    """Raised when a command needs a stage (e.g. the bootstrap) that no installed package registers."""

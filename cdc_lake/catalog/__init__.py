@@ -1,1 +1,75 @@
-"""Registering lake tables in catalogs, so readers query ``database.table`` instead of a base path."""
+"""Registering lake tables in catalogs, so readers query ``database.table`` instead of a base path.
+
+A small registry, in the manner of pyiceberg's: :class:`CatalogKind` names every catalog the config can
+hold (its value is the key under ``catalog:``), each kind has a loader that imports the kind's module
+only when the config names it, and :func:`load_catalogs` returns the configured ones.  A catalog whose
+library is an optional extra fails to load with one line naming the extra: AWS Glue needs boto3
+(``pip install 'cdc-lake[glue]'``); the Hive Metastore is reached through Spark's JVM, which every
+install has.  So the applier and the re-bootstrap import no AWS SDK unless ``catalog.glue`` is set.
+
+The entry every catalog writes is :mod:`cdc_lake.catalog.entry`; when entries are written (after
+publish, schema changes and re-bootstrap switches) is :mod:`cdc_lake.catalog.sync`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from cdc_lake.exceptions import CatalogError
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+    from cdc_lake.config import CatalogSettings, GlueSettings, HiveMetastoreSettings
+
+
+class CatalogKind(StrEnum):
+    """A catalog the config can name, by its key under ``catalog:``."""
+
+    GLUE = "glue"
+    HIVE = "hive"
+
+
+class Catalog(Protocol):
+    """What the sync asks of every catalog."""
+
+    def sync(
+        self, qualified_name: str, location: str, columns: StructType, partition_fields: Sequence[str]
+    ) -> str:
+        """Create or update the table's entry; returns the name it is known by (``database.table``)."""
+
+    def location(self, qualified_name: str) -> str | None:
+        """The registered location of the table (None when it is not registered)."""
+
+
+def _load_glue(settings: GlueSettings) -> Catalog:
+    try:
+        from cdc_lake.catalog.glue import GlueCatalog
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in ("boto3", "botocore"):
+            raise
+        raise CatalogError(
+            "catalog.glue: the AWS Glue catalog needs boto3, which is not installed: "
+            "pip install 'cdc-lake[glue]'"
+        ) from None
+    return GlueCatalog(settings)
+
+
+def _load_hive(settings: HiveMetastoreSettings) -> Catalog:
+    from cdc_lake.catalog.hive import HiveMetastoreCatalog
+
+    return HiveMetastoreCatalog(settings)
+
+
+_LOADERS: Final[Mapping[CatalogKind, Callable[[Any], Catalog]]] = {
+    CatalogKind.GLUE: _load_glue,
+    CatalogKind.HIVE: _load_hive,
+}
+
+
+def load_catalogs(settings: CatalogSettings) -> list[Catalog]:
+    """The catalogs ``settings`` configures, in :class:`CatalogKind` order, their modules imported now."""
+    configured = ((kind, getattr(settings, kind.value)) for kind in CatalogKind)
+    return [_LOADERS[kind](found) for kind, found in configured if found is not None]

@@ -4,7 +4,7 @@ pyspark ships Hive 2.3's ``HiveMetaStoreClient`` on the driver's classpath, so t
 to the configured metastore (``catalog.hive.uri``) from the JVM the applier and the re-bootstrap
 already run, without turning on Spark's Hive catalog support in the session (a static setting that
 would change every other table operation of the process).  The entry is the same as the Glue one
-(:func:`cdc_lake.catalog.glue.table_input`: an external table at the current base path, Hudi's input
+(:func:`cdc_lake.catalog.entry.table_input`: an external table at the current base path, Hudi's input
 format, the Parquet SerDe, ``spark.sql.sources.provider=hudi``, ``path``), so Spark with Hive support,
 Hive and Trino read ``database.table``.
 
@@ -25,7 +25,7 @@ from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark import SparkContext
 from pyspark.sql.types import StructType
 
-from cdc_lake.catalog.glue import glue_table_name, table_input
+from cdc_lake.catalog.entry import catalog_table_name, table_input
 from cdc_lake.config import HiveMetastoreSettings
 from cdc_lake.exceptions import CatalogError
 
@@ -73,7 +73,7 @@ class HiveMetastoreCatalog:
         self, qualified_name: str, location: str, columns: StructType, partition_fields: Sequence[str]
     ) -> str:
         """Create or alter the table's entry; returns ``database.table``."""
-        database, name = self.settings.database, glue_table_name(qualified_name)
+        database, name = self.settings.database, catalog_table_name(qualified_name)
         wanted = table_input(name, location, columns, partition_fields)
         try:
             with self._client() as (jvm, client):
@@ -100,7 +100,7 @@ class HiveMetastoreCatalog:
         """The registered location of the table (None when it is not registered)."""
         with self._client() as (_, client):
             try:
-                table = client.getTable(self.settings.database, glue_table_name(qualified_name))
+                table = client.getTable(self.settings.database, catalog_table_name(qualified_name))
             except Py4JJavaError as exc:
                 if _not_found(exc):
                     return None

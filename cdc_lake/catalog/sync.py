@@ -1,8 +1,8 @@
 """When tables are registered: after publish (LIVE), after a schema change, after a re-bootstrap switch.
 
 :class:`CatalogSync` holds the configured catalogs (AWS Glue, ``catalog.glue``, and a Hive Metastore,
-``catalog.hive``) and remembers,
-per process, the location and columns it last registered for each table; the applier calls
+``catalog.hive``, loaded through :func:`cdc_lake.catalog.load_catalogs`) and remembers, per process,
+the location and columns it last registered for each table; the applier calls
 :meth:`CatalogSync.after_batch` after every batch of a LIVE table and only a new location or new
 columns reach the catalog.  The re-bootstrap calls :meth:`CatalogSync.register` right after its switch.
 A catalog failure is logged and tried again after the next batch: it never stops applying.
@@ -13,13 +13,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pyspark.sql.types import StructType
-
-from cdc_lake.catalog.glue import GlueCatalog
-from cdc_lake.catalog.hive import HiveMetastoreCatalog
-from cdc_lake.config import Config
+from cdc_lake.catalog import Catalog, load_catalogs
 from cdc_lake.exceptions import CatalogError
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+    from cdc_lake.config import Config
 
 _LOG = logging.getLogger(__name__)
 
@@ -27,32 +29,22 @@ _LOG = logging.getLogger(__name__)
 class CatalogSync:
     """The configured catalogs and what was last registered in them."""
 
-    def __init__(self, glue: GlueCatalog | None, hive: HiveMetastoreCatalog | None = None) -> None:
-        self.glue = glue
-        self.hive = hive
+    def __init__(self, catalogs: Sequence[Catalog]) -> None:
+        self.catalogs = tuple(catalogs)
         self._registered: dict[str, tuple[str, str]] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def for_config(cls, config: Config) -> CatalogSync | None:
-        """The catalogs of ``config`` (None when it configures none)."""
-        glue, hive = config.catalog.glue, config.catalog.hive
-        if glue is None and hive is None:
-            return None
-        return cls(
-            GlueCatalog(glue) if glue is not None else None,
-            HiveMetastoreCatalog(hive) if hive is not None else None,
-        )
+        """The catalogs of ``config`` (None when it configures none); a missing extra is a CatalogError."""
+        catalogs = load_catalogs(config.catalog)
+        return cls(catalogs) if catalogs else None
 
     def register(
         self, table: str, location: str, columns: StructType, partition_fields: Sequence[str]
     ) -> list[str]:
         """Register ``table`` at ``location`` in every catalog; returns the names it is known by."""
-        names = []
-        if self.glue is not None:
-            names.append(self.glue.sync(table, location, columns, partition_fields))
-        if self.hive is not None:
-            names.append(self.hive.sync(table, location, columns, partition_fields))
+        names = [catalog.sync(table, location, columns, partition_fields) for catalog in self.catalogs]
         with self._lock:
             self._registered[table] = (location, columns.simpleString())
         return names

@@ -1,4 +1,8 @@
-"""What the ``cdc-lake`` group hands its commands: the ``--config`` path, verbosity, and the loaded config."""
+"""What the ``cdc-lake`` group hands its commands: the ``--config`` path, verbosity, and the loaded config.
+
+The config module (pydantic models, SQLAlchemy's URL parser) is imported when a command first asks for
+the config, not when the command line starts: ``--help`` never loads it.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cdc_lake.config import Config, find_config, resolve_config
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.redaction import register_secrets
 
 if TYPE_CHECKING:
+    from cdc_lake.config import Config
     from cdc_lake.lake.applier import ApplierFactory
 
 
@@ -30,6 +34,8 @@ class CliContext:
         Its secrets are registered for log redaction before it is returned.
         """
         if allow_default not in self._configs:
+            from cdc_lake.config import resolve_config
+
             config = resolve_config(self.config_path, allow_default=allow_default)
             register_secrets(config.secret_values())
             self._configs[allow_default] = config
@@ -44,6 +50,8 @@ def get_config(ctx: click.Context, allow_default: bool = False) -> Config:
 
 def config_file(ctx: click.Context) -> Path:
     """The config file the command loaded (``get_config`` has already required one)."""
+    from cdc_lake.config import find_config
+
     found = find_config((ctx.find_object(CliContext) or CliContext()).config_path)
     if found is None:
         raise ConfigError("no config file: pass --config PATH")

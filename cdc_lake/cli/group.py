@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from cdc_lake.cli.stages import installed, stage_command
+from cdc_lake.cli.stages import stage_command
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.redaction import redact
 
@@ -19,9 +19,8 @@ class CdcLakeGroup(click.Group):
     ``lazy_subcommands`` maps a command name to ``"module:attribute"``; the module
     is imported only when that command is listed or run, so ``cdc-lake status``
     never pays for the stack's imports.  ``stage_subcommands`` maps a command name
-    to the stage that registers it (:mod:`cdc_lake.cli.stages`): listed when that
-    stage is installed, loaded when run, and a one-line error naming what to
-    install when it is not.
+    to the stage that registers it (:mod:`cdc_lake.cli.stages`), loaded from the
+    stage when listed or run.
     """
 
     def __init__(
@@ -36,10 +35,8 @@ class CdcLakeGroup(click.Group):
         self._staged = dict(stage_subcommands or {})
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        """Eager, lazy and installed stages' command names, sorted."""
-        present = {stage for stage in set(self._staged.values()) if installed(stage)}
-        staged = {name for name, stage in self._staged.items() if stage in present}
-        return sorted({*super().list_commands(ctx), *self._lazy, *staged})
+        """Eager, lazy and stage command names, sorted."""
+        return sorted({*super().list_commands(ctx), *self._lazy, *self._staged})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """The command called ``cmd_name``, importing it (or its stage) first if it is lazy."""

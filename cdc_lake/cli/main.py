@@ -1,7 +1,9 @@
 """``cdc-lake``: the command group and every verb of the CLI contract.
 
-Each verb imports its stage only when it runs, so ``--help`` and config errors
-stay fast; ``stack`` and ``demo`` live in their own modules, and the bootstrap
+Each verb imports its stage (and the output helpers that name its types) only when
+it runs: ``--help`` loads none of Spark, SQLAlchemy, Alembic, boto3, the database
+drivers or the Kafka client (tests/unit/test_cli_imports.py), and a verb pays only
+for what it uses.  ``stack`` and ``demo`` live in their own modules, and the bootstrap
 stage's verbs (``bootstrap``, ``validate``, ``rebootstrap``) come from the stage
 itself, registered as an entry point (:mod:`cdc_lake.cli.stages`).  Errors are one
 line with the exit code of their exception class (``cdc_lake.exceptions``).
@@ -17,30 +19,18 @@ import click
 
 from cdc_lake.cli.context import CliContext, applier_factory, config_file, get_config
 from cdc_lake.cli.group import CdcLakeGroup
-from cdc_lake.cli.onboard_output import (
-    render_checks,
-    render_connector_statuses,
-    render_offboard_report,
-    render_onboard_report,
-    render_plan,
-)
-from cdc_lake.cli.output import emit_json, render_status
+from cdc_lake.cli.output import emit_json
 from cdc_lake.cli.stages import BOOTSTRAP, bootstrap_stage
 from cdc_lake.exceptions import ConfigError, HealthCheckError
 from cdc_lake.logging_setup import configure_logging
-from cdc_lake.onboard.control import Action, control, statuses
-from cdc_lake.onboard.offboard import OffboardRequest, source_of
-from cdc_lake.onboard.offboard import offboard as offboard_target
-from cdc_lake.onboard.preflight import raise_for_failures
-from cdc_lake.onboard.run import DEFAULT_TIMEOUT, OnboardRequest, execute_onboarding, plan_onboarding
-from cdc_lake.onboard.secrets import password_env
-from cdc_lake.state.lifecycle import TableState
-from cdc_lake.state.records import TableInfo
-from cdc_lake.state.status import table_statuses
-from cdc_lake.state.store import StateStore
+from cdc_lake.onboard import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from cdc_lake.apply.runner import TableOutcome
+    from cdc_lake.onboard.control import Action
+    from cdc_lake.state.records import TableInfo
+    from cdc_lake.state.store import StateStore
+
 
 @click.group(
     cls=CdcLakeGroup,
@@ -108,6 +98,11 @@ def onboard(
     Tier-0 tables get a connector (and Postgres slot) of their own. Re-running changes nothing;
     adding tables to the config and re-running adds them. Tables end up PENDING_BOOTSTRAP.
     """
+    from cdc_lake.cli.onboard_output import render_checks, render_onboard_report, render_plan
+    from cdc_lake.onboard.preflight import raise_for_failures
+    from cdc_lake.onboard.run import OnboardRequest, execute_onboarding, plan_onboarding
+    from cdc_lake.onboard.secrets import password_env
+
     config = get_config(ctx)
     request = OnboardRequest(
         source=config.source(source).name,
@@ -160,6 +155,11 @@ def offboard(ctx: click.Context, target: str, drop_slot: bool, timeout: float, a
     A deleted connector's slot is kept (onboard resumes from it) unless --drop-slot: a kept
     slot holds WAL on the primary until dropped.
     """
+    from cdc_lake.cli.onboard_output import render_offboard_report
+    from cdc_lake.onboard.offboard import OffboardRequest, source_of
+    from cdc_lake.onboard.offboard import offboard as offboard_target
+    from cdc_lake.onboard.secrets import password_env
+
     config = get_config(ctx)
     source = config.source(source_of(target)).name
     request = OffboardRequest(
@@ -186,6 +186,9 @@ def connectors() -> None:
 @click.pass_context
 def connectors_status(ctx: click.Context, source: str | None, as_json: bool) -> None:
     """Show connector and task states (of SOURCE, or of every onboarded source), with failure traces."""
+    from cdc_lake.cli.onboard_output import render_connector_statuses
+    from cdc_lake.onboard.control import statuses
+
     rows = statuses(get_config(ctx), source)
     if as_json:
         emit_json(rows)
@@ -201,6 +204,8 @@ def _control_command(action: Action, done: str, summary: str) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
     @click.pass_context
     def command(ctx: click.Context, source: str, as_json: bool) -> None:
+        from cdc_lake.onboard.control import control
+
         names = control(get_config(ctx), source, action)
         if as_json:
             emit_json([{"source": source, "connector": name, "action": action} for name in names])
@@ -296,6 +301,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
     Exits 4 when a table is FAILED (its error says why; see docs/runbooks/table-failed.md).
     """
+    from cdc_lake.cli.output import render_status
+    from cdc_lake.state.lifecycle import TableState
+    from cdc_lake.state.status import table_statuses
+    from cdc_lake.state.store import StateStore
+
     config = get_config(ctx)
     with StateStore.open(config.state_store.url) as store:
         statuses = table_statuses(store)

@@ -1,16 +1,15 @@
-"""How commands print: JSON for machines, rich tables for people."""
+"""How commands print: JSON for machines, rich tables for people (rich is imported when a table is drawn)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from cdc_lake.state.status import TableStatus
+if TYPE_CHECKING:
+    from cdc_lake.state.status import TableStatus
 
 
 def emit_json(value: object) -> None:
@@ -38,6 +37,10 @@ def render_status(statuses: Sequence[TableStatus]) -> None:
     Paths and offsets are printed as whole lines below the table, never as cells: at 80 columns a
     cell would cut them into fragments.
     """
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     console = Console(soft_wrap=False)
     if not statuses:
         console.print("No tables onboarded yet: run [bold]cdc-lake onboard SOURCE[/bold].")

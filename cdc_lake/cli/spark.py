@@ -16,9 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import pyspark
 
-from cdc_lake import jvm
 from cdc_lake.cli.context import get_config
 from cdc_lake.cli.output import emit_json
 
@@ -30,6 +28,10 @@ def spark() -> None:
 
 def package_coordinates() -> list[str]:
     """The Maven coordinates of the jars cdc-lake's Spark jobs need, as ``--packages`` takes them."""
+    import pyspark
+
+    from cdc_lake import jvm
+
     return [f"{a.group}:{a.artifact}:{a.version}" for a in jvm.spark_jars(pyspark.__version__).artifacts]
 
 
@@ -58,7 +60,9 @@ def jars(ctx: click.Context, coordinates: bool, excludes: bool) -> None:
         click.echo(",".join(package_coordinates()))
         return
     if excludes:
-        click.echo(",".join(jvm.SPARK_PACKAGES_EXCLUDES))
+        from cdc_lake.jvm import SPARK_PACKAGES_EXCLUDES
+
+        click.echo(",".join(SPARK_PACKAGES_EXCLUDES))
         return
     from cdc_lake.spark.session import driver_jars
 

@@ -1,23 +1,28 @@
-"""`cdc-lake stack up|down|status`: the local stack every test and the demo run against."""
+"""`cdc-lake stack up|down|status`: the local stack every test and the demo run against.
+
+The services (and the drivers and boto3 they use) are imported when a command runs, not for ``--help``.
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from cdc_lake.cli.context import get_config
 from cdc_lake.cli.output import emit_json
 from cdc_lake.exceptions import StackError
-from cdc_lake.stack.manager import LocalStack
-from cdc_lake.stack.service import ServiceStatus
+
+if TYPE_CHECKING:
+    from cdc_lake.stack.manager import LocalStack
+    from cdc_lake.stack.service import ServiceStatus
 
 
 def _local_stack(ctx: click.Context) -> LocalStack:
+    from cdc_lake.stack.manager import LocalStack
+
     return LocalStack(get_config(ctx, allow_default=True).stack)
 
 
@@ -26,6 +31,10 @@ def _print_statuses(statuses: list[ServiceStatus]) -> None:
 
     Addresses and log paths never go into cells: at 80 columns a cell would cut them into fragments.
     """
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     console = Console(soft_wrap=False)
     table = Table(title="cdc-lake local stack")
     for column in ("service", "state", "detail"):
@@ -58,6 +67,8 @@ def stack() -> None:
 @click.pass_context
 def up(ctx: click.Context, as_json: bool) -> None:
     """Install what is missing, start what is not running, wait until every service is healthy."""
+    from rich.console import Console
+
     local = _local_stack(ctx)
     console = Console(stderr=True)
     began = time.monotonic()

@@ -6,10 +6,11 @@ The ``bootstrap`` package registers itself instead, in ``pyproject.toml``::
     [project.entry-points."cdc_lake.stages"]
     bootstrap = "bootstrap.stage:stage"
 
-and the CLI asks for it by that name: for its commands (``bootstrap``, ``validate``, ``rebootstrap``,
-listed only when the stage is installed), for the automatic re-bootstrap ``run`` and ``apply`` start on a
-schema change, and for the bootstrap progress ``status --json`` and the metrics show.  A command that
-needs a stage no installed package registers stops with one line naming what to install.
+and the CLI asks for it by that name: for its commands (``bootstrap``, ``validate``, ``rebootstrap``),
+for the automatic re-bootstrap ``run`` and ``apply`` start on a schema change, and for the bootstrap
+progress ``status --json`` and the metrics show.  The registration is a one-way dependency, not a
+plug-in: ``bootstrap/`` ships in the same distribution as ``cdc_lake``, so the entry point is there
+wherever the command line is (a missing one is a broken installation, a ``KeyError`` naming it).
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Final, Protocol
-
-from cdc_lake.exceptions import StageNotInstalledError
 
 if TYPE_CHECKING:
     import click
@@ -56,21 +55,9 @@ class BootstrapStage(Stage, Protocol):
         """A JSON-ready view of ``table``'s current (or last) bootstrap; None if it was never bootstrapped."""
 
 
-def installed(name: str) -> bool:
-    """Whether an installed package registers the stage ``name``."""
-    return bool(entry_points(group=STAGE_GROUP, name=name))
-
-
 def load_stage(name: str) -> Any:
-    """The stage ``name`` an installed package registers; a one-line error naming what to install."""
-    found = entry_points(group=STAGE_GROUP, name=name)
-    if not found:
-        raise StageNotInstalledError(
-            f"the {name} stage is not installed (no {name!r} entry point in group {STAGE_GROUP}): "
-            "install the cdc-lake package, which ships it (pip install cdc-lake, or pip install -e . "
-            "in a checkout)"
-        )
-    return next(iter(found)).load()
+    """The stage registered as ``name`` in :data:`STAGE_GROUP`."""
+    return entry_points(group=STAGE_GROUP)[name].load()
 
 
 def stage_command(stage: str, name: str) -> click.Command:
@@ -80,6 +67,6 @@ def stage_command(stage: str, name: str) -> click.Command:
 
 
 def bootstrap_stage() -> BootstrapStage:
-    """The bootstrap stage an installed package registers; a one-line error naming what to install."""
+    """The bootstrap stage, as the ``bootstrap`` package registers it."""
     registered: BootstrapStage = load_stage(BOOTSTRAP)
     return registered

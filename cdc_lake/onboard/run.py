@@ -18,6 +18,7 @@ from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.connect.render import ConverterSettings
 from cdc_lake.exceptions import CdcLakeError, OnboardError, SourceEngineError, UnknownTableError
+from cdc_lake.onboard import DEFAULT_TIMEOUT
 from cdc_lake.onboard.plan import ConnectorPlan, plan_source, render_config
 from cdc_lake.onboard.preflight import (
     check_connect,
@@ -35,7 +36,6 @@ from cdc_lake.sources.base import ConnectorEndpoints, PreflightOptions, SourceEn
 from cdc_lake.sources.checks import CheckResult, Outcome
 from cdc_lake.state import StateStore, TableState
 
-DEFAULT_TIMEOUT = 120.0
 _PREFLIGHT_ATTEMPTS = 2
 
 

@@ -5,10 +5,11 @@ importing its driver; :data:`ENGINES` collects them, :func:`capabilities_for` fi
 name a source's config gives, :func:`capabilities_for_connector` by the ``source.connector`` value a
 Debezium change event carries.  Shared code asks these facts rather than comparing engine names.
 
-``engine_for(source)`` imports the engine's module on first use, so a deployment with only
-Postgres sources never needs the MySQL driver (and the reverse); a missing driver is an
-error saying what to install.  This package's ``__init__`` imports nothing heavier than the
-capabilities, so the decode path and the JVM artifact list can use it without the engines' imports.
+``engine_for(source)`` imports the engine's module (and its database driver) on first use, so a
+command that talks to no source, or only to Postgres sources, never loads the MySQL driver (and the
+reverse).  The drivers are dependencies of every install, not plug-ins.  This package's ``__init__``
+imports nothing heavier than the capabilities, so the decode path and the JVM artifact list can use it
+without the engines' imports.
 """
 
 from __future__ import annotations
@@ -67,14 +68,6 @@ def engine_for(source: Source) -> SourceEngine:
     if caps is None:
         known = ", ".join(sorted(ENGINES))
         raise SourceEngineError(f"source {source.name}: unknown engine {source.engine} ({known})")
-    try:
-        module = importlib.import_module(caps.engine_module)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and exc.name.split(".")[0] == caps.driver:
-            raise SourceEngineError(
-                f"source {source.name}: the {source.engine} engine needs the {caps.driver} driver: "
-                f"pip install '{caps.driver_package}'"
-            ) from None
-        raise
+    module = importlib.import_module(caps.engine_module)
     engine_class: type[SourceEngine] = getattr(module, caps.engine_class)
     return engine_class(source)

@@ -27,14 +27,13 @@ class PositionKind(enum.StrEnum):
 
 @dataclass(frozen=True)
 class EngineCapabilities:
-    """One source engine's facts: its names, drivers, change positions and the objects it keeps.
+    """One source engine's facts: its names, JDBC driver, change positions and the objects it keeps.
 
     ``connector_values`` are the ``source.connector`` values its Debezium connector writes into every
     change event; ``replication_slots`` says the source keeps a replication slot (and a publication)
     per connector, which onboarding creates, checks and releases; ``jdbc_driver`` is the Maven
     coordinate (``group:artifact:version``) of the JDBC driver the bootstrap's Spark reads use;
-    ``driver``/``driver_package`` name the Python driver module the engine class imports and the
-    package that provides it; ``engine_module``/``engine_class`` locate the class itself.
+    ``engine_module``/``engine_class`` locate the engine class (which imports the Python driver).
     """
 
     name: str
@@ -42,7 +41,5 @@ class EngineCapabilities:
     position_kind: PositionKind
     replication_slots: bool
     jdbc_driver: str
-    driver: str
-    driver_package: str
     engine_module: str
     engine_class: str

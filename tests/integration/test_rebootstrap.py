@@ -31,7 +31,8 @@ from support.common import cli_run, load
 from support.engines import StackEngine
 from support.second_reader import second_reader_rows
 
-from cdc_lake.catalog.glue import HUDI_META_COLUMNS, GlueCatalog, glue_table_name
+from cdc_lake.catalog.entry import HUDI_META_COLUMNS, catalog_table_name
+from cdc_lake.catalog.glue import GlueCatalog
 from cdc_lake.catalog.hive import HiveMetastoreCatalog
 from cdc_lake.config import GlueSettings, HiveMetastoreSettings
 from cdc_lake.hudi.timeline import table_exists
@@ -146,7 +147,7 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
         [record] = store.rebootstraps(table)
         assert record.phase is RebootstrapPhase.SWITCHED and record.reason == "schema change"
     assert table_exists(spark, old_path), "the old path is kept for readers"
-    entry = GlueCatalog(glue).client.get_table(DatabaseName=glue.database, Name=glue_table_name(table))
+    entry = GlueCatalog(glue).client.get_table(DatabaseName=glue.database, Name=catalog_table_name(table))
     parameters = entry["Table"]["Parameters"]
     assert parameters["spark.sql.sources.provider"] == "hudi" and parameters["path"] == new_path
     columns = [c["Name"] for c in entry["Table"]["StorageDescriptor"]["Columns"]]

@@ -22,8 +22,6 @@ MYSQL: Final = EngineCapabilities(
     position_kind=PositionKind.GTID,
     replication_slots=False,
     jdbc_driver=f"com.mysql:mysql-connector-j:{MYSQL_JDBC_VERSION}",
-    driver="pymysql",
-    driver_package="pymysql",
     engine_module="cdc_lake.sources.mysql.engine",
     engine_class="MySqlEngine",
 )

@@ -19,8 +19,6 @@ CAPABILITIES: Final = EngineCapabilities(
     position_kind=PositionKind.LSN,
     replication_slots=True,
     jdbc_driver=f"org.postgresql:postgresql:{JDBC_VERSION}",
-    driver="psycopg",
-    driver_package="psycopg[binary]",
     engine_module="cdc_lake.sources.postgres.engine",
     engine_class="PostgresEngine",
 )

@@ -1,4 +1,5 @@
-"""The Glue table input of a Hudi table: names, Hive types, location, Hudi parameters, partition keys."""
+"""The catalog entry of a Hudi table (Glue's table input): names, Hive types, location, Hudi parameters,
+partition keys."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from cdc_lake.catalog.glue import HUDI_META_COLUMNS, INPUT_FORMAT, glue_table_name, hive_type, table_input
+from cdc_lake.catalog.entry import HUDI_META_COLUMNS, INPUT_FORMAT, catalog_table_name, hive_type, table_input
 
 COLUMNS = StructType(
     [
@@ -29,7 +30,7 @@ COLUMNS = StructType(
 
 
 def test_glue_names_are_lowercase_without_dots() -> None:
-    assert glue_table_name("pg.public.Orders") == "pg_public_orders"
+    assert catalog_table_name("pg.public.Orders") == "pg_public_orders"
 
 
 def test_hive_types_follow_spark_but_for_byte_and_short() -> None:

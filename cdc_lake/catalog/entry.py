@@ -1,0 +1,81 @@
+"""The catalog entry of a lake table, the same in every catalog (AWS Glue, a Hive Metastore).
+
+A table ``source.schema.table`` is registered as ``<database>.<source>_<schema>_<table>`` (Glue names
+are lowercase, without dots), an external table whose storage descriptor points at the table's
+current base path, with the columns of the lake table (Hudi's metadata columns first, as Hudi writes
+them) and the parameters Athena and Spark use to read a Hudi copy-on-write table: Hudi's input format,
+the Parquet SerDe, ``spark.sql.sources.provider=hudi`` and ``path``.  It is written as Glue's
+``TableInput``; the Hive catalog builds its metastore ``Table`` from that.  Neither boto3 nor a JVM is
+needed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql.types import ByteType, DataType, ShortType, StructType, TimestampNTZType
+
+HUDI_META_COLUMNS = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+)
+INPUT_FORMAT = "org.apache.hudi.hadoop.HoodieParquetInputFormat"
+OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
+SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+
+
+def catalog_table_name(qualified_name: str) -> str:
+    """``pg.public.Orders`` -> ``pg_public_orders``."""
+    return qualified_name.replace(".", "_").lower()
+
+
+def hive_type(data_type: DataType) -> str:
+    """The Hive/Glue type name of a Spark type (Spark's simple strings are Hive's, but a few).
+
+    Hive has no ``timestamp_ntz``: its ``timestamp`` is the wall-clock one (a metastore refuses the
+    Spark name).
+    """
+    if isinstance(data_type, TimestampNTZType):
+        return "timestamp"
+    if isinstance(data_type, ByteType):
+        return "tinyint"
+    if isinstance(data_type, ShortType):
+        return "smallint"
+    return data_type.simpleString()
+
+
+def table_input(
+    name: str, location: str, columns: StructType, partition_fields: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The Glue ``TableInput`` of a Hudi table at ``location`` with row ``columns``."""
+    partitions = set(partition_fields)
+    meta = [{"Name": c, "Type": "string"} for c in HUDI_META_COLUMNS]
+    data = [
+        {"Name": f.name, "Type": hive_type(f.dataType)} for f in columns.fields if f.name not in partitions
+    ]
+    keys = [{"Name": f.name, "Type": hive_type(f.dataType)} for f in columns.fields if f.name in partitions]
+    return {
+        "Name": name,
+        "TableType": "EXTERNAL_TABLE",
+        "Parameters": {
+            "EXTERNAL": "TRUE",
+            "classification": "hudi",
+            "spark.sql.sources.provider": "hudi",
+            "path": location,
+        },
+        "PartitionKeys": keys,
+        "StorageDescriptor": {
+            "Columns": meta + data,
+            "Location": location,
+            "InputFormat": INPUT_FORMAT,
+            "OutputFormat": OUTPUT_FORMAT,
+            "SerdeInfo": {
+                "SerializationLibrary": SERDE,
+                "Parameters": {"serialization.format": "1", "path": location},
+            },
+        },
+    }

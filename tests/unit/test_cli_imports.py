@@ -1,0 +1,34 @@
+"""``cdc-lake --help`` loads none of the heavy libraries: each command imports what it uses when it runs.
+
+The CLI runs in a fresh interpreter (a module imported by another test would hide a regression); the
+timings are in docs/benchmarks.md, not here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fixtures.imports import heavy_imports
+
+_RUN_CLI = """
+import sys
+from cdc_lake.cli.main import cli
+try:
+    cli(sys.argv[1:], prog_name="cdc-lake")
+except SystemExit as exc:
+    assert exc.code == 0, exc.code
+"""
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["status", "--help"], ["apply", "--help"], ["bootstrap", "--help"]]
+)
+def test_help_imports_no_heavy_library(args: list[str]) -> None:
+    assert heavy_imports(_RUN_CLI, *args) == []
+
+
+def test_status_imports_the_state_store_and_nothing_else_heavy(tmp_path: Path) -> None:
+    (tmp_path / "cdc-lake.yaml").write_text("state_store:\n  url: sqlite:///state/cdc.db\n", encoding="utf-8")
+
+    assert heavy_imports(_RUN_CLI, "status", cwd=tmp_path) == ["alembic", "sqlalchemy"]
