@@ -2,38 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
+from fixtures.spark_settings import S3, Lake, Spark
 
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.spark.session import HUDI_REQUIRED_CONF, S3SettingsLike, launch_conf, quiet_conf, spark_conf
-
-
-@dataclass(frozen=True)
-class Spark:
-    conf: Mapping[str, object] = field(default_factory=dict)
-    master: str = "local[2]"
-    app_name: str = "cdc-lake"
-    driver_memory: str = "1g"
-    jars: Sequence[str] = ()
-
-
-@dataclass(frozen=True)
-class S3:
-    endpoint: str | None = "http://127.0.0.1:17070"
-    region: str | None = "us-east-1"
-    access_key: SecretStr | None = field(default_factory=lambda: SecretStr("AKIA-TEST"))
-    secret_key: SecretStr | None = field(default_factory=lambda: SecretStr("s3cr3t-value"))
-    path_style_access: bool = True
-
-
-@dataclass(frozen=True)
-class Lake:
-    s3: S3SettingsLike | None = None
+from cdc_lake.spark.session import HUDI_REQUIRED_CONF, launch_conf, quiet_conf, spark_conf
 
 
 def test_local_session_has_hudi_settings_and_small_footprint() -> None:

@@ -8,11 +8,11 @@ user can read those with ``ps``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fixtures.spark_settings import S3, Lake, Spark
 from pydantic import SecretStr
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
@@ -22,29 +22,6 @@ from cdc_lake.spark.session import get_spark, stop_spark
 
 ACCESS_KEY = "AKIA-FAKE-7f3c1e"
 SECRET_KEY = "fake-secret-9b1d44a0c2"
-
-
-@dataclass(frozen=True)
-class Spark:
-    conf: Mapping[str, object]
-    master: str = "local[1]"
-    app_name: str = "cdc-lake-credentials-test"
-    driver_memory: str = "512m"
-    jars: Sequence[str] = ()
-
-
-@dataclass(frozen=True)
-class S3:
-    endpoint: str | None = "http://127.0.0.1:9"
-    region: str | None = "us-east-1"
-    access_key: SecretStr | None = field(default_factory=lambda: SecretStr(ACCESS_KEY))
-    secret_key: SecretStr | None = field(default_factory=lambda: SecretStr(SECRET_KEY))
-    path_style_access: bool = True
-
-
-@dataclass(frozen=True)
-class Lake:
-    s3: S3 = field(default_factory=S3)
 
 
 def _descendants(root: int) -> list[int]:
@@ -83,7 +60,9 @@ def driver(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[SparkSes
         pytest.fail("a driver JVM is already running in this process: this test needs to start its own")
     monkeypatch.setattr(spark_session, "driver_jars", lambda settings: [])
     conf = {"spark.local.dir": str(tmp_path / "scratch"), "spark.sql.warehouse.dir": str(tmp_path / "wh")}
-    session = get_spark(Spark(conf=conf), Lake())
+    s3 = S3(endpoint="http://127.0.0.1:9", access_key=SecretStr(ACCESS_KEY), secret_key=SecretStr(SECRET_KEY))
+    settings = Spark(conf=conf, master="local[1]", app_name="cdc-lake-credentials-test", driver_memory="512m")
+    session = get_spark(settings, Lake(s3=s3))
     try:
         yield session
     finally:
