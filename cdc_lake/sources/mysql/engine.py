@@ -32,7 +32,7 @@ from cdc_lake.sources.base import (
 )
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.mysql import MARIADB, MYSQL
-from cdc_lake.sources.mysql.checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
+from cdc_lake.sources.mysql.checks import MyReplicaFacts, MySqlFacts, MyTableFacts, check_tls, evaluate
 from cdc_lake.sources.mysql.tls import (
     connector_settings,
     ensure_truststore,
@@ -120,7 +120,8 @@ class MySqlEngine(SourceEngine):
         """The connector's truststore and the MySQL/MariaDB checks, judged on the facts read."""
         facts = self.read_facts(captures)
         connected = f"{self.address(self.source.primary)} as {facts.user}"
-        return connected, [*self._truststore_check(), *evaluate(facts, captures, options)]
+        checks = [check_tls(self.source), *self._truststore_check(), *evaluate(facts, captures, options)]
+        return connected, checks
 
     def _truststore_check(self) -> list[CheckResult]:
         """With TLS, the connector's truststore password is in the environment (nothing to check without)."""
