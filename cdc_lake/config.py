@@ -10,10 +10,12 @@ Secrets are :class:`pydantic.SecretStr`, so printing a config never shows them.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -129,6 +131,14 @@ class LakeSettings(_Model):
     def table_base_path(self, qualified_name: str) -> str:
         """The Hudi base path of a table named ``source.schema.table``: one directory level per part."""
         return "/".join([self.base_path.rstrip("/"), *qualified_name.split(".")])
+
+    def holds(self, path: str) -> bool:
+        """Whether ``path`` lies strictly below ``base_path``: same scheme and bucket, ``..`` resolved."""
+        base, inner = urlsplit(self.base_path), urlsplit(path)
+        if (base.scheme, base.netloc) != (inner.scheme, inner.netloc):
+            return False
+        root = posixpath.normpath(base.path or "/").rstrip("/")
+        return posixpath.normpath(inner.path or "/").startswith(f"{root}/")
 
 
 class StateStoreSettings(_Model):
