@@ -226,10 +226,23 @@ def abort_rebootstraps(config: Config, tables: Sequence[str]) -> list[Rebootstra
                 with table_lock(config.state_store.url, LockPurpose.APPLY, record.copy_name) as acquired:
                     if not acquired:
                         raise RebootstrapError(f"table {name}: its copy is being applied; stop that first")
-                    remove_table(get_spark(config.spark, config.lake), record.new_path)
+                    _remove_lake_path(config, name, record.new_path, "new")
                     store.abort_rebootstrap(name, record.version)
                 results.append(RebootstrapResult(name, record.version, "aborted", record.new_path))
     return results
+
+
+def _remove_lake_path(config: Config, table: str, path: str, which: str) -> None:
+    """Delete a re-bootstrap's ``which`` (old/new) base path, which the state store holds; only in the lake.
+
+    A path outside ``lake.base_path`` (a tampered or mistaken state store, a changed config) is refused.
+    """
+    if not config.lake.holds(path):
+        raise RebootstrapError(
+            f"table {table}: {which} path {path} is not under lake.base_path {config.lake.base_path}; "
+            "not removed"
+        )
+    remove_table(get_spark(config.spark, config.lake), path)
 
 
 def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResult]:
@@ -246,7 +259,7 @@ def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResul
                 raise RebootstrapError(f"table {record.table}: {record.old_path} is its current path")
             with store.run(REMOVE_OLD_RUN, record.table) as handle:
                 handle.detail.update({"version": record.version, "path": record.old_path})
-                remove_table(get_spark(config.spark, config.lake), record.old_path)
+                _remove_lake_path(config, record.table, record.old_path, "old")
                 store.mark_old_path_removed(record.table, record.version)
             results.append(RebootstrapResult(record.table, record.version, "removed", record.old_path))
     return results

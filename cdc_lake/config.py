@@ -10,10 +10,12 @@ Secrets are :class:`pydantic.SecretStr`, so printing a config never shows them.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -43,6 +45,9 @@ DEFAULT_STATE_DIR = ".cdc-lake"
 _ENV_REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _CONNECT_ENV_REFERENCE = re.compile(r"^env:[A-Za-z_][A-Za-z0-9_]*$")
 _ENV_BODY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
+_CONNECT_ENV_VALUE = re.compile(r"^\$\{env:[A-Za-z_][A-Za-z0-9_]*\}$")
+# One ``name=value`` option of a JAAS line (``Module required a="x" b=y;``); quoted values may hold escapes.
+_JAAS_OPTION = re.compile(r'([A-Za-z_][\w.-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+)')
 # Source names become Postgres slot names, Kafka topic prefixes and lake directories;
 # slot names only allow lowercase letters, digits and underscores.
 _SOURCE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -127,6 +132,14 @@ class LakeSettings(_Model):
         """The Hudi base path of a table named ``source.schema.table``: one directory level per part."""
         return "/".join([self.base_path.rstrip("/"), *qualified_name.split(".")])
 
+    def holds(self, path: str) -> bool:
+        """Whether ``path`` lies strictly below ``base_path``: same scheme and bucket, ``..`` resolved."""
+        base, inner = urlsplit(self.base_path), urlsplit(path)
+        if (base.scheme, base.netloc) != (inner.scheme, inner.netloc):
+            return False
+        root = posixpath.normpath(base.path or "/").rstrip("/")
+        return posixpath.normpath(inner.path or "/").startswith(f"{root}/")
+
 
 class StateStoreSettings(_Model):
     """The SQLAlchemy database holding lifecycle state, watermarks and applied offsets."""
@@ -157,6 +170,23 @@ class KafkaSettings(_Model):
     """Java Kafka client settings for the connectors' own clients (MySQL/MariaDB schema history), e.g.
     ``security.protocol``, ``sasl.jaas.config``; ``${env:VAR}`` is resolved by the Connect workers."""
 
+    @field_validator("connector_clients")
+    @classmethod
+    def _secrets_stay_on_the_workers(cls, value: dict[str, PassthroughValue]) -> dict[str, PassthroughValue]:
+        # The settings are copied into connector configs, which Connect's REST API shows: a secret there
+        # must be a ${env:VAR} the workers resolve (a ${VAR} of this file is already expanded here).
+        for key, text in value.items():
+            held = _stored_secret(key, text)
+            if held is not None:
+                raise PydanticCustomError(
+                    "connector_client_secret",
+                    "{held} must be Kafka Connect's ${env:VAR} (resolved by the Connect workers): a "
+                    "literal or a ${VAR} of this file would be stored in the connector config, readable "
+                    "through Connect's REST API",
+                    {"held": held},
+                )
+        return value
+
     @field_validator("consumer")
     @classmethod
     def _keeps_offset_reset(cls, value: dict[str, PassthroughValue]) -> dict[str, PassthroughValue]:
@@ -170,6 +200,22 @@ class KafkaSettings(_Model):
                     {"name": fixed},
                 )
         return value
+
+
+def _stored_secret(key: str, value: str) -> str | None:
+    """Where Java client setting ``key`` holds a secret other than a ``${env:VAR}`` (None: nowhere).
+
+    A credential-named setting must be exactly ``${env:VAR}``; a JAAS line (``sasl.jaas.config``)
+    may hold anything but its credential-named options (``password``, ``clientSecret``, …).
+    """
+    if not is_secret_key(key):
+        return None
+    if key.lower().endswith("jaas.config"):
+        for option, raw in _JAAS_OPTION.findall(value):
+            if is_secret_key(option) and not _CONNECT_ENV_VALUE.match(raw.strip('"')):
+                return f"{key}: {option}"
+        return None
+    return None if _CONNECT_ENV_VALUE.match(value.strip()) else key
 
 
 class SchemaRegistrySettings(_Model):

@@ -27,8 +27,11 @@ from typing import Final
 MASK: Final = "***"  # as SQLAlchemy renders a hidden URL password
 
 # Lower-case fragments of setting names whose values are credentials.  "jaas.config" and "user.info"
-# embed passwords in Kafka client and Confluent-style registry settings.
-_SECRET_KEY_MARKERS: Final = ("password", "secret", "token", "credential", "jaas.config", "user.info")
+# embed passwords in Kafka client and Confluent-style registry settings; "access.key" is the S3A
+# access key id (Spark's own redaction treats it as a secret too).
+_SECRET_KEY_MARKERS: Final = (
+    "password", "secret", "token", "credential", "jaas.config", "user.info", "access.key"
+)
 
 _registered: set[str] = set()
 

@@ -3,8 +3,10 @@
 Only the two reads the decoder needs: ``GET /schemas/ids/{id}`` and
 ``GET /subjects/{subject}/versions/latest``.  Schema ids are immutable, so parsed schemas are cached
 by id for the life of the client.  Connection errors, timeouts, HTTP 429 and 5xx are retried under
-cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http_retry`); the password is a
-:class:`~pydantic.SecretStr` and never appears in a message, a log line or ``repr``.
+cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http_retry`), within an overall deadline per read
+(:data:`DEADLINE_SECONDS`: a registry that does not answer fails the batch then, not after every
+attempt's timeout and backoff); the password is a :class:`~pydantic.SecretStr` and never appears in
+a message, a log line or ``repr``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ CREDENTIALS_HINT = (
 
 _ACCEPT = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
 
+DEADLINE_SECONDS = 60.0
+"""How long one read may take with all its retries: about what 5 attempts of 10 s with their backoff
+took before, now a bound (a registry restart shorter than this is ridden out)."""
+
 
 class SchemaRegistry:
     """Cached, retrying client for a Confluent-compatible schema registry at ``url``.
@@ -52,6 +58,7 @@ class SchemaRegistry:
         attempts: int = 5,
         backoff_seconds: float = 0.5,
         max_backoff_seconds: float = 8.0,
+        deadline_seconds: float = DEADLINE_SECONDS,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -65,7 +72,9 @@ class SchemaRegistry:
         self._password = password
         self._bearer_token = bearer_token
         self._timeout = timeout_seconds
-        self._policy = RetryPolicy(attempts, backoff_seconds, max_backoff_seconds)
+        self._policy = RetryPolicy(
+            attempts, backoff_seconds, max_backoff_seconds, deadline_seconds=deadline_seconds
+        )
         self._cache: dict[int, RegisteredSchema] = {}
         self._lock = threading.Lock()
         self._session = self._new_session()

@@ -9,11 +9,12 @@ of the services every source needs and reports them all.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from cdc_lake.config import Connection, Source
     from cdc_lake.sources.base import Capture
 
 _NAMES_SHOWN = 5
@@ -129,3 +130,22 @@ def check_replica_configured(configured: bool, required: bool) -> CheckResult | 
             "set replica: in the source config (or bootstrap.allow_primary_reads: true)",
         )
     return CheckResult.ok("replica", "none configured; bootstrap.allow_primary_reads is on")
+
+
+def check_source_tls(source: Source, unverified: Callable[[Connection], str | None], fix: str) -> CheckResult:
+    """Every configured server of ``source`` is reached over TLS that verifies its certificate.
+
+    ``unverified`` says what a connection's settings leave unverified (None: nothing); a warning
+    names each such server and ``fix``, the settings to set on it.  Only a warning: a private
+    network may be trusted, but then the credentials and the captured rows cross it readable.
+    """
+    found = {
+        role: problem
+        for role, connection in (("primary", source.primary), ("replica", source.replica))
+        if connection is not None and (problem := unverified(connection)) is not None
+    }
+    if not found:
+        return CheckResult.ok("source tls", "every server's certificate is verified")
+    detail = "; ".join(f"{role} {problem}" for role, problem in found.items())
+    where = " and ".join(f"sources.{source.name}.{role}" for role in found)
+    return CheckResult.warn("source tls", f"source {source.name}: {detail}", f"set {fix} on {where}")

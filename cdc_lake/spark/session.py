@@ -4,6 +4,17 @@ The settings arrive as the config models (``SparkSettings`` and ``LakeSettings``
 they are typed here with small read-only protocols so this module depends only on
 their shape.  :func:`spark_conf` is pure (it computes the Spark properties) and
 :func:`get_spark` starts or returns the cached session.
+
+Credentials never go on a command line.  When cdc-lake starts its own driver JVM, pyspark runs
+``spark-submit --conf KEY=VALUE …`` and any local user reads that with ``ps``: the JVM is started
+with :func:`launch_conf` (every property whose name marks a credential left out, the S3A access and
+secret keys among them), and the full conf, keys included, is handed to the running JVM through the
+py4j gateway when the SparkContext is created.  The ``spark.hadoop.fs.s3a.*`` keys then reach
+everything that reads S3: the driver's Hadoop configuration is built from them when the context
+starts (and Spark SQL and Hudi ship it to their tasks), and executors of a standalone (or YARN,
+Kubernetes) cluster fetch the driver's whole conf over the authenticated RPC channel when they
+register: only ``spark.auth*``, ``spark.rpc*``, ``spark.network*``, ``spark.ssl*`` and port
+settings go on an executor's command line (``SparkConf.isExecutorStartupConf``).
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake import jvm
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.redaction import is_secret_key
 
 # Settings Hudi's Spark integration cannot work without; a user conf may not contradict them.
 HUDI_REQUIRED_CONF: Mapping[str, str] = {
@@ -209,6 +221,14 @@ def spark_conf(
     return conf
 
 
+def launch_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``conf`` that may start the driver JVM: everything but credentials.
+
+    It becomes spark-submit's command line; the rest is set on the running JVM (see the module).
+    """
+    return {key: value for key, value in conf.items() if not is_secret_key(key)}
+
+
 QUIET_LOG4J2 = """\
 # Written by cdc-lake: Spark's warnings to stderr, without its start-up chatter (-v shows it all).
 rootLogger.level = warn
@@ -320,7 +340,7 @@ def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike) -> dict
     verbose = logging.getLogger().isEnabledFor(logging.INFO)
     if not verbose:
         conf = quiet_conf(conf, _quiet_log4j2_file())
-    _launch_gateway(conf, verbose)
+    _launch_gateway(launch_conf(conf), verbose)
     return conf
 
 

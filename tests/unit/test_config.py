@@ -458,6 +458,41 @@ def test_connect_env_references_are_left_for_the_connect_workers(tmp_path: Path)
     assert config.kafka.connector_clients["sasl.jaas.config"] == 'Scram required password="${env:KAFKA_PW}";'
 
 
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ("sasl.jaas.config: 'Scram required password=\"${KAFKA_PW}\";'", "sasl.jaas.config: password"),
+        ("sasl.jaas.config: 'Scram required password=\"hunter2-pw\";'", "sasl.jaas.config: password"),
+        ("sasl.jaas.config: 'OAuth required clientSecret=hunter2-pw;'", "sasl.jaas.config: clientSecret"),
+        ("ssl.keystore.password: ${KAFKA_PW}", "ssl.keystore.password"),
+        ("ssl.key.password: hunter2-pw", "ssl.key.password"),
+    ],
+)
+def test_connector_clients_refuse_a_secret_the_connect_workers_would_not_resolve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, named: str
+) -> None:
+    monkeypatch.setenv("KAFKA_PW", "hunter2-pw")
+    message = error_of(write(tmp_path, f"kafka:\n  connector_clients:\n    {setting}\n"))
+    assert f"kafka.connector_clients: {named} must be Kafka Connect's ${{env:VAR}}" in message
+    assert "hunter2" not in message
+    assert "\n" not in message
+
+
+def test_connector_clients_take_connect_env_references_and_expand_plain_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROTOCOL", "SASL_SSL")
+    jaas = "'Scram required username=\"${PROTOCOL}\" password=\"${env:KAFKA_PW}\";'"
+    text = (
+        "kafka:\n  connector_clients:\n    security.protocol: ${PROTOCOL}\n"
+        f"    sasl.jaas.config: {jaas}\n    ssl.truststore.password: ${{env:TRUST_PW}}\n"
+    )
+    clients = load_config(write(tmp_path, text)).kafka.connector_clients
+    assert clients["security.protocol"] == "SASL_SSL"
+    assert clients["sasl.jaas.config"] == 'Scram required username="SASL_SSL" password="${env:KAFKA_PW}";'
+    assert clients["ssl.truststore.password"] == "${env:TRUST_PW}"
+
+
 def test_registry_takes_basic_auth_or_a_bearer_token_not_both(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

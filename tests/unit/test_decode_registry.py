@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import socket
 import threading
+import time
 
 import pytest
 from fixtures import debezium as dbz
@@ -92,6 +93,23 @@ def test_refused_connection_reports_unreachable() -> None:
         pytest.raises(SchemaRegistryError, match=f"schema registry at {url} is unreachable after 3 attempts"),
     ):
         registry.get_schema(1)
+
+
+def test_a_silent_registry_fails_at_the_deadline_not_after_every_timeout() -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/apis/ccompat/v7"
+        registry = SchemaRegistry(url, timeout_seconds=10.0, attempts=5, deadline_seconds=0.5)
+        started = time.monotonic()
+        with registry, pytest.raises(SchemaRegistryError) as raised:
+            registry.get_schema(1)
+        elapsed = time.monotonic() - started
+
+    assert elapsed < 1.5
+    assert str(raised.value) == (
+        f"schema registry at {url} is unreachable after 1 attempts: ReadTimeout; the 0.5 s deadline passed"
+    )
 
 
 def test_basic_auth_is_sent_and_never_shown(fake: FakeRegistry) -> None:

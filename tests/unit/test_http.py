@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 
@@ -94,3 +95,20 @@ def test_no_answer_is_retried_and_named() -> None:
 
     with requests.Session() as session, pytest.raises(Unavailable, match=r"^ConnectionError$"):
         send(session, "GET", f"http://127.0.0.1:{port}/", QUICK, timeout=1)
+
+
+def test_the_deadline_bounds_every_attempt_and_the_retries_together() -> None:
+    """A server that accepts connections and never answers: each attempt would wait its whole timeout."""
+    policy = RetryPolicy(attempts=50, backoff_seconds=0.01, max_backoff_seconds=0.02, deadline_seconds=0.6)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/"
+        started = time.monotonic()
+        with requests.Session() as session, pytest.raises(Unavailable) as raised:
+            send(session, "GET", url, policy, timeout=5)
+        elapsed = time.monotonic() - started
+
+    assert elapsed < 1.5
+    assert str(raised.value) == "ReadTimeout; the 0.6 s deadline passed"
+    assert raised.value.attempts < policy.attempts

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from cdc_lake.config import Table
+from cdc_lake.config import Source, Table
 from cdc_lake.sources.base import Capture, PreflightOptions
 from cdc_lake.sources.checks import CheckResult, Outcome
 from cdc_lake.sources.mysql.checks import (
@@ -19,9 +19,11 @@ from cdc_lake.sources.mysql.checks import (
     MyReplicaFacts,
     MySqlFacts,
     MyTableFacts,
+    check_tls,
     evaluate,
     retention_seconds,
 )
+from cdc_lake.sources.mysql.engine import MariaDbEngine
 
 PRODUCTS = MyTableFacts(
     name="app.products", exists=True, columns=("id", "sku"), primary_key=("id",), can_select=True
@@ -240,3 +242,38 @@ def test_mysql_8_default_sql_mode_refuses_zero_dates() -> None:
         "NO_ENGINE_SUBSTITUTION"
     )
     assert check("zero dates", with_variables(MYSQL, sql_mode=default)).outcome is Outcome.PASS
+
+
+def my_source(engine: str, primary_ca: str | None, replica_ca: str | None) -> Source:
+    """A MySQL/MariaDB source whose primary and replica verify TLS with these CA files (None: no TLS)."""
+    servers = {
+        role: {"port": port, "user": "cdc", "ssl_ca": ca}
+        for role, port, ca in (("primary", 3306, primary_ca), ("replica", 3307, replica_ca))
+    }
+    return Source.model_validate({"name": "maria", "engine": engine, "server_id": 5401, **servers})
+
+
+@pytest.mark.parametrize("engine", ["mysql", "mariadb"])
+def test_a_server_without_ssl_ca_is_a_tls_warning_naming_the_setting(engine: str) -> None:
+    result = check_tls(my_source(engine, None, "/etc/ssl/ca.pem"))
+
+    assert result.outcome is Outcome.WARN
+    assert result.detail.startswith("source maria: primary no ssl_ca (")
+    assert "replica" not in result.detail
+    assert result.fix is not None
+    assert result.fix.startswith("set ssl_ca (the servers' CA file")
+    assert result.fix.endswith("on sources.maria.primary")
+
+    both = check_tls(my_source(engine, None, None))
+    assert both.fix is not None and both.fix.endswith("on sources.maria.primary and sources.maria.replica")
+    assert check_tls(my_source(engine, "/etc/ssl/ca.pem", "/etc/ssl/ca.pem")).outcome is Outcome.PASS
+
+
+def test_the_onboarding_preflight_reports_the_tls_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = MariaDbEngine(my_source("mariadb", None, None))
+    monkeypatch.setattr(engine, "read_facts", lambda captures: MARIADB)
+
+    results = {result.name: result for result in engine.preflight([CAPTURE], PreflightOptions())}
+
+    assert results["source tls"].outcome is Outcome.WARN
+    assert "primary no ssl_ca" in results["source tls"].detail

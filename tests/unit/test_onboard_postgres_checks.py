@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from cdc_lake.config import Table
+from cdc_lake.config import Source, Table
 from cdc_lake.sources.base import Capture, PreflightOptions
 from cdc_lake.sources.checks import CheckResult, Outcome
 from cdc_lake.sources.postgres.checks import (
@@ -23,8 +23,10 @@ from cdc_lake.sources.postgres.checks import (
     PgSlotFacts,
     PgTableFacts,
     PostgresFacts,
+    check_tls,
     evaluate,
 )
+from cdc_lake.sources.postgres.engine import PostgresEngine
 
 CUSTOMERS = PgTableFacts(
     name="shop.customers",
@@ -449,3 +451,44 @@ def test_key_equal_to_the_primary_key_in_another_order_needs_nothing() -> None:
     facts = with_table(HEALTHY, primary_key=("id", "code"), toastable=())
 
     assert check("replica identity", facts, _keyed_by("code", "id")).outcome is Outcome.PASS
+
+
+def pg_source(primary: str | None, replica: str | bool | None = False) -> Source:
+    """A Postgres source whose primary (and replica, unless ``replica`` is False) use these sslmodes."""
+    server = {"user": "cdc", "database": "app"}
+    servers: dict[str, object] = {"primary": {**server, "port": 5432, "sslmode": primary}}
+    if replica is not False:
+        servers["replica"] = {**server, "port": 5433, "sslmode": replica}
+    return Source.model_validate({"name": "pg", "engine": "postgres", **servers})
+
+
+@pytest.mark.parametrize("mode", [None, "disable", "allow", "prefer", "require"])
+def test_unverified_tls_to_the_primary_is_a_warning_naming_the_setting(mode: str | None) -> None:
+    result = check_tls(pg_source(mode, "verify-full"))
+
+    assert result.outcome is Outcome.WARN
+    assert result.detail.startswith(f"source pg: primary sslmode {mode or 'unset'} (")
+    assert "replica" not in result.detail
+    assert result.fix == (
+        "set sslmode: verify-full and sslrootcert (the servers' CA file) on sources.pg.primary"
+    )
+
+
+def test_unverified_tls_names_every_server_and_verified_tls_passes() -> None:
+    both = check_tls(pg_source(None, "require"))
+    assert both.outcome is Outcome.WARN
+    assert "primary sslmode unset" in both.detail and "replica sslmode require" in both.detail
+    assert both.fix is not None and both.fix.endswith("on sources.pg.primary and sources.pg.replica")
+
+    assert check_tls(pg_source("verify-full", "verify-ca")).outcome is Outcome.PASS
+    assert check_tls(pg_source("verify-full")).outcome is Outcome.PASS
+
+
+def test_the_onboarding_preflight_reports_the_tls_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = PostgresEngine(pg_source("require"))
+    monkeypatch.setattr(engine, "read_facts", lambda captures: HEALTHY)
+
+    results = {result.name: result for result in engine.preflight(CAPTURES, PreflightOptions())}
+
+    assert results["source tls"].outcome is Outcome.WARN
+    assert "primary sslmode require" in results["source tls"].detail

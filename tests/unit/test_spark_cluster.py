@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyspark
 import pytest
 from click.testing import CliRunner
+from fixtures.spark_settings import Lake, Spark
 
 from cdc_lake import jvm
 from cdc_lake.cli.main import cli
@@ -15,20 +15,6 @@ from cdc_lake.config import load_config
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.spark.pack import ENVIRONMENT_NAME, PackedEnvironment, runtime_distributions
 from cdc_lake.spark.session import spark_conf
-
-
-@dataclass(frozen=True)
-class Spark:
-    conf: dict[str, object] = field(default_factory=dict)
-    master: str = "yarn"
-    app_name: str = "cdc-lake"
-    driver_memory: str = "1g"
-    jars: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Lake:
-    s3: None = None
 
 
 @pytest.mark.parametrize(
@@ -63,7 +49,7 @@ def test_a_bad_spark_master_is_one_line_naming_the_setting(tmp_path: Path, maste
 
 def test_under_spark_submit_the_command_line_decides_master_memory_jars_and_python() -> None:
     submitted = {"spark.master": "yarn", "spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "64"}
-    conf = spark_conf(Spark(conf={"spark.executor.memory": "4g"}), Lake(), [], submitted)
+    conf = spark_conf(Spark(conf={"spark.executor.memory": "4g"}, master="yarn"), Lake(), [], submitted)
     assert conf["spark.executor.memory"] == "4g"
     assert conf["spark.ui.enabled"] == "false", "a small-footprint default spark-submit left alone"
     # Left out, so the session keeps what spark-submit set (its --conf wins over cdc-lake's defaults).
@@ -81,8 +67,8 @@ def test_under_spark_submit_the_command_line_decides_master_memory_jars_and_pyth
     ("settings", "named"),
     [
         (Spark(master="spark://h:7077"), "spark.master: the config says 'spark://h:7077'"),
-        (Spark(driver_memory="4g"), "spark.driver_memory: the config says '4g'"),
-        (Spark(jars=("/jars/hudi.jar",)), "spark.jars: under spark-submit"),
+        (Spark(master="yarn", driver_memory="4g"), "spark.driver_memory: the config says '4g'"),
+        (Spark(master="yarn", jars=("/jars/hudi.jar",)), "spark.jars: under spark-submit"),
     ],
 )
 def test_a_config_contradicting_spark_submit_is_refused(settings: Spark, named: str) -> None:

@@ -2,38 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
+from fixtures.spark_settings import S3, Lake, Spark
 
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.spark.session import HUDI_REQUIRED_CONF, S3SettingsLike, quiet_conf, spark_conf
-
-
-@dataclass(frozen=True)
-class Spark:
-    conf: Mapping[str, object] = field(default_factory=dict)
-    master: str = "local[2]"
-    app_name: str = "cdc-lake"
-    driver_memory: str = "1g"
-    jars: Sequence[str] = ()
-
-
-@dataclass(frozen=True)
-class S3:
-    endpoint: str | None = "http://127.0.0.1:17070"
-    region: str | None = "us-east-1"
-    access_key: SecretStr | None = field(default_factory=lambda: SecretStr("AKIA-TEST"))
-    secret_key: SecretStr | None = field(default_factory=lambda: SecretStr("s3cr3t-value"))
-    path_style_access: bool = True
-
-
-@dataclass(frozen=True)
-class Lake:
-    s3: S3SettingsLike | None = None
+from cdc_lake.spark.session import HUDI_REQUIRED_CONF, launch_conf, quiet_conf, spark_conf
 
 
 def test_local_session_has_hudi_settings_and_small_footprint() -> None:
@@ -83,3 +58,19 @@ def test_quiet_conf_keeps_the_users_driver_java_options(tmp_path: Path) -> None:
     assert options[0] == "-Dmine=1"
     assert f"-Dlog4j2.configurationFile=file:{tmp_path / 'log4j2.properties'}" in options
     assert "-Djdk.attach.allowAttachSelf=true" in options
+
+
+def test_the_driver_command_line_gets_no_credentials() -> None:
+    user_secret = "spark.hadoop.fs.s3a.session.token"
+    conf = spark_conf(Spark(conf={user_secret: "t0ken-value"}), Lake(s3=S3()), ["/jars/hudi.jar"])
+
+    launched = launch_conf(conf)
+
+    assert not {"AKIA-TEST", "s3cr3t-value", "t0ken-value"} & set(launched.values())
+    assert "spark.hadoop.fs.s3a.access.key" not in launched
+    assert "spark.hadoop.fs.s3a.secret.key" not in launched
+    assert user_secret not in launched
+    # Everything else starts the JVM as before: master, memory, jars, the S3A endpoint.
+    assert launched["spark.master"] == "local[2]"
+    assert launched["spark.jars"] == "/jars/hudi.jar"
+    assert launched["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:17070"

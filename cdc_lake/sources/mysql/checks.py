@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from cdc_lake.config import Connection, Source
 from cdc_lake.sources.base import Capture, PreflightOptions
 from cdc_lake.sources.checks import (
     CheckResult,
     captured_keys,
     check_primary_keys,
     check_replica_configured,
+    check_source_tls,
     name_list,
 )
 
@@ -86,6 +88,18 @@ def evaluate(facts: MySqlFacts, captures: Sequence[Capture], options: PreflightO
         check_primary_keys(facts.tables, keys, "add a primary key, or set tables[].key in the config"),
         check_replica(facts.replica, options.replica_required),
     ]
+
+
+def check_tls(source: Source) -> CheckResult:
+    """Every connection requires TLS and verifies the server's certificate (``ssl_ca``), else a warning."""
+
+    def unverified(connection: Connection) -> str | None:
+        if connection.mysql_tls():
+            return None
+        return "no ssl_ca (TLS neither required nor verified: credentials and rows may cross in plaintext)"
+
+    fix = "ssl_ca (the servers' CA file; ssl_verify_identity: true checks the host name too)"
+    return check_source_tls(source, unverified, fix)
 
 
 def _on(value: str | None) -> bool:

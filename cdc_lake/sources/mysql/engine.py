@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from decimal import Decimal
+from functools import partial
 from typing import Any, ClassVar
 
 import pymysql
@@ -32,7 +33,7 @@ from cdc_lake.sources.base import (
 )
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.mysql import MARIADB, MYSQL
-from cdc_lake.sources.mysql.checks import MyReplicaFacts, MySqlFacts, MyTableFacts, evaluate
+from cdc_lake.sources.mysql.checks import MyReplicaFacts, MySqlFacts, MyTableFacts, check_tls, evaluate
 from cdc_lake.sources.mysql.tls import (
     connector_settings,
     ensure_truststore,
@@ -56,6 +57,14 @@ _VARIABLES = (
     "sql_mode",
 )
 _CONNECT_TIMEOUT = 5
+READ_TIMEOUT_SECONDS = 300
+"""How long pymysql waits for a server's answer before giving the connection up (a partition, a hung
+server).  The longest read cdc-lake issues here is the bootstrap's key sample (a sorted scan of a
+table's key); the replica waits get their own wait time on top."""
+WRITE_TIMEOUT_SECONDS = 60
+"""How long pymysql waits to send a query."""
+_WAIT_ANSWER_SECONDS = 30
+"""A replica wait's answer may take this long after its own wait time."""
 _ACCESS_DENIED = (1142, 1143)  # table / column access denied
 _NO_SUCH_TABLE = 1146
 
@@ -80,7 +89,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 
-def _open(connection: Connection) -> pymysql.connections.Connection[Any]:
+def _open(
+    connection: Connection, read_timeout: float = READ_TIMEOUT_SECONDS
+) -> pymysql.connections.Connection[Any]:
     password = connection.password.get_secret_value() if connection.password is not None else ""
     return pymysql.connect(
         host=connection.host,
@@ -88,6 +99,8 @@ def _open(connection: Connection) -> pymysql.connections.Connection[Any]:
         user=connection.user,
         password=password,
         connect_timeout=_CONNECT_TIMEOUT,
+        read_timeout=read_timeout,
+        write_timeout=WRITE_TIMEOUT_SECONDS,
         autocommit=True,
         program_name="cdc-lake",
         **pymysql_settings(connection),
@@ -109,8 +122,10 @@ class MySqlEngine(SourceEngine):
 
     # Connections
 
-    def _connect(self, role: str = "primary") -> AbstractContextManager[pymysql.connections.Connection[Any]]:
-        return self.opened(role, _open, pymysql.MySQLError, _first_line)
+    def _connect(
+        self, role: str = "primary", read_timeout: float = READ_TIMEOUT_SECONDS
+    ) -> AbstractContextManager[pymysql.connections.Connection[Any]]:
+        return self.opened(role, partial(_open, read_timeout=read_timeout), pymysql.MySQLError, _first_line)
 
     # Preflight
 
@@ -120,7 +135,8 @@ class MySqlEngine(SourceEngine):
         """The connector's truststore and the MySQL/MariaDB checks, judged on the facts read."""
         facts = self.read_facts(captures)
         connected = f"{self.address(self.source.primary)} as {facts.user}"
-        return connected, [*self._truststore_check(), *evaluate(facts, captures, options)]
+        checks = [check_tls(self.source), *self._truststore_check(), *evaluate(facts, captures, options)]
+        return connected, checks
 
     def _truststore_check(self) -> list[CheckResult]:
         """With TLS, the connector's truststore password is in the environment (nothing to check without)."""
@@ -242,8 +258,10 @@ class MySqlEngine(SourceEngine):
 
     # Positions
 
-    def _scalar(self, role: str, query: str, args: tuple[Any, ...] = ()) -> Any:
-        with self._connect(role) as conn, conn.cursor() as cur:
+    def _scalar(
+        self, role: str, query: str, args: tuple[Any, ...] = (), read_timeout: float = READ_TIMEOUT_SECONDS
+    ) -> Any:
+        with self._connect(role, read_timeout) as conn, conn.cursor() as cur:
             cur.execute(query, args)
             row = cur.fetchone()
         return None if row is None else row[0]
@@ -259,7 +277,10 @@ class MySqlEngine(SourceEngine):
     def wait_replica_past(self, position: str, timeout: float) -> str:
         """Block on the replica until it has applied ``position`` (``WAIT_FOR_EXECUTED_GTID_SET``)."""
         result = self._scalar(
-            "replica", "SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)", (position, math.ceil(timeout))
+            "replica",
+            "SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)",
+            (position, math.ceil(timeout)),
+            read_timeout=_waiting(timeout),
         )
         if result is None or int(result) != 0:
             self._timed_out(position, timeout)
@@ -484,7 +505,8 @@ class MariaDbEngine(MySqlEngine):
 
     def wait_replica_past(self, position: str, timeout: float) -> str:
         """Block on the replica until it has applied ``position`` (``MASTER_GTID_WAIT``)."""
-        result = self._scalar("replica", "SELECT MASTER_GTID_WAIT(%s, %s)", (position, timeout))
+        query = "SELECT MASTER_GTID_WAIT(%s, %s)"
+        result = self._scalar("replica", query, (position, timeout), read_timeout=_waiting(timeout))
         if result is None or int(result) != 0:
             self._timed_out(position, timeout)
         return self.replica_position()
@@ -516,6 +538,11 @@ def _literal(value: Any, source: str, table: str) -> str:
     raise SourceEngineError(
         f"source {source}: table {table}: cannot write a key value of type {type(value).__name__} as SQL"
     )
+
+
+def _waiting(timeout: float) -> float:
+    """The read timeout of a query the server answers only after waiting up to ``timeout`` seconds."""
+    return math.ceil(timeout) + _WAIT_ANSWER_SECONDS
 
 
 def _gtid_set(value: Any) -> str:

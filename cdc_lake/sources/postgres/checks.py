@@ -11,12 +11,14 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from cdc_lake.config import Connection, Source
 from cdc_lake.sources.base import Capture, PreflightOptions
 from cdc_lake.sources.checks import (
     CheckResult,
     captured_keys,
     check_primary_keys,
     check_replica_configured,
+    check_source_tls,
     name_list,
 )
 
@@ -28,6 +30,15 @@ _PARTITIONED_TABLE = "p"
 _IDENTITY = {"d": "DEFAULT", "n": "NOTHING", "f": "FULL", "i": "INDEX"}
 
 _KEYLESS_FIX = "add a primary key, or set tables[].key in the config and use --replica-identity-full"
+
+# What each sslmode short of verify-ca/verify-full leaves open (None: unset, libpq's and pgJDBC's prefer).
+_UNVERIFIED_SSLMODES: Mapping[str | None, str] = {
+    None: "unset (prefer: TLS only if the server offers it, its certificate not verified)",
+    "disable": "disable (plaintext)",
+    "allow": "allow (plaintext unless the server requires TLS, its certificate not verified)",
+    "prefer": "prefer (TLS only if the server offers it, its certificate not verified)",
+    "require": "require (encrypted, but the server's certificate is not verified)",
+}
 
 
 @dataclass(frozen=True)
@@ -176,6 +187,16 @@ def evaluate(
         check_slots(facts, captures, options),
         check_replica(facts.replica, options.replica_required),
     ]
+
+
+def check_tls(source: Source) -> CheckResult:
+    """Every connection verifies the server's certificate (sslmode verify-ca, verify-full), else a warning."""
+
+    def unverified(connection: Connection) -> str | None:
+        problem = _UNVERIFIED_SSLMODES.get(connection.sslmode)
+        return None if problem is None else f"sslmode {problem}"
+
+    return check_source_tls(source, unverified, "sslmode: verify-full and sslrootcert (the servers' CA file)")
 
 
 def check_wal_level(facts: PostgresFacts) -> CheckResult:

@@ -39,6 +39,7 @@ from cdc_lake.sources.postgres.checks import (
     PgSlotFacts,
     PgTableFacts,
     PostgresFacts,
+    check_tls,
     evaluate,
     identity_gap,
 )
@@ -132,7 +133,8 @@ class PostgresEngine(SourceEngine):
     ) -> tuple[str, list[CheckResult]]:
         """The Postgres checks, judged on the facts read from the primary and the replica."""
         facts = self.read_facts(captures)
-        return f"{self.address(self.source.primary)} as {facts.user}", evaluate(facts, captures, options)
+        connected = f"{self.address(self.source.primary)} as {facts.user}"
+        return connected, [check_tls(self.source), *evaluate(facts, captures, options)]
 
     def read_facts(self, captures: Sequence[Capture]) -> PostgresFacts:
         """Everything the checks judge, read from the primary and the replica."""
