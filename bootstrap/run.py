@@ -31,6 +31,7 @@ from bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, ProgressView, TablePro
 from bootstrap.read import SnapshotQuery, snapshot_rows
 from bootstrap.registry_check import align_with_registry
 from bootstrap.replica_wait import ReplicaWait, wait_for_replica
+from bootstrap.watch import CatchUpWatch
 from bootstrap.watermark import WatermarkPoint, take_watermark
 from bootstrap.write import attempt_id, check_fresh, lake_state, write_group
 from cdc_lake.config import Config, Source, Table
@@ -491,25 +492,36 @@ class TableBootstrap:
             context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
     def _catch_up(self, spark: SparkSession) -> None:
-        """Apply the table's backlog in this process until the applier publishes it (LIVE)."""
+        """Apply the table's backlog in this process until the applier publishes it (LIVE).
+
+        Stops at once when the catch-up cannot happen any more (:class:`bootstrap.watch.CatchUpWatch`).
+        """
         self._show("catching up")
         # The apply lock makes this one writer among others: while `cdc-lake run` or `apply --once`
         # holds the table, its batches are skipped here and the other process publishes the table.
         runner = self.applier(spark, self.store, self.config)
         deadline = time.monotonic() + APPLY_TIMEOUT_SECONDS
-        while self.store.require_table(self.name).state is not TableState.LIVE:
-            outcome = runner.catch_up(self.target)
-            if outcome.skipped == BUSY:
-                self._show("catching up (another process is applying)")
-                time.sleep(BUSY_RETRY_SECONDS)
-            if outcome.failed:
-                raise BootstrapError(
-                    f"table {self.name}: the applier failed while catching up: {outcome.error}"
-                )
-            if time.monotonic() > deadline:
-                raise BootstrapError(
-                    f"table {self.name}: still catching up after {APPLY_TIMEOUT_SECONDS:.0f}s; "
-                    "`cdc-lake run` will finish it"
-                )
+        prefix = self.source.topic_prefix or self.source.name
+        with KafkaConnectClient.for_settings(self.config.kafka_connect) as connect:
+            watch = CatchUpWatch(self.name, self.store, connect, prefix, self.table.name)
+            while self.store.require_table(self.name).state is not TableState.LIVE:
+                outcome = runner.catch_up(self.target)
+                if outcome.skipped == BUSY:
+                    self._show("catching up (another process is applying)")
+                    time.sleep(BUSY_RETRY_SECONDS)
+                if outcome.failed:
+                    raise BootstrapError(
+                        f"table {self.name}: the applier failed while catching up: {outcome.error}"
+                    )
+                failure = watch.failure()
+                if failure is not None:
+                    raise BootstrapError(
+                        f"table {self.name}: stopped catching up: {failure}; `cdc-lake run` publishes "
+                        "it once that is fixed"
+                    )
+                if time.monotonic() > deadline:
+                    raise BootstrapError(
+                        f"table {self.name}: still catching up after {APPLY_TIMEOUT_SECONDS:.0f}s; "
+                        "`cdc-lake run` will finish it"
+                    )
         self._show("live")
-
