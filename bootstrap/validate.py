@@ -319,7 +319,7 @@ def _source_frame(
             frame = spark.read.jdbc(access.url, query, properties=properties)
     else:
         frame = spark.read.jdbc(access.url, query, properties=properties)
-    return to_lake_types(frame, reads, table_name), key, names, position, table_topic(source, table)
+    return to_lake_types(frame, reads, table_name, key), key, names, position, table_topic(source, table)
 
 
 _INTEGRAL_TYPES = frozenset(
