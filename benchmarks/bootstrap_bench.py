@@ -284,7 +284,10 @@ def single_read(bench: Bench, name: str = "single", predicate: str = "1 = 1") ->
     shape = engine.table_shape(table.name, "replica")
     reads = column_reads(source.engine, shape, [c.name for c in shape.columns], engine.quote_identifier)
     query = SnapshotQuery(
-        engine.quote_table(table.name), tuple(reads), tuple(engine.quote_identifier(r.name) for r in reads)
+        engine.quote_table(table.name),
+        tuple(reads),
+        tuple(engine.quote_identifier(r.name) for r in reads),
+        shape.primary_key,
     )
     whole = [BootstrapPartition(0, predicate)]
     frame = snapshot_rows(

@@ -23,7 +23,10 @@ unreachable, or its connectors have not committed past the point, the bootstrap 
 unreachable spell logged) up to ``bootstrap.handoff_timeout_seconds``, then fails the table's hand-off
 with one line naming what it saw.  The table stays BOOTSTRAPPING (the applier leaves it alone) and
 running the bootstrap again resumes at the hand-off.  When Connect answers but no connector captures
-the table, the hand-off fails at once: the source must be onboarded first.
+the table, the hand-off fails at once: the source must be onboarded first.  So it does when a capturing
+connector or one of its tasks is FAILED (checked at every poll, as ``cdc-lake lag``'s
+CdcLakeConnectorFailed checks it): its offsets cannot move until it is restarted, and the error names
+the task's cause and ``docs/runbooks/connector-failed.md``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cdc_lake.connect.client import ConnectorStatus, connector_failure
 from cdc_lake.exceptions import BootstrapError, ConnectError
 from cdc_lake.sources.positions import LogPosition
 
@@ -67,6 +71,10 @@ class ConnectOffsets(Protocol):
 
     def offsets(self, name: str) -> list[dict[str, Any]]:
         """The source offsets committed for connector ``name``."""
+        ...
+
+    def status(self, name: str) -> ConnectorStatus:
+        """The state of connector ``name`` and its tasks."""
         ...
 
 
@@ -106,7 +114,7 @@ def wait_until_streamed(
     deadline = monotonic() + wait.timeout_seconds
     while True:
         try:
-            found = _pending(connect, source_table, point, wait)
+            found = _pending(table, connect, source_table, point, wait)
         except ConnectError as exc:
             seen = f"Kafka Connect unreachable: {exc}"
             _LOG.warning("%s: hand-off waits for Debezium past %s: %s", table, point.position, seen)
@@ -130,10 +138,19 @@ def wait_until_streamed(
 
 
 def _pending(
-    connect: ConnectOffsets, source_table: str, point: SnapshotPoint, wait: HandoffWait
+    table: str, connect: ConnectOffsets, source_table: str, point: SnapshotPoint, wait: HandoffWait
 ) -> str | dict[str, list[dict[str, Any]]]:
-    """What passed (a sentence), or the capturing connectors still behind with their offsets."""
+    """What passed (a sentence), or the capturing connectors still behind with their offsets.
+
+    Raises BootstrapError when one of them (or its task) FAILED: its offsets will not move.
+    """
     connectors = capturing_connectors(connect, wait.topic_prefix, source_table)
+    failure = connector_failure(connect, connectors)
+    if failure is not None:
+        raise BootstrapError(
+            f"table {table}: not handed off: {failure}; the table stays BOOTSTRAPPING: once the connector "
+            f"streams again, run cdc-lake bootstrap {table} again (it resumes at the hand-off)"
+        )
     behind: dict[str, list[dict[str, Any]]] = {}
     for name in connectors:
         offsets = connect.offsets(name)

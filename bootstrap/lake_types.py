@@ -6,8 +6,9 @@ and the bootstrap share, and which gives for each type the Spark type the decode
 encoding of it (``docs/type-mapping.md``).  This module applies it: :func:`column_reads` picks the
 reads of a table's columns (honouring its ``column_types``) and :func:`to_lake_types` converts what
 JDBC returned.  A value the lake type cannot hold (``infinity``, ``NaN`` in a numeric, a decimal with
-more digits, a year beyond 9999) fails the read naming the column, never a silent null or rounding:
-the applier refuses the same values.
+more digits, a year beyond 9999) fails the read naming the column, the key of the row and what to do
+(a ``column_types`` fallback; for ``NaN``, that Debezium cannot encode it), never a silent null or
+rounding: the applier refuses the same values.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pyspark.sql.types import (
 
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.lake.schema import lake_type
+from cdc_lake.representation import STRING
 from cdc_lake.sources.column_types import (
     ColumnRead,
     Conversion,
@@ -41,7 +43,16 @@ from cdc_lake.sources.column_types import (
 )
 from cdc_lake.sources.snapshot import TableShape
 
-__all__ = ["ColumnRead", "Conversion", "column_reads", "lake_columns", "spark_decimal", "to_lake_types"]
+__all__ = [
+    "REFUSED_VALUE",
+    "ColumnRead",
+    "Conversion",
+    "column_reads",
+    "lake_columns",
+    "refusal",
+    "spark_decimal",
+    "to_lake_types",
+]
 
 
 def column_reads(
@@ -126,17 +137,51 @@ def _converted(read: ColumnRead, source: Column) -> tuple[Column, Column]:
     return converted, source.isNotNull() & lost
 
 
-def to_lake_types(frame: DataFrame, reads: Sequence[ColumnRead], table: str) -> DataFrame:
-    """``frame`` (as JDBC read it) with every column converted to its lake type, failing on lossy values."""
+REFUSED_VALUE = "of the row with key"
+"""Words of every refused value's message (raised by the query): a data error, the same on every run."""
+_NUMBER_CONVERSIONS = frozenset({Conversion.DECIMAL_TEXT, Conversion.NUMBER_TEXT})
+
+
+def refusal(read: ColumnRead, number: bool) -> str:
+    """What a value of ``read`` that its lake type refused means, and what to do (``number``: it is a
+    number, not NaN or an infinity)."""
+    lake = read.lake_type.simpleString()
+    if read.per_element:
+        return f"holds an element its lake type {lake} cannot hold exactly (docs/type-mapping.md)"
+    if read.conversion in _NUMBER_CONVERSIONS and not number:
+        return (
+            "holds NaN or ±Infinity, which Debezium cannot encode (its connector task fails on it as "
+            "well): replace it at the source (docs/runbooks/connector-failed.md)"
+        )
+    if read.conversion is Conversion.DECIMAL_TEXT:
+        return (
+            f"holds a value with more digits than its lake type {lake} holds; set column_types: "
+            f"{{{read.name}: {STRING}}} in the table's config (docs/type-mapping.md)"
+        )
+    return f"holds a value its lake type {lake} cannot hold exactly (docs/type-mapping.md)"
+
+
+def _refusal_message(read: ColumnRead, source: Column, table: str, key: Sequence[str]) -> Column:
+    """The query's error for a refused value of ``read``: table, column, the row's key, why, what to do."""
+    row_key = F.to_json(F.struct(*[_column(k) for k in key]))
+    why = F.lit(refusal(read, number=False))
+    if read.conversion is Conversion.DECIMAL_TEXT and not read.per_element:
+        why = F.when(source.rlike(_NUMBER_TEXT), F.lit(refusal(read, number=True))).otherwise(why)
+    head = f"table {table}: column {read.name} {REFUSED_VALUE} "
+    return F.concat(F.lit(head), row_key, F.lit(" "), why)
+
+
+def to_lake_types(frame: DataFrame, reads: Sequence[ColumnRead], table: str, key: Sequence[str]) -> DataFrame:
+    """``frame`` (as JDBC read it) with every column converted to its lake type, failing on lossy values.
+
+    The failure names the table, the column and the ``key`` of the first row found holding such a value
+    (:func:`refusal` says why and what to do).
+    """
     columns = []
     for read in reads:
         source = _column(read.name)
         converted, lost = _converted(read, source)
-        message = (
-            f"bootstrap of {table}: a value of column {read.name} does not fit lake type "
-            f"{read.lake_type.simpleString()} exactly"
-        )
-        failure = F.raise_error(F.lit(message)).cast(read.lake_type)
+        failure = F.raise_error(_refusal_message(read, source, table, key)).cast(read.lake_type)
         checked = F.when(lost, failure)
         columns.append(checked.otherwise(converted).alias(read.name))
     return frame.select(*columns)

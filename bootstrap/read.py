@@ -46,6 +46,8 @@ class SnapshotQuery:
     table_ref: str
     reads: tuple[ColumnRead, ...]
     quoted_names: tuple[str, ...]
+    key: tuple[str, ...]
+    """The record key's columns (a refused value's error names its row by them)."""
 
     def sql(self, predicate: str) -> str:
         """The SELECT of one partition."""
@@ -84,7 +86,7 @@ def snapshot_rows(
     """The lake rows of ``partitions``: source columns in lake types, then the metadata columns."""
     frames = [partition_frame(spark, access, query, p, fetch_size) for p in partitions]
     union = reduce(DataFrame.unionByName, frames)
-    converted = to_lake_types(union, query.reads, table)
+    converted = to_lake_types(union, query.reads, table, query.key)
     struct = lake_struct(lake_columns(query.reads))
     now = dt.datetime.now(tz=dt.UTC)
     metadata = {

@@ -10,7 +10,10 @@ weaker: Postgres' replay timestamp does not move while the primary is idle, and 
 ``Seconds_Behind_Source`` reads 0 while the I/O thread itself is behind.
 
 Either way a replica that does not get there within ``bootstrap.replica_wait_timeout_seconds`` fails
-the bootstrap, saying how far behind it is.
+the bootstrap, saying how far behind it is.  While waiting, the replica's replication state is checked
+every :data:`CHECK_SECONDS` (the engine's ``check_replica``: still a standby, replay not paused; MySQL's
+replication threads running): a replica that stopped replicating ends the wait at once, naming why and
+``docs/runbooks/replica-lagging.md``, instead of after the whole timeout.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.state.records import Watermark
 
 POLL_SECONDS = 0.5
+CHECK_SECONDS = 30.0
+"""How long a wait runs before checking again that the replica still replicates."""
+REPLICA_RUNBOOK = "docs/runbooks/replica-lagging.md"
 
 
 @dataclass(frozen=True)
@@ -45,19 +51,12 @@ def wait_for_replica(
     """Block until the replica is past ``watermark``; returns how it was decided, for the log."""
     position = watermark.source_position
     if position:
-        try:
-            reached = engine.wait_replica_past(position, wait.timeout_seconds)
-        except SourceEngineError as exc:
-            lag = _lag(engine, position)
-            raise BootstrapError(
-                f"table {table}: the read replica did not replay past {position} within "
-                f"{wait.timeout_seconds:.0f}s ({lag}); {exc}"
-            ) from None
-        return f"replica replayed {reached}, past the watermark position {position}"
+        return wait_replica_past(table, engine, position, wait.timeout_seconds, clock)
     if watermark.ts_source_ms is None:
         raise BootstrapError(f"table {table}: the watermark has neither a position nor a time to wait for")
     target_ms = watermark.ts_source_ms + int(wait.delay_seconds * 1000)
     deadline = clock() + wait.timeout_seconds
+    checked = clock()
     while True:
         replayed_ms = engine.replica_replay_time_ms()
         if replayed_ms is not None and replayed_ms >= target_ms:
@@ -68,7 +67,49 @@ def wait_for_replica(
                 f"table {table}: the read replica did not replay past Tₛ + Δ within "
                 f"{wait.timeout_seconds:.0f}s (behind by {behind})"
             )
+        if clock() - checked >= CHECK_SECONDS:
+            _check_replicating(table, engine, "past Tₛ + Δ")
+            checked = clock()
         sleep(POLL_SECONDS)
+
+
+def wait_replica_past(
+    table: str,
+    engine: SnapshotSource,
+    position: str,
+    timeout_seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
+    """Block until the replica has replayed ``position`` (the exact rule); returns how, for the log.
+
+    The engine's wait runs for at most :data:`CHECK_SECONDS` at a time, the replication state checked
+    in between.
+    """
+    deadline = clock() + timeout_seconds
+    while True:
+        try:
+            reached = engine.wait_replica_past(position, max(0.0, min(CHECK_SECONDS, deadline - clock())))
+        except SourceEngineError as exc:
+            _check_replicating(table, engine, position)
+            if clock() < deadline:
+                continue
+            lag = _lag(engine, position)
+            raise BootstrapError(
+                f"table {table}: the read replica did not replay past {position} within "
+                f"{timeout_seconds:.0f}s ({lag}); {exc}"
+            ) from None
+        return f"replica replayed {reached}, past the watermark position {position}"
+
+
+def _check_replicating(table: str, engine: SnapshotSource, target: str) -> None:
+    """Raise BootstrapError naming why when the replica no longer replicates (it would never get there)."""
+    try:
+        engine.check_replica()
+    except SourceEngineError as exc:
+        raise BootstrapError(
+            f"table {table}: the read replica stopped replicating before it replayed {target}: {exc} "
+            f"({REPLICA_RUNBOOK}); once it replicates again, run the command again"
+        ) from None
 
 
 def _lag(engine: SnapshotSource, position: str) -> str:

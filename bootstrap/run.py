@@ -25,12 +25,13 @@ from pyspark.sql import SparkSession
 
 from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 from bootstrap.keys import record_key, selected_columns
-from bootstrap.lake_types import column_reads
+from bootstrap.lake_types import REFUSED_VALUE, column_reads
 from bootstrap.partitions import PlanInputs, partition_count, plan_partitions, sample_size
 from bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, ProgressView, TableProgress
 from bootstrap.read import SnapshotQuery, snapshot_rows
 from bootstrap.registry_check import align_with_registry
 from bootstrap.replica_wait import ReplicaWait, wait_for_replica
+from bootstrap.watch import CatchUpWatch
 from bootstrap.watermark import WatermarkPoint, take_watermark
 from bootstrap.write import attempt_id, check_fresh, lake_state, write_group
 from cdc_lake.config import Config, Source, Table
@@ -63,7 +64,6 @@ APPLY_TIMEOUT_SECONDS = 1800.0
 BUSY_RETRY_SECONDS = 1.0
 """How long the catch-up waits before trying again while another process holds the table's apply lock."""
 _TICK_SECONDS = 1.0
-_LOSSY_VALUE = "does not fit lake type"
 _FAILURES: tuple[type[Exception], ...] = (CdcLakeError, *JVM_ERRORS)
 
 
@@ -92,6 +92,27 @@ class TableResult:
     def rows_per_second(self) -> float | None:
         """Rows written per second by this run."""
         return self.rows / self.seconds if self.rows and self.seconds > 0 else None
+
+
+def write_failure(table: str, indexes: list[int], cause: str, attempt: int) -> BootstrapError | None:
+    """The error ending the bootstrap after the ``attempt``-th failed write of partitions ``indexes``, or
+    None to try once more.
+
+    A value the lake type refuses (``cause`` is the query's message naming column and row) fails the
+    same way on every run: it ends the bootstrap at once and says what to change, with no "resume".
+    Anything else (a dropped connection, a Hudi write error) is tried again, then resumed by a new run.
+    """
+    if REFUSED_VALUE in cause:
+        raised = cause[max(0, cause.find(f"table {table}: ")) :]  # without the JVM exception's class
+        return BootstrapError(
+            f"{raised}; the table stays BOOTSTRAPPING: after that change, run cdc-lake bootstrap {table} "
+            "again"
+        )
+    if attempt < WRITE_ATTEMPTS:
+        return None
+    return BootstrapError(
+        f"table {table}: writing partitions {indexes} failed: {cause}; run the bootstrap again to resume"
+    )
 
 
 def select_tables(config: Config, store: StateStore, request: BootstrapRequest) -> list[tuple[Source, Table]]:
@@ -259,6 +280,7 @@ class TableBootstrap:
             engine.quote_table(self.table.name),
             tuple(reads),
             tuple(engine.quote_identifier(read.name) for read in reads),
+            key,
         )
         self._copy(spark, engine, role, query, watermark, key)
 
@@ -436,14 +458,14 @@ class TableBootstrap:
                 return write_group(spark, spec, rows, watermark, indexes)
             except _FAILURES as exc:
                 cause = describe_failure(exc)
+                # The whole trace (Spark's, Hudi's) only in the log: -v shows it.
+                _LOG.info("%s: partitions %s failed: %s", self.name, indexes, cause, exc_info=exc)
                 committed = self._committed_instant(spark, watermark, indexes)
                 if committed is not None:
                     return committed
-                if _LOSSY_VALUE in cause or attempt == WRITE_ATTEMPTS:
-                    raise BootstrapError(
-                        f"table {self.name}: writing partitions {indexes} failed: {cause}; "
-                        "run the bootstrap again to resume"
-                    ) from exc
+                error = write_failure(self.name, indexes, cause, attempt)
+                if error is not None:
+                    raise error from exc
                 _LOG.info("%s: partitions %s failed (%s); trying again", self.name, indexes, cause)
         raise AssertionError("unreachable")
 
@@ -491,25 +513,36 @@ class TableBootstrap:
             context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
     def _catch_up(self, spark: SparkSession) -> None:
-        """Apply the table's backlog in this process until the applier publishes it (LIVE)."""
+        """Apply the table's backlog in this process until the applier publishes it (LIVE).
+
+        Stops at once when the catch-up cannot happen any more (:class:`bootstrap.watch.CatchUpWatch`).
+        """
         self._show("catching up")
         # The apply lock makes this one writer among others: while `cdc-lake run` or `apply --once`
         # holds the table, its batches are skipped here and the other process publishes the table.
         runner = self.applier(spark, self.store, self.config)
         deadline = time.monotonic() + APPLY_TIMEOUT_SECONDS
-        while self.store.require_table(self.name).state is not TableState.LIVE:
-            outcome = runner.catch_up(self.target)
-            if outcome.skipped == BUSY:
-                self._show("catching up (another process is applying)")
-                time.sleep(BUSY_RETRY_SECONDS)
-            if outcome.failed:
-                raise BootstrapError(
-                    f"table {self.name}: the applier failed while catching up: {outcome.error}"
-                )
-            if time.monotonic() > deadline:
-                raise BootstrapError(
-                    f"table {self.name}: still catching up after {APPLY_TIMEOUT_SECONDS:.0f}s; "
-                    "`cdc-lake run` will finish it"
-                )
+        prefix = self.source.topic_prefix or self.source.name
+        with KafkaConnectClient.for_settings(self.config.kafka_connect) as connect:
+            watch = CatchUpWatch(self.name, self.store, connect, prefix, self.table.name)
+            while self.store.require_table(self.name).state is not TableState.LIVE:
+                outcome = runner.catch_up(self.target)
+                if outcome.skipped == BUSY:
+                    self._show("catching up (another process is applying)")
+                    time.sleep(BUSY_RETRY_SECONDS)
+                if outcome.failed:
+                    raise BootstrapError(
+                        f"table {self.name}: the applier failed while catching up: {outcome.error}"
+                    )
+                failure = watch.failure()
+                if failure is not None:
+                    raise BootstrapError(
+                        f"table {self.name}: stopped catching up: {failure}; `cdc-lake run` publishes "
+                        "it once that is fixed"
+                    )
+                if time.monotonic() > deadline:
+                    raise BootstrapError(
+                        f"table {self.name}: still catching up after {APPLY_TIMEOUT_SECONDS:.0f}s; "
+                        "`cdc-lake run` will finish it"
+                    )
         self._show("live")
-

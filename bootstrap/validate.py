@@ -5,10 +5,12 @@ types, so equal rows hash equal) and the lake with Spark, so tables larger than 
 
 1. **A common point.**  The primary's position now is taken, the replica is waited for past it,
    and the lake is waited for until its applied offsets reach the topic's end offsets seen after
-   that (``--catch-up-timeout``).  A change the connector has not published yet at that point (a
-   paused connector) is, correctly, a difference.  With ``--older-than SECONDS`` and
-   ``--updated-column COLUMN``, only rows untouched for that long are compared, for tables that
-   never quiesce.
+   that (``--catch-up-timeout``); both waits stop at once, naming the cause and its runbook, when the
+   replica stops replicating, a connector capturing the table FAILED or the applier stopped the table
+   (:mod:`bootstrap.replica_wait`, :mod:`bootstrap.watch`).  A change the connector has not
+   published yet at that point (a paused connector) is, correctly, a difference.  With
+   ``--older-than SECONDS`` and ``--updated-column COLUMN``, only rows untouched for that long are
+   compared, for tables that never quiesce.
 2. **Counts and range checksums.**  Every row gets a 64-bit hash of its non-key columns and a
    position: its integral first key column's offset from the lowest value, else a 62-bit hash of
    the key.  Rows are grouped in ``--buckets`` equal-width ranges of positions and each range's row
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +44,10 @@ from pyspark.sql.types import IntegralType
 
 from bootstrap.keys import record_key, selected_columns
 from bootstrap.lake_types import column_reads, to_lake_types
+from bootstrap.replica_wait import wait_replica_past
+from bootstrap.watch import CatchUpWatch
 from cdc_lake.config import Config
+from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
@@ -82,14 +87,19 @@ def _col(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _wait_lake_caught_up(config: Config, store: StateStore, name: str, topic: str, timeout: float) -> bool:
-    """Wait until the applied offsets of ``name`` reach the topic's end offsets seen now."""
-    ends = end_offsets(config.kafka.bootstrap_servers, topic, extra=dict(config.kafka.consumer))
+def wait_lake_caught_up(ends: Mapping[int, int], watch: CatchUpWatch, timeout: float) -> bool:
+    """Wait until the applied offsets of the watched table reach ``ends`` (False after ``timeout``).
+
+    Raises BootstrapError as soon as the catch-up cannot happen (:class:`bootstrap.watch.CatchUpWatch`).
+    """
     deadline = time.monotonic() + timeout
     while True:
-        applied = store.get_applied_offsets(name)
+        applied = watch.store.get_applied_offsets(watch.name)
         if all(applied.get(partition, 0) >= end for partition, end in ends.items()):
             return True
+        failure = watch.failure()
+        if failure is not None:
+            raise BootstrapError(f"table {watch.name}: the lake cannot catch up: {failure}")
         if time.monotonic() > deadline:
             return False
         time.sleep(_POLL_SECONDS)
@@ -264,7 +274,9 @@ def _source_frame(
         )
     position = engine.current_position()
     if role == "replica":
-        engine.wait_replica_past(position, config.bootstrap.replica_wait_timeout_seconds)
+        _LOG.info("%s: %s", table_name, wait_replica_past(
+            table_name, engine, position, config.bootstrap.replica_wait_timeout_seconds
+        ))
     shape = engine.table_shape(table.name, role)
     key = record_key(table_name, table, shape)
     names = selected_columns(table_name, table, shape, key)
@@ -307,7 +319,7 @@ def _source_frame(
             frame = spark.read.jdbc(access.url, query, properties=properties)
     else:
         frame = spark.read.jdbc(access.url, query, properties=properties)
-    return to_lake_types(frame, reads, table_name), key, names, position, table_topic(source, table)
+    return to_lake_types(frame, reads, table_name, key), key, names, position, table_topic(source, table)
 
 
 _INTEGRAL_TYPES = frozenset(
@@ -342,7 +354,12 @@ def validate_table(
     source, key, names, position, topic = _source_frame(spark, config, table_name, options)
     result.position = position
     if info.state in (TableState.LIVE, TableState.CATCHING_UP):
-        result.caught_up = _wait_lake_caught_up(config, store, table_name, topic, options.catch_up_timeout)
+        ends = end_offsets(config.kafka.bootstrap_servers, topic, extra=dict(config.kafka.consumer))
+        source_config, table = config.table(table_name)
+        with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
+            prefix = source_config.topic_prefix or source_config.name
+            watch = CatchUpWatch(table_name, store, connect, prefix, table.name)
+            result.caught_up = wait_lake_caught_up(ends, watch, options.catch_up_timeout)
     lake = read_table(spark, config.lake.table_base_path(table_name))
     for flag in (DELETED_COLUMN, SOFT_DELETED_COLUMN):
         if flag in lake.columns:

@@ -16,6 +16,8 @@ from cdc_lake.redaction import mask_mapping
 from cdc_lake.sources.checks import CheckResult, Outcome
 
 _OUTCOME_STYLE = {Outcome.PASS: "green", Outcome.WARN: "yellow", Outcome.FAIL: "bold red"}
+_TABLE_FRAME_WIDTH = 10
+"""Columns a three-column rich table spends on its four borders and each cell's padding."""
 
 
 def _console() -> Console:
@@ -33,17 +35,33 @@ def _table(title: str, columns: Iterable[str], rows: Iterable[Sequence[str | Tex
 
 
 def render_checks(source: str, checks: Sequence[CheckResult]) -> None:
-    """One row per preflight check: result, what was found, and the fix when it did not pass."""
-    rows = [
-        (
-            check.name,
-            Text(check.outcome.value.upper(), style=_OUTCOME_STYLE[check.outcome]),
-            check.detail,
-            check.fix or "",
-        )
-        for check in checks
-    ]
-    _console().print(_table(f"preflight: {source}", ("check", "result", "detail", "fix"), rows))
+    """One line per preflight check (name, result, what was found), then each problem whole.
+
+    The table's cells never wrap: what a passed check found is cut to the terminal's width, and what a
+    failed or warning check found, with its fix, is printed below the table as whole lines, never as
+    cells that 80 columns would cut into fragments.
+    """
+    console = _console()
+    name_width = max((len(check.name) for check in checks), default=len("check"))
+    result_width = len("result")
+    table = Table(title=f"preflight: {source}")
+    table.add_column("check", no_wrap=True, min_width=name_width)
+    table.add_column("result", no_wrap=True, min_width=result_width)
+    # Rich shrinks every no-wrap column to fit (to nothing, at worst): the detail gets what is left.
+    rest = console.width - name_width - result_width - _TABLE_FRAME_WIDTH
+    table.add_column("detail", no_wrap=True, overflow="ellipsis", max_width=max(rest, len("detail")))
+    problems = [check for check in checks if check.outcome is not Outcome.PASS]
+    for check in checks:
+        result = Text(check.outcome.value.upper(), style=_OUTCOME_STYLE[check.outcome])
+        detail = "see below" if check in problems else check.detail
+        table.add_row(Text(check.name), result, Text(detail))
+    console.print(table)
+    for check in problems:
+        lines = [f"{check.outcome.value.upper()} {check.name}: {check.detail}"]
+        if check.fix:
+            lines.append(f"  fix: {check.fix}")
+        for line in lines:
+            console.print(Text(line), soft_wrap=True)
 
 
 def render_plan(plan: OnboardPlan) -> None:

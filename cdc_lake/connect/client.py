@@ -9,10 +9,10 @@ messages never carry a secret config value (see :mod:`cdc_lake.redaction`).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import requests
@@ -24,9 +24,10 @@ from cdc_lake.redaction import redact, secret_values
 
 RUNNING = "RUNNING"
 FAILED = "FAILED"
+CONNECTOR_FAILED_RUNBOOK = "docs/runbooks/connector-failed.md"
+"""The runbook of a FAILED connector or task (the CdcLakeConnectorFailed alert's)."""
 
 _MISSING = object()  # what _call returns for a 404 the caller expects
-_TRACE_LINES = 3  # lines of a Java stack trace worth quoting in a one-line error
 _MESSAGE_CHARS = 500
 
 
@@ -59,6 +60,43 @@ class ConnectorStatus:
         """A short form of the states, such as ``connector=RUNNING tasks=[0:FAILED]``."""
         tasks = ",".join(f"{t.id}:{t.state}" for t in self.tasks)
         return f"connector={self.state} tasks=[{tasks}]"
+
+    @property
+    def failed_tasks(self) -> int:
+        """How many of its tasks are FAILED (``cdc-lake lag``'s count behind CdcLakeConnectorFailed)."""
+        return sum(1 for task in self.tasks if task.state == FAILED)
+
+    def failure(self) -> str | None:
+        """Why it stopped streaming, when the connector or a task is FAILED (what CdcLakeConnectorFailed
+        fires on): ``FAILED: <cause>`` or ``task N FAILED: <cause>`` (the first failed task's), the cause
+        being the trace's first line and its last ``Caused by:``; None when nothing FAILED."""
+        if self.state == FAILED:
+            return f"FAILED: {_trace_head(self.trace)}"
+        for task in self.tasks:
+            if task.state == FAILED:
+                return f"task {task.id} FAILED: {_trace_head(task.trace)}"
+        return None
+
+
+class ConnectorStatuses(Protocol):
+    """Where connector statuses come from (:class:`KafkaConnectClient`, or a test's fake)."""
+
+    url: str
+
+    def status(self, name: str) -> ConnectorStatus:
+        """The state of connector ``name`` and its tasks."""
+        ...
+
+
+def connector_failure(connect: ConnectorStatuses, names: Iterable[str]) -> str | None:
+    """The first of connectors ``names`` that FAILED (or whose task did), in one line naming it, the
+    cause and the runbook; None while none has.  Every wait on Debezium checks this, so it stops as
+    soon as what it waits for cannot arrive."""
+    for name in names:
+        failure = connect.status(name).failure()
+        if failure is not None:
+            return f"connector {name!r} at {connect.url}: {failure} ({CONNECTOR_FAILED_RUNBOOK})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -231,12 +269,9 @@ class KafkaConnectClient:
             time.sleep(poll_interval)
 
     def _raise_if_failed(self, status: ConnectorStatus) -> None:
-        where = f"connector {status.name!r} at {self.url}"
-        if status.state == FAILED:
-            raise ConnectError(f"{where} FAILED: {_trace_head(status.trace)}")
-        for task in status.tasks:
-            if task.state == FAILED:
-                raise ConnectError(f"{where}: task {task.id} FAILED: {_trace_head(task.trace)}")
+        failure = status.failure()
+        if failure is not None:
+            raise ConnectError(f"connector {status.name!r} at {self.url}: {failure}")
 
     def _call(
         self,
@@ -305,14 +340,12 @@ def _one_line(text: str) -> str:
 
 
 def _trace_head(trace: str | None) -> str:
+    """A Java trace's first line and its last ``Caused by:`` (usually the actionable part), no frames."""
     if not trace:
         return "no trace reported"
     lines = [line.strip() for line in trace.splitlines() if line.strip()]
-    head = lines[:_TRACE_LINES]
-    causes = [line for line in lines[_TRACE_LINES:] if line.startswith("Caused by:")]
-    if causes:
-        head.append(causes[-1])  # the root cause is usually the actionable part
-    return _one_line("\n".join(head))
+    causes = [line for line in lines[1:] if line.startswith("Caused by:")]
+    return _one_line("\n".join(lines[:1] + causes[-1:]))
 
 
 def _parse_status(name: str, payload: Mapping[str, Any]) -> ConnectorStatus:

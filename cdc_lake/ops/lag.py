@@ -154,9 +154,8 @@ def _connector_rows(config: Config, store: StateStore, report: LagReport) -> Non
                         report.connectors.append(ConnectorRow(name, connector, MISSING, 0, 0))
                         continue
                     status = connect.status(connector)
-                    failed = sum(1 for task in status.tasks if task.state == "FAILED")
                     report.connectors.append(
-                        ConnectorRow(name, connector, status.state, len(status.tasks), failed)
+                        ConnectorRow(name, connector, status.state, len(status.tasks), status.failed_tasks)
                     )
     except CdcLakeError as exc:
         report.errors.append(f"kafka connect: {exc}")

@@ -1,6 +1,15 @@
-"""Turning JVM exceptions surfaced through Py4J into one-line causes for operator messages."""
+"""Turning JVM exceptions surfaced through Py4J into one-line causes for operator messages.
+
+A failure that ends a command is reduced to its root cause in one line (the full trace belongs in the
+log, shown with ``-v``): the innermost Java cause (for a query's ``raise_error``, the message it
+raised: a value the bootstrap refuses names its table, column and row), read from the Java exception
+or, when only its text is at hand, from the text's last ``Caused by:`` or the task failure a job abort
+reports.
+"""
 
 from __future__ import annotations
+
+import re
 
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import PySparkException
@@ -10,6 +19,11 @@ from cdc_lake.redaction import redact
 
 JVM_ERRORS: tuple[type[Exception], ...] = (Py4JError, PySparkException)
 """Exceptions a Spark or JVM call can raise; catch these and re-raise a CdcLakeError."""
+
+_CAUSED_BY = re.compile(r"^Caused by: (?:[\w$]+\.)*([\w$]+.*)$", re.MULTILINE)
+_LOST_TASK = re.compile(
+    r"most recent failure: Lost task [^:]*?\): (?:[\w$]+\.)*([\w$]+(?:Exception|Error)\b.*)$", re.MULTILINE
+)
 
 
 def root_cause(exc: BaseException) -> str:
@@ -21,8 +35,18 @@ def root_cause(exc: BaseException) -> str:
         lines = str(throwable.getMessage() or "").strip().splitlines()
         name = str(throwable.getClass().getSimpleName())
         return f"{name}: {lines[0]}" if lines else name
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    return _text_root_cause(str(exc)) or type(exc).__name__
+
+
+def _text_root_cause(text: str) -> str:
+    """From a JVM error's text: the last ``Caused by:``, else the task failure a job abort reports, else
+    the first line (class names without their package)."""
+    for pattern in (_CAUSED_BY, _LOST_TASK):
+        found = pattern.findall(text)
+        if found:
+            return str(found[-1]).strip()
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def describe_failure(exc: BaseException) -> str:

@@ -22,7 +22,7 @@ def _convert(spark: SparkSession, engine: str, type_name: str, text: str) -> obj
     shape = TableShape("s.t", (SourceColumn("c", type_name, type_name, True),), (), 0, 0)
     reads = column_reads(engine, shape, ["c"], lambda name: f'"{name}"')
     frame = spark.createDataFrame([(text,)], "c string")
-    return to_lake_types(frame, reads, "s.t").collect()[0][0]
+    return to_lake_types(frame, reads, "s.t", ["c"]).collect()[0][0]
 
 
 def test_iso_dates_and_timestamps_convert_exactly(spark: SparkSession) -> None:
@@ -51,4 +51,4 @@ def test_dates_the_applier_refuses_are_refused_naming_the_column(
 ) -> None:
     with pytest.raises(JVM_ERRORS) as failure:
         _convert(spark, engine, type_name, text)
-    assert "a value of column c does not fit lake type" in root_cause(failure.value)
+    assert "table s.t: column c of the row with key {" in root_cause(failure.value)

@@ -8,6 +8,7 @@ import pytest
 
 from bootstrap import handoff
 from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
+from cdc_lake.connect.client import ConnectorStatus, TaskStatus
 from cdc_lake.exceptions import BootstrapError, ConnectError
 from cdc_lake.sources.positions import Lsn, MariaDbGtidPosition, MySqlGtidSet
 
@@ -53,12 +54,17 @@ class FakeConnect:
         self.answers = offsets or {}
         self.down = down
         self.polls: list[str] = []
+        self.statuses: dict[str, ConnectorStatus] = {}
 
     def list_configs(self) -> dict[str, dict[str, str]]:
         if self.down > 0:
             self.down -= 1
             raise ConnectError("Kafka Connect at http://connect: GET /connectors failed after 6 attempts")
         return self.configs
+
+    def status(self, name: str) -> ConnectorStatus:
+        running = ConnectorStatus(name, "RUNNING", "w", (TaskStatus(0, "RUNNING", "w"),))
+        return self.statuses.get(name, running)
 
     def offsets(self, name: str) -> list[dict[str, Any]]:
         self.polls.append(name)
@@ -160,3 +166,31 @@ def test_connectors_are_found_by_prefix_and_include_list() -> None:
     }
 
     assert handoff.capturing_connectors(FakeConnect(configs), "shop", "s.t") == ["mine"]
+
+
+NAN_TRACE = "\n".join(
+    [
+        "org.apache.kafka.connect.errors.ConnectException: An exception occurred in the change event "
+        "producer. This connector will be stopped.",
+        "\tat io.debezium.pipeline.ErrorHandler.setProducerThrowable(ErrorHandler.java:67)",
+        "Caused by: org.apache.kafka.connect.errors.DataException: Failed to properly convert data value for "
+        "'s.t.nfree' of type numeric",
+        "\tat io.debezium.relational.TableSchemaBuilder.lambda$createValueGenerator$5(Builder.java)",
+    ]
+)
+
+
+def test_a_failed_connector_task_stops_the_handoff_at_once_naming_its_cause_and_the_runbook() -> None:
+    connect = FakeConnect(_captures("a"), {"a": [[{"lsn_commit": 1}]]})
+    connect.statuses["a"] = ConnectorStatus("a", "RUNNING", "w", (TaskStatus(0, "FAILED", "w", NAN_TRACE),))
+    clock = Clock()
+
+    with pytest.raises(BootstrapError) as raised:
+        _run(connect, clock, timeout=1800)
+
+    message = str(raised.value)
+    assert clock.now < 60
+    assert "\n" not in message
+    assert message.startswith("table src.s.t: not handed off: connector 'a' at http://connect: task 0 FAILED")
+    assert "Failed to properly convert data value for 's.t.nfree' of type numeric" in message
+    assert "docs/runbooks/connector-failed.md" in message

@@ -21,7 +21,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from bootstrap.lake_types import Conversion, column_reads, lake_columns, spark_decimal
+from bootstrap.lake_types import ColumnRead, Conversion, column_reads, lake_columns, refusal, spark_decimal
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.sources.snapshot import SourceColumn, TableShape
 
@@ -234,3 +234,32 @@ def test_decimals_follow_the_decoder() -> None:
     assert spark_decimal(10, 2) == DecimalType(10, 2)
     assert spark_decimal(65, 30) == DecimalType(38, 30)
     assert spark_decimal(5, -2) == DecimalType(7, 0)
+
+
+def _numeric(column_types: dict[str, str] | None = None) -> ColumnRead:
+    shape = TableShape("s.t", (SourceColumn("nfree", "numeric", "numeric", True),), (), 0, 0)
+    [read] = column_reads("postgres", shape, ["nfree"], lambda name: f'"{name}"', column_types)
+    return read
+
+
+def test_a_refused_number_names_the_fallback_and_a_refused_nan_says_debezium_cannot_encode_it() -> None:
+    digits = refusal(_numeric(), number=True)
+    nan = refusal(_numeric(), number=False)
+    nan_as_string = refusal(_numeric({"nfree": "string"}), number=False)
+
+    assert digits == (
+        "holds a value with more digits than its lake type decimal(38,18) holds; set column_types: "
+        "{nfree: string} in the table's config (docs/type-mapping.md)"
+    )
+    assert nan == nan_as_string
+    assert nan.startswith("holds NaN or ±Infinity, which Debezium cannot encode")
+    assert "fit lake type" not in nan_as_string
+
+
+def test_a_refused_date_names_its_lake_type() -> None:
+    shape = TableShape("s.t", (SourceColumn("d", "date", "date", True),), (), 0, 0)
+    [read] = column_reads("postgres", shape, ["d"], lambda name: f'"{name}"')
+
+    assert refusal(read, number=False) == (
+        "holds a value its lake type date cannot hold exactly (docs/type-mapping.md)"
+    )

@@ -13,7 +13,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from fixtures.http_server import send_json, serving
 
-from cdc_lake.connect.client import ConnectorStatus, KafkaConnectClient
+from cdc_lake.connect.client import ConnectorStatus, KafkaConnectClient, TaskStatus, connector_failure
 from cdc_lake.exceptions import ConnectError
 from cdc_lake.redaction import MASK
 
@@ -349,3 +349,30 @@ def test_wait_running_times_out_when_no_status_ever_appears(
 ) -> None:
     with pytest.raises(ConnectError, match="no status reported yet"):
         client.wait_running("ghost", timeout=0.1, poll_interval=0.02)
+
+
+def test_connector_failure_names_the_failed_task_its_cause_and_the_runbook(
+    fake: FakeConnect, client: KafkaConnectClient
+) -> None:
+    fake.configs["ok"] = fake.configs["pg1"] = CONFIG
+    fake.statuses["ok"] = [_status("RUNNING", "RUNNING")]
+    fake.statuses["pg1"] = [_status("RUNNING", "RUNNING", "FAILED", trace=TRACE)]
+
+    assert connector_failure(client, ["ok"]) is None
+    message = connector_failure(client, ["ok", "pg1"])
+
+    assert message == (
+        f"connector 'pg1' at {fake.url}: task 1 FAILED: org.apache.kafka.connect.errors.ConnectException: "
+        "the change event producer failed. | Caused by: org.postgresql.util.PSQLException: ERROR: "
+        'replication slot "cdc_pg1" does not exist (docs/runbooks/connector-failed.md)'
+    )
+
+
+def test_a_failed_status_is_what_lag_counts() -> None:
+    tasks = (TaskStatus(0, "FAILED", "w", TRACE), TaskStatus(1, "RUNNING", "w"))
+    status = ConnectorStatus("pg1", "RUNNING", "w", tasks)
+
+    assert status.failed_tasks == 1
+    assert status.failure() is not None
+    assert ConnectorStatus("pg1", "FAILED", "w", ()).failure() == "FAILED: no trace reported"
+    assert ConnectorStatus("pg1", "PAUSED", "w", (TaskStatus(0, "PAUSED", "w"),)).failure() is None
