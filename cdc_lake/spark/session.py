@@ -242,9 +242,17 @@ logger.native.name = org.apache.hadoop.util.NativeCodeLoader
 logger.native.level = error
 logger.mac.name = io.netty.util.internal.MacAddressUtil
 logger.mac.level = error
+logger.tasks.name = org.apache.spark.scheduler.TaskSetManager
+logger.tasks.level = off
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = off
+logger.blocks.name = org.apache.spark.storage.BlockManager
+logger.blocks.level = error
 """
 """A root level equal to the one Spark sets for PySpark (WARN) keeps Spark from printing "Setting
-default log level"; NativeCodeLoader's and netty's start-up warnings are silenced by name."""
+default log level"; NativeCodeLoader's and netty's start-up warnings are silenced by name.  A failed
+task's executor trace ("Lost task", BlockManager warnings) is not printed: the command's error line
+names the root cause (:mod:`cdc_lake.spark.errors`) and the log has the whole trace at INFO (``-v``)."""
 
 QUIET_JAVA_OPTIONS = ("-Djdk.attach.allowAttachSelf=true",)
 """Hudi's bundled JOL warns "Unable to get Instrumentation" unless the JVM may attach to itself."""
