@@ -34,7 +34,7 @@ from cdc_lake.lake.target import TableTarget
 from cdc_lake.ops import metrics
 from cdc_lake.spark.errors import describe_failure
 from cdc_lake.state.lifecycle import APPLIABLE_STATES, TableState
-from cdc_lake.state.locks import LockPurpose, table_lock
+from cdc_lake.state.locks import HeldLock, LockPurpose, table_lock
 from cdc_lake.state.records import RunOutcome
 from cdc_lake.state.store import StateStore
 
@@ -148,18 +148,18 @@ class ApplyRunner:
         skipped = skip_reason(self.store, target)
         if skipped is not None:
             return TableOutcome(name, skipped=skipped)
-        with table_lock(self.lock_url, LockPurpose.APPLY, name) as acquired:
-            if not acquired:
+        with table_lock(self.lock_url, LockPurpose.APPLY, name) as lock:
+            if not lock:
                 return TableOutcome(name, skipped=BUSY)
-            return self._step(current_target(self.store, target), limit)
+            return self._step(current_target(self.store, target), limit, lock)
 
-    def _step(self, target: TableTarget, limit: dict[int, int] | None) -> TableOutcome:
+    def _step(self, target: TableTarget, limit: dict[int, int] | None, lock: HeldLock) -> TableOutcome:
         name = target.qualified_name
         applier = self.applier(target)
         context = self.spark.sparkContext
         context.setJobGroup(name, f"cdc-lake apply {name}", interruptOnCancel=False)
         try:
-            result = applier.apply_batch(limit)
+            result = applier.apply_batch(limit, before_commit=lock.verify)
             self._record(target, result)
             self._register(target, applier)
         except Exception as exc:  # one table's failure must not stop the others

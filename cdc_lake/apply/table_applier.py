@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import reduce
 
@@ -212,8 +213,14 @@ class TableApplier:
         )
         return plan_batch(self.target.topic, self.checkpoint().offsets, marks, self.options.max_events, limit)
 
-    def apply_batch(self, limit: dict[int, int] | None = None) -> BatchResult:
-        """Apply the next batch; costs no Spark job when there is nothing new."""
+    def apply_batch(
+        self, limit: dict[int, int] | None = None, before_commit: Callable[[], None] | None = None
+    ) -> BatchResult:
+        """Apply the next batch; costs no Spark job when there is nothing new.
+
+        ``before_commit`` runs right before the Hudi write that commits the batch and raises to keep it
+        from committing: the runner re-checks there that it still holds the table's apply lock.
+        """
         began = time.monotonic()
         self.schema_change = None
         checkpoint = self.checkpoint()
@@ -226,10 +233,16 @@ class TableApplier:
             newest_source_ts_ms=checkpoint.newest_source_ts_ms,
         )
         if plan.offsets > 0:
-            result = self._apply(checkpoint, plan, result)
+            result = self._apply(checkpoint, plan, result, before_commit)
         return replace(result, seconds=time.monotonic() - began)
 
-    def _apply(self, checkpoint: Checkpoint, plan: BatchPlan, result: BatchResult) -> BatchResult:
+    def _apply(
+        self,
+        checkpoint: Checkpoint,
+        plan: BatchPlan,
+        result: BatchResult,
+        before_commit: Callable[[], None] | None,
+    ) -> BatchResult:
         settings = DecodeSettings(
             self.target.topic, self.registry, self.target.key_fields, self.target.soft_deletes,
             dict(checkpoint.positions), dict(self.target.column_types),
@@ -281,6 +294,8 @@ class TableApplier:
             )
             spec = self.target.spec(key_fields)
             metadata = {**after.commit_metadata(), **commit_metadata(skipped, end)}
+            if before_commit is not None:
+                before_commit()
             instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, metadata)
             _LOG.debug(
                 "%s: read and decoded %d offsets in %.1fs, wrote commit %s in %.1fs",

@@ -19,7 +19,7 @@ import fcntl
 import hashlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
@@ -42,6 +42,41 @@ class LockPurpose(enum.StrEnum):
 # engine): Postgres takes an advisory lock by a 64-bit key, the MySQL family a named GET_LOCK.
 _ADVISORY_KEY_DIALECT = "postgresql"
 _NAMED_LOCK_DIALECTS = frozenset({"mysql", "mariadb"})
+
+class HeldLock:
+    """The outcome of taking a lock: true when acquired; :meth:`verify` re-checks it is still held.
+
+    A database session lock dies with its connection: a state database restart, a failover or a
+    connection pooler can drop it while the holder runs on, and another process may then take it.  A
+    writer calls :meth:`verify` right before it commits, so two writers never commit to one table.
+    """
+
+    def __init__(self, acquired: bool, what: str, check: Callable[[], bool] | None = None) -> None:
+        self.acquired = acquired
+        self._what = what
+        self._check = check
+
+    def __bool__(self) -> bool:
+        return self.acquired
+
+    def verify(self) -> None:
+        """Raise StateStoreError unless this lock is still held (a file or in-process lock always is)."""
+        if not self.acquired:
+            raise StateStoreError(f"{self._what} is not held")
+        if self._check is None:
+            return
+        try:
+            held = self._check()
+        except SQLAlchemyError as exc:
+            held, cause = False, type(exc).__name__
+        else:
+            cause = "another session holds it, or none does"
+        if not held:
+            raise StateStoreError(
+                f"{self._what} was lost ({cause}: the state store's connection dropped?); the batch was "
+                "not committed and the next one starts from the last commit"
+            )
+
 
 _held_in_memory: set[tuple[LockPurpose, str]] = set()
 _memory_guard = threading.Lock()
@@ -82,15 +117,25 @@ def _memory_lock(purpose: LockPurpose, table: str) -> Iterator[bool]:
 
 
 @contextlib.contextmanager
-def _database_lock(url: str, backend: str, purpose: LockPurpose, table: str) -> Iterator[bool]:
+def _database_lock(url: str, backend: str, purpose: LockPurpose, table: str) -> Iterator[HeldLock]:
     digest = _digest(purpose, table)
     params: dict[str, object]
     if backend == _ADVISORY_KEY_DIALECT:
         query = "select pg_try_advisory_lock(:key)"
-        params = {"key": int.from_bytes(digest[:8], "big", signed=True)}
+        key = int.from_bytes(digest[:8], "big", signed=True)
+        params = {"key": key}
+        # The 64-bit key is stored as classid (high 32 bits) and objid (low 32 bits), objsubid 1.
+        held_query = (
+            "select count(*) from pg_locks where locktype = 'advisory' and granted and objsubid = 1 "
+            "and pid = pg_backend_pid() and classid = :high and objid = :low"
+        )
+        unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+        held_params: dict[str, object] = {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF}
     else:
         query = "select get_lock(:name, 0)"
         params = {"name": f"cdc-lake-{purpose.value}-{digest.hex()[:40]}"}
+        held_query = "select is_used_lock(:name) = connection_id()"
+        held_params = params
     engine = create_engine(url, poolclass=NullPool)
     try:
         try:
@@ -100,15 +145,18 @@ def _database_lock(url: str, backend: str, purpose: LockPurpose, table: str) -> 
             raise StateStoreError(
                 f"state store: cannot take the {purpose.value} lock of {table}: {type(exc).__name__}"
             ) from None
+        def still_held() -> bool:
+            return connection.execute(text(held_query), held_params).scalar() in (True, 1)
+
         with connection:  # closing the connection releases the session lock
-            yield acquired
+            yield HeldLock(acquired, f"the {purpose.value} lock of {table}", still_held)
     finally:
         engine.dispose()
 
 
 @contextlib.contextmanager
-def table_lock(state_store_url: str, purpose: LockPurpose, table: str) -> Iterator[bool]:
-    """Try to hold ``table``'s ``purpose`` lock for the block; yields whether it was acquired.
+def table_lock(state_store_url: str, purpose: LockPurpose, table: str) -> Iterator[HeldLock]:
+    """Try to hold ``table``'s ``purpose`` lock for the block; yields it, true when acquired.
 
     Raises StateStoreError when the state store's backend offers no lock or cannot be reached.
     """
@@ -118,16 +166,16 @@ def table_lock(state_store_url: str, purpose: LockPurpose, table: str) -> Iterat
         database = url.database or ""
         if not database or database == ":memory:" or database.startswith("file:"):
             with _memory_lock(purpose, table) as acquired:
-                yield acquired
+                yield HeldLock(acquired, f"the {purpose.value} lock of {table}")
             return
         path = Path(database)
         name = f"{purpose.value}-{_digest(purpose, table).hex()[:32]}"
         with _file_lock(path.parent / f".{path.name}.locks" / name) as acquired:
-            yield acquired
+            yield HeldLock(acquired, f"the {purpose.value} lock of {table}")
         return
     if backend == _ADVISORY_KEY_DIALECT or backend in _NAMED_LOCK_DIALECTS:
-        with _database_lock(state_store_url, backend, purpose, table) as acquired:
-            yield acquired
+        with _database_lock(state_store_url, backend, purpose, table) as held:
+            yield held
         return
     raise StateStoreError(
         f"state store backend {backend} offers no {purpose.value} lock (use sqlite, postgresql or mysql)"

@@ -10,8 +10,10 @@ import pytest
 from psycopg import sql
 
 from cdc_lake.config import Config
+from cdc_lake.exceptions import StateStoreError
 from cdc_lake.stack.service import HOST, StackCredentials
 from cdc_lake.state import BootstrapPartition, StateStore, TableState
+from cdc_lake.state.locks import LockPurpose, table_lock
 
 pytestmark = pytest.mark.integration
 
@@ -58,3 +60,26 @@ def test_state_store_on_postgres(postgres_url: str) -> None:
         assert table is not None
         assert table.state is TableState.BOOTSTRAPPING
         assert table.updated_at.tzinfo is not None
+
+
+def test_an_apply_lock_lost_with_its_connection_is_caught_before_a_commit(postgres_url: str) -> None:
+    # Issue 20, finding 6: a session lock dies with its connection (a state database restart, a pooler);
+    # the holder runs on, and another writer can take it.  verify() is what the runner calls right
+    # before the Hudi commit.
+    creds = StackCredentials()
+    database = postgres_url.rsplit("/", 1)[1]
+    port = Config.default().stack.ports.postgres_primary
+    admin = dict(host=HOST, port=port, user=creds.db_user, password=creds.db_password, dbname=database)
+    with table_lock(postgres_url, LockPurpose.APPLY, "pg.s.t") as lock:
+        assert lock
+        lock.verify()
+        with psycopg.connect(**admin, autocommit=True) as conn:
+            conn.execute(
+                "select pg_terminate_backend(pid) from pg_locks "
+                "where locktype = 'advisory' and pid <> pg_backend_pid()"
+            )
+        with table_lock(postgres_url, LockPurpose.APPLY, "pg.s.t") as second:
+            assert second, "the lost lock is free for another writer"
+            second.verify()
+            with pytest.raises(StateStoreError, match=r"the apply lock of pg\.s\.t was lost"):
+                lock.verify()
