@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi.timeline import CommitInfo
+from cdc_lake.state import TableState
 from cdc_lake.state.store import StateStore
+
+_BOOTSTRAPPED = frozenset({TableState.CATCHING_UP, TableState.LIVE})
+"""States a bootstrap leaves only after its commits exist."""
 
 TOPIC_KEY = "kafka.topic"
 OFFSETS_KEY = "kafka.offsets"
@@ -103,6 +107,15 @@ def resume_checkpoint(
             return stored
     watermark = store.get_watermark(table) if store is not None else None
     if watermark is not None:
+        record = store.get_table(table) if store is not None and commit is None else None
+        if record is not None and record.state in _BOOTSTRAPPED:
+            # Every bootstrap group is a commit: a bootstrapped table without one lost its copy (e.g.
+            # rebootstrap --abort killed after removing it), and the watermark would rebuild it from
+            # the later changes alone.
+            raise HudiWriteError(
+                f"{where}: the table was bootstrapped ({record.state.value}) but its lake path holds no "
+                f"Hudi commit: the copy is gone; run cdc-lake rebootstrap {table}"
+            )
         if watermark.topic != topic:
             raise HudiWriteError(
                 f"{where}: the bootstrap watermark is for topic {watermark.topic!r}, not {topic!r}"

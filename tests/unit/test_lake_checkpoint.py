@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi.timeline import CommitInfo
-from cdc_lake.lake.checkpoint import Checkpoint, Origin, checkpoint_from_commit
+from cdc_lake.lake.checkpoint import Checkpoint, Origin, checkpoint_from_commit, resume_checkpoint
+from cdc_lake.state import StateStore, TableState
 
 
 def _commit(metadata: dict[str, str]) -> CommitInfo:
@@ -37,3 +40,37 @@ def test_a_commit_without_offsets_is_not_a_checkpoint() -> None:
 def test_foreign_or_malformed_offsets_are_errors(metadata: dict[str, str], message: str) -> None:
     with pytest.raises(HudiWriteError, match=message):
         checkpoint_from_commit(_commit(metadata), "pg.public.t", "table x")
+
+
+def _bootstrapped(tmp_path: Path, state: TableState) -> StateStore:
+    store = StateStore.open(f"sqlite:///{tmp_path}/state.db")
+    store.upsert_source("pg", "postgres", ["pg"])
+    store.upsert_table("pg.acc.d", "pg", 0, f"{tmp_path}/lake/d")
+    store.transition("pg.acc.d", TableState.BOOTSTRAPPING)
+    store.save_watermark("pg.acc.d", topic="pg.acc.d", offsets={0: 7}, ts_source_ms=1, source_position=None)
+    if state is not TableState.BOOTSTRAPPING:
+        store.transition("pg.acc.d", TableState.CATCHING_UP)
+    if state is TableState.LIVE:
+        store.transition("pg.acc.d", TableState.LIVE)
+    return store
+
+
+@pytest.mark.parametrize("state", [TableState.CATCHING_UP, TableState.LIVE])
+def test_a_bootstrapped_table_without_a_commit_is_refused_not_rebuilt_from_later_changes(
+    tmp_path: Path, state: TableState
+) -> None:
+    # Issue 20, finding 1: the copy was removed (rebootstrap --abort killed after the removal); resuming
+    # from the watermark would build a table holding only the changes after it, silently.
+    with _bootstrapped(tmp_path, state) as store, pytest.raises(HudiWriteError) as caught:
+        resume_checkpoint(f"{tmp_path}/lake/d", "pg.acc.d", "pg.acc.d", store, None)
+
+    message = str(caught.value)
+    assert "holds no Hudi commit" in message and "cdc-lake rebootstrap pg.acc.d" in message
+    assert "\n" not in message
+
+
+def test_a_bootstrap_that_has_not_written_yet_resumes_from_its_watermark(tmp_path: Path) -> None:
+    with _bootstrapped(tmp_path, TableState.BOOTSTRAPPING) as store:
+        checkpoint = resume_checkpoint(f"{tmp_path}/lake/d", "pg.acc.d", "pg.acc.d", store, None)
+
+    assert checkpoint.origin is Origin.WATERMARK and checkpoint.offsets == {0: 7}
