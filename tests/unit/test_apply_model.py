@@ -25,20 +25,21 @@ examples than CI.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 
 from fixtures.change_model import (
+    KEYS,
     MY_TOPIC,
     PG_TOPIC,
     SCHEMAS,
-    TOASTED,
-    Change,
     Emitter,
     Row,
     Source,
-    hudi_merge,
+    Stored,
+    Workload,
+    merge_batch,
+    workloads,
 )
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -57,13 +58,16 @@ _HEALTH = [HealthCheck.too_slow, HealthCheck.large_base_example]
 settings.register_profile(
     "ci", max_examples=250, deadline=None, suppress_health_check=_HEALTH, derandomize=True
 )
-settings.register_profile("thorough", max_examples=5_000, deadline=None, suppress_health_check=_HEALTH)
+settings.register_profile(
+    "thorough",
+    max_examples=int(os.environ.get("CDC_LAKE_MODEL_EXAMPLES", "5000")),
+    deadline=None,
+    suppress_health_check=_HEALTH,
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-KEYS = range(1, 10)
 _MAX_BATCHES = 12
 """Batches with generated cuts; then one to the end of the log."""
-Stored = dict[int, tuple[Row, str]]
 
 
 @dataclass
@@ -77,32 +81,6 @@ class Lake:
     def state(self, key: int) -> Row | None:
         stored = self.rows.get(key)
         return None if stored is None else stored[0]
-
-
-def merge_batch(changes: Sequence[DecodedChange], stored: Stored, exists: bool) -> Stored:
-    """The rows after one upsert: ``cdc_lake.apply.frame``'s per-key merge, then Hudi's."""
-    by_key: dict[int, list[DecodedChange]] = {}
-    for change in changes:
-        by_key.setdefault(change.row["id"], []).append(change)
-    result = dict(stored)
-    for key, ordered_changes in by_key.items():
-        ordered = sorted(ordered_changes, key=lambda c: (c.ordering, c.partition, c.offset))
-        last = ordered[-1]
-        row = dict(last.row)
-        for name in last.unavailable:
-            earlier = [c for c in ordered if name not in c.unavailable]
-            if earlier:
-                row[name] = earlier[-1].row[name]
-            elif exists and key in stored:
-                row[name] = stored[key][0].get(name)
-            else:
-                row[name] = None
-        merged = hudi_merge(result.get(key), (None if last.op == "d" else row, last.ordering))
-        if merged is None:
-            result.pop(key, None)
-        else:
-            result[key] = merged
-    return result
 
 
 def apply_batch(emitter: Emitter, lake: Lake, ends: dict[int, int], topic: str) -> Lake:
@@ -122,73 +100,6 @@ def apply_batch(emitter: Emitter, lake: Lake, ends: dict[int, int], topic: str) 
         {**lake.offsets, **ends},
         advance(lake.marks, summary.marks),
     )
-
-
-@st.composite
-def transaction(draw: st.DrawFn, source: Source, postgres: bool) -> list[Change]:
-    """One source transaction valid against ``source``'s current rows."""
-    rows = {k: dict(v) for k, v in source.rows.items()}
-    changes: list[Change] = []
-    groups = len(source.transactions) * 10
-    for _ in range(draw(st.integers(1, 4))):
-        present = sorted(rows)
-        absent = [k for k in KEYS if k not in rows]
-        kinds = [k for k, ok in (("insert", absent), ("copy", len(absent) > 1), ("update", present),
-                                 ("delete", present), ("move", present and absent)) if ok]
-        kind = draw(st.sampled_from(kinds))
-        if kind in ("insert", "copy"):
-            count = 1 if kind == "insert" else draw(st.integers(2, min(4, len(absent))))
-            keys = draw(st.lists(st.sampled_from(absent), min_size=count, max_size=count, unique=True))
-            groups += 1
-            for key in keys:
-                note = draw(st.sampled_from([None, "n", TOASTED + str(key)]))
-                rows[key] = {"id": key, "qty": draw(st.integers(0, 99)), "note": note}
-                changes.append(Change("c", key, rows[key], group=groups if kind == "copy" else None))
-        elif kind == "update":
-            key = draw(st.sampled_from(present))
-            old_note = rows[key]["note"]
-            note = draw(st.sampled_from([old_note, None, "m", TOASTED + "u" + str(key)]))
-            rows[key] = {**rows[key], "qty": draw(st.integers(0, 99)), "note": note}
-            unchanged_toast = postgres and note == old_note and str(note).startswith(TOASTED)
-            changes.append(Change("u", key, rows[key], toast_unchanged=unchanged_toast))
-        elif kind == "delete":
-            key = draw(st.sampled_from(present))
-            del rows[key]
-            changes.append(Change("d", key, None))
-        else:
-            old, new = draw(st.sampled_from(present)), draw(st.sampled_from(absent))
-            row = {**rows.pop(old), "id": new}
-            rows[new] = row
-            changes.append(Change("c", new, row, moved_from=old))
-    return changes
-
-
-@dataclass
-class Workload:
-    """A generated history: the source, Debezium's log, and the log's length after each step."""
-
-    source: Source
-    emitter: Emitter
-    ends_after: list[dict[int, int]]
-    """Offsets of the log's end after each transaction (re-sends included), index = transactions."""
-
-
-@st.composite
-def workloads(draw: st.DrawFn, engine: str) -> Workload:
-    postgres = engine == "postgres"
-    source, emitter = Source(), Emitter(engine)
-    ends_after = [{p: 0 for p in emitter.log}]
-    for _ in range(draw(st.integers(1, 10))):
-        before = {k: dict(v) for k, v in source.rows.items()}
-        changes = draw(transaction(source, postgres))
-        source.commit(changes)
-        emitter.emit(changes, before)
-        if draw(st.integers(0, 4)) == 4:
-            emitter.resend_from(draw(st.integers(0, len(source.transactions) - 1)))
-        if not postgres and draw(st.integers(0, 9)) == 9:
-            emitter.failover()
-        ends_after.append({p: len(log) for p, log in emitter.log.items()})
-    return Workload(source, emitter, ends_after)
 
 
 def _shared_position_cut(emitter: Emitter, ends: dict[int, int]) -> bool:
