@@ -374,6 +374,10 @@ def _default_tiers() -> dict[int, TierThresholds]:
     }
 
 
+RUNBOOK_BASE_URL: Final = re.compile(r"^https?://\S+$")
+"""What ``monitoring.runbook_base_url`` (and ``alerts render --runbook-base-url``) must look like."""
+
+
 class MonitoringSettings(_Model):
     """``cdc-lake lag`` thresholds, the metrics endpoint and the generated Prometheus alert rules.
 
@@ -388,6 +392,9 @@ class MonitoringSettings(_Model):
     binlog_min_files_ahead: int = Field(default=1, ge=0)
     applier_silent_max_seconds: int = Field(default=300, ge=1)
     alert_for_seconds: int = Field(default=300, ge=0)
+    runbook_base_url: str | None = Field(default=None, pattern=RUNBOOK_BASE_URL.pattern)
+    """Where docs/runbooks is published (http/https): the rules' ``runbook_url`` is ``<this>/<page>.md``.
+    No default (the project has no canonical address): ``cdc-lake alerts render`` requires it."""
     tiers: dict[Annotated[int, Field(ge=0)], TierThresholds] = Field(default_factory=_default_tiers)
 
     @field_validator("tiers", mode="before")

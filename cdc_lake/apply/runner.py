@@ -166,14 +166,14 @@ class ApplyRunner:
             applier.forget()
             cause = describe_failure(exc)
             _LOG.warning("%s failed: %s", name, cause, exc_info=_LOG.isEnabledFor(logging.DEBUG))
-            self._fail(name, cause)
+            self._fail(target, cause)
             return TableOutcome(name, error=cause)
         error = result.error()
         diff = applier.schema_change
         if error is not None and diff is not None and diff.summary() in error:
             self._schema_changed(name, error, diff)
         elif error is not None:
-            self._fail(name, error)
+            self._fail(target, error)
         return TableOutcome(
             name,
             batches=1 if result.offsets else 0,
@@ -197,7 +197,7 @@ class ApplyRunner:
                 self.options.kafka.bootstrap_servers, target.topic, extra=self.options.kafka.consumer
             )
         except CdcLakeError as exc:
-            self._fail(name, str(exc))
+            self._fail(target, str(exc))
             return TableOutcome(name, error=str(exc))
         total = TableOutcome(name)
         while True:
@@ -210,7 +210,10 @@ class ApplyRunner:
         name = target.qualified_name
         if result.commit_instant is not None:
             self.store.record_applied_offsets(name, result.end, result.commit_instant)
-        metrics.record_batch(name, result.changes, result.commit_instant is not None)
+        metrics.record_batch(
+            name, target.tier, changes=result.changes, offsets=result.offsets,
+            committed=result.commit_instant is not None, seconds=result.seconds,
+        )
         now = time.monotonic()
         # An idle tier-0 table is polled every second: its freshness is refreshed every few seconds only.
         if result.offsets or now - self._measured.get(name, -IDLE_MEASURE_SECONDS) >= IDLE_MEASURE_SECONDS:
@@ -258,8 +261,9 @@ class ApplyRunner:
         if self.on_schema_change is not None:
             self.on_schema_change(name, diff)
 
-    def _fail(self, name: str, cause: str) -> None:
-        metrics.record_failure(name)
+    def _fail(self, target: TableTarget, cause: str) -> None:
+        name = target.qualified_name
+        metrics.record_failure(name, target.tier)
         try:
             self.store.transition(name, TableState.FAILED, cause)
         except CdcLakeError as exc:

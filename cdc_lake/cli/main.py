@@ -410,15 +410,27 @@ def alerts() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write to this file (default: stdout).",
 )
+@click.option(
+    "--runbook-base-url",
+    metavar="URL",
+    help="Where docs/runbooks is published, for the rules' runbook_url (default: "
+    "monitoring.runbook_base_url).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the rules as JSON instead of YAML.")
 @click.pass_context
-def alerts_render(ctx: click.Context, output: Path | None, as_json: bool) -> None:
-    """Write the Prometheus alerting rules for the config's thresholds (per tier) as YAML."""
+def alerts_render(
+    ctx: click.Context, output: Path | None, runbook_base_url: str | None, as_json: bool
+) -> None:
+    """Write the Prometheus alerting rules for the config's thresholds (per tier) as YAML.
+
+    Each rule links its runbook page under monitoring.runbook_base_url (or --runbook-base-url); one
+    of them is required.
+    """
     import yaml
 
     from cdc_lake.ops.alerts import render_rules
 
-    text = render_rules(get_config(ctx))
+    text = render_rules(get_config(ctx), runbook_base_url)
     if as_json:
         emit_json(yaml.safe_load(text))
         return

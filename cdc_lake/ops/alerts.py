@@ -5,7 +5,13 @@ label matchers, a comparison and a threshold read from the config's ``monitoring
 tier where the metric has a ``tier`` label).  :func:`render_rules` writes them as a Prometheus
 rules file (``cdc-lake alerts render``); :func:`breaches` evaluates the very same conditions on
 the samples ``cdc-lake lag`` measured, so ``lag`` exits non-zero exactly when a rule would fire
-(``for:`` aside).  Every alert names its runbook in ``docs/runbooks/``.
+(``for:`` aside).  One condition is not a threshold: :class:`Absent` fires when Prometheus has no
+``cdc_lake_build_info`` at all (every cdc-lake endpoint gone, or never scraped), which ``lag``,
+being a measurement, cannot observe.
+
+Every alert has a runbook page in ``docs/runbooks/``; the rules carry ``summary``, ``description``
+and ``runbook_url`` annotations, the URL made of ``monitoring.runbook_base_url`` (where the
+operator publishes docs/runbooks; rendering without it is refused: a pager link must resolve).
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from cdc_lake.config import Config
+from cdc_lake.config import RUNBOOK_BASE_URL, Config
+from cdc_lake.exceptions import ConfigError
 from cdc_lake.ops.metrics import Sample
 
 Threshold = Callable[[Config, int], float]
@@ -63,14 +70,30 @@ class Condition:
 
 
 @dataclass(frozen=True)
+class Absent:
+    """``absent(metric)``: no series of ``metric`` reaches Prometheus; ``lag`` never sees it."""
+
+    metric: str
+
+    def expressions(self, config: Config, tiers: Sequence[int]) -> list[str]:
+        """The one PromQL expression."""
+        return [f"absent({self.metric})"]
+
+    def holds(self, sample: Sample, config: Config) -> float | None:
+        """Never: a sample measured by ``lag`` is, by being there, not absent."""
+        return None
+
+
+@dataclass(frozen=True)
 class Alert:
-    """One alert: its conditions, severity, a summary (Prometheus template) and its runbook page."""
+    """One alert: its conditions, severity, summary and description (Prometheus templates), runbook page."""
 
     name: str
     severity: str
     summary: str
+    description: str
     runbook: str
-    conditions: tuple[Condition, ...]
+    conditions: tuple[Condition | Absent, ...]
 
     def expr(self, config: Config, tiers: Sequence[int]) -> str:
         """The rule's PromQL expression."""
@@ -107,30 +130,45 @@ ALERTS: tuple[Alert, ...] = (
     Alert(
         "CdcLakeWalRetainedHigh", "warning",
         "{{ $labels.source }}: {{ $labels.connector }} holds {{ $value | humanize1024 }}B of WAL/binlog",
+        "The primary of source {{ $labels.source }} keeps {{ $value | humanize1024 }}B of WAL or binlog for"
+        " connector {{ $labels.connector }} (tier {{ $labels.tier }}), over the tier's"
+        " wal_retained_max_bytes: the connector reads slower than the source writes, or not at all. The"
+        " primary's disk fills.",
         "wal-retained-high",
         (Condition("cdc_lake_slot_retained_wal_bytes", ">", _tier("wal_retained_max_bytes"), per_tier=True),),
     ),
     Alert(
         "CdcLakeSlotInactive", "warning",
         "{{ $labels.source }}: replication slot {{ $labels.slot }} has no active reader",
+        "No process streams from replication slot {{ $labels.slot }} of source {{ $labels.source }}"
+        " (connector {{ $labels.connector }} stopped, failed or disconnected): the slot retains WAL until"
+        " it is read again.",
         "slot-inactive",
         (Condition("cdc_lake_slot_active", "==", _const(0)),),
     ),
     Alert(
         "CdcLakeSlotWalUnreserved", "critical",
         "{{ $labels.source }}: slot {{ $labels.slot }} needs WAL beyond max_slot_wal_keep_size",
+        "Replication slot {{ $labels.slot }} of source {{ $labels.source }} needs WAL the primary no longer"
+        " promises to keep (wal_status unreserved): at the next checkpoint the slot may be lost, and the"
+        " tables of connector {{ $labels.connector }} then need a re-bootstrap.",
         "slot-wal-unreserved",
         (Condition("cdc_lake_capture_status", "==", _const(1), {"status": "unreserved"}),),
     ),
     Alert(
         "CdcLakeCapturePositionLost", "critical",
         "{{ $labels.source }}: {{ $labels.connector }} cannot resume: slot or binlog {{ $labels.status }}",
+        "Connector {{ $labels.connector }} of source {{ $labels.source }} cannot resume where it stopped: its"
+        " replication slot or binlog is {{ $labels.status }}. Changes made meanwhile are lost to the stream;"
+        " its tables need a new capture position and a re-bootstrap.",
         "position-lost",
         (Condition("cdc_lake_capture_status", "==", _const(1), {"status": "lost|missing|purged"}),),
     ),
     Alert(
         "CdcLakeBinlogNearPurge", "warning",
         "{{ $labels.source }}: the binlog {{ $labels.connector }} needs is next to be purged",
+        "Only {{ $value }} older binlog files remain on the primary of source {{ $labels.source }} before the"
+        " one connector {{ $labels.connector }} still needs: the next purge loses its position.",
         "binlog-near-purge",
         (
             Condition(
@@ -141,6 +179,8 @@ ALERTS: tuple[Alert, ...] = (
     Alert(
         "CdcLakeReplicaLagging", "warning",
         "{{ $labels.source }}: the read replica trails the primary or does not replay",
+        "The read replica of source {{ $labels.source }} is behind the primary beyond"
+        " replica_lag_max_seconds/_bytes or does not replay: bootstraps and validate, which read it, wait.",
         "replica-lagging",
         (
             Condition("cdc_lake_replica_lag_seconds", ">", _monitoring("replica_lag_max_seconds")),
@@ -151,15 +191,19 @@ ALERTS: tuple[Alert, ...] = (
     Alert(
         "CdcLakeUnreachable", "critical",
         "cdc-lake cannot measure part of the pipeline (source {{ $labels.source }})",
+        "The last measurement could not reach part of the pipeline (a source database, Kafka Connect or"
+        " Kafka): its other alerts cannot fire while it is unreachable. `cdc-lake lag` names what failed.",
         "unreachable",
         (
             Condition("cdc_lake_source_up", "==", _const(0)),
-            Condition("cdc_lake_lag_errors", ">", _const(0)),
+            Condition("cdc_lake_lag_unreachable_parts", ">", _const(0)),
         ),
     ),
     Alert(
         "CdcLakeConnectorFailed", "critical",
         "{{ $labels.source }}: connector {{ $labels.connector }} failed or is missing",
+        "Kafka Connect reports connector {{ $labels.connector }} of source {{ $labels.source }} (or one of"
+        " its tasks) FAILED, or no longer has it: no change of its tables reaches Kafka.",
         "connector-failed",
         (
             Condition("cdc_lake_connector_failed_tasks", ">", _const(0)),
@@ -169,12 +213,37 @@ ALERTS: tuple[Alert, ...] = (
     Alert(
         "CdcLakeTableFailed", "critical",
         "{{ $labels.table }} is FAILED: the applier stopped it (bad message or schema change)",
+        "The applier stopped {{ $labels.table }} (source {{ $labels.source }}, tier {{ $labels.tier }}) at a"
+        " batch it cannot apply; the lake copy stays at its last good commit. `cdc-lake status` prints the"
+        " cause (topic, partition, offset).",
         "table-failed",
         (Condition("cdc_lake_table_failed", "==", _const(1)),),
     ),
     Alert(
+        "CdcLakeTableSchemaChanged", "critical",
+        "{{ $labels.table }} is SCHEMA_CHANGED: the applier stopped it at a source schema change",
+        "The source table of {{ $labels.table }} (source {{ $labels.source }}, tier {{ $labels.tier }})"
+        " changed in a way its schema_changes policy does not follow (a column dropped, narrowed or retyped,"
+        " the key changed): the lake copy stays at the last commit before it until the table is"
+        " re-bootstrapped. `cdc-lake status` names the change.",
+        "schema-changed",
+        (Condition("cdc_lake_table_state", "==", _const(1), {"state": "SCHEMA_CHANGED"}),),
+    ),
+    Alert(
+        "CdcLakeTablePossiblyDiverged", "warning",
+        "{{ $labels.table }} is possibly diverged: a quarantined message's change is missing from the lake",
+        "A message of {{ $labels.table }} (source {{ $labels.source }}, tier {{ $labels.tier }}) was"
+        " quarantined: the table applies on, but the change that message carried is missing from the lake"
+        " until a clean `cdc-lake validate` or a re-bootstrap clears the mark.",
+        "possibly-diverged",
+        (Condition("cdc_lake_table_possibly_diverged", "==", _const(1)),),
+    ),
+    Alert(
         "CdcLakeFreshnessBreached", "warning",
         "{{ $labels.table }} (tier {{ $labels.tier }}) is {{ $value | humanizeDuration }} behind its source",
+        "The lake copy of {{ $labels.table }} (source {{ $labels.source }}) last matched its source"
+        " {{ $value | humanizeDuration }} ago, over tier {{ $labels.tier }}'s freshness_max_seconds:"
+        " its readers see old data. Look upstream first: capture, connector, Kafka, the applier.",
         "freshness-breached",
         (
             Condition(
@@ -185,6 +254,8 @@ ALERTS: tuple[Alert, ...] = (
     Alert(
         "CdcLakeKafkaLagHigh", "warning",
         "{{ $labels.table }}: {{ $value }} messages in Kafka not applied yet",
+        "{{ $value }} messages of {{ $labels.table }} (source {{ $labels.source }}) wait in Kafka, over tier"
+        " {{ $labels.tier }}'s kafka_lag_max_messages: the applier is slower than the source or not running.",
         "kafka-lag-high",
         (
             Condition(
@@ -195,8 +266,20 @@ ALERTS: tuple[Alert, ...] = (
     Alert(
         "CdcLakeApplierNotRunning", "critical",
         "{{ $labels.table }}: no applier has looked at it for {{ $value | humanizeDuration }}",
+        "No applier (`cdc-lake run` or `apply --once`) has measured {{ $labels.table }} (source"
+        " {{ $labels.source }}) for {{ $value | humanizeDuration }}, more than tier {{ $labels.tier }}'s"
+        " apply interval plus applier_silent_max_seconds.",
         "applier-not-running",
         (Condition("cdc_lake_table_apply_checked_age_seconds", ">", _applier_silence, per_tier=True),),
+    ),
+    Alert(
+        "CdcLakeMetricsAbsent", "critical",
+        "No cdc-lake metrics reach Prometheus",
+        "Prometheus has no cdc_lake_build_info series: no `cdc-lake run` or `cdc-lake metrics` endpoint is"
+        " scraped (stopped, crashed, moved, or the scrape config lost it), so no other cdc-lake alert can"
+        " fire.",
+        "metrics-absent",
+        (Absent("cdc_lake_build_info"),),
     ),
 )
 
@@ -206,8 +289,20 @@ def rule_tiers(config: Config) -> list[int]:
     return sorted({*config.monitoring.tiers, *(table.tier for _, table in config.iter_tables())})
 
 
-def render_rules(config: Config) -> str:
-    """The Prometheus alerting rules file (YAML) for ``config``'s thresholds."""
+def render_rules(config: Config, runbook_base_url: str | None = None) -> str:
+    """The Prometheus alerting rules file (YAML) for ``config``'s thresholds.
+
+    ``runbook_base_url`` overrides ``monitoring.runbook_base_url``; one of them is required.
+    """
+    if runbook_base_url is not None and RUNBOOK_BASE_URL.match(runbook_base_url) is None:
+        raise ConfigError(f"--runbook-base-url {runbook_base_url!r}: not an http(s) URL")
+    base = runbook_base_url or config.monitoring.runbook_base_url
+    if base is None:
+        raise ConfigError(
+            "monitoring.runbook_base_url is not set: the rules' runbook_url needs the address where"
+            " docs/runbooks is published (for example https://github.com/ORG/cdc-lake/blob/TAG/docs/runbooks),"
+            " or pass --runbook-base-url"
+        )
     tiers = rule_tiers(config)
     rules: list[dict[str, Any]] = []
     for alert in ALERTS:
@@ -218,7 +313,8 @@ def render_rules(config: Config) -> str:
             "labels": {"severity": alert.severity},
             "annotations": {
                 "summary": alert.summary,
-                "runbook": f"{RUNBOOKS}/{alert.runbook}.md",
+                "description": alert.description,
+                "runbook_url": f"{base.rstrip('/')}/{alert.runbook}.md",
             },
         })
     header = "# Generated by `cdc-lake alerts render` from the config's monitoring thresholds.\n"

@@ -73,6 +73,8 @@ class TableRow:
     checked_age_seconds: float | None
     appliable: bool
     last_error: str | None
+    possibly_diverged: str | None = None
+    """Why the lake copy may differ from the source (a quarantined message), while marked."""
 
 
 @dataclass
@@ -190,6 +192,7 @@ def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo
                     ),
                     appliable=info.state in APPLIABLE_STATES,
                     last_error=info.last_error,
+                    possibly_diverged=info.possibly_diverged,
                 )
             )
 

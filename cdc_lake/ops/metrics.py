@@ -1,39 +1,55 @@
-"""Prometheus metrics: lag gauges measured on scrape, and counters the applier increments.
+"""Prometheus metrics: lag gauges measured on scrape, and the applier's counters and histograms.
 
 :func:`lag_samples` turns a :class:`~cdc_lake.ops.lag.LagReport` into samples (name, labels,
 value); :class:`LagCollector` serves them to ``prometheus_client`` as gauges, measuring at most
 once per ``monitoring.refresh_seconds`` however often Prometheus scrapes.  The same samples are
 what :mod:`cdc_lake.ops.alerts` checks for ``cdc-lake lag``, so a breach ``lag`` reports is the one
-the alert rule fires on.
+the alert rule fires on.  Each measurement also adds every table's freshness to a histogram
+(``cdc_lake_table_freshness_sampled_seconds``; the tiers' ``freshness_max_seconds`` are among its
+buckets, so the share of time a table met its threshold is a ratio of two of its series).
 
-The applier's counters (:data:`APPLIED_EVENTS`, :data:`COMMITS`, :data:`FAILURES`) live in the
-process that applies: ``cdc-lake run`` serves them with the gauges on ``monitoring.metrics_port``
-(:func:`serve`).  Bootstrap rows come from the state store, so ``cdc-lake metrics`` shows them too.
+The applier's counters (:data:`APPLIED_EVENTS`, :data:`COMMITS`, :data:`FAILURES`) and its batch
+duration histogram live in the process that applies: ``cdc-lake run`` serves them with the gauges on
+``monitoring.metrics_port`` (:func:`serve`).  Bootstrap rows come from the state store, so
+``cdc-lake metrics`` shows them too; every registry carries ``cdc_lake_build_info`` (always 1), the
+series whose absence the ``CdcLakeMetricsAbsent`` rule watches.
 
-Every sample name starts with ``cdc_lake_``; labels are ``source``, ``connector``, ``slot``,
-``table``, ``tier`` and, for one-hot states, ``state``/``status``.
+Names follow Prometheus' conventions (checked with ``promtool check metrics``): every name starts
+with ``cdc_lake_``; counters end in ``_total``, gauges never look like counters; units are seconds
+and bytes.  Labels are ``source``, ``connector``, ``slot``, ``table``, ``tier`` and, for one-hot
+states, ``state``/``status``; every series about a table carries ``source``, ``table`` and ``tier``
+(:data:`TABLE_LABELS`).
 """
 
 from __future__ import annotations
 
 import logging
+import platform
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from cdc_lake.config import Config
+from cdc_lake.jvm import HUDI_VERSION
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import TableInfo
 from cdc_lake.state.store import StateStore
 
 if TYPE_CHECKING:
-    from cdc_lake.ops.lag import LagReport
+    from cdc_lake.ops.lag import LagReport, TableRow
 
 _LOG = logging.getLogger(__name__)
 
@@ -62,10 +78,22 @@ HELP = {
     "cdc_lake_table_freshness_seconds": "Age of the lake copy: how long ago it last matched the source",
     "cdc_lake_table_state": "1 for the table's lifecycle state",
     "cdc_lake_table_failed": "1 when the table is FAILED",
+    "cdc_lake_table_possibly_diverged": "1 while the table is marked possibly diverged (quarantined message)",
     "cdc_lake_table_last_commit_timestamp_seconds": "Time of the table's last Hudi commit (epoch seconds)",
     "cdc_lake_table_apply_checked_age_seconds": "Seconds since the applier last measured an appliable table",
-    "cdc_lake_lag_errors": "Parts of the pipeline the last measurement could not reach",
+    "cdc_lake_lag_unreachable_parts": "Parts of the pipeline the last measurement could not reach",
 }
+
+TABLE_LABELS = ("source", "table", "tier")
+"""The labels of every series about one table."""
+
+BATCH_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+"""Bounds of the batch duration histogram, seconds (a batch of a small table takes about a second)."""
+
+FRESHNESS_BUCKETS = (
+    5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0
+)
+"""Bounds of the sampled freshness histogram, seconds; the tiers' thresholds are added to them."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +112,15 @@ def _commit_epoch(instant: str | None) -> float | None:
     parsed = time.strptime(instant[:14], "%Y%m%d%H%M%S")
     millis = int(instant[14:17]) / 1000 if instant[14:17].isdigit() else 0.0
     return float(time.mktime(parsed) - time.timezone) + millis
+
+
+def table_labels(table: str, tier: int) -> dict[str, str]:
+    """The labels of a series about ``table`` (``source.schema.table``; a re-bootstrap copy ``…~vN``)."""
+    return {"source": table.split(".", 1)[0], "table": table, "tier": str(tier)}
+
+
+def _row_labels(table: TableRow) -> dict[str, str]:
+    return {"source": table.source, "table": table.table, "tier": str(table.tier)}
 
 
 def lag_samples(report: LagReport) -> list[Sample]:
@@ -124,16 +161,17 @@ def lag_samples(report: LagReport) -> list[Sample]:
         for state in CONNECTOR_STATES:
             add("cdc_lake_connector_state", {**labels, "state": state}, connector.state == state)
     for table in report.tables:
-        labels = {"source": table.source, "table": table.table, "tier": str(table.tier)}
+        labels = _row_labels(table)
         add("cdc_lake_table_kafka_lag_messages", labels, table.kafka_lag_messages)
         add("cdc_lake_table_freshness_seconds", labels, table.freshness_seconds)
         add("cdc_lake_table_failed", labels, table.state == "FAILED")
+        add("cdc_lake_table_possibly_diverged", labels, table.possibly_diverged is not None)
         add("cdc_lake_table_last_commit_timestamp_seconds", labels, _commit_epoch(table.last_commit))
         if table.appliable:
             add("cdc_lake_table_apply_checked_age_seconds", labels, table.checked_age_seconds)
         for state in TABLE_STATES:
             add("cdc_lake_table_state", {**labels, "state": state}, table.state == state)
-    add("cdc_lake_lag_errors", {}, len(report.errors))
+    add("cdc_lake_lag_unreachable_parts", {}, len(report.errors))
     return out
 
 
@@ -149,13 +187,42 @@ def _families(samples: list[Sample]) -> Iterator[Metric]:
         yield family
 
 
+def freshness_buckets(config: Config) -> list[float]:
+    """The sampled freshness histogram's bounds: :data:`FRESHNESS_BUCKETS` and every tier's threshold."""
+    thresholds = {float(t.freshness_max_seconds) for t in config.monitoring.tiers.values()}
+    return sorted({*FRESHNESS_BUCKETS, *thresholds})
+
+
+def build_info() -> Metric:
+    """``cdc_lake_build_info``: 1, labelled with the versions this process runs."""
+    family = GaugeMetricFamily(
+        "cdc_lake_build_info",
+        "Always 1: the cdc-lake, Python, pyspark and Hudi versions of the process serving these metrics",
+        labels=["version", "python_version", "pyspark_version", "hudi_version"],
+    )
+    versions = [_version("cdc-lake"), platform.python_version(), _version("pyspark"), HUDI_VERSION]
+    family.add_metric(versions, 1.0)
+    return family
+
+
+def _version(distribution: str) -> str:
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "unknown"
+
+
 BootstrapRows = Callable[[StateStore, TableInfo], int]
 """How many rows a table's bootstrap wrote, from the state store (given by the caller: the
 bootstrap package depends on cdc_lake, not the reverse)."""
 
 
 class LagCollector(Collector):
-    """Measures lag on scrape (at most once per ``refresh_seconds``) and yields it as gauges."""
+    """Measures lag on scrape (at most once per ``refresh_seconds``) and yields it as gauges.
+
+    Each measurement adds every table's freshness to this collector's histogram
+    (``cdc_lake_table_freshness_sampled_seconds``).
+    """
 
     def __init__(
         self,
@@ -168,6 +235,13 @@ class LagCollector(Collector):
         self.measure = measure
         self._lock = threading.Lock()
         self._cached: tuple[float, list[Sample]] | None = None
+        self._freshness = Histogram(
+            "cdc_lake_table_freshness_sampled_seconds",
+            "The table's freshness at each measurement (every monitoring.refresh_seconds while scraped)",
+            TABLE_LABELS,
+            buckets=freshness_buckets(config),
+            registry=None,
+        )
 
     def samples(self) -> list[Sample]:
         """The latest samples, measured now if the cached ones are older than ``refresh_seconds``."""
@@ -177,53 +251,91 @@ class LagCollector(Collector):
                 # Imported here: the applier imports this module, and lag imports the applier.
                 from cdc_lake.ops.lag import collect_lag
 
-                self._cached = (now, lag_samples((self.measure or collect_lag)(self.config)))
+                report = (self.measure or collect_lag)(self.config)
+                for table in report.tables:
+                    if table.freshness_seconds is not None:
+                        self._freshness.labels(**_row_labels(table)).observe(table.freshness_seconds)
+                self._cached = (now, lag_samples(report))
             return self._cached[1]
 
     def collect(self) -> Iterator[Metric]:
-        """The gauges, then the bootstrap rows per table."""
+        """The gauges and the freshness histogram, then the bootstrap rows per table."""
         yield from _families(self.samples())
+        yield from self._freshness.collect()
         if self.bootstrap_rows is None:
             return
-        rows = CounterMetricFamily(
-            "cdc_lake_bootstrap_rows", "Rows written by the table's bootstrap", labels=["source", "table"]
+        rows = GaugeMetricFamily(
+            "cdc_lake_table_bootstrap_rows_written",
+            "Rows written by the table's current or last bootstrap (each bootstrap starts again at 0)",
+            labels=list(TABLE_LABELS),
         )
         with StateStore.open(self.config.state_store.url) as store:
             for info in store.list_tables():
-                rows.add_metric([info.source, info.qualified_name], float(self.bootstrap_rows(store, info)))
+                labels = table_labels(info.qualified_name, info.tier)
+                written = float(self.bootstrap_rows(store, info))
+                rows.add_metric([labels[key] for key in TABLE_LABELS], written)
         yield rows
 
 
-# The applier's counters, one set per process, incremented through the hooks below.
+class BuildInfoCollector(Collector):
+    """Yields :func:`build_info`."""
+
+    def collect(self) -> Iterator[Metric]:
+        """The one ``cdc_lake_build_info`` series."""
+        yield build_info()
+
+
+# No `_created` series: in Prometheus' text format each would be one more gauge per counter and
+# histogram, of no use to the rules or the dashboard (a process-wide prometheus_client setting).
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# The applier's counters and histogram, one set per process, updated through the hooks below.
 APPLIED_EVENTS = Counter(
-    "cdc_lake_applied_events", "Change events applied to the lake", ["table"], registry=None
+    "cdc_lake_applied_events", "Change events applied to the lake", TABLE_LABELS, registry=None
 )
-COMMITS = Counter("cdc_lake_commits", "Hudi commits made by the applier", ["table"], registry=None)
+COMMITS = Counter("cdc_lake_commits", "Hudi commits made by the applier", TABLE_LABELS, registry=None)
 FAILURES = Counter(
-    "cdc_lake_failures", "Batches that failed and left the table FAILED", ["table"], registry=None
+    "cdc_lake_failures", "Batches that failed and left the table FAILED", TABLE_LABELS, registry=None
+)
+BATCH_SECONDS = Histogram(
+    "cdc_lake_batch_duration_seconds",
+    "Time a batch that consumed messages took: read, decode, write and commit",
+    TABLE_LABELS,
+    buckets=BATCH_BUCKETS,
+    registry=None,
 )
 
 
-def record_batch(table: str, changes: int, committed: bool) -> None:
-    """Hook for the applier: a batch of ``table`` applied ``changes`` events (and made a commit)."""
-    APPLIED_EVENTS.labels(table=table).inc(changes)
+def record_batch(
+    table: str, tier: int, *, changes: int, offsets: int, committed: bool, seconds: float
+) -> None:
+    """Hook for the applier: a batch of ``table`` ended.
+
+    It consumed ``offsets`` and applied ``changes`` events (with a commit if ``committed``) in
+    ``seconds``; a poll that consumed nothing adds no batch duration.
+    """
+    labels = table_labels(table, tier)
+    APPLIED_EVENTS.labels(**labels).inc(changes)
     if committed:
-        COMMITS.labels(table=table).inc()
+        COMMITS.labels(**labels).inc()
+    if offsets:
+        BATCH_SECONDS.labels(**labels).observe(seconds)
 
 
-def record_failure(table: str) -> None:
+def record_failure(table: str, tier: int) -> None:
     """Hook for the applier: a batch of ``table`` failed."""
-    FAILURES.labels(table=table).inc()
+    FAILURES.labels(**table_labels(table, tier)).inc()
 
 
 def registry_for(
     config: Config, with_applier: bool, bootstrap_rows: BootstrapRows | None = None
 ) -> CollectorRegistry:
-    """A registry with the lag gauges of ``config`` (and this process's applier counters if asked)."""
+    """A registry with the build info and lag gauges of ``config`` (and this process's applier series)."""
     registry = CollectorRegistry()
+    registry.register(BuildInfoCollector())
     registry.register(LagCollector(config, bootstrap_rows))
     if with_applier:
-        for collector in (APPLIED_EVENTS, COMMITS, FAILURES):
+        for collector in (APPLIED_EVENTS, COMMITS, FAILURES, BATCH_SECONDS):
             registry.register(collector)
     return registry
 

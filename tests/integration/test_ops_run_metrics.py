@@ -119,7 +119,7 @@ def test_run_and_metrics_serve_counters_and_gauges(
     wait_until(lambda: bool(_scrape(metrics_port, table)), 120, "cdc-lake metrics serving")
     served = _scrape(metrics_port, table)
     assert served["cdc_lake_table_failed"] == 1.0
-    assert "cdc_lake_bootstrap_rows_total" in served
+    assert "cdc_lake_table_bootstrap_rows_written" in served
     assert not {"cdc_lake_applied_events_total", "cdc_lake_failures_total"} & set(served), served
     standalone.send_signal(signal.SIGINT)
     assert standalone.wait(timeout=60) == 0

@@ -106,7 +106,16 @@ def test_the_resolver_catches_drift() -> None:
     assert "--drop-slots" not in {opt for param in command.params for opt in param.opts}
 
 
-@pytest.mark.parametrize("page", ["table-failed.md", "connector-failed.md", "position-lost.md"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "table-failed.md",
+        "connector-failed.md",
+        "position-lost.md",
+        "schema-changed.md",
+        "possibly-diverged.md",
+    ],
+)
 def test_failed_states_name_their_way_out(page: str) -> None:
     text = (ROOT / "docs" / "runbooks" / page).read_text()
     fix = text[text.index("**Fix") :]

@@ -53,7 +53,7 @@ def _observe(config: Path, workdir: Path) -> tuple[set[str], dict[str, Any], str
     report = json.loads(lag.stdout)
     scraped = cli_run(config, "metrics", "--once")
     assert scraped.exit_code == 0, scraped.stderr or scraped.output
-    rendered = cli_run(config, "alerts", "render")
+    rendered = cli_run(config, "alerts", "render", "--runbook-base-url", "https://runbooks.invalid/cdc-lake")
     assert rendered.exit_code == 0, rendered.stderr
     rules = yaml.safe_load(rendered.stdout)
     for rule in rules["groups"][0]["rules"]:
