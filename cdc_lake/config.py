@@ -35,7 +35,7 @@ from sqlalchemy.exc import ArgumentError
 
 from cdc_lake.engines import EngineName
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
-from cdc_lake.hudi.options import passthrough_option_problem
+from cdc_lake.hudi.options import IndexType, passthrough_option_problem
 from cdc_lake.redaction import is_secret_key
 from cdc_lake.representation import parse_column_type
 
@@ -695,6 +695,43 @@ class Config(_Model):
             if source.name != key:
                 raise PydanticCustomError(
                     "source_name", "sources.{key}.name must equal its key {key}", {"key": key}
+                )
+        return self
+
+    @field_validator("sources")
+    @classmethod
+    def _one_topic_prefix_per_source(cls, value: dict[str, Source]) -> dict[str, Source]:
+        # Debezium names every topic (tables, heartbeats, schema history) after the prefix: two sources
+        # sharing one would write their changes into the same topics.
+        owners: dict[str, str] = {}
+        for name, source in value.items():
+            prefix = source.topic_prefix or name
+            if prefix in owners:
+                raise PydanticCustomError(
+                    "topic_prefix",
+                    "{first} and {second} both use topic prefix '{prefix}', so their changes would share "
+                    "topics; set sources.{second}.topic_prefix to a prefix of its own",
+                    {"first": owners[prefix], "second": name, "prefix": prefix},
+                )
+            owners[prefix] = name
+        return value
+
+    @model_validator(mode="after")
+    def _partitioned_tables_need_a_global_index(self) -> Config:
+        # A per-partition index looks a key up only in the partition its incoming row names: a delete whose
+        # image lacks the partition value (Postgres REPLICA IDENTITY DEFAULT) or an update that changes it
+        # would miss the stored row, which would stay.
+        if IndexType(self.lake.index).is_global:
+            return self
+        for source, table in self.iter_tables():
+            if table.partition_by:
+                raise PydanticCustomError(
+                    "per_partition_index",
+                    "lake.index {index} is per partition and cannot serve table {table}, which has "
+                    "partition_by: a delete without the partition value or an update that changes it "
+                    "would miss the stored row; use a global index: GLOBAL_BLOOM, GLOBAL_SIMPLE or "
+                    "RECORD_INDEX",
+                    {"index": self.lake.index, "table": table.qualified_name(source)},
                 )
         return self
 

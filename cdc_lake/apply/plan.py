@@ -3,6 +3,11 @@
 A batch never reads past the high watermark it saw when it started (``cdc-lake apply --once`` also caps
 every batch at the ends it saw when the command started), and never more than ``max_events`` offsets in
 all, shared fairly between the partitions that have a backlog.
+
+Before planning, the topic is checked against the checkpoint: still the same topic (its Kafka id), with
+the same partitions, each still holding the next offset to apply.  Anything else stops the table with
+one line naming it, the topic, what changed and the way out (a re-bootstrap): the per-key order and the
+offsets the lake relies on do not carry over (docs/applier.md, "Guarantees").
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cdc_lake.exceptions import KafkaReadError
-from cdc_lake.kafka.offsets import OffsetRange
+from cdc_lake.kafka.offsets import OffsetRange, TopicState
+from cdc_lake.lake.checkpoint import Checkpoint
 
 
 @dataclass(frozen=True)
@@ -19,13 +25,15 @@ class BatchPlan:
     """The offsets of one batch: ``start`` (inclusive) to ``end`` (exclusive) per partition.
 
     ``high`` holds the high watermarks seen when the batch was planned; partitions with nothing to read
-    have ``start == end``.
+    have ``start == end``.  ``topic_id`` is the topic's Kafka id then (None: not known), which the
+    batch's commit records with its offsets.
     """
 
     topic: str
     start: dict[int, int]
     end: dict[int, int]
     high: dict[int, int]
+    topic_id: str | None = None
 
     @property
     def ranges(self) -> list[OffsetRange]:
@@ -60,48 +68,66 @@ def _fair_shares(backlogs: Mapping[int, int], budget: int) -> dict[int, int]:
 
 
 def plan_batch(
-    topic: str,
-    next_offsets: Mapping[int, int],
-    watermarks: Mapping[int, tuple[int, int]],
+    table: str,
+    checkpoint: Checkpoint,
+    now: TopicState,
     max_events: int,
     limit: Mapping[int, int] | None = None,
 ) -> BatchPlan:
-    """Plan the next batch of ``topic`` from ``next_offsets`` (the next offset to apply per partition).
+    """Plan ``table``'s next batch from ``checkpoint`` (the next offset to apply per partition).
 
-    ``watermarks`` maps each partition to its (low, high) offsets now; ``limit`` optionally caps each
-    partition's end (the ends seen when ``apply --once`` started).  A partition missing from
-    ``next_offsets`` starts at 0; a topic that does not exist yet plans nothing.  Raises KafkaReadError
-    when unread messages were already deleted by retention, a stored offset lies beyond the partition's
-    end (the topic was recreated), or a topic or partition with stored offsets disappeared: in each case
-    the lake cannot be brought up to date from Kafka.
+    ``now`` is the topic as Kafka describes it now: its id and each partition's (low, high) offsets;
+    ``limit`` optionally caps each partition's end (the ends seen when ``apply --once`` started).  A
+    checkpoint with no offsets (a table never applied, or bootstrapped before its topic existed) starts
+    every partition at 0; a topic that does not exist yet plans nothing.
+
+    Raises KafkaReadError, naming the way out (``cdc-lake rebootstrap``), when the lake cannot be brought
+    up to date from this topic: it was deleted, or deleted and created again (a topic id other than the
+    checkpoint's, or a stored offset beyond a partition's end); a partition with stored offsets
+    disappeared; partitions were added since the checkpoint; or unread messages were already deleted by
+    retention.  Added partitions are refused for every engine: Debezium routes a key to a partition by
+    hashing it over the partition count, so a key's later changes may land in another partition, read
+    in another order (and, on MySQL/MariaDB, ordered by their offset there, which can be below the one of
+    the key's stored row).
     """
-    if not watermarks:
-        if next_offsets:
-            raise KafkaReadError(
-                f"topic {topic!r} no longer exists but offsets of it were applied; re-bootstrap the table"
-            )
+    topic, applied, marks = checkpoint.topic, checkpoint.offsets, now.marks
+    way_out = f"run `cdc-lake rebootstrap {table}`"
+    where = f"table {table}: topic {topic!r}"
+    if not marks:
+        if applied:
+            raise KafkaReadError(f"{where} no longer exists but offsets of it were applied; {way_out}")
         # Debezium creates a table's topic with its first change: until then there is nothing to apply.
         return BatchPlan(topic=topic, start={}, end={}, high={})
-    vanished = sorted(set(next_offsets) - set(watermarks))
+    if checkpoint.topic_id is not None and now.topic_id is not None and now.topic_id != checkpoint.topic_id:
+        raise KafkaReadError(
+            f"{where} was deleted and created again since the table applied it (topic id "
+            f"{checkpoint.topic_id}, now {now.topic_id}), so its offsets start over; {way_out}"
+        )
+    vanished = sorted(set(applied) - set(marks))
     if vanished:
         raise KafkaReadError(
-            f"topic {topic!r}: partitions {vanished} have applied offsets but no longer exist"
+            f"{where}: partitions {vanished} have applied offsets but no longer exist; {way_out}"
+        )
+    if applied and len(marks) != len(applied):
+        raise KafkaReadError(
+            f"{where} has {len(marks)} partitions, the table was applied with {len(applied)}: a key's later "
+            f"changes may be in another partition than its earlier ones, out of order; {way_out}"
         )
     start: dict[int, int] = {}
     high: dict[int, int] = {}
     backlogs: dict[int, int] = {}
-    for partition, (low, high_mark) in sorted(watermarks.items()):
-        begin = next_offsets.get(partition, 0)
-        where = f"topic {topic!r} partition {partition}"
+    for partition, (low, high_mark) in sorted(marks.items()):
+        begin = applied.get(partition, 0)
+        here = f"{where} partition {partition}"
         if begin > high_mark:
             raise KafkaReadError(
-                f"{where}: the next offset to apply, {begin}, is beyond the partition's end {high_mark} "
-                "(was the topic recreated?); re-bootstrap the table"
+                f"{here}: the next offset to apply, {begin}, is beyond the partition's end {high_mark} "
+                f"(was the topic recreated?); {way_out}"
             )
         if begin < low and begin < high_mark:
             raise KafkaReadError(
-                f"{where}: offsets {begin} to {low - 1} were deleted by retention before they were applied; "
-                "re-bootstrap the table"
+                f"{here}: offsets {begin} to {low - 1} were deleted by retention before they were applied; "
+                f"{way_out}"
             )
         stop = high_mark if limit is None else min(high_mark, max(begin, limit.get(partition, high_mark)))
         start[partition] = begin
@@ -109,4 +135,4 @@ def plan_batch(
         backlogs[partition] = stop - begin
     shares = _fair_shares(backlogs, max_events)
     end = {partition: start[partition] + shares[partition] for partition in start}
-    return BatchPlan(topic=topic, start=start, end=end, high=high)
+    return BatchPlan(topic=topic, start=start, end=end, high=high, topic_id=now.topic_id)

@@ -42,7 +42,7 @@ from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.timeline import latest_commit, record_key_fields, table_exists
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.kafka.board import OffsetBoard
-from cdc_lake.kafka.offsets import watermarks
+from cdc_lake.kafka.offsets import topic_state
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark, split_ranges
 from cdc_lake.lake.checkpoint import Checkpoint, Origin, resume_checkpoint
 from cdc_lake.lake.schema import merge_columns, row_columns
@@ -204,14 +204,14 @@ class TableApplier:
     def plan(self, limit: dict[int, int] | None = None) -> BatchPlan:
         """The next batch's offsets: from the checkpoint to the end offsets now (or ``limit``), capped."""
         board = self.options.board
-        marks = (
-            board.marks(self.target.topic)
+        now = (
+            board.state(self.target.topic)
             if board is not None
-            else watermarks(
+            else topic_state(
                 self.options.kafka.bootstrap_servers, self.target.topic, extra=self.options.kafka.consumer
             )
         )
-        return plan_batch(self.target.topic, self.checkpoint().offsets, marks, self.options.max_events, limit)
+        return plan_batch(self.target.qualified_name, self.checkpoint(), now, self.options.max_events, limit)
 
     def apply_batch(
         self, limit: dict[int, int] | None = None, before_commit: Callable[[], None] | None = None
@@ -290,7 +290,8 @@ class TableApplier:
             frame.persist(StorageLevel.MEMORY_AND_DISK)
             positions = advance(checkpoint.positions, applied.marks)
             after = Checkpoint(
-                self.target.topic, {**checkpoint.offsets, **end}, newest, Origin.COMMIT, positions=positions
+                self.target.topic, {**checkpoint.offsets, **end}, newest, Origin.COMMIT, positions=positions,
+                topic_id=plan.topic_id,
             )
             spec = self.target.spec(key_fields)
             metadata = {**after.commit_metadata(), **commit_metadata(skipped, end)}

@@ -107,8 +107,10 @@ class IndexType(StrEnum):
 
     The global kinds (GLOBAL_BLOOM, GLOBAL_SIMPLE, RECORD_INDEX) enforce key
     uniqueness across partitions and move a row whose partition value changes;
-    BLOOM, SIMPLE and BUCKET are per partition, so they suit only tables whose
-    partition value never changes for a key.
+    BLOOM, SIMPLE and BUCKET look a key up only in the partition its incoming row
+    names, so they suit only unpartitioned tables (the config refuses them with
+    ``partition_by``: a delete image without the partition value, or an update
+    that changes it, would miss the stored row).
     """
 
     GLOBAL_BLOOM = "GLOBAL_BLOOM"
@@ -117,6 +119,11 @@ class IndexType(StrEnum):
     BLOOM = "BLOOM"
     SIMPLE = "SIMPLE"
     BUCKET = "BUCKET"
+
+    @property
+    def is_global(self) -> bool:
+        """Whether the index finds a key in any partition (and moves a row whose partition changes)."""
+        return self in (IndexType.GLOBAL_BLOOM, IndexType.GLOBAL_SIMPLE, IndexType.RECORD_INDEX)
 
 
 class WriteOperation(StrEnum):

@@ -1,8 +1,11 @@
 """Offsets of table topics: where each partition ends now, and ranges to read.
 
-Watermarks of many topics are read in one batch (:func:`topic_watermarks`): one metadata request for
-every topic, then one ``ListOffsets`` request for the earliest and one for the latest offsets of all
-their partitions, so the cost of a poll over 200 tables is a few round trips, not 200 consumers.
+Watermarks of many topics are read in one batch (:func:`topic_states`): one metadata request
+(``DescribeTopics``) for every topic, then one ``ListOffsets`` request for the earliest and one for the
+latest offsets of all their partitions, so the cost of a poll over 200 tables is a few round trips, not
+200 consumers.  The metadata also carries each topic's id (Kafka 2.8 and later): a topic deleted and
+created again under its name gets a new one, which is how the applier tells it from the topic it applied
+(:func:`cdc_lake.apply.plan.plan_batch`), at no extra request.
 """
 
 from __future__ import annotations
@@ -12,7 +15,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicCollection,
+    TopicPartition,
+    Uuid,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from cdc_lake.exceptions import KafkaReadError
@@ -46,43 +58,100 @@ def _consumer(bootstrap_servers: str, extra: Mapping[str, str] | None = None) ->
     })
 
 
-def topic_watermarks(
+Marks = dict[int, tuple[int, int]]
+"""The (low, high) watermark of each partition of a topic."""
+
+_NO_TOPIC_ID = str(Uuid(0, 0))
+"""The id brokers without topic ids (before Kafka 2.8) report (``Uuid`` compares by identity: text)."""
+_ABSENT = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE)
+"""Errors describing a topic that does not exist, or is still being created (no leaders yet)."""
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """A topic as Kafka describes it now: its id and the watermarks of its partitions.
+
+    ``topic_id`` is Kafka's id of the topic (a topic deleted and created again under its name gets a new
+    one); None when the topic does not exist or the brokers predate topic ids.  ``marks`` is empty when
+    the topic does not exist.
+    """
+
+    topic_id: str | None
+    marks: Marks
+
+
+def topic_states(
     bootstrap_servers: str,
     topics: Iterable[str],
     timeout: float = 10.0,
     extra: Mapping[str, str] | None = None,
-) -> dict[str, dict[int, tuple[int, int]]]:
-    """The (low, high) watermark of every partition of each of `topics`, in one batch.
+) -> dict[str, TopicState]:
+    """The id and the (low, high) watermark of every partition of each of `topics`, in one batch.
 
-    A topic that does not exist maps to ``{}``.  `low` is the first offset still stored (retention
-    deletes older ones), `high` the last stable offset (the next offset to be written, read committed).
-    `extra` is librdkafka configuration (security settings) from the config's `kafka.consumer`.
+    A topic that does not exist (or is still being created) has no id and no partitions.  `low` is the
+    first offset still stored (retention deletes older ones), `high` the last stable offset (the next
+    offset to be written, read committed).  `extra` is librdkafka configuration (security settings) from
+    the config's `kafka.consumer`.
     """
     wanted = list(dict.fromkeys(topics))
-    marks: dict[str, dict[int, tuple[int, int]]] = {topic: {} for topic in wanted}
+    states = {topic: TopicState(None, {}) for topic in wanted}
     if not wanted:
-        return marks
+        return states
     settings: dict[str, Any] = {
         **(extra or {}), "bootstrap.servers": bootstrap_servers, "logger": rdkafka_logger()
     }
     admin = AdminClient(settings)
     try:
-        metadata = admin.list_topics(timeout=timeout)
+        described = admin.describe_topics(TopicCollection(wanted), request_timeout=timeout)
         partitions: list[TopicPartition] = []
-        for topic in wanted:
-            described = metadata.topics.get(topic)
-            if described is not None and described.error is None:
-                partitions.extend(TopicPartition(topic, partition) for partition in described.partitions)
+        for topic, future in described.items():
+            try:
+                description = future.result()
+            except KafkaException as exc:
+                if _error_code(exc) in _ABSENT:
+                    continue
+                raise
+            states[topic] = TopicState(_topic_id(description.topic_id), {})
+            partitions.extend(TopicPartition(topic, info.id) for info in description.partitions)
         if not partitions:
-            return marks
+            return states
         low = _list_offsets(admin, partitions, OffsetSpec.earliest(), timeout)  # type: ignore[no-untyped-call]
         high = _list_offsets(admin, partitions, OffsetSpec.latest(), timeout)  # type: ignore[no-untyped-call]
         for topic, partition in low:
-            marks[topic][partition] = (low[(topic, partition)], high[(topic, partition)])
-        return marks
+            states[topic].marks[partition] = (low[(topic, partition)], high[(topic, partition)])
+        return states
     except KafkaException as exc:
         shown = ", ".join(repr(topic) for topic in wanted[:3]) + (" …" if len(wanted) > 3 else "")
         raise KafkaReadError(f"cannot read the offsets of topic(s) {shown}: {exc}") from exc
+
+
+def _topic_id(raw: Uuid | None) -> str | None:
+    text = None if raw is None else str(raw)
+    return None if text == _NO_TOPIC_ID else text
+
+
+def _error_code(exc: KafkaException) -> int | None:
+    error = exc.args[0] if exc.args else None
+    return error.code() if isinstance(error, KafkaError) else None
+
+
+def topic_watermarks(
+    bootstrap_servers: str,
+    topics: Iterable[str],
+    timeout: float = 10.0,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, Marks]:
+    """The (low, high) watermark of every partition of each of `topics` (see :func:`topic_states`)."""
+    return {
+        topic: state.marks for topic, state in topic_states(bootstrap_servers, topics, timeout, extra).items()
+    }
+
+
+def topic_state(
+    bootstrap_servers: str, topic: str, timeout: float = 10.0, extra: Mapping[str, str] | None = None
+) -> TopicState:
+    """The id and watermarks of `topic` (see :func:`topic_states`)."""
+    return topic_states(bootstrap_servers, [topic], timeout, extra)[topic]
 
 
 def _list_offsets(
@@ -98,9 +167,9 @@ def _list_offsets(
 
 def watermarks(
     bootstrap_servers: str, topic: str, timeout: float = 10.0, extra: Mapping[str, str] | None = None
-) -> dict[int, tuple[int, int]]:
+) -> Marks:
     """The (low, high) watermark of every partition of `topic`; empty when the topic does not exist."""
-    return topic_watermarks(bootstrap_servers, [topic], timeout, extra)[topic]
+    return topic_state(bootstrap_servers, topic, timeout, extra).marks
 
 
 def end_offsets(

@@ -6,6 +6,13 @@ crash at any point resumes exactly after the last completed commit.  An inflight
 here and Hudi rolls it back on the next write.  Before the first apply commit the offsets come from the
 bootstrap's saved watermark, and a table never bootstrapped starts at the beginning of its topic.
 The state store's applied offsets are only a copy for ``status``.
+
+The offsets name every partition the topic had when the checkpoint was taken (a plan covers every
+partition, empty ones included, and so does the bootstrap's watermark), so they are also the partition
+set the table was applied with; with them the commit stores the topic's Kafka id, so that a plan can tell
+the topic it applied from one deleted and created again under its name
+(:func:`cdc_lake.apply.plan.plan_batch`).  Commits of earlier versions have no id: the next commit
+records it.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ TOPIC_KEY = "kafka.topic"
 OFFSETS_KEY = "kafka.offsets"
 SOURCE_TS_KEY = "source.newest_ts_ms"
 POSITIONS_KEY = "kafka.stream_positions"
+TOPIC_ID_KEY = "kafka.topic_id"
 
 
 class Origin(enum.StrEnum):
@@ -42,6 +50,7 @@ class Checkpoint:
 
     ``positions`` holds, per partition, the highest Debezium stream position applied (see
     :mod:`cdc_lake.apply.redelivery`); events strictly below it were sent again and are skipped.
+    ``topic_id`` is the Kafka id of the topic the offsets belong to (None: not known).
     """
 
     topic: str
@@ -50,6 +59,7 @@ class Checkpoint:
     origin: Origin
     commit_instant: str | None = None
     positions: dict[int, str] = field(default_factory=dict)
+    topic_id: str | None = None
 
     def commit_metadata(self) -> dict[str, str]:
         """The extra metadata that stores this checkpoint in a Hudi commit."""
@@ -61,6 +71,8 @@ class Checkpoint:
             metadata[SOURCE_TS_KEY] = str(self.newest_source_ts_ms)
         if self.positions:
             metadata[POSITIONS_KEY] = json.dumps({str(p): m for p, m in sorted(self.positions.items())})
+        if self.topic_id is not None:
+            metadata[TOPIC_ID_KEY] = self.topic_id
         return metadata
 
 
@@ -84,7 +96,8 @@ def checkpoint_from_commit(commit: CommitInfo, topic: str, where: str) -> Checkp
         positions = {int(p): str(m) for p, m in json.loads(commit.metadata.get(POSITIONS_KEY, "{}")).items()}
     except (ValueError, TypeError, AttributeError) as exc:
         raise HudiWriteError(f"{where}: commit {commit.instant} has malformed offsets {raw!r}") from exc
-    return Checkpoint(topic, offsets, newest_ts, Origin.COMMIT, commit.instant, positions)
+    topic_id = commit.metadata.get(TOPIC_ID_KEY)
+    return Checkpoint(topic, offsets, newest_ts, Origin.COMMIT, commit.instant, positions, topic_id)
 
 
 def resume_checkpoint(

@@ -4,42 +4,99 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_lake.apply.plan import plan_batch
+from cdc_lake.apply.plan import BatchPlan, plan_batch
 from cdc_lake.exceptions import KafkaReadError
-from cdc_lake.kafka.offsets import OffsetRange
+from cdc_lake.kafka.offsets import Marks, OffsetRange, TopicState
 from cdc_lake.kafka.reader import split_ranges
+from cdc_lake.lake.checkpoint import Checkpoint, Origin
 
+TABLE = "pg.public.orders"
 TOPIC = "pg.public.orders"
+TOPIC_ID = "AAAAAAdbzRUAAAAAOt5osQ"
+
+
+def plan(
+    applied: dict[int, int],
+    marks: Marks,
+    max_events: int = 1000,
+    limit: dict[int, int] | None = None,
+    applied_id: str | None = None,
+    topic_id: str | None = TOPIC_ID,
+) -> BatchPlan:
+    """Plan from a checkpoint at ``applied`` (of topic id ``applied_id``) against ``marks`` now."""
+    checkpoint = Checkpoint(TOPIC, applied, None, Origin.COMMIT, topic_id=applied_id)
+    return plan_batch(TABLE, checkpoint, TopicState(topic_id, marks), max_events, limit)
 
 
 def test_reads_from_the_checkpoint_to_the_end_seen_now() -> None:
-    plan = plan_batch(TOPIC, {0: 10, 1: 4}, {0: (0, 25), 1: (0, 4)}, max_events=1000)
+    batch = plan({0: 10, 1: 4}, {0: (0, 25), 1: (0, 4)})
 
-    assert plan.start == {0: 10, 1: 4}
-    assert plan.end == {0: 25, 1: 4}
-    assert plan.ranges == [OffsetRange(TOPIC, 0, 10, 25)]
-    assert (plan.offsets, plan.backlog_after) == (15, 0)
+    assert batch.start == {0: 10, 1: 4}
+    assert batch.end == {0: 25, 1: 4}
+    assert batch.ranges == [OffsetRange(TOPIC, 0, 10, 25)]
+    assert (batch.offsets, batch.backlog_after) == (15, 0)
 
 
 def test_the_cap_is_shared_fairly_and_small_backlogs_are_taken_whole() -> None:
-    plan = plan_batch(TOPIC, {}, {0: (0, 1000), 1: (0, 3), 2: (0, 1000)}, max_events=101)
+    batch = plan({}, {0: (0, 1000), 1: (0, 3), 2: (0, 1000)}, max_events=101)
 
-    assert plan.end == {0: 49, 1: 3, 2: 49}
-    assert plan.offsets == 101
-    assert plan.backlog_after == 1000 - 49 + 1000 - 49
+    assert batch.end == {0: 49, 1: 3, 2: 49}
+    assert batch.offsets == 101
+    assert batch.backlog_after == 1000 - 49 + 1000 - 49
 
 
 def test_limit_caps_each_partition_at_the_ends_seen_when_apply_started() -> None:
-    plan = plan_batch(TOPIC, {0: 5}, {0: (0, 50)}, max_events=1000, limit={0: 20})
+    batch = plan({0: 5}, {0: (0, 50)}, limit={0: 20})
 
-    assert plan.end == {0: 20}
-    assert plan.backlog_after == 30
+    assert batch.end == {0: 20}
+    assert batch.backlog_after == 30
 
 
-def test_a_new_partition_starts_at_zero() -> None:
-    plan = plan_batch(TOPIC, {0: 7}, {0: (0, 7), 1: (0, 2)}, max_events=10)
+def test_a_table_never_applied_starts_every_partition_at_zero() -> None:
+    batch = plan({}, {0: (0, 3), 1: (0, 2)}, max_events=10)
 
-    assert plan.ranges == [OffsetRange(TOPIC, 1, 0, 2)]
+    assert batch.ranges == [OffsetRange(TOPIC, 0, 0, 3), OffsetRange(TOPIC, 1, 0, 2)]
+    assert batch.topic_id == TOPIC_ID, "the commit records the id of the topic it applied"
+
+
+def test_partitions_added_since_the_checkpoint_stop_the_table() -> None:
+    # Issue 20, finding 2: the new partition used to be read from offset 0 with no error, while a key
+    # Debezium now routes there has its later changes ordered below its stored row (MySQL/MariaDB order
+    # by "1" + the Kafka offset in the key's partition).
+    with pytest.raises(KafkaReadError) as caught:
+        plan({0: 7}, {0: (0, 7), 1: (0, 2), 2: (0, 0)}, max_events=10)
+
+    assert str(caught.value) == (
+        f"table {TABLE}: topic {TOPIC!r} has 3 partitions, the table was applied with 1: a key's later "
+        f"changes may be in another partition than its earlier ones, out of order; "
+        f"run `cdc-lake rebootstrap {TABLE}`"
+    )
+
+
+def test_a_topic_created_again_is_told_by_its_id_even_past_the_stored_offsets() -> None:
+    # Issue 20, finding 3: the new topic already holds more than the stored offsets, so neither the
+    # "beyond the end" nor the "deleted by retention" check sees it; only its id differs.
+    with pytest.raises(KafkaReadError) as caught:
+        plan({0: 5}, {0: (0, 40)}, applied_id="AAAAAAAAAAEAAAAAAAAAAQ")
+
+    assert str(caught.value) == (
+        f"table {TABLE}: topic {TOPIC!r} was deleted and created again since the table applied it "
+        f"(topic id AAAAAAAAAAEAAAAAAAAAAQ, now {TOPIC_ID}), so its offsets start over; "
+        f"run `cdc-lake rebootstrap {TABLE}`"
+    )
+
+
+@pytest.mark.parametrize(
+    ("applied_id", "topic_id"), [(None, TOPIC_ID), (TOPIC_ID, TOPIC_ID), (TOPIC_ID, None)]
+)
+def test_a_checkpoint_without_a_topic_id_or_a_broker_without_ids_plans_as_before(
+    applied_id: str | None, topic_id: str | None
+) -> None:
+    # Commits of earlier versions carry no id (the next commit records it); brokers before Kafka 2.8 have
+    # none to compare.
+    batch = plan({0: 5}, {0: (0, 40)}, applied_id=applied_id, topic_id=topic_id)
+
+    assert (batch.start, batch.end, batch.topic_id) == ({0: 5}, {0: 40}, topic_id)
 
 
 @pytest.mark.parametrize(
@@ -55,19 +112,19 @@ def test_offsets_kafka_no_longer_has_are_errors(
     applied: dict[int, int], marks: dict[int, tuple[int, int]], message: str
 ) -> None:
     with pytest.raises(KafkaReadError, match=message):
-        plan_batch(TOPIC, applied, marks, max_events=100)
+        plan(applied, marks)
 
 
 def test_a_topic_not_created_yet_has_nothing_to_apply() -> None:
-    plan = plan_batch(TOPIC, {}, {}, max_events=100)
+    batch = plan({}, {})
 
-    assert (plan.offsets, plan.ranges, plan.backlog_after) == (0, [], 0)
+    assert (batch.offsets, batch.ranges, batch.backlog_after) == (0, [], 0)
 
 
 def test_a_fully_retained_empty_partition_is_fine() -> None:
-    plan = plan_batch(TOPIC, {0: 10}, {0: (10, 10)}, max_events=100)
+    batch = plan({0: 10}, {0: (10, 10)})
 
-    assert plan.offsets == 0
+    assert batch.offsets == 0
 
 
 def test_split_ranges_cuts_big_ranges_into_slices_in_order() -> None:

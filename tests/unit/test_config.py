@@ -502,3 +502,37 @@ def test_registry_takes_basic_auth_or_a_bearer_token_not_both(
     assert config.schema_registry.basic_auth() is None
     both = "schema_registry:\n  user: u\n  password: p\n  bearer_token: ${SR_TOKEN}\n"
     assert "set either user/password or bearer_token, not both" in error_of(write(tmp_path, both))
+
+
+def test_two_sources_with_one_topic_prefix_are_refused(tmp_path: Path) -> None:
+    text = PG_SOURCE + textwrap.indent(
+        "pg2:\n  engine: postgres\n  topic_prefix: pg\n  primary: {port: 1, database: d, user: u}\n", "  "
+    )
+
+    message = error_of(write(tmp_path, text))
+
+    assert "sources: pg and pg2 both use topic prefix 'pg'" in message
+    assert "set sources.pg2.topic_prefix to a prefix of its own" in message
+
+
+@pytest.mark.parametrize("index", ["BLOOM", "SIMPLE", "BUCKET"])
+def test_a_per_partition_index_with_partition_by_is_refused(tmp_path: Path, index: str) -> None:
+    text = f"lake:\n  index: {index}\n" + PG_SOURCE + "        partition_by: [region]\n"
+
+    message = error_of(write(tmp_path, text))
+
+    assert f"lake.index {index}" in message and "pg.public.orders" in message and "partition_by" in message
+    assert "GLOBAL_BLOOM, GLOBAL_SIMPLE or RECORD_INDEX" in message
+
+
+@pytest.mark.parametrize(
+    ("index", "partitioned"),
+    [("BUCKET", False), ("GLOBAL_BLOOM", True), ("GLOBAL_SIMPLE", True), ("RECORD_INDEX", True)],
+)
+def test_global_indexes_serve_partitioned_tables_and_others_unpartitioned_ones(
+    tmp_path: Path, index: str, partitioned: bool
+) -> None:
+    partition_by = "        partition_by: [region]\n" if partitioned else ""
+    text = f"lake:\n  index: {index}\n" + PG_SOURCE + partition_by
+
+    assert load_config(write(tmp_path, text)).lake.index == index

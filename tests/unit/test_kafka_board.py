@@ -1,18 +1,25 @@
-"""The offset board: many topics' end offsets in one read, reused while fresh; the service refreshes it."""
+"""Topic states (ids, end offsets) in one read; the offset board reuses them while fresh and the service
+refreshes it."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import Future
+from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException, Node, TopicPartition, TopicPartitionInfo, Uuid
+from confluent_kafka.admin import OffsetSpec, TopicDescription  # type: ignore[attr-defined]
 from test_apply_schedule import _Runner, _target
 
 from cdc_lake.apply.service import ApplyService
+from cdc_lake.exceptions import KafkaReadError
 from cdc_lake.kafka import board as board_module
+from cdc_lake.kafka import offsets as offsets_module
 from cdc_lake.kafka.board import OffsetBoard
-from cdc_lake.kafka.offsets import topic_watermarks
+from cdc_lake.kafka.offsets import TopicState, topic_states, topic_watermarks
 from cdc_lake.kafka.reader import KafkaReadSettings
 
 
@@ -25,17 +32,17 @@ class _Reads:
 
     def __call__(
         self, servers: str, topics: Iterable[str], timeout: float = 10.0, extra: object = None
-    ) -> dict[str, dict[int, tuple[int, int]]]:
+    ) -> dict[str, TopicState]:
         wanted = list(topics)
         with self.lock:
             self.calls.append(wanted)
-        return {topic: {0: (0, len(self.calls))} for topic in wanted}
+        return {topic: TopicState(f"id-{topic}", {0: (0, len(self.calls))}) for topic in wanted}
 
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> _Reads:
     recorded = _Reads()
-    monkeypatch.setattr(board_module, "topic_watermarks", recorded)
+    monkeypatch.setattr(board_module, "topic_states", recorded)
     return recorded
 
 
@@ -45,7 +52,7 @@ def test_one_read_for_many_topics_reused_while_fresh(reads: _Reads) -> None:
 
     board.refresh(["a", "b", "c", "a"])
     assert reads.calls == [["a", "b", "c"]]
-    assert board.marks("b") == {0: (0, 1)}
+    assert board.state("b") == TopicState("id-b", {0: (0, 1)})
     assert len(reads.calls) == 1 and board.requests == 1 and board.served == 1
 
     now[0] += 0.5
@@ -53,7 +60,7 @@ def test_one_read_for_many_topics_reused_while_fresh(reads: _Reads) -> None:
     assert reads.calls[-1] == ["d"]
 
     now[0] += 0.8  # a, b, c are now 1.3 s old; d 0.8 s
-    assert board.marks("a") == {0: (0, 3)}
+    assert board.state("a") == TopicState("id-a", {0: (0, 3)})
     assert reads.calls[-1] == ["a"]
     board.refresh(["b", "c", "d"])
     assert reads.calls[-1] == ["b", "c"]
@@ -65,16 +72,84 @@ def test_plans_reuse_offsets_longer_than_the_service_refreshes_them(reads: _Read
     board = OffsetBoard(KafkaReadSettings("k:9092"), 1.0, reuse_seconds=5.0, clock=lambda: now[0])
     board.refresh(["a"])
     now[0] = 3.0
-    assert board.marks("a") == {0: (0, 1)} and board.served == 1
+    assert board.state("a").marks == {0: (0, 1)} and board.served == 1
     board.refresh(["a"])  # older than max_age: the service reads it again
     assert board.requests == 2
     now[0] = 9.0
-    board.marks("a")
+    board.state("a")
     assert board.requests == 3 and board.served == 1
 
 
 def test_no_topics_reads_nothing() -> None:
     assert topic_watermarks("unreachable.invalid:1", []) == {}
+
+
+def _done(value: object = None, error: KafkaError | None = None) -> Future[Any]:
+    future: Future[Any] = Future()
+    if error is not None:
+        future.set_exception(KafkaException(error))
+    else:
+        future.set_result(value)
+    return future
+
+
+def _partitions(count: int) -> list[TopicPartitionInfo]:
+    leader = Node(1, "k", 9092)
+    return [TopicPartitionInfo(partition, leader, [leader], [leader]) for partition in range(count)]
+
+
+class _Admin:
+    """Stands in for the AdminClient: topic ``new`` has an id and two partitions, ``old`` a broker
+    without topic ids, ``creating`` no leader yet, and anything else does not exist."""
+
+    DESCRIBED = {
+        "new": TopicDescription("new", Uuid(7, 9), False, _partitions(2)),
+        "old": TopicDescription("old", Uuid(0, 0), False, _partitions(1)),
+    }
+    ERRORS = {"creating": KafkaError.LEADER_NOT_AVAILABLE, "denied": KafkaError.TOPIC_AUTHORIZATION_FAILED}
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+
+    def describe_topics(self, topics: Any, request_timeout: float) -> dict[str, Future[Any]]:
+        return {
+            name: _done(self.DESCRIBED[name]) if name in self.DESCRIBED
+            else _done(error=KafkaError(self.ERRORS.get(name, KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            for name in topics.topic_names
+        }
+
+    def list_offsets(
+        self, specs: dict[TopicPartition, OffsetSpec], isolation_level: Any, request_timeout: float
+    ) -> dict[TopicPartition, Future[Any]]:
+        def offset(tp: TopicPartition, spec: OffsetSpec) -> int:
+            return (3 if spec == OffsetSpec.earliest() else 10) + tp.partition  # type: ignore[no-untyped-call]
+
+        return {
+            tp: _done(TopicPartition(tp.topic, tp.partition, offset(tp, spec)))
+            for tp, spec in specs.items()
+        }
+
+
+def test_topic_states_carry_the_topic_id_from_the_same_metadata_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(offsets_module, "AdminClient", _Admin)
+
+    states = topic_states("k:9092", ["new", "old", "creating", "missing"])
+
+    assert states == {
+        "new": TopicState(str(Uuid(7, 9)), {0: (3, 10), 1: (4, 11)}),
+        "old": TopicState(None, {0: (3, 10)}),
+        "creating": TopicState(None, {}),
+        "missing": TopicState(None, {}),
+    }
+
+
+def test_a_topic_kafka_refuses_to_describe_is_an_error_not_a_missing_topic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(offsets_module, "AdminClient", _Admin)
+
+    with pytest.raises(KafkaReadError, match=r"cannot read the offsets of topic\(s\) 'new', 'denied'"):
+        topic_states("k:9092", ["new", "denied"])
 
 
 def test_service_refreshes_due_tables_in_batches(reads: _Reads) -> None:
