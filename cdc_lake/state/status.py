@@ -50,16 +50,17 @@ def table_statuses(store: StateStore, now: datetime | None = None) -> list[Table
     now = now or utcnow()
     statuses = []
     for table in store.list_tables():
-        freshness = store.get_freshness(table.qualified_name)
+        current = store.current_copy(table.qualified_name)
+        freshness = current.freshness
         statuses.append(
             TableStatus(
                 name=table.qualified_name,
                 source=table.source,
                 state=table.state,
                 tier=table.tier,
-                lake_base_path=table.lake_base_path,
-                last_commit=store.last_commit_instant(table.qualified_name),
-                applied_offsets=store.get_applied_offsets(table.qualified_name),
+                lake_base_path=current.path,
+                last_commit=current.last_commit,
+                applied_offsets=current.applied_offsets,
                 freshness_seconds=None if freshness is None else freshness.age_seconds(now),
                 lag_messages=None if freshness is None else freshness.lag_messages,
                 last_error=table.last_error,
