@@ -41,7 +41,7 @@ from bootstrap.run import APPLY_TIMEOUT_SECONDS, BUSY_RETRY_SECONDS, TableBootst
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
 from cdc_lake.decode.registry import registry_client
-from cdc_lake.exceptions import BootstrapBusyError, CdcLakeError, RebootstrapError
+from cdc_lake.exceptions import BootstrapBusyError, CatalogError, CdcLakeError, RebootstrapError
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table, remove_table
 from cdc_lake.lake.applier import ApplierFactory
@@ -219,14 +219,26 @@ def _latest_commit(spark: SparkSession, name: str, target: TableTarget) -> tuple
 
 
 def _register(config: Config, store: StateStore, spark: SparkSession, name: str, target: TableTarget) -> None:
-    """Point the catalog entries at the table's current copy: the switch readers of ``database.table`` see."""
+    """Point the catalog entries at the table's current copy: the switch readers of ``database.table`` see.
+
+    Right after the state-store switch, under the apply lock.  When it fails (or the process dies before
+    it), the entries still name the old path: the applier's next batch of the table registers the current
+    copy, and ``--remove-old`` keeps the old path until no entry names it.
+    """
     catalog = CatalogSync.for_config(config)
     if catalog is None:
         return
     path = store.current_copy(name).path
     columns = row_columns(read_table(spark, path).schema)
-    for known in catalog.register(name, path, columns, target.partition_fields):
-        _LOG.info("%s: catalog entry %s now at %s", name, known, path)
+    try:
+        for known in catalog.register(name, path, columns, target.partition_fields):
+            _LOG.info("%s: catalog entry %s now at %s", name, known, path)
+    except CatalogError as exc:
+        raise RebootstrapError(
+            f"table {name}: switched to {path}, but a catalog entry still points at the old path ({exc}); "
+            f"`cdc-lake apply --once --tables {name}` registers the current path; --remove-old keeps the "
+            "old one until then"
+        ) from exc
 
 
 def abort_rebootstraps(config: Config, tables: Sequence[str]) -> list[RebootstrapResult]:
@@ -251,14 +263,25 @@ def abort_rebootstraps(config: Config, tables: Sequence[str]) -> list[Rebootstra
 def _remove_lake_path(config: Config, table: str, path: str, which: str) -> None:
     """Delete a re-bootstrap's ``which`` (old/new) base path, which the state store holds; only in the lake.
 
-    A path outside ``lake.base_path`` (a tampered or mistaken state store, a changed config) is refused.
+    A path outside ``lake.base_path`` (a tampered or mistaken state store, a changed config) is refused, and
+    so is a path a configured catalog's entry of the table still names (readers resolve it there: a switch
+    whose catalog update failed or was cut short).
     """
     if not config.lake.holds(path):
         raise RebootstrapError(
             f"table {table}: {which} path {path} is not under lake.base_path {config.lake.base_path}; "
             "not removed"
         )
-    remove_table(get_spark(config.spark, config.lake), path)
+    spark = get_spark(config.spark, config.lake)
+    catalog = CatalogSync.for_config(config)
+    named = [] if catalog is None else catalog.entries_at(table, path)
+    if named:
+        raise RebootstrapError(
+            f"table {table}: {', '.join(named)} still points at the {which} path {path}; not removed "
+            f"(`cdc-lake apply --once --tables {table}` registers the table's current copy; run this again "
+            "once readers have moved)"
+        )
+    remove_table(spark, path)
 
 
 def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResult]:
