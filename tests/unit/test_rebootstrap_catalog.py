@@ -8,9 +8,9 @@ import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+from fixtures.caught_up import CaughtUpApplier
 from moto import mock_aws
 from pyspark.sql.types import LongType, StructField, StructType
 
@@ -30,24 +30,6 @@ TABLE = "pg.public.orders"
 TOPIC = "pg.public.orders"
 ENTRY = "glue table lake.pg_public_orders"
 COLUMNS = StructType([StructField("id", LongType())])
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    error: str | None = None
-    skipped: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None
-
-
-class _Applier:
-    def __init__(self, spark: Any, store: StateStore, config: Config) -> None:
-        pass
-
-    def catch_up(self, target: Any) -> _Outcome:
-        return _Outcome()
 
 
 @dataclass(frozen=True)
@@ -109,7 +91,7 @@ def _switch(config: Config, record: Rebootstrap, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commit)
     with StateStore.open(config.state_store.url) as store:
         target = copy_target(config, TABLE, record)
-        rebootstrap._switch(config, store, None, TABLE, record, target, _Applier)  # type: ignore[arg-type]
+        rebootstrap._switch(config, store, None, TABLE, record, target, CaughtUpApplier)  # type: ignore[arg-type]
 
 
 def _phases(config: Config) -> list[RebootstrapPhase]:

@@ -9,12 +9,12 @@ change after its watermark, so the applier never committed to it (the case measu
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.caught_up import CaughtUpApplier
 
 from bootstrap import rebootstrap, validate
 from bootstrap.rebootstrap import copy_target, remove_old_paths
@@ -34,26 +34,6 @@ TOPIC = "pg.public.orders"
 OLD_COMMIT = "20260101000000000"
 COPY_COMMIT = "20260202000000000"
 COPY_WATERMARK = {0: 40, 1: 7}
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    error: str | None = None
-    skipped: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None
-
-
-class _Applier:
-    """The applier as the switch sees it: the copy is already caught up, nothing to apply."""
-
-    def __init__(self, spark: Any, store: StateStore, config: Config) -> None:
-        self.store = store
-
-    def catch_up(self, target: Any) -> _Outcome:
-        return _Outcome()
 
 
 @pytest.fixture
@@ -103,7 +83,7 @@ def switched(
     commits = {copying.new_path: CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)}
     monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commits[path])
     target = copy_target(config, TABLE, copying)
-    rebootstrap._switch(config, store, None, TABLE, copying, target, _Applier)  # type: ignore[arg-type]
+    rebootstrap._switch(config, store, None, TABLE, copying, target, CaughtUpApplier)  # type: ignore[arg-type]
     return copying
 
 
@@ -187,9 +167,8 @@ def test_a_switch_keeps_the_copys_own_apply_commits(
     commit = CommitInfo(COPY_COMMIT, "commit", None, "UPSERT", metadata)
     monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commit)
 
-    rebootstrap._switch(  # type: ignore[arg-type]
-        config, store, None, TABLE, copying, copy_target(config, TABLE, copying), _Applier
-    )
+    target = copy_target(config, TABLE, copying)
+    rebootstrap._switch(config, store, None, TABLE, copying, target, CaughtUpApplier)  # type: ignore[arg-type]
 
     current = store.current_copy(TABLE)
     assert (current.last_commit, current.applied_offsets) == (COPY_COMMIT, {0: 44, 1: 7})
