@@ -10,10 +10,13 @@ SCHEMA_CHANGED), and the way to take a new schema in.  Steps, each resumable:
    replica wait, partitions, hand-off) and caught up until LIVE.  Meanwhile the table itself stays as it
    was: readable at its old path and still applied by ``cdc-lake run`` if it can be.
 3. The switch, under the table's apply lock (no batch of the old table in flight): a last catch-up of the
-   copy, then one state-store transaction gives the table the copy's path, offsets and freshness and
-   makes it LIVE (clearing its error and possibly-diverged mark).  ``cdc-lake run`` takes the new path
-   at its next batch.  The old path stays for ``lake.old_copy_keep_hours`` so readers that resolved it
-   before the switch finish; ``cdc-lake rebootstrap --remove-old`` then removes it.
+   copy, then one state-store transaction gives the table the copy's path, bootstrap watermark,
+   freshness and, as applied offsets, those its latest Hudi commit holds (read from its timeline: a copy
+   the applier never committed to shows its bootstrap's commit and watermark), and makes it LIVE
+   (clearing its error and possibly-diverged mark).  From then on every verb reads the new copy
+   (:meth:`StateStore.current_copy`), and ``cdc-lake run`` takes the new path at its next batch.  The
+   old path stays for ``lake.old_copy_keep_hours`` so readers that resolved it before the switch
+   finish; ``cdc-lake rebootstrap --remove-old`` then removes it.
 
 Killed in step 1 or 2, running the command again resumes the copy (the bootstrap resumes at its step);
 ``--abort`` rolls it back instead (the copy row and the new path are removed; the table is untouched).
@@ -38,9 +41,11 @@ from bootstrap.run import APPLY_TIMEOUT_SECONDS, BUSY_RETRY_SECONDS, TableBootst
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
 from cdc_lake.decode.registry import registry_client
-from cdc_lake.exceptions import BootstrapBusyError, CdcLakeError, RebootstrapError
+from cdc_lake.exceptions import BootstrapBusyError, CatalogError, CdcLakeError, RebootstrapError
+from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table, remove_table
 from cdc_lake.lake.applier import ApplierFactory
+from cdc_lake.lake.checkpoint import checkpoint_from_commit
 from cdc_lake.lake.schema import row_columns
 from cdc_lake.lake.schema_change import SchemaDiff, SchemaPolicy
 from cdc_lake.lake.target import TableTarget, target_for
@@ -192,9 +197,10 @@ def _switch(
                         "run the rebootstrap again to resume, or --abort"
                     )
                 if store.require_table(record.copy_name).state is TableState.LIVE:
-                    done = store.switch_rebootstrap(name, record.version, keep)
+                    latest = _latest_commit(spark, name, target)
+                    done = store.switch_rebootstrap(name, record.version, keep, latest)
                     _LOG.info("%s: switched to %s (v%d)", name, done.new_path, done.version)
-                    _register(config, spark, name, target)
+                    _register(config, store, spark, name, target)
                     return done.switched_at or utcnow()
         if time.monotonic() > deadline:
             raise RebootstrapError(
@@ -203,14 +209,36 @@ def _switch(
         time.sleep(BUSY_RETRY_SECONDS)
 
 
-def _register(config: Config, spark: SparkSession, name: str, target: TableTarget) -> None:
-    """Point the catalog entry at the new path: the switch readers of ``database.table`` see."""
+def _latest_commit(spark: SparkSession, name: str, target: TableTarget) -> tuple[str, dict[int, int]] | None:
+    """The copy's latest commit and the offsets it holds (its bootstrap's last commit: the watermark's)."""
+    commit = latest_commit(spark, target.base_path)
+    if commit is None:
+        return None
+    checkpoint = checkpoint_from_commit(commit, target.topic, f"table {name} copy at {target.base_path}")
+    return None if checkpoint is None else (commit.instant, checkpoint.offsets)
+
+
+def _register(config: Config, store: StateStore, spark: SparkSession, name: str, target: TableTarget) -> None:
+    """Point the catalog entries at the table's current copy: the switch readers of ``database.table`` see.
+
+    Right after the state-store switch, under the apply lock.  When it fails (or the process dies before
+    it), the entries still name the old path: the applier's next batch of the table registers the current
+    copy, and ``--remove-old`` keeps the old path until no entry names it.
+    """
     catalog = CatalogSync.for_config(config)
     if catalog is None:
         return
-    columns = row_columns(read_table(spark, target.base_path).schema)
-    for known in catalog.register(name, target.base_path, columns, target.partition_fields):
-        _LOG.info("%s: catalog entry %s now at %s", name, known, target.base_path)
+    path = store.current_copy(name).path
+    columns = row_columns(read_table(spark, path).schema)
+    try:
+        for known in catalog.register(name, path, columns, target.partition_fields):
+            _LOG.info("%s: catalog entry %s now at %s", name, known, path)
+    except CatalogError as exc:
+        raise RebootstrapError(
+            f"table {name}: switched to {path}, but a catalog entry still points at the old path ({exc}); "
+            f"`cdc-lake apply --once --tables {name}` registers the current path; --remove-old keeps the "
+            "old one until then"
+        ) from exc
 
 
 def abort_rebootstraps(config: Config, tables: Sequence[str]) -> list[RebootstrapResult]:
@@ -235,14 +263,25 @@ def abort_rebootstraps(config: Config, tables: Sequence[str]) -> list[Rebootstra
 def _remove_lake_path(config: Config, table: str, path: str, which: str) -> None:
     """Delete a re-bootstrap's ``which`` (old/new) base path, which the state store holds; only in the lake.
 
-    A path outside ``lake.base_path`` (a tampered or mistaken state store, a changed config) is refused.
+    A path outside ``lake.base_path`` (a tampered or mistaken state store, a changed config) is refused, and
+    so is a path a configured catalog's entry of the table still names (readers resolve it there: a switch
+    whose catalog update failed or was cut short).
     """
     if not config.lake.holds(path):
         raise RebootstrapError(
             f"table {table}: {which} path {path} is not under lake.base_path {config.lake.base_path}; "
             "not removed"
         )
-    remove_table(get_spark(config.spark, config.lake), path)
+    spark = get_spark(config.spark, config.lake)
+    catalog = CatalogSync.for_config(config)
+    named = [] if catalog is None else catalog.entries_at(table, path)
+    if named:
+        raise RebootstrapError(
+            f"table {table}: {', '.join(named)} still points at the {which} path {path}; not removed "
+            f"(`cdc-lake apply --once --tables {table}` registers the table's current copy; run this again "
+            "once readers have moved)"
+        )
+    remove_table(spark, path)
 
 
 def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResult]:
@@ -254,7 +293,7 @@ def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResul
             if r.phase is RebootstrapPhase.SWITCHED and (now or (r.remove_after or utcnow()) <= utcnow())
         ]
         for record in due:
-            current = store.require_table(record.table).lake_base_path
+            current = store.current_copy(record.table).path
             if record.old_path == current:
                 raise RebootstrapError(f"table {record.table}: {record.old_path} is its current path")
             with store.run(REMOVE_OLD_RUN, record.table) as handle:

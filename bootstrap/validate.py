@@ -1,7 +1,9 @@
 """``cdc-lake validate``: reconcile a table's source (read replica) with its lake copy, down to keys.
 
 It reads the source as a bootstrap does (:mod:`bootstrap.lake_types`: the same queries and lake
-types, so equal rows hash equal) and the lake with Spark, so tables larger than one process fit:
+types, so equal rows hash equal) and the lake with Spark, so tables larger than one process fit.  The
+lake side is the table's current copy (:meth:`cdc_lake.state.store.StateStore.current_copy`): after a
+re-bootstrap, the versioned path the table was switched to, not the configured one.
 
 1. **A common point.**  The primary's position now is taken, the replica is waited for past it,
    and the lake is waited for until its applied offsets reach the topic's end offsets seen after
@@ -360,7 +362,7 @@ def validate_table(
             prefix = source_config.topic_prefix or source_config.name
             watch = CatchUpWatch(table_name, store, connect, prefix, table.name)
             result.caught_up = wait_lake_caught_up(ends, watch, options.catch_up_timeout)
-    lake = read_table(spark, config.lake.table_base_path(table_name))
+    lake = read_table(spark, store.current_copy(table_name).path)
     for flag in (DELETED_COLUMN, SOFT_DELETED_COLUMN):
         if flag in lake.columns:
             lake = lake.where(~F.coalesce(_col(flag), F.lit(False)))

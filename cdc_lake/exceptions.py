@@ -105,6 +105,19 @@ class HealthCheckError(CdcLakeError):
     exit_code = 4
 
 
+class SchemaChangedTablesError(HealthCheckError):
+    """Raised by ``status`` when a table stopped in SCHEMA_CHANGED and none is FAILED (exit code 5)."""
+
+    exit_code = 5
+
+
+class DivergedTablesError(HealthCheckError):
+    """Raised by ``status`` when a table is marked possibly diverged and none is FAILED or
+    SCHEMA_CHANGED (exit code 6)."""
+
+    exit_code = 6
+
+
 class QuarantineError(CdcLakeError):
     """Raised when ``cdc-lake quarantine`` cannot copy or record a message; names the table and offset."""
 

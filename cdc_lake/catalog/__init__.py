@@ -41,7 +41,11 @@ class Catalog(Protocol):
         """Create or update the table's entry; returns the name it is known by (``database.table``)."""
 
     def location(self, qualified_name: str) -> str | None:
-        """The registered location of the table (None when it is not registered)."""
+        """The registered location of the table (None when it is not registered); CatalogError when the
+        catalog cannot say."""
+
+    def entry_name(self, qualified_name: str) -> str:
+        """The table's entry as an operator finds it: the catalog kind and ``database.table``."""
 
 
 def _load_glue(settings: GlueSettings) -> Catalog:

@@ -47,7 +47,7 @@ class GlueCatalog:
             try:
                 current = self.client.get_table(DatabaseName=database, Name=name)["Table"]
             except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "EntityNotFoundException":
+                if not _not_found(exc):
                     raise
                 self.client.create_table(DatabaseName=database, TableInput=wanted)
                 _LOG.info("%s: registered as glue table %s.%s at %s", qualified_name, database, name,
@@ -58,25 +58,42 @@ class GlueCatalog:
             self.client.update_table(DatabaseName=database, TableInput=wanted)
             _LOG.info("%s: glue table %s.%s now at %s", qualified_name, database, name, location)
         except (ClientError, BotoCoreError) as exc:
-            raise CatalogError(f"table {qualified_name}: glue catalog {database}.{name}: {exc}") from exc
+            raise self._error(qualified_name, exc) from exc
         return f"{database}.{name}"
 
     def location(self, qualified_name: str) -> str | None:
-        """The registered location of the table (None when it is not registered)."""
+        """The registered location of the table (None when it is not registered).
+
+        Any other error (denied, unreachable) is a CatalogError: "not registered" must not be guessed.
+        """
+        name = catalog_table_name(qualified_name)
         try:
-            name = catalog_table_name(qualified_name)
             table = self.client.get_table(DatabaseName=self.settings.database, Name=name)
-        except ClientError:
-            return None
+        except (ClientError, BotoCoreError) as exc:
+            if isinstance(exc, ClientError) and _not_found(exc):
+                return None
+            raise self._error(qualified_name, exc) from exc
         return str(table["Table"]["StorageDescriptor"]["Location"])
+
+    def entry_name(self, qualified_name: str) -> str:
+        """``glue table database.table``."""
+        return f"glue table {self.settings.database}.{catalog_table_name(qualified_name)}"
+
+    def _error(self, qualified_name: str, exc: Exception) -> CatalogError:
+        name = f"{self.settings.database}.{catalog_table_name(qualified_name)}"
+        return CatalogError(f"table {qualified_name}: glue catalog {name}: {exc}")
 
     def _ensure_database(self, database: str) -> None:
         try:
             self.client.get_database(Name=database)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "EntityNotFoundException":
+            if not _not_found(exc):
                 raise
             self.client.create_database(DatabaseInput={"Name": database})
+
+
+def _not_found(exc: ClientError) -> bool:
+    return bool(exc.response.get("Error", {}).get("Code") == "EntityNotFoundException")
 
 
 def _same(current: dict[str, Any], wanted: dict[str, Any]) -> bool:

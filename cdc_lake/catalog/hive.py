@@ -90,22 +90,32 @@ class HiveMetastoreCatalog:
                 client.alter_table(database, name, table)
                 _LOG.info("%s: hive table %s.%s now at %s", qualified_name, database, name, location)
         except (Py4JError, Py4JJavaError) as exc:
-            raise CatalogError(
-                f"table {qualified_name}: hive metastore {self.settings.uri} {database}.{name}: "
-                f"{_reason(exc)}"
-            ) from exc
+            raise self._error(qualified_name, exc) from exc
         return f"{database}.{name}"
 
     def location(self, qualified_name: str) -> str | None:
-        """The registered location of the table (None when it is not registered)."""
-        with self._client() as (_, client):
-            try:
-                table = client.getTable(self.settings.database, catalog_table_name(qualified_name))
-            except Py4JJavaError as exc:
-                if _not_found(exc):
-                    return None
-                raise
-            return _plain(str(table.getSd().getLocation()))
+        """The registered location of the table (None when it is not registered; any other error is a
+        CatalogError)."""
+        try:
+            with self._client() as (_, client):
+                try:
+                    table = client.getTable(self.settings.database, catalog_table_name(qualified_name))
+                except Py4JJavaError as exc:
+                    if _not_found(exc):
+                        return None
+                    raise
+                return _plain(str(table.getSd().getLocation()))
+        except (Py4JError, Py4JJavaError) as exc:
+            raise self._error(qualified_name, exc) from exc
+
+    def entry_name(self, qualified_name: str) -> str:
+        """``hive table database.table``."""
+        return f"hive table {self.settings.database}.{catalog_table_name(qualified_name)}"
+
+    def _error(self, qualified_name: str, exc: Py4JError) -> CatalogError:
+        name = f"{self.settings.database}.{catalog_table_name(qualified_name)}"
+        where = f"hive metastore {self.settings.uri} {name}"
+        return CatalogError(f"table {qualified_name}: {where}: {_reason(exc)}")
 
     @staticmethod
     def _ensure_database(jvm: Any, client: Any, database: str) -> None:

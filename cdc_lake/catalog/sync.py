@@ -4,7 +4,9 @@
 ``catalog.hive``, loaded through :func:`cdc_lake.catalog.load_catalogs`) and remembers, per process,
 the location and columns it last registered for each table; the applier calls
 :meth:`CatalogSync.after_batch` after every batch of a LIVE table and only a new location or new
-columns reach the catalog.  The re-bootstrap calls :meth:`CatalogSync.register` right after its switch.
+columns reach the catalog.  The re-bootstrap calls :meth:`CatalogSync.register` right after its switch,
+with the table's current copy (:meth:`cdc_lake.state.store.StateStore.current_copy`), and asks
+:meth:`CatalogSync.entries_at` before it deletes a path: no path an entry names is removed.
 A catalog failure is logged and tried again after the next batch: it never stops applying.
 """
 
@@ -48,6 +50,13 @@ class CatalogSync:
         with self._lock:
             self._registered[table] = (location, columns.simpleString())
         return names
+
+    def entries_at(self, table: str, location: str) -> list[str]:
+        """The catalog entries of ``table`` that name ``location`` now (asked of each catalog, not of what
+        this process registered); a catalog that cannot answer is a CatalogError."""
+        return [
+            catalog.entry_name(table) for catalog in self.catalogs if catalog.location(table) == location
+        ]
 
     def knows(self, table: str, location: str) -> bool:
         """Whether ``table`` was registered at ``location`` by this process."""

@@ -299,11 +299,12 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
 def status(ctx: click.Context, as_json: bool) -> None:
     """Show every onboarded table: state, tier, lake path, last commit, applied offsets, freshness.
 
-    Exits 4 when a table is FAILED (its error says why; see docs/runbooks/table-failed.md).
+    Exits non-zero when a table needs an operator, the most urgent kind deciding the code: 4 when
+    a table is FAILED (docs/runbooks/table-failed.md), else 5 when one stopped in SCHEMA_CHANGED, else
+    6 when one is possibly diverged (docs/schema-changes.md); the error line names every such table.
     """
     from cdc_lake.cli.output import render_status
-    from cdc_lake.state.lifecycle import TableState
-    from cdc_lake.state.status import table_statuses
+    from cdc_lake.state.status import status_error, table_statuses
     from cdc_lake.state.store import StateStore
 
     config = get_config(ctx)
@@ -317,11 +318,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
             ])
         else:
             render_status(statuses)
-    failed = [row.name for row in statuses if row.state is TableState.FAILED]
-    if failed:
-        raise HealthCheckError(
-            f"{len(failed)} tables FAILED: {', '.join(failed)} (see docs/runbooks/table-failed.md)"
-        )
+    error = status_error(statuses)
+    if error is not None:
+        raise error
 
 
 @cli.command()

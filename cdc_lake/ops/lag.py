@@ -4,11 +4,13 @@ One :class:`LagReport` gathers, per onboarded source, what the primary keeps for
 (Postgres: the slot's retained and unconfirmed WAL, ``active``, ``wal_status``, ``safe_wal_size``;
 MySQL/MariaDB: the connector's binlog position against the binlogs kept) and how far the read
 replica trails; per connector, its Kafka Connect state; per table, the messages between the
-applied offsets and the topic's end, freshness, last commit and state.  Each engine answers its
-own lag queries (:meth:`~cdc_lake.sources.base.SourceEngine.capture_lag`); nothing here branches
-on the engine.  A part that cannot be reached is recorded as an error of its source (or of Kafka
-Connect, or Kafka) and the rest is still measured.  The same report feeds the metrics
-(:mod:`cdc_lake.ops.metrics`) and the threshold checks (:mod:`cdc_lake.ops.alerts`).
+applied offsets and the topic's end, freshness, last commit and state, all of the table's current
+copy (:meth:`~cdc_lake.state.store.StateStore.current_copy`: after a re-bootstrap, the switched-in
+one).  Each engine answers its own lag queries
+(:meth:`~cdc_lake.sources.base.SourceEngine.capture_lag`); nothing here branches on the engine.  A
+part that cannot be reached is recorded as an error of its source (or of Kafka Connect, or Kafka)
+and the rest is still measured.  The same report feeds the metrics (:mod:`cdc_lake.ops.metrics`)
+and the threshold checks (:mod:`cdc_lake.ops.alerts`).
 """
 
 from __future__ import annotations
@@ -170,14 +172,15 @@ def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo
             name = table.qualified_name(source)
             info = infos[name]
             lag: int | None = None
+            current = store.current_copy(name)
             try:
                 topic = table_topic(source, table)
                 ends = end_offsets(config.kafka.bootstrap_servers, topic, extra=dict(config.kafka.consumer))
-                applied = store.get_applied_offsets(name)
+                applied = current.applied_offsets
                 lag = sum(max(0, end - applied.get(partition, 0)) for partition, end in ends.items())
             except CdcLakeError as exc:
                 report.errors.append(f"{name}: kafka offsets: {exc}")
-            freshness = store.get_freshness(name)
+            freshness = current.freshness
             report.tables.append(
                 TableRow(
                     table=name,
@@ -186,7 +189,7 @@ def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo
                     state=info.state.value,
                     kafka_lag_messages=lag,
                     freshness_seconds=None if freshness is None else freshness.age_seconds(now),
-                    last_commit=store.last_commit_instant(name),
+                    last_commit=current.last_commit,
                     checked_age_seconds=(
                         None if freshness is None else max(0.0, (now - freshness.measured_at).total_seconds())
                     ),

@@ -123,6 +123,23 @@ class Freshness:
 
 
 @dataclass(frozen=True)
+class CurrentCopy:
+    """The lake copy of a table that every verb reads and the applier writes, and how far it is.
+
+    ``path`` is the configured base path until a re-bootstrap switches the table to ``<path>__vN``;
+    ``applied_offsets`` are the next Kafka offsets to apply per partition, as held by the Hudi commit
+    ``last_commit`` of that path (the bootstrap's last commit holds the watermark's); empty, and
+    ``last_commit`` None, before the copy has a commit with offsets.
+    """
+
+    table: str
+    path: str
+    last_commit: str | None
+    applied_offsets: dict[int, int]
+    freshness: Freshness | None
+
+
+@dataclass(frozen=True)
 class QuarantinedMessage:
     """A message an operator chose to skip, kept with where it was and why."""
 

@@ -38,6 +38,7 @@ from cdc_lake.state.models import (
 )
 from cdc_lake.state.records import (
     BootstrapPartition,
+    CurrentCopy,
     Freshness,
     QuarantinedMessage,
     Rebootstrap,
@@ -167,6 +168,27 @@ class StateStore:
         if table is None:
             raise UnknownTableError(f"table {qualified_name} is not onboarded (run cdc-lake onboard first)")
         return table
+
+    def current_copy(self, qualified_name: str) -> CurrentCopy:
+        """The table's current lake copy: its base path, last commit, applied offsets and freshness.
+
+        The one answer to "which copy is the table" for every verb (``status``, ``lag`` and the
+        metrics, ``validate``, the catalog sync, ``rebootstrap --remove-old``) and for the applier:
+        the path a re-bootstrap switched to, with what the switch recorded of it.
+        """
+        with self._transaction() as session:
+            row = self._require_row(session, qualified_name)
+            offsets = list(
+                session.scalars(select(AppliedOffsetRow).where(AppliedOffsetRow.table_name == qualified_name))
+            )
+            fresh = session.get(FreshnessRow, qualified_name)
+            return CurrentCopy(
+                table=qualified_name,
+                path=row.lake_base_path,
+                last_commit=max((o.hudi_commit_instant for o in offsets), default=None),
+                applied_offsets={o.kafka_partition: o.next_offset for o in offsets},
+                freshness=None if fresh is None else _freshness(fresh),
+            )
 
     def list_tables(self, source: str | None = None) -> list[TableInfo]:
         """Every onboarded table (of ``source`` if given), by name."""
@@ -378,11 +400,20 @@ class StateStore:
         with self._transaction() as session:
             return [_rebootstrap(row) for row in session.scalars(query)]
 
-    def switch_rebootstrap(self, table: str, version: int, keep: timedelta) -> Rebootstrap:
+    def switch_rebootstrap(
+        self,
+        table: str,
+        version: int,
+        keep: timedelta,
+        latest: tuple[str, Mapping[int, int]] | None = None,
+    ) -> Rebootstrap:
         """Make the caught-up copy the table, in one transaction; the copy's own rows go.
 
-        The table takes the copy's base path, state (LIVE), applied offsets and freshness; its error and
-        possibly-diverged mark are cleared; the old path may be removed after ``keep``.
+        The table takes the copy's base path, bootstrap watermark, applied offsets, freshness and state
+        (LIVE); its error and possibly-diverged mark are cleared; the old path may be removed after
+        ``keep``.  ``latest`` is the copy's latest Hudi commit and the offsets it holds (read from its
+        timeline by the caller): they become the table's applied offsets, so the new copy's commit and
+        offsets show at once even when the applier never committed to it (only its bootstrap did).
         """
         now = utcnow()
         with self._transaction() as session:
@@ -391,16 +422,23 @@ class StateStore:
             copy_row = self._require_row(session, row.copy_name)
             if copy_row.state != TableState.LIVE.value:
                 raise StateStoreError(f"table {table}: the re-bootstrap copy is {copy_row.state}, not LIVE")
-            for model in (AppliedOffsetRow, FreshnessRow):
+            for model in (BootstrapWatermarkRow, AppliedOffsetRow, FreshnessRow):
                 session.execute(delete(model).where(model.table_name == table))
             session.flush()
-            copied = select(AppliedOffsetRow).where(AppliedOffsetRow.table_name == row.copy_name)
-            for offsets in session.scalars(copied):
-                offsets.table_name = table
-            fresh_rows = select(FreshnessRow).where(FreshnessRow.table_name == row.copy_name)
-            for fresh in session.scalars(fresh_rows):
-                fresh.table_name = table
+            moved = (BootstrapWatermarkRow, FreshnessRow, *((AppliedOffsetRow,) if latest is None else ()))
+            for model in moved:
+                for copied in session.scalars(select(model).where(model.table_name == row.copy_name)):
+                    copied.table_name = table
             session.flush()
+            if latest is not None:
+                instant, offsets = latest
+                session.add_all(
+                    AppliedOffsetRow(
+                        table_name=table, kafka_partition=partition, next_offset=offset,
+                        hudi_commit_instant=instant, updated_at=now,
+                    )
+                    for partition, offset in offsets.items()
+                )
             self._drop_copy(session, row.copy_name)
             table_row.lake_base_path = row.new_path
             table_row.state = TableState.LIVE.value

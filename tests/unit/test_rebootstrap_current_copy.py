@@ -1,0 +1,176 @@
+"""Every verb reads a table's *current copy*: right after a re-bootstrap switch, ``status``, ``lag``,
+``validate`` and ``rebootstrap --remove-old`` see the new versioned path, its last commit and its offsets.
+
+The switch runs as ``cdc-lake rebootstrap`` runs it (:func:`bootstrap.rebootstrap._switch`), with the
+copy's Hudi timeline and the applier faked: the copy was bootstrapped and caught up without a single
+change after its watermark, so the applier never committed to it (the case measured on the stack).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures.caught_up import CaughtUpApplier
+
+from bootstrap import rebootstrap, validate
+from bootstrap.rebootstrap import copy_target, remove_old_paths
+from bootstrap.validate import ValidateOptions, validate_table
+from cdc_lake.config import Config, load_config
+from cdc_lake.hudi.timeline import CommitInfo
+from cdc_lake.lake.checkpoint import Checkpoint, Origin
+from cdc_lake.ops import lag
+from cdc_lake.ops.lag import LagReport
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.records import Rebootstrap
+from cdc_lake.state.status import table_statuses
+from cdc_lake.state.store import StateStore, versioned_path
+
+TABLE = "pg.public.orders"
+TOPIC = "pg.public.orders"
+OLD_COMMIT = "20260101000000000"
+COPY_COMMIT = "20260202000000000"
+COPY_WATERMARK = {0: 40, 1: 7}
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    path = tmp_path / "cdc-lake.yaml"
+    path.write_text(
+        f"state_store:\n  url: sqlite:///{tmp_path}/state.db\nlake:\n  base_path: {tmp_path}/lake\n"
+        "sources:\n  pg:\n    engine: postgres\n    primary: {port: 1, database: d, user: u}\n"
+        "    tables:\n      - name: public.orders\n"
+    )
+    return load_config(path)
+
+
+@pytest.fixture
+def store(config: Config) -> Iterator[StateStore]:
+    with StateStore.open(config.state_store.url) as opened:
+        yield opened
+
+
+def _bootstrapped(store: StateStore, name: str, path: str, watermark: dict[int, int]) -> None:
+    store.upsert_table(name, "pg", 1, path)
+    store.transition(name, TableState.BOOTSTRAPPING)
+    store.save_watermark(name, topic=TOPIC, offsets=watermark, ts_source_ms=1000, source_position="0/1")
+    for state in (TableState.CATCHING_UP, TableState.LIVE):
+        store.transition(name, state)
+
+
+@pytest.fixture
+def copying(config: Config, store: StateStore) -> Rebootstrap:
+    """A LIVE table with applied offsets and a re-bootstrap copy caught up to its watermark, not switched."""
+    store.upsert_source("pg", "postgres", ["cdc-lake-pg"])
+    configured = config.lake.table_base_path(TABLE)
+    _bootstrapped(store, TABLE, configured, {0: 3, 1: 2})
+    store.record_applied_offsets(TABLE, {0: 10, 1: 5}, OLD_COMMIT)
+    store.record_freshness(TABLE, 500, 0)
+    record = store.start_rebootstrap(TABLE, "test", lambda version: versioned_path(configured, version))
+    _bootstrapped(store, record.copy_name, record.new_path, COPY_WATERMARK)
+    return record
+
+
+@pytest.fixture
+def switched(
+    monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore, copying: Rebootstrap
+) -> Rebootstrap:
+    """The switch, the copy's latest commit being its bootstrap commit (the watermark's offsets)."""
+    metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).commit_metadata()
+    commits = {copying.new_path: CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)}
+    monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commits[path])
+    target = copy_target(config, TABLE, copying)
+    rebootstrap._switch(config, store, None, TABLE, copying, target, CaughtUpApplier)  # type: ignore[arg-type]
+    return copying
+
+
+def test_status_right_after_the_switch_shows_the_new_copy_its_commit_and_offsets(
+    store: StateStore, switched: Rebootstrap
+) -> None:
+    (status,) = table_statuses(store)
+
+    assert (status.name, status.state, status.lake_base_path) == (TABLE, TableState.LIVE, switched.new_path)
+    assert status.last_commit == COPY_COMMIT
+    assert status.applied_offsets == COPY_WATERMARK
+
+
+def test_the_current_copy_is_the_switched_one_with_its_own_bootstrap_watermark(
+    store: StateStore, switched: Rebootstrap
+) -> None:
+    current = store.current_copy(TABLE)
+    watermark = store.get_watermark(TABLE)
+
+    assert (current.path, current.last_commit, current.applied_offsets) == (
+        switched.new_path, COPY_COMMIT, COPY_WATERMARK,
+    )
+    assert watermark is not None and watermark.offsets == COPY_WATERMARK
+
+
+def test_lag_right_after_the_switch_counts_from_the_new_copy(
+    monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore, switched: Rebootstrap
+) -> None:
+    monkeypatch.setattr(lag, "end_offsets", lambda servers, topic, extra: {0: 45, 1: 7})
+    report = LagReport(measured_at=datetime.now(tz=UTC))
+
+    lag._table_rows(config, store, {TABLE: store.require_table(TABLE)}, report)
+
+    (row,) = report.tables
+    assert (row.table, row.kafka_lag_messages, row.last_commit) == (TABLE, 5, COPY_COMMIT)
+
+
+class _LakeRead(Exception):
+    """Raised by the faked lake read: the path validate asked for."""
+
+
+def test_validate_reads_the_current_copy_not_the_configured_path(
+    monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore, switched: Rebootstrap
+) -> None:
+    store.transition(TABLE, TableState.PAUSED)  # no wait for the lake: only which copy is read counts here
+    monkeypatch.setattr(
+        validate, "_source_frame", lambda spark, config, table, options: (None, ["id"], ["id"], "0/1", TOPIC)
+    )
+
+    def read(spark: Any, path: str) -> None:
+        raise _LakeRead(path)
+
+    monkeypatch.setattr(validate, "read_table", read)
+
+    with pytest.raises(_LakeRead) as read_path:
+        validate_table(None, config, store, TABLE, ValidateOptions())  # type: ignore[arg-type]
+
+    assert read_path.value.args == (switched.new_path,)
+    assert read_path.value.args != (config.lake.table_base_path(TABLE),)
+
+
+def test_remove_old_removes_the_path_before_the_current_copy(
+    monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore, switched: Rebootstrap
+) -> None:
+    removed: list[str] = []
+    monkeypatch.setattr(rebootstrap, "get_spark", lambda spark, lake: None)
+    monkeypatch.setattr(rebootstrap, "remove_table", lambda spark, path: removed.append(path))
+
+    (result,) = remove_old_paths(config, now=True)
+
+    assert removed == [switched.old_path] == [config.lake.table_base_path(TABLE)]
+    assert result.action == "removed"
+    assert store.current_copy(TABLE).path == switched.new_path
+
+
+def test_a_switch_keeps_the_copys_own_apply_commits(
+    monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore, copying: Rebootstrap
+) -> None:
+    store.record_applied_offsets(copying.copy_name, {0: 44, 1: 7}, COPY_COMMIT)
+    metadata = Checkpoint(TOPIC, {0: 44, 1: 7}, 2000, Origin.COMMIT).commit_metadata()
+    commit = CommitInfo(COPY_COMMIT, "commit", None, "UPSERT", metadata)
+    monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commit)
+
+    target = copy_target(config, TABLE, copying)
+    rebootstrap._switch(config, store, None, TABLE, copying, target, CaughtUpApplier)  # type: ignore[arg-type]
+
+    current = store.current_copy(TABLE)
+    assert (current.last_commit, current.applied_offsets) == (COPY_COMMIT, {0: 44, 1: 7})
+    assert store.get_table(copying.copy_name) is None
+    assert store.rebootstraps(TABLE)[-1].switched_at is not None
