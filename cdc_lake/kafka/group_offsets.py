@@ -109,7 +109,7 @@ class GroupOffsets:
                     "table %s: cannot commit the applied offsets of topic %r to consumer group %r (%s); "
                     "Kafka's lag tools show the group behind until this recovers, the applier goes on "
                     "(retrying every %.0fs)",
-                    table, topic, group, exc, self.retry_seconds,
+                    table, topic, group, str(exc) or type(exc).__name__, self.retry_seconds,
                 )
             return False
         with self._lock:

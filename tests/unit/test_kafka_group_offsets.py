@@ -21,6 +21,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from cdc_lake.kafka import group_offsets as group_offsets_module
 from cdc_lake.kafka.group_offsets import GroupOffsets, commit_group_offsets, group_id, group_offsets
 from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.state.store import versioned_path
@@ -149,7 +150,7 @@ def test_a_partition_error_in_the_answer_is_a_failure() -> None:
     assert not _committer(PartitionDenied()).commit(TABLE, BASE, TOPIC, {0: 1})
 
 
-def test_an_answer_that_never_comes_is_a_bounded_failure() -> None:
+def test_an_answer_that_never_comes_is_a_bounded_failure(caplog: pytest.LogCaptureFixture) -> None:
     class Silent(FakeAdmin):
         def alter_consumer_group_offsets(
             self, alter_consumer_group_offsets_request: list[ConsumerGroupTopicPartitions], **kwargs: Any
@@ -158,7 +159,10 @@ def test_an_answer_that_never_comes_is_a_bounded_failure() -> None:
 
     committer = GroupOffsets(Silent, timeout=0.01)
 
-    assert not committer.commit(TABLE, BASE, TOPIC, {0: 1})
+    with caplog.at_level(logging.WARNING, logger="cdc_lake.kafka.group_offsets"):
+        assert not committer.commit(TABLE, BASE, TOPIC, {0: 1})
+
+    assert "(TimeoutError)" in caplog.records[0].getMessage()
 
 
 def test_a_client_that_cannot_be_created_never_raises() -> None:
@@ -182,7 +186,11 @@ def mock_cluster() -> Iterator[str]:
     del producer, owner
 
 
-def test_the_group_holds_the_offsets_a_lag_tool_reads(mock_cluster: str) -> None:
+def test_the_group_holds_the_offsets_a_lag_tool_reads(
+    mock_cluster: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The process's shared clients, for this test only: the mock cluster's client goes with it.
+    monkeypatch.setattr(group_offsets_module, "_SHARED", {})
     settings = KafkaReadSettings(mock_cluster)
 
     assert commit_group_offsets(settings, TABLE, BASE, TOPIC, {0: 3})
