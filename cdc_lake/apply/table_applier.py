@@ -42,6 +42,7 @@ from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.timeline import latest_commit, record_key_fields, table_exists
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.kafka.board import OffsetBoard
+from cdc_lake.kafka.group_offsets import commit_group_offsets
 from cdc_lake.kafka.offsets import topic_state
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark, split_ranges
 from cdc_lake.lake.checkpoint import Checkpoint, Origin, resume_checkpoint
@@ -298,6 +299,7 @@ class TableApplier:
             if before_commit is not None:
                 before_commit()
             instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, metadata)
+            commit_group_offsets(self.options.kafka, spec.table_name, spec.base_path, topic, after.offsets)
             _LOG.debug(
                 "%s: read and decoded %d offsets in %.1fs, wrote commit %s in %.1fs",
                 self.target.qualified_name, plan.offsets, decoded_at - began, instant,

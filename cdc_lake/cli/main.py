@@ -308,7 +308,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     from cdc_lake.state.store import StateStore
 
     config = get_config(ctx)
-    with StateStore.open(config.state_store.url) as store:
+    with StateStore.open_existing(config.state_store.url) as store:
         statuses = table_statuses(store)
         if as_json:
             stage = bootstrap_stage()
@@ -321,6 +321,35 @@ def status(ctx: click.Context, as_json: bool) -> None:
     error = status_error(statuses)
     if error is not None:
         raise error
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a line.")
+@click.pass_context
+def migrate(ctx: click.Context, as_json: bool) -> None:
+    """Create the state store, or upgrade its schema to this version of cdc-lake.
+
+    Read-only commands (status, lag, metrics, connectors status) never do: they stop with an error
+    naming this command.  The writing commands (onboard, bootstrap, apply, run, ...) migrate too; on a
+    shared store, migrate once while no older cdc-lake writes to it.
+    """
+    from sqlalchemy.engine import make_url
+
+    from cdc_lake.state.migrate import HEAD_REVISION
+    from cdc_lake.state.store import StateStore
+
+    url = get_config(ctx).state_store.url
+    store, before = StateStore.migrate(url)
+    store.close()
+    shown = make_url(url).render_as_string(hide_password=True)
+    if as_json:
+        emit_json({"state_store": shown, "revision": HEAD_REVISION, "was": before})
+    elif before is None:
+        click.echo(f"state store {shown}: created at schema revision {HEAD_REVISION}")
+    elif before == HEAD_REVISION:
+        click.echo(f"state store {shown}: already at schema revision {HEAD_REVISION}")
+    else:
+        click.echo(f"state store {shown}: upgraded from schema revision {before} to {HEAD_REVISION}")
 
 
 @cli.command()

@@ -17,7 +17,7 @@ def connector_names(config: Config, source: str | None) -> dict[str, list[str]]:
     """Connector names per onboarded source (only ``source`` if given), as the state store records them."""
     names = [config.source(source).name] if source is not None else list(config.sources)
     found: dict[str, list[str]] = {}
-    with StateStore.open(config.state_store.url) as store:
+    with StateStore.open_existing(config.state_store.url) as store:
         for name in names:
             recorded = store.get_source(name)
             if recorded is not None:
@@ -32,9 +32,10 @@ def connector_names(config: Config, source: str | None) -> dict[str, list[str]]:
 def statuses(config: Config, source: str | None) -> list[dict[str, Any]]:
     """Connector and task states of the onboarded connectors, with the trace of failed ones."""
     rows: list[dict[str, Any]] = []
+    onboarded = connector_names(config, source)
     with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
         registered = set(connect.list_connectors())
-        for source_name, names in connector_names(config, source).items():
+        for source_name, names in onboarded.items():
             for name in names:
                 if name not in registered:
                     rows.append(

@@ -203,7 +203,7 @@ def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo
 def collect_lag(config: Config, now: datetime | None = None) -> LagReport:
     """Measure every onboarded source, connector and table of ``config`` now."""
     report = LagReport(measured_at=now or utcnow())
-    with StateStore.open(config.state_store.url) as store:
+    with StateStore.open_existing(config.state_store.url) as store:
         infos = {info.qualified_name: info for info in store.list_tables()}
         for source, tables in _onboarded(config, infos):
             _source_lag(config, source, tables, report)

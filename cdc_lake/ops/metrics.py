@@ -269,7 +269,7 @@ class LagCollector(Collector):
             "Rows written by the table's current or last bootstrap (each bootstrap starts again at 0)",
             labels=list(TABLE_LABELS),
         )
-        with StateStore.open(self.config.state_store.url) as store:
+        with StateStore.open_existing(self.config.state_store.url) as store:
             for info in store.list_tables():
                 labels = table_labels(info.qualified_name, info.tier)
                 written = float(self.bootstrap_rows(store, info))

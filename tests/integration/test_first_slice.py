@@ -5,13 +5,15 @@ change events in Confluent Avro through Kafka and is applied by the production a
 read the offsets and decode them with the writer schema looked up by id in the registry, the last
 change per key is written by Spark with the Hudi bundle), and the Hudi table reads back equal to the
 source with the offsets in its commit.  Postgres lands on the ``s3a://`` object store, MariaDB on the
-local file system.
+local file system.  Kafka's own consumer-group tool (``kafka-consumer-groups --describe``) then shows the
+table copy's group at the commit's offsets with no lag.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -21,6 +23,7 @@ import pytest
 from pyspark.sql import SparkSession
 from support.second_reader import s3_storage_options, second_reader_rows
 
+from cdc_lake import jvm
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.config import S3Settings
 from cdc_lake.connect.client import KafkaConnectClient
@@ -30,11 +33,13 @@ from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.hudi.options import CompactionSpec, IndexType, TableType
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table
+from cdc_lake.kafka.group_offsets import group_id
 from cdc_lake.kafka.offsets import wait_for_messages
 from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.lake.checkpoint import OFFSETS_KEY
 from cdc_lake.lake.columns import OP_COLUMN
 from cdc_lake.lake.target import TableTarget
+from cdc_lake.stack.java import classpath_argv
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.service import DEMO_DATABASE, HOST
 
@@ -199,6 +204,18 @@ def _storage_options(stack: LocalStack, base_path: str) -> dict[str, str]:
     return s3_storage_options(s3)
 
 
+def _describe_group(stack: LocalStack, group: str) -> list[dict[str, str]]:
+    """The rows of ``kafka-consumer-groups --describe --group GROUP``: Kafka's own tool, the stack's jars."""
+    argv = classpath_argv(
+        "128m", jvm.resolve(jvm.KAFKA_SERVER), "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        "--bootstrap-server", stack.kafka.address(), "--describe", "--group", group,
+    )
+    shown = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
+    lines = [line.split() for line in shown.splitlines() if line.strip()]  # and the tool's own log lines
+    header = next(words for words in lines if words[:2] == ["GROUP", "TOPIC"])
+    return [dict(zip(header, words, strict=True)) for words in lines if words[0] == group]
+
+
 def _check_slice(spark: SparkSession, stack: LocalStack, engine: str, base_path: str, topic: str) -> None:
     _wait_for_changes(stack, topic)
     result = _apply(spark, stack, engine, base_path, topic)
@@ -226,6 +243,11 @@ def _check_slice(spark: SparkSession, stack: LocalStack, engine: str, base_path:
     commit = latest_commit(spark, base_path)
     assert commit is not None and commit.instant == result.commit_instant
     assert json.loads(commit.metadata[OFFSETS_KEY]) == {"0": EXPECTED_MESSAGES}
+
+    # Informational offsets for Kafka's lag tools: the table copy's group holds the commit's offsets.
+    (row,) = _describe_group(stack, group_id(topic, base_path))
+    assert (row["TOPIC"], row["PARTITION"]) == (topic, "0")
+    assert (row["CURRENT-OFFSET"], row["LAG"]) == (str(EXPECTED_MESSAGES), "0")
 
 
 def test_postgres_changes_reach_hudi_on_s3(

@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, inspect
 from cdc_lake import redaction as secrets
 from cdc_lake.exceptions import StateStoreError, UnknownTableError
 from cdc_lake.state import BootstrapPartition, RunOutcome, StateStore, TableState
-from cdc_lake.state.migrate import current_revision, head_revision
+from cdc_lake.state.migrate import HEAD_REVISION, stored_revision
 from cdc_lake.state.models import Base
 from cdc_lake.state.status import table_statuses
 
@@ -40,7 +40,7 @@ def test_open_creates_the_schema_at_head(url: str) -> None:
 
     engine = create_engine(url)
     with engine.connect() as connection:
-        assert current_revision(connection) == head_revision()
+        assert stored_revision(connection) == HEAD_REVISION
         tables = set(inspect(connection).get_table_names())
     assert {"sources", "tables", "bootstrap_watermarks", "applied_offsets", "runs", "freshness"} <= tables
 
