@@ -3,8 +3,9 @@
 Invariant (docs/applier.md, "Guarantees"): after every commit each key shows the state after some
 change of that key, in source order, never older than what it showed before; once the topic is
 drained the lake equals the source.  During a bootstrap's catch-up (before the applier has passed the
-point where the snapshot was read) a key may show any state of its history: the table is not
-published then.
+point where the snapshot was read) nothing is claimed per key: replayed changes land on newer
+snapshot rows, so a key may even show a state the source never had (an unchanged TOAST value filled
+from a newer snapshot row); the table is published only after it (docs/design-notes, "hand-off").
 
 What runs is production code: :func:`decode_messages` (Avro decode, envelope, re-send skip, key
 change deletes, TOAST placeholders), :class:`BatchSummary` and :func:`advance` (the marks a commit
@@ -152,11 +153,17 @@ def _batches(
         published = snapshot_point is None or all(
             lake.offsets.get(p, 0) >= o for p, o in snapshot_point.items()
         )
+        if not published:
+            # Catch-up replays changes older than the snapshot rows they land on: a key may show a
+            # state the source never had (an update's unchanged TOAST value filled from a newer
+            # snapshot row, or from none when the snapshot was read after the key's delete) until
+            # the applier passes the snapshot point; the table is published only then.
+            continue
         for key in KEYS:
             floor = shown[key]
             if emitter.engine != "postgres":
                 floor = _transaction_start(source, key, floor)
-            shown[key] = _place(source, key, lake.state(key), floor if published else 0, published)
+            shown[key] = _place(source, key, lake.state(key), floor, strict=True)
     for key in KEYS:
         assert lake.state(key) == source.state(key), f"key {key}: lake {lake.state(key)} != source"
     return lake
