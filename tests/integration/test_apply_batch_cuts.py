@@ -3,11 +3,11 @@
 Issue 20 measured 94 of 150 rows missing after ``\\copy`` of 100 rows into a 50-row Postgres table, a
 primary-key update of 3 rows and ``apply.batch_max_events: 7``: every row of one COPY heap page shares
 one change LSN (and so do a key change's delete and create), and the re-send skip dropped the rest of
-each group a batch ended in.  Here the same recorded shape (a bulk load: COPY on Postgres, one
-multi-row INSERT on MariaDB, whose rows share one GTID; primary-key updates; a transaction
-deleting, re-inserting and updating one key) is applied in batches of 7, so cuts fall inside every
-such group, and the lake must equal the source, read with Spark+Hudi and the second reader.  The
-exhaustive sweep of cuts is ``tests/unit/test_apply_model.py``.
+each group a batch ended in.  Here the same shape, smaller (40 rows loaded into 10, about 10 commits;
+a bulk load: COPY on Postgres, one multi-row INSERT on MariaDB, whose rows share one GTID; primary-key
+updates; a transaction deleting, re-inserting and updating one key) is applied in batches of 7, so
+cuts fall inside every such group, and the lake must equal the source, read with Spark+Hudi and the
+second reader.  The exhaustive sweep of cuts is ``tests/unit/test_apply_model.py``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(90
 
 capture = per_engine_capture()
 
-SEEDED, LOADED, MOVED = 50, 100, 3
+SEEDED, LOADED, MOVED = 10, 40, 3
 BATCH = 7
 
 
@@ -68,7 +68,7 @@ def test_cuts_inside_shared_positions_lose_nothing(
     _bulk_load(capture, 1, SEEDED)
     _bulk_load(capture, SEEDED + 1, LOADED)
     capture.execute(
-        f"update {table} set id = id + 1000000 where id between 60 and {59 + MOVED}",
+        f"update {table} set id = id + 1000000 where id between 20 and {19 + MOVED}",
         f"update {table} set note = 'moved' where id > 1000000",
     )
     if capture.engine == "postgres":

@@ -1,21 +1,19 @@
 """The S3 keys reach the driver JVM's Hadoop configuration but no process command line (a real local JVM).
 
 Starts one local-mode driver JVM without jars (a few seconds), the way ``get_spark`` starts it for
-any cdc-lake command, and reads ``/proc/<pid>/cmdline`` of every process below this one: any local
-user can read those with ``ps``.
+any cdc-lake command, in a fresh interpreter, and reads ``/proc/<pid>/cmdline`` of every process
+below it: any local user can read those with ``ps``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import subprocess
+import sys
 from pathlib import Path
 
-import pytest
 from fixtures.spark_settings import S3, Lake, Spark
 from pydantic import SecretStr
-from pyspark import SparkContext
-from pyspark.sql import SparkSession
 
 from cdc_lake.spark import session as spark_session
 from cdc_lake.spark.session import get_spark, stop_spark
@@ -53,39 +51,42 @@ def _cmdline(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace")
 
 
-@pytest.fixture
-def driver(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[SparkSession]:
-    """A local driver started by ``get_spark`` (no jars: nothing runs on it), stopped with its JVM."""
-    if SparkContext._gateway is not None:
-        pytest.fail("a driver JVM is already running in this process: this test needs to start its own")
-    monkeypatch.setattr(spark_session, "driver_jars", lambda settings: [])
-    conf = {"spark.local.dir": str(tmp_path / "scratch"), "spark.sql.warehouse.dir": str(tmp_path / "wh")}
+def check_in_this_process(scratch: Path) -> None:
+    """Start a local driver the way ``get_spark`` does (no jars), check it, and stop its JVM."""
+    spark_session.driver_jars = lambda settings: []  # type: ignore[assignment]  # a throwaway process
+    conf = {"spark.local.dir": str(scratch / "scratch"), "spark.sql.warehouse.dir": str(scratch / "wh")}
     s3 = S3(endpoint="http://127.0.0.1:9", access_key=SecretStr(ACCESS_KEY), secret_key=SecretStr(SECRET_KEY))
     settings = Spark(conf=conf, master="local[1]", app_name="cdc-lake-credentials-test", driver_memory="512m")
-    session = get_spark(settings, Lake(s3=s3))
+    driver = get_spark(settings, Lake(s3=s3))
     try:
-        yield session
+        lines = {pid: _cmdline(pid) for pid in _descendants(os.getpid())}
+        assert any("java" in line and "spark" in line.lower() for line in lines.values()), lines
+        leaking = {pid: line for pid, line in lines.items() if SECRET_KEY in line or ACCESS_KEY in line}
+        assert leaking == {}, leaking
+        hadoop = driver.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+        assert hadoop.get("fs.s3a.access.key") == ACCESS_KEY
+        assert hadoop.get("fs.s3a.secret.key") == SECRET_KEY
+        # What Spark SQL and Hudi ship to executors is built from the session's Hadoop conf.
+        assert driver._jsparkSession.sessionState().newHadoopConf().get("fs.s3a.secret.key") == SECRET_KEY
     finally:
         stop_spark()
-        gateway = SparkContext._gateway
-        assert gateway is not None
-        proc = gateway.proc  # type: ignore[attr-defined]
-        gateway.shutdown()
-        proc.stdin.close()  # the JVM exits when its stdin closes
-        proc.wait(timeout=60)
-        SparkContext._gateway = None
-        SparkContext._jvm = None
 
 
-def test_s3_keys_reach_the_hadoop_conf_but_no_command_line(driver: SparkSession) -> None:
-    lines = {pid: _cmdline(pid) for pid in _descendants(os.getpid())}
-    assert any("java" in line and "spark" in line.lower() for line in lines.values()), lines
+_SCRIPT = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {unit!r})
+import test_spark_credentials
+test_spark_credentials.check_in_this_process(Path(sys.argv[1]))
+print("checked")
+"""
 
-    leaking = {pid: line for pid, line in lines.items() if SECRET_KEY in line or ACCESS_KEY in line}
 
-    assert leaking == {}
-    hadoop = driver.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-    assert hadoop.get("fs.s3a.access.key") == ACCESS_KEY
-    assert hadoop.get("fs.s3a.secret.key") == SECRET_KEY
-    # What Spark SQL and Hudi ship to executors is built from the session's Hadoop conf.
-    assert driver._jsparkSession.sessionState().newHadoopConf().get("fs.s3a.secret.key") == SECRET_KEY
+def test_s3_keys_reach_the_hadoop_conf_but_no_command_line(tmp_path: Path) -> None:
+    # A fresh interpreter: the test run's own driver JVM (the integration tests') may be running here.
+    script = tmp_path / "check.py"
+    script.write_text(_SCRIPT.format(unit=str(Path(__file__).resolve().parent)))
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0 and "checked" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
