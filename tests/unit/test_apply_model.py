@@ -119,11 +119,11 @@ def run_applier(
     emitter, source = workload.emitter, workload.source
     topic = PG_TOPIC if emitter.engine == "postgres" else MY_TOPIC
     shown = {key: _place(source, key, lake.state(key), 0, strict=False) for key in KEYS}
-    trace = [_describe(emitter)]
+    trace: list[str] = []
     try:
         return _batches(data, workload, lake, snapshot_point, topic, shown, trace)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n" + "\n".join(trace)) from None
+        raise AssertionError(f"{exc}\n" + "\n".join([_describe(emitter), *trace])) from None
 
 
 def _batches(
