@@ -31,7 +31,7 @@ from support.ops import alerts_everywhere
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.stack.manager import LocalStack
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.serial, pytest.mark.timeout(900)]
 
 MONITORING = {"alert_for_seconds": 0}
 
