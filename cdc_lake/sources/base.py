@@ -52,6 +52,11 @@ class Capture:
         return tuple(table.name for table in self.tables)
 
 
+def captured_keys(captures: Sequence[Capture]) -> dict[str, tuple[str, ...]]:
+    """Every captured table's configured key columns (empty where the primary key serves)."""
+    return {table.name: tuple(table.key or ()) for capture in captures for table in capture.tables}
+
+
 @dataclass(frozen=True)
 class Change:
     """A change made to a source database, and how to undo it (None when it stays on purpose)."""
