@@ -23,6 +23,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "cdc_lake"
 BOOTSTRAP = ROOT / "bootstrap"
@@ -91,25 +93,20 @@ def test_core_never_imports_the_outer_packages() -> None:
     assert reverse == set(), f"cdc_lake must not import bootstrap/ or another folder: {sorted(reverse)}"
 
 
-def test_the_import_finder_sees_a_deferred_import(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("source", "imported"),
+    [
+        ("def f() -> None:\n    from bootstrap.run import bootstrap_tables\n", "bootstrap.run"),
+        ("from importlib import resources\n\nTEXT = resources.files('connectors')\n", "connectors"),
+        ("from cdc_lake import jvm\n", "cdc_lake.jvm"),
+    ],
+    ids=["deferred", "by-name", "module-from-its-package"],
+)
+def test_the_import_finder_sees(tmp_path: Path, source: str, imported: str) -> None:
     module = tmp_path / "m.py"
-    module.write_text("def f() -> None:\n    from bootstrap.run import bootstrap_tables\n")
+    module.write_text(source)
 
-    assert "bootstrap.run" in _all_imports(module)
-
-
-def test_the_import_finder_sees_a_package_read_by_name(tmp_path: Path) -> None:
-    module = tmp_path / "m.py"
-    module.write_text("from importlib import resources\n\nTEXT = resources.files('connectors')\n")
-
-    assert "connectors" in _all_imports(module)
-
-
-def test_the_import_finder_sees_a_module_imported_from_its_package(tmp_path: Path) -> None:
-    module = tmp_path / "m.py"
-    module.write_text("from cdc_lake import jvm\n")
-
-    assert "cdc_lake.jvm" in _module_level_imports(module)
+    assert imported in _all_imports(module)
 
 
 def test_the_import_finder_counts_type_checking_imports_but_not_deferred_ones(tmp_path: Path) -> None:
