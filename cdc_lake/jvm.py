@@ -1,8 +1,11 @@
 """JVM artifacts the product needs, declared in one place and resolved through Maven.
 
 Every jar that Spark jobs or the local stack load is named here as Maven
-coordinates (a source engine's JDBC driver as its capabilities declare it,
-:mod:`cdc_lake.sources.capabilities`).  :func:`resolve` writes a throw-away POM listing one artifact set,
+coordinates, a source engine's Debezium connector plugin and JDBC driver by the
+engine's name (:mod:`cdc_lake.engines`).  This module reads nothing of the engines
+themselves (:mod:`cdc_lake.sources`, which render connectors and read the config): the
+Spark session and the connector rendering, below them, take their versions from here.
+:func:`resolve` writes a throw-away POM listing one artifact set,
 lets ``mvn dependency:copy-dependencies`` fetch the set with its transitive
 dependencies from Maven Central, and caches the result under
 ``$CDC_LAKE_CACHE`` (default ``~/.cache/cdc-lake``).  A completed set is marked
@@ -20,13 +23,14 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 from xml.sax.saxutils import escape
 
-from cdc_lake.engines import ENGINE_NAMES
+from cdc_lake.engines import ENGINE_NAMES, EngineName
 from cdc_lake.exceptions import JvmArtifactError
-from cdc_lake.sources import ENGINES
 
 SPARK_VERSION_LINE = "3.5"
 SCALA_BINARY_VERSION = "2.12"
@@ -51,12 +55,6 @@ class MavenArtifact:
     type: str = "jar"
     classifier: str | None = None
     exclusions: tuple[str, ...] = ()  # "group:artifact" pairs kept off the classpath
-
-    @classmethod
-    def of(cls, coordinate: str) -> MavenArtifact:
-        """The jar named ``group:artifact:version`` (as an engine declares its JDBC driver)."""
-        group, artifact, version = coordinate.split(":")
-        return cls(group, artifact, version)
 
     @property
     def coordinate(self) -> str:
@@ -110,6 +108,16 @@ def _kafka_excluded() -> tuple[str, ...]:
     )
 
 
+JDBC_DRIVERS: Final[Mapping[EngineName, MavenArtifact]] = {
+    "postgres": MavenArtifact("org.postgresql", "postgresql", "42.7.7"),
+    "mariadb": MavenArtifact("org.mariadb.jdbc", "mariadb-java-client", "3.5.3"),
+    "mysql": MavenArtifact("com.mysql", "mysql-connector-j", "9.1.0"),
+}
+"""Each engine's JDBC driver (a self-contained jar), for the bootstrap's partitioned replica reads, in
+the order Spark's classpath lists them; the engine names the driver's class in its JDBC access
+(:meth:`cdc_lake.sources.snapshot.SnapshotSource.jdbc_access`)."""
+
+
 def spark_jars(spark_version: str) -> ArtifactSet:
     """Jars a Spark job needs on top of pyspark: Hudi, Avro, S3A, Kafka and JDBC support."""
     return ArtifactSet(
@@ -130,9 +138,7 @@ def spark_jars(spark_version: str) -> ArtifactSet:
             ),
             MavenArtifact("org.apache.kafka", "kafka-clients", SPARK_KAFKA_CLIENTS_VERSION),
             MavenArtifact("org.apache.commons", "commons-pool2", COMMONS_POOL2_VERSION),
-            # The JDBC driver each engine declares, for the bootstrap's partitioned replica reads
-            # (each a self-contained jar).
-            *(MavenArtifact.of(caps.jdbc_driver) for caps in ENGINES.values()),
+            *JDBC_DRIVERS.values(),
         ),
         # pyspark already ships Scala, SLF4J and the Hadoop client; pulling them again would shadow its own.
         transitive=False,

@@ -1,5 +1,6 @@
-"""Debezium connector configs rendered from the reviewed templates in ``connectors/templates``.
+"""Debezium connector configs rendered from the reviewed templates in ``templates/<engine>.json`` here.
 
+The templates are data of this package (docs/connectors.md says what the Connect worker needs).
 A template is a flat JSON object of Kafka Connect settings whose values may hold
 ``{{placeholder}}`` markers.  :func:`render_connector` fills them from a typed
 :class:`ConnectorParams`; a marker left without a value is an error naming it.  The
@@ -32,7 +33,7 @@ __all__ = [
 
 # Per Apicurio major line: the native REST API path its converter talks to, and the id
 # handler that writes the Confluent framing (magic byte 0 + 4-byte big-endian id).
-# See connectors/README.md for the sources behind both.
+# See docs/connectors.md for the sources behind both.
 _APICURIO_LINES = {
     "2": ("/apis/registry/v2", "io.apicurio.registry.serde.Legacy4ByteIdHandler"),
     "3": ("/apis/registry/v3", "io.apicurio.registry.serde.Default4ByteIdHandler"),
@@ -306,7 +307,8 @@ def connector_class(engine: str) -> str:
 
 
 def _template(engine: str) -> dict[str, str]:
-    text = resources.files("connectors").joinpath("templates", f"{engine}.json").read_text(encoding="utf-8")
+    template = resources.files("cdc_lake.connect").joinpath("templates", f"{engine}.json")
+    text = template.read_text(encoding="utf-8")
     loaded: dict[str, str] = json.loads(text)
     return loaded
 

@@ -8,8 +8,10 @@ Debezium change event carries.  Shared code asks these facts rather than compari
 ``engine_for(source)`` imports the engine's module (and its database driver) on first use, so a
 command that talks to no source, or only to Postgres sources, never loads the MySQL driver (and the
 reverse).  The drivers are dependencies of every install, not plug-ins.  This package's ``__init__``
-imports nothing heavier than the capabilities, so the decode path and the JVM artifact list can use it
-without the engines' imports.
+imports nothing heavier than the capabilities, so the decode path can use it without the engines'
+imports.  The JVM artifacts an engine needs (its Debezium plugin, its JDBC driver) are declared by its
+name in :mod:`cdc_lake.jvm`, which the Spark session and the connector rendering, below this package,
+read: nothing below it reads this package.
 """
 
 from __future__ import annotations

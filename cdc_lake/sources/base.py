@@ -12,11 +12,15 @@ the engine says how to open), the preflight's connection check (:meth:`SourceEng
 reads and judges the rest) and the connector parameters every template takes
 (:meth:`SourceEngine.engine_connector_params` adds the engine's own).  The engine's facts are its
 :attr:`SourceEngine.capabilities` (:mod:`cdc_lake.sources.capabilities`).
+
+The contract is enforced where an engine is built: every method the stages ask of an engine is
+abstract, here or in the bootstrap's part it extends (:class:`~cdc_lake.sources.snapshot.SnapshotSource`),
+so an engine that forgets one is a ``TypeError`` when it is instantiated, never a method answering None.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -27,7 +31,6 @@ from cdc_lake.connect.render import ConnectorParams, ConverterSettings
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.capabilities import EngineCapabilities
 from cdc_lake.sources.checks import CheckResult
-from cdc_lake.sources.positions import LogPosition
 from cdc_lake.sources.snapshot import SnapshotSource
 
 _Session = TypeVar("_Session", bound=AbstractContextManager[Any])
@@ -47,6 +50,11 @@ class Capture:
     def table_names(self) -> tuple[str, ...]:
         """The captured tables as ``schema.table``."""
         return tuple(table.name for table in self.tables)
+
+
+def captured_keys(captures: Sequence[Capture]) -> dict[str, tuple[str, ...]]:
+    """Every captured table's configured key columns (empty where the primary key serves)."""
+    return {table.name: tuple(table.key or ()) for capture in captures for table in capture.tables}
 
 
 @dataclass(frozen=True)
@@ -138,19 +146,17 @@ class ReplicaDelay:
     position: str | None
 
 
-class SourceEngine(SnapshotSource, ABC):
-    """One source database engine; subclasses register under :attr:`engine` in :mod:`cdc_lake.sources`.
+class SourceEngine(SnapshotSource):
+    """One source database engine; its package declares it in :mod:`cdc_lake.sources` by its capabilities.
 
-    Every engine is a :class:`SnapshotSource` too (the bootstrap's reads), so callers take the engine
-    :func:`cdc_lake.sources.engine_for` returns as it is, never testing or casting it.
+    Every engine is a :class:`SnapshotSource` too (the bootstrap's reads and the positions), so callers
+    take the engine :func:`cdc_lake.sources.engine_for` returns as it is, never testing or casting it.
 
     Every method opens its own short-lived connections, so an engine holds nothing to close.
     """
 
     capabilities: ClassVar[EngineCapabilities]
     """What this engine declares about itself (:mod:`cdc_lake.sources.capabilities`)."""
-    position_type: ClassVar[type[LogPosition]]
-    """The type of this engine's positions (:meth:`current_position`, connector offsets)."""
     ca_setting: ClassVar[str]
     """The connection setting naming the CA file that verifies the server's certificate."""
     primary_tls_settings: ClassVar[str]
@@ -273,21 +279,6 @@ class SourceEngine(SnapshotSource, ABC):
         self, shared: ConnectorParams, capture: Capture, endpoints: ConnectorEndpoints
     ) -> ConnectorParams:
         """``shared`` (what every connector template takes) with this engine's own parameters added."""
-
-    @abstractmethod
-    def current_position(self) -> str:
-        """The primary's position now (Postgres: WAL LSN; MySQL/MariaDB: GTID set)."""
-
-    @abstractmethod
-    def replica_position(self) -> str:
-        """The position the read replica has replayed (same form as :meth:`current_position`)."""
-
-    @abstractmethod
-    def wait_replica_past(self, position: str, timeout: float) -> str:
-        """Block until the replica has replayed ``position``; returns its position then.
-
-        Raises :class:`~cdc_lake.exceptions.SourceEngineError` after ``timeout`` seconds.
-        """
 
     @abstractmethod
     def capture_lag(

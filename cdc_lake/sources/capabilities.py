@@ -2,8 +2,8 @@
 
 Each engine package (:mod:`cdc_lake.sources.postgres`, :mod:`cdc_lake.sources.mysql`) declares one
 :class:`EngineCapabilities` per engine name in its ``__init__``, which imports no database driver, so
-the applier's decode path, the JVM artifact list and the onboarding can read them on a machine that has
-only some drivers installed.  :mod:`cdc_lake.sources` keeps the registry (``capabilities_for``,
+the applier's decode path and the onboarding can read them on a machine that has only some drivers
+installed.  :mod:`cdc_lake.sources` keeps the registry (``capabilities_for``,
 ``capabilities_for_connector``) and loads an engine's class, and so its driver, only when asked.
 """
 
@@ -27,12 +27,11 @@ class PositionKind(enum.StrEnum):
 
 @dataclass(frozen=True)
 class EngineCapabilities:
-    """One source engine's facts: its names, JDBC driver, change positions and the objects it keeps.
+    """One source engine's facts: its names, change positions and the objects it keeps.
 
     ``connector_values`` are the ``source.connector`` values its Debezium connector writes into every
     change event; ``replication_slots`` says the source keeps a replication slot (and a publication)
-    per connector, which onboarding creates, checks and releases; ``jdbc_driver`` is the Maven
-    coordinate (``group:artifact:version``) of the JDBC driver the bootstrap's Spark reads use;
+    per connector, which onboarding creates, checks and releases;
     ``engine_module``/``engine_class`` locate the engine class (which imports the Python driver).
     """
 
@@ -40,6 +39,5 @@ class EngineCapabilities:
     connector_values: frozenset[str]
     position_kind: PositionKind
     replication_slots: bool
-    jdbc_driver: str
     engine_module: str
     engine_class: str

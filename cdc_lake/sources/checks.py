@@ -9,13 +9,12 @@ of the services every source needs and reports them all.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from cdc_lake.config import Connection, Source
-    from cdc_lake.sources.base import Capture
 
 _NAMES_SHOWN = 5
 
@@ -84,11 +83,6 @@ class KeyedTable(Protocol):
     @property
     def primary_key(self) -> tuple[str, ...]:
         """The primary key's columns (empty without one)."""
-
-
-def captured_keys(captures: Sequence[Capture]) -> dict[str, tuple[str, ...]]:
-    """Every captured table's configured key columns (empty where the primary key serves)."""
-    return {table.name: tuple(table.key or ()) for capture in captures for table in capture.tables}
 
 
 def check_primary_keys(

@@ -1,15 +1,19 @@
-"""What the bootstrap reads from a source engine besides positions: table shape, key samples, JDBC access.
+"""What the bootstrap reads from a source engine: positions, table shape, key samples, JDBC access.
 
-The engines (:mod:`cdc_lake.sources.postgres.engine`, :mod:`cdc_lake.sources.mysql.engine`) implement
-:class:`SnapshotSource` next to their onboarding methods; the bootstrap turns what they return into
+:class:`SnapshotSource` is the bootstrap's part of the engine contract, an abstract base that
+:class:`~cdc_lake.sources.base.SourceEngine` extends with onboarding's and the operations' part, so
+every method is abstract and an engine that forgets one cannot be built.  The engines
+(:mod:`cdc_lake.sources.postgres.engine`, :mod:`cdc_lake.sources.mysql.engine`) implement it next to
+their onboarding methods; the bootstrap, which asks only for this part, turns what they return into
 partition predicates, Spark JDBC reads and lake types.  Everything here is read from the role the
 caller names (the read replica, unless the config allows reading the primary).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 from cdc_lake.sources.positions import LogPosition
 
@@ -72,69 +76,69 @@ class JdbcAccess:
         return f"JdbcAccess(url={self.url!r})"
 
 
-class SnapshotSource(Protocol):
-    """What the bootstrap needs of a source engine to plan and run a partitioned snapshot.
-
-    The positions are :class:`~cdc_lake.sources.base.SourceEngine`'s; the rest is added for bootstrap.
-    """
+class SnapshotSource(ABC):
+    """What the bootstrap needs of a source engine to plan and run a partitioned snapshot."""
 
     position_type: ClassVar[type[LogPosition]]
-    """The type the positions below parse into (:mod:`cdc_lake.sources.positions`)."""
+    """The type of this engine's positions (:meth:`current_position`, connector offsets)."""
 
+    @abstractmethod
     def current_position(self) -> str:
         """The primary's position now (Postgres: WAL LSN; MySQL/MariaDB: GTID set)."""
-        ...
 
+    @abstractmethod
     def replica_position(self) -> str:
         """The position the read replica has replayed (same form as :meth:`current_position`)."""
-        ...
 
+    @abstractmethod
     def wait_replica_past(self, position: str, timeout: float) -> str:
-        """Block until the replica has replayed ``position``; SourceEngineError after ``timeout``."""
-        ...
+        """Block until the replica has replayed ``position``; returns its position then.
+
+        Raises :class:`~cdc_lake.exceptions.SourceEngineError` after ``timeout`` seconds.
+        """
 
     @property
+    @abstractmethod
     def row_comparisons(self) -> bool:
         """True when ``(a, b) >= (x, y)`` uses the key index; else predicates are spelled out."""
-        ...
 
+    @abstractmethod
     def quote_identifier(self, name: str) -> str:
         """``name`` quoted as an identifier of this engine."""
-        ...
 
+    @abstractmethod
     def quote_table(self, qualified: str) -> str:
         """``schema.table`` (MySQL: ``database.table``) quoted as a table reference."""
-        ...
 
+    @abstractmethod
     def jdbc_access(self, role: str) -> JdbcAccess:
         """The JDBC URL, properties and session statements to read from ``role`` (replica or primary)."""
-        ...
 
+    @abstractmethod
     def table_shape(self, table: str, role: str) -> TableShape:
         """Columns, primary key and size estimates of ``table`` read on ``role``.
 
         Raises SourceEngineError when the table does not exist there.
         """
-        ...
 
+    @abstractmethod
     def sample_key_literals(
         self, table: str, key: tuple[str, ...], sample_rows: int, estimated_rows: int, role: str
     ) -> list[tuple[str, ...]]:
         """About ``sample_rows`` keys of ``table``, sorted by key, each as SQL literals of this engine."""
-        ...
 
+    @abstractmethod
     def check_replica(self) -> str:
         """Describe the read replica; raise SourceEngineError when it is missing or not replicating."""
-        ...
 
+    @abstractmethod
     def primary_clock_ms(self) -> int:
         """The primary's clock now, in epoch milliseconds."""
-        ...
 
+    @abstractmethod
     def replica_replay_time_ms(self) -> int | None:
         """Commit time (epoch ms) of the newest transaction the replica has replayed, when it knows it."""
-        ...
 
+    @abstractmethod
     def replica_lag(self, position: str) -> str:
         """How far the replica is behind ``position``, in words (bytes, seconds, GTIDs)."""
-        ...

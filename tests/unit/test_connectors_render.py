@@ -137,10 +137,9 @@ def test_registry_api_url_ignores_a_trailing_slash(apicurio_line: str) -> None:
 def test_templates_share_one_converter_block() -> None:
     blocks = []
     for engine in ENGINE_NAMES:
-        text = (
-            resources.files("connectors").joinpath("templates", f"{engine}.json").read_text(encoding="utf-8")
+        template = json.loads(
+            resources.files("cdc_lake.connect").joinpath("templates", f"{engine}.json").read_text("utf-8")
         )
-        template = json.loads(text)
         blocks.append(
             {k: v for k, v in template.items() if k.startswith(("key.converter", "value.converter"))}
         )

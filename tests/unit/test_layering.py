@@ -1,10 +1,15 @@
 """The package layering, read from the source with ``ast``, so that it cannot regress unnoticed.
 
-- ``bootstrap/`` and ``connectors/`` depend on ``cdc_lake``, never the reverse, not even in a function:
-  the command line starts the bootstrap stage through the ``cdc_lake.stages`` entry point it registers
-  (``cdc_lake/cli/stages.py``).
-- The subpackages of ``cdc_lake`` import each other without a cycle (imports at module level, as they
-  run when a module is loaded; imports under ``if TYPE_CHECKING`` do not run).
+- ``bootstrap/`` (and every other folder of the repository) depends on ``cdc_lake``, never the reverse,
+  not even in a function nor by a name handed to ``importlib`` (``resources.files("connectors")``
+  imports that package): the command line starts the bootstrap stage through the ``cdc_lake.stages``
+  entry point it registers (``cdc_lake/cli/stages.py``), and the connector templates are data of
+  ``cdc_lake/connect``.
+- The parts of ``cdc_lake`` (its subpackages and its top-level modules such as ``jvm.py``) import each
+  other without a cycle.  An import counts when it is made at module level or under
+  ``if TYPE_CHECKING``: a type a module names is a dependency of its design even when Python need not
+  load it, and a cycle through one is a cycle a reader must untangle.  Imports inside functions do not
+  count: they are how a command loads a heavy stage only when it runs.
 - The two stages that write lake tables meet in the lake-table contract (``cdc_lake/lake``): ``bootstrap/``
   never imports the applier (``cdc_lake.apply``), not even in a function, and the contract imports
   neither stage.  Spark's JVM gateway is used only behind ``cdc_lake/hudi`` (Hudi and its Hadoop files),
@@ -18,18 +23,32 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "cdc_lake"
 BOOTSTRAP = ROOT / "bootstrap"
+OUTSIDE = frozenset(p.name for p in ROOT.iterdir() if p.is_dir() and p.name[0] != ".") - {"cdc_lake"}
+"""The repository's other folders (``bootstrap``, ``tests``, ...): none is a module ``cdc_lake`` may load."""
 JVM_GATEWAY_USERS = ("cdc_lake/hudi/", "cdc_lake/spark/", "cdc_lake/catalog/hive.py")
 """Where Spark's JVM gateway (``_jvm``) may be used; everything else asks these modules."""
 
 
+_IMPORTERS_BY_NAME = ("files", "import_module", "__import__", "find_spec")
+"""Calls that import the module whose name they are given (``importlib.resources.files`` among them)."""
+
+
 def _imported(node: ast.AST) -> Iterator[str]:
+    """The modules ``node`` imports; ``from package import name`` may import the module ``package.name``."""
     if isinstance(node, ast.Import):
         yield from (alias.name for alias in node.names)
     elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
         yield node.module
+        yield from (f"{node.module}.{alias.name}" for alias in node.names)
+    elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if called in _IMPORTERS_BY_NAME and isinstance(node.args[0].value, str):
+            yield node.args[0].value
 
 
 def _all_imports(path: Path) -> set[str]:
@@ -39,15 +58,13 @@ def _all_imports(path: Path) -> set[str]:
     }
 
 
-def _load_time_imports(path: Path) -> set[str]:
-    """The modules ``path`` imports when it is loaded (not inside functions or ``if TYPE_CHECKING``)."""
+def _module_level_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports outside functions: when it is loaded, or under ``if TYPE_CHECKING``."""
     found: set[str] = set()
 
     def visit(body: list[ast.stmt]) -> None:
         for node in body:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                visit(node.orelse)
-            elif isinstance(node, ast.If | ast.Try | ast.With):
+            if isinstance(node, ast.If | ast.Try | ast.With):
                 visit(node.body)
                 visit(getattr(node, "orelse", []))
                 visit(getattr(node, "finalbody", []))
@@ -69,35 +86,61 @@ def test_core_never_imports_the_outer_packages() -> None:
         (path.relative_to(ROOT).as_posix(), module)
         for path in _core_modules()
         for module in _all_imports(path)
-        if module.split(".")[0] in ("bootstrap", "connectors")
+        if module.split(".")[0] in OUTSIDE
     }
 
-    assert reverse == set(), f"cdc_lake must not import bootstrap/ or connectors/: {sorted(reverse)}"
+    assert "bootstrap" in OUTSIDE
+    assert reverse == set(), f"cdc_lake must not import bootstrap/ or another folder: {sorted(reverse)}"
 
 
-def test_the_import_finder_sees_a_deferred_import(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("source", "imported"),
+    [
+        ("def f() -> None:\n    from bootstrap.run import bootstrap_tables\n", "bootstrap.run"),
+        ("from importlib import resources\n\nTEXT = resources.files('connectors')\n", "connectors"),
+        ("from cdc_lake import jvm\n", "cdc_lake.jvm"),
+    ],
+    ids=["deferred", "by-name", "module-from-its-package"],
+)
+def test_the_import_finder_sees(tmp_path: Path, source: str, imported: str) -> None:
     module = tmp_path / "m.py"
-    module.write_text("def f() -> None:\n    from bootstrap.run import bootstrap_tables\n")
+    module.write_text(source)
 
-    assert "bootstrap.run" in _all_imports(module)
+    assert imported in _all_imports(module)
 
 
-def _subpackage_graph() -> dict[str, set[str]]:
-    subpackages = {path.name for path in CORE.iterdir() if (path / "__init__.py").is_file()}
-    graph: dict[str, set[str]] = {name: set() for name in subpackages}
+def test_the_import_finder_counts_type_checking_imports_but_not_deferred_ones(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        "    from cdc_lake.sources.base import Capture\n\n\n"
+        "def f() -> None:\n    from cdc_lake.cli import main\n"
+    )
+
+    found = _module_level_imports(module)
+
+    assert "cdc_lake.sources.base" in found
+    assert "cdc_lake.cli" not in found
+
+
+def _part(path: Path) -> str:
+    """The part of ``cdc_lake`` a module belongs to: its subpackage, or itself when it is top-level."""
+    parts = path.relative_to(CORE).parts
+    return parts[0] if len(parts) > 1 else path.stem
+
+
+def _parts_graph() -> dict[str, set[str]]:
+    """Which part of ``cdc_lake`` imports which, each subpackage and top-level module one node."""
+    parts = {_part(path) for path in _core_modules()} - {"__init__"}
+    graph: dict[str, set[str]] = {name: set() for name in parts}
     for path in _core_modules():
-        parts = path.relative_to(CORE).parts
-        if len(parts) < 2:
-            continue  # a module of cdc_lake itself (config, exceptions, ...): a leaf every package may use
-        for module in _load_time_imports(path):
+        source = _part(path)
+        if source == "__init__":
+            continue  # cdc_lake/__init__.py is the package itself
+        for module in _module_level_imports(path):
             target = module.split(".")
-            if (
-                target[0] == "cdc_lake"
-                and len(target) > 1
-                and target[1] in subpackages
-                and target[1] != parts[0]
-            ):
-                graph[parts[0]].add(target[1])
+            if target[0] == "cdc_lake" and len(target) > 1 and target[1] in parts and target[1] != source:
+                graph[source].add(target[1])
     return graph
 
 
@@ -124,10 +167,17 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_cdc_lake_subpackages_import_each_other_without_a_cycle() -> None:
-    graph = _subpackage_graph()
+def test_the_parts_of_cdc_lake_import_each_other_without_a_cycle() -> None:
+    graph = _parts_graph()
 
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_the_top_level_modules_are_nodes_of_the_graph() -> None:
+    graph = _parts_graph()
+
+    assert {"jvm", "config", "engines", "exceptions"} <= set(graph)
+    assert "engines" in graph["config"]
 
 
 def _imports_of_subpackage(name: str) -> set[str]:
@@ -163,7 +213,7 @@ def test_the_lake_contract_imports_neither_stage() -> None:
 
 def test_jvm_calls_stay_behind_the_hudi_and_spark_packages() -> None:
     """A meta client or a ``hoodie.properties`` read outside ``cdc_lake/hudi`` duplicates what it has."""
-    paths = [*CORE.rglob("*.py"), *BOOTSTRAP.rglob("*.py"), *(ROOT / "connectors").rglob("*.py")]
+    paths = [*CORE.rglob("*.py"), *BOOTSTRAP.rglob("*.py")]
     users = {
         path.relative_to(ROOT).as_posix()
         for path in paths

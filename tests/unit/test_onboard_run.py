@@ -84,7 +84,7 @@ def test_engines_are_found_by_name() -> None:
 def test_every_engine_name_has_one_class_and_one_connector_template() -> None:
     templates = {
         entry.name.removesuffix(".json")
-        for entry in resources.files("connectors").joinpath("templates").iterdir()
+        for entry in resources.files("cdc_lake.connect").joinpath("templates").iterdir()
         if entry.name.endswith(".json")
     }
     assert set(ENGINES) == set(ENGINE_NAMES)

@@ -13,15 +13,11 @@ from typing import Final
 
 from cdc_lake.sources.capabilities import EngineCapabilities, PositionKind
 
-MYSQL_JDBC_VERSION: Final = "9.1.0"
-MARIADB_JDBC_VERSION: Final = "3.5.3"
-
 MYSQL: Final = EngineCapabilities(
     name="mysql",
     connector_values=frozenset({"mysql"}),
     position_kind=PositionKind.GTID,
     replication_slots=False,
-    jdbc_driver=f"com.mysql:mysql-connector-j:{MYSQL_JDBC_VERSION}",
     engine_module="cdc_lake.sources.mysql.engine",
     engine_class="MySqlEngine",
 )
@@ -30,7 +26,6 @@ MARIADB: Final = replace(
     MYSQL,
     name="mariadb",
     connector_values=frozenset({"mariadb"}),
-    jdbc_driver=f"org.mariadb.jdbc:mariadb-java-client:{MARIADB_JDBC_VERSION}",
     engine_class="MariaDbEngine",
 )
-"""MariaDB, the MySQL family's flavour: the same capture, its own connector, JDBC driver and engine class."""
+"""MariaDB, the MySQL family's flavour: the same capture, its own connector and engine class."""

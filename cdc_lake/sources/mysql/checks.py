@@ -10,10 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cdc_lake.config import Connection, Source
-from cdc_lake.sources.base import Capture, PreflightOptions
+from cdc_lake.sources.base import Capture, PreflightOptions, captured_keys
 from cdc_lake.sources.checks import (
     CheckResult,
-    captured_keys,
     check_primary_keys,
     check_replica_configured,
     check_source_tls,

@@ -11,14 +11,11 @@ from typing import Final
 
 from cdc_lake.sources.capabilities import EngineCapabilities, PositionKind
 
-JDBC_VERSION: Final = "42.7.7"
-
 CAPABILITIES: Final = EngineCapabilities(
     name="postgres",
     connector_values=frozenset({"postgresql"}),
     position_kind=PositionKind.LSN,
     replication_slots=True,
-    jdbc_driver=f"org.postgresql:postgresql:{JDBC_VERSION}",
     engine_module="cdc_lake.sources.postgres.engine",
     engine_class="PostgresEngine",
 )
