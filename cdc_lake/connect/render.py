@@ -1,6 +1,6 @@
 """Debezium connector configs rendered from the reviewed templates in ``templates/<engine>.json`` here.
 
-The templates are data of this package (docs/connectors.md says what the Connect worker needs).
+The templates are data of this package (connectors/README.md says what the Connect worker needs).
 A template is a flat JSON object of Kafka Connect settings whose values may hold
 ``{{placeholder}}`` markers.  :func:`render_connector` fills them from a typed
 :class:`ConnectorParams`; a marker left without a value is an error naming it.  The
@@ -33,7 +33,7 @@ __all__ = [
 
 # Per Apicurio major line: the native REST API path its converter talks to, and the id
 # handler that writes the Confluent framing (magic byte 0 + 4-byte big-endian id).
-# See docs/connectors.md for the sources behind both.
+# See connectors/README.md for the sources behind both.
 _APICURIO_LINES = {
     "2": ("/apis/registry/v2", "io.apicurio.registry.serde.Legacy4ByteIdHandler"),
     "3": ("/apis/registry/v3", "io.apicurio.registry.serde.Default4ByteIdHandler"),
