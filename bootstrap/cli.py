@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from cdc_lake.cli.context import applier_factory, config_file, get_config
+from cdc_lake.cli.context import applier_factory, connector_update, get_config
 from cdc_lake.cli.output import emit_json
 from cdc_lake.exceptions import ConfigError, HealthCheckError
 
@@ -191,7 +191,6 @@ def rebootstrap(
     """
     from bootstrap.progress import LineView
     from bootstrap.rebootstrap import abort_rebootstraps, rebootstrap_tables, remove_old_paths
-    from cdc_lake.onboard.secrets import password_env
 
     config = get_config(ctx)
     if remove_old == bool(tables):
@@ -205,10 +204,8 @@ def rebootstrap(
     else:
         view = LineView(lambda line: click.echo(line, err=as_json))
         try:
-            path = config_file(ctx)
             results = rebootstrap_tables(
-                config, tables, reason, view, applier_factory(),
-                lambda source: password_env(path, source),
+                config, tables, reason, view, applier_factory(), connector_update(ctx)
             )
         finally:
             view.close()

@@ -29,7 +29,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -38,6 +38,7 @@ from pyspark.sql import SparkSession
 
 from bootstrap.progress import LineView, ProgressView
 from bootstrap.run import APPLY_TIMEOUT_SECONDS, BUSY_RETRY_SECONDS, TableBootstrap
+from cdc_lake.capture.update import ConnectorUpdate
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
 from cdc_lake.decode.registry import registry_client
@@ -49,8 +50,6 @@ from cdc_lake.lake.checkpoint import checkpoint_from_commit
 from cdc_lake.lake.schema import row_columns
 from cdc_lake.lake.schema_change import SchemaDiff, SchemaPolicy
 from cdc_lake.lake.target import TableTarget, target_for
-from cdc_lake.onboard.preflight import raise_for_failures
-from cdc_lake.onboard.run import OnboardRequest, execute_onboarding, plan_onboarding
 from cdc_lake.spark import get_spark
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
@@ -108,40 +107,26 @@ def rebootstrap_tables(
     reason: str,
     view: ProgressView,
     applier: ApplierFactory,
-    password_env: Callable[[str], str] | None = None,
+    update_connectors: ConnectorUpdate | None = None,
 ) -> list[RebootstrapResult]:
     """Re-bootstrap each table in turn and switch it; the first failure stops the command (resumable).
 
     ``applier`` catches the copy up after its hand-off and once more before the switch.
 
-    ``password_env`` names, per source, the variable holding the primary's password on the Connect
-    worker (``onboard``'s): needed to update the connectors of a table with a frozen column list first.
+    ``update_connectors`` (onboarding's, from the command line) first brings the source's connectors in
+    line with the config for a table with a frozen column list: a changed list is captured before the
+    copy is read.
     """
     results = []
     with StateStore.open(config.state_store.url) as store:
         for name in dict.fromkeys(tables):
             source, table = config.table(name)
             with _bootstrap_lock(config, name):
-                if table.columns and password_env is not None:
-                    variable = password_env(source.name)
-                    for action in update_connectors(config, source.name, table.name, variable):
+                if table.columns and update_connectors is not None:
+                    for action in update_connectors(config, source.name, table.name):
                         _LOG.info("%s: %s", name, action)
                 results.append(_rebootstrap(config, store, name, reason, view, applier))
     return results
-
-
-def update_connectors(config: Config, source: str, table: str, password_env: str) -> list[str]:
-    """Bring the source's connectors in line with the config first (a changed frozen column list).
-
-    The same plan and reconciliation as ``cdc-lake onboard SOURCE --tables TABLE``: nothing changes
-    when the connectors already capture what the config says; a failed check stops the re-bootstrap.
-    """
-    request = OnboardRequest(source=source, password_env=password_env, tables=(table,))
-    plan = plan_onboarding(config, request)
-    raise_for_failures(source, plan.checks)
-    if not plan.planned_changes():
-        return []
-    return execute_onboarding(plan).actions
 
 
 def _rebootstrap(

@@ -34,6 +34,7 @@ from bootstrap.replica_wait import ReplicaWait, wait_for_replica
 from bootstrap.watch import CatchUpWatch
 from bootstrap.watermark import WatermarkPoint, take_watermark
 from bootstrap.write import attempt_id, check_fresh, lake_state, write_group
+from cdc_lake.capture.plan import topic_prefix
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.decode.registry import SchemaRegistry, registry_client
@@ -290,7 +291,7 @@ class TableBootstrap:
         point = SnapshotPoint(position, engine.primary_clock_ms())
         handoff = HandoffWait(
             position_type=engine.position_type,
-            topic_prefix=self.source.topic_prefix or self.source.name,
+            topic_prefix=topic_prefix(self.source),
             timeout_seconds=self.config.bootstrap.handoff_timeout_seconds,
         )
         with KafkaConnectClient.for_settings(self.config.kafka_connect) as connect:
@@ -522,7 +523,7 @@ class TableBootstrap:
         # holds the table, its batches are skipped here and the other process publishes the table.
         runner = self.applier(spark, self.store, self.config)
         deadline = time.monotonic() + APPLY_TIMEOUT_SECONDS
-        prefix = self.source.topic_prefix or self.source.name
+        prefix = topic_prefix(self.source)
         with KafkaConnectClient.for_settings(self.config.kafka_connect) as connect:
             watch = CatchUpWatch(self.name, self.store, connect, prefix, self.table.name)
             while self.store.require_table(self.name).state is not TableState.LIVE:

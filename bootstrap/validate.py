@@ -48,17 +48,17 @@ from bootstrap.keys import record_key, selected_columns
 from bootstrap.lake_types import column_reads, to_lake_types
 from bootstrap.replica_wait import wait_replica_past
 from bootstrap.watch import CatchUpWatch
+from cdc_lake.capture.plan import table_topic, topic_prefix
 from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.lake.columns import DELETED_COLUMN, SOFT_DELETED_COLUMN
-from cdc_lake.onboard.plan import table_topic
-from cdc_lake.ops.validation import ValidateResult
 from cdc_lake.sources import engine_for
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
+from cdc_lake.validation import ValidateResult
 
 _LOG = logging.getLogger(__name__)
 
@@ -359,7 +359,7 @@ def validate_table(
         ends = end_offsets(config.kafka.bootstrap_servers, topic, extra=dict(config.kafka.consumer))
         source_config, table = config.table(table_name)
         with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
-            prefix = source_config.topic_prefix or source_config.name
+            prefix = topic_prefix(source_config)
             watch = CatchUpWatch(table_name, store, connect, prefix, table.name)
             result.caught_up = wait_lake_caught_up(ends, watch, options.catch_up_timeout)
     lake = read_table(spark, store.current_copy(table_name).path)

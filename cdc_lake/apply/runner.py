@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from cdc_lake import applier_metrics
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
@@ -31,7 +32,6 @@ from cdc_lake.lake.applier import BUSY
 from cdc_lake.lake.schema import row_columns
 from cdc_lake.lake.schema_change import SchemaDiff
 from cdc_lake.lake.target import TableTarget
-from cdc_lake.ops import metrics
 from cdc_lake.spark.errors import describe_failure
 from cdc_lake.state.lifecycle import APPLIABLE_STATES, TableState
 from cdc_lake.state.locks import HeldLock, LockPurpose, table_lock
@@ -210,7 +210,7 @@ class ApplyRunner:
         name = target.qualified_name
         if result.commit_instant is not None:
             self.store.record_applied_offsets(name, result.end, result.commit_instant)
-        metrics.record_batch(
+        applier_metrics.record_batch(
             name, target.tier, changes=result.changes, offsets=result.offsets,
             committed=result.commit_instant is not None, seconds=result.seconds,
         )
@@ -263,7 +263,7 @@ class ApplyRunner:
 
     def _fail(self, target: TableTarget, cause: str) -> None:
         name = target.qualified_name
-        metrics.record_failure(name, target.tier)
+        applier_metrics.record_failure(name, target.tier)
         try:
             self.store.transition(name, TableState.FAILED, cause)
         except CdcLakeError as exc:

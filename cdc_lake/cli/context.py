@@ -16,6 +16,7 @@ from cdc_lake.exceptions import ConfigError
 from cdc_lake.redaction import register_secrets
 
 if TYPE_CHECKING:
+    from cdc_lake.capture.update import ConnectorUpdate
     from cdc_lake.config import Config
     from cdc_lake.lake.applier import ApplierFactory
 
@@ -67,3 +68,16 @@ def applier_factory() -> ApplierFactory:
     from cdc_lake.apply.runner import ApplyRunner
 
     return ApplyRunner.for_config
+
+
+def connector_update(ctx: click.Context) -> ConnectorUpdate:
+    """Onboarding's connector update, for a re-bootstrap: the command line wires the two stages together.
+
+    The password variable is the one the config file names for the source (as ``onboard`` passes it to
+    Kafka Connect); ``bootstrap/`` never imports onboarding, so it takes the update from here.
+    """
+    from cdc_lake.capture.secrets import password_env
+    from cdc_lake.onboard.run import update_connectors
+
+    path = config_file(ctx)
+    return lambda config, source, table: update_connectors(config, source, table, password_env(path, source))

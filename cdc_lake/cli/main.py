@@ -98,10 +98,10 @@ def onboard(
     Tier-0 tables get a connector (and Postgres slot) of their own. Re-running changes nothing;
     adding tables to the config and re-running adds them. Tables end up PENDING_BOOTSTRAP.
     """
+    from cdc_lake.capture.secrets import password_env
     from cdc_lake.cli.onboard_output import render_checks, render_onboard_report, render_plan
     from cdc_lake.onboard.preflight import raise_for_failures
     from cdc_lake.onboard.run import OnboardRequest, execute_onboarding, plan_onboarding
-    from cdc_lake.onboard.secrets import password_env
 
     config = get_config(ctx)
     request = OnboardRequest(
@@ -155,10 +155,10 @@ def offboard(ctx: click.Context, target: str, drop_slot: bool, timeout: float, a
     A deleted connector's slot is kept (onboard resumes from it) unless --drop-slot: a kept
     slot holds WAL on the primary until dropped.
     """
+    from cdc_lake.capture.secrets import password_env
     from cdc_lake.cli.onboard_output import render_offboard_report
     from cdc_lake.onboard.offboard import OffboardRequest, source_of
     from cdc_lake.onboard.offboard import offboard as offboard_target
-    from cdc_lake.onboard.secrets import password_env
 
     config = get_config(ctx)
     source = config.source(source_of(target)).name

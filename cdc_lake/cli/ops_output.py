@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from cdc_lake.cli.output import format_seconds
 from cdc_lake.ops.alerts import RUNBOOKS, Breach
 from cdc_lake.ops.lag import LagReport
-from cdc_lake.ops.validation import ValidateResult
+from cdc_lake.validation import ValidateResult
 
 Echo = Callable[[str], None]
 

@@ -24,6 +24,8 @@ from cdc_lake.redaction import redact, secret_values
 
 RUNNING = "RUNNING"
 FAILED = "FAILED"
+MISSING = "MISSING"
+"""The state cdc-lake reports for a connector it onboarded that Kafka Connect does not run."""
 CONNECTOR_FAILED_RUNBOOK = "docs/runbooks/connector-failed.md"
 """The runbook of a FAILED connector or task (the CdcLakeConnectorFailed alert's)."""
 

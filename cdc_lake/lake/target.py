@@ -8,15 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cdc_lake.capture.plan import table_topic
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.hudi.options import DEFAULT_TABLE_VERSION, CompactionSpec, HudiTableSpec, IndexType, TableType
 from cdc_lake.lake.columns import ORDERING_COLUMN
 from cdc_lake.lake.schema_change import SchemaPolicy
-
-
-def topic_for(source: Source, table: Table) -> str:
-    """The Debezium topic of ``table``: ``<topic_prefix>.<schema>.<table>``."""
-    return f"{source.topic_prefix or source.name}.{table.schema_name}.{table.table_name}"
 
 
 @dataclass(frozen=True)
@@ -70,7 +66,7 @@ def target_for(config: Config, source: Source, table: Table) -> TableTarget:
     return TableTarget(
         qualified_name=qualified,
         engine=source.engine,
-        topic=topic_for(source, table),
+        topic=table_topic(source, table),
         tier=table.tier,
         base_path=lake.table_base_path(qualified),
         key_fields=tuple(table.key) if table.key else None,

@@ -1,4 +1,5 @@
-"""Onboarding: preflight checks, the connector plan per tier, and the idempotent onboard/offboard runs.
+"""Onboarding: preflight checks and the idempotent onboard/offboard runs of the connectors planned by
+:mod:`cdc_lake.capture` (the plan per tier is shared with the other stages).
 
 Modules are imported where used (``cdc_lake.onboard.run`` pulls in the source drivers only
 through :func:`cdc_lake.sources.engine_for`).

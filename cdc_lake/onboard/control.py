@@ -6,11 +6,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from cdc_lake.config import Config
-from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.connect.client import MISSING, KafkaConnectClient
 from cdc_lake.exceptions import UnknownSourceError
 from cdc_lake.state import StateStore
-
-MISSING = "MISSING"
 
 
 def connector_names(config: Config, source: str | None) -> dict[str, list[str]]:

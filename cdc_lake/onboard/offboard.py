@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cdc_lake.capture.plan import plan_source
 from cdc_lake.config import Config, Table
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import CdcLakeError, OnboardError, UnknownSourceError, UnknownTableError
 from cdc_lake.onboard import DEFAULT_TIMEOUT
-from cdc_lake.onboard.plan import plan_source
 from cdc_lake.onboard.reconcile import Reconciler
 from cdc_lake.onboard.run import configured_table, connector_endpoints, onboarded_tables
 from cdc_lake.sources import engine_for

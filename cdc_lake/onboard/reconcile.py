@@ -16,17 +16,17 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cdc_lake.config import Config, Source, Table
-from cdc_lake.connect.client import FAILED, KafkaConnectClient
-from cdc_lake.connect.streaming import heartbeat_count, wait_streaming
-from cdc_lake.exceptions import CdcLakeError, ConnectError
-from cdc_lake.onboard.plan import (
+from cdc_lake.capture.plan import (
     ConnectorPlan,
     render_config,
     table_topic,
     tier0_connector_name,
     tier0_pg_name,
 )
+from cdc_lake.config import Config, Source, Table
+from cdc_lake.connect.client import FAILED, KafkaConnectClient
+from cdc_lake.connect.streaming import heartbeat_count, wait_streaming
+from cdc_lake.exceptions import CdcLakeError, ConnectError
 from cdc_lake.onboard.topics import ensure_topics
 from cdc_lake.sources.base import Change, ConnectorEndpoints, PreflightOptions, SourceEngine
 

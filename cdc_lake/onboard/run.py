@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdc_lake.capture.plan import ConnectorPlan, plan_source, render_config
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.connect.render import ConverterSettings
 from cdc_lake.exceptions import CdcLakeError, OnboardError, SourceEngineError, UnknownTableError
 from cdc_lake.onboard import DEFAULT_TIMEOUT
-from cdc_lake.onboard.plan import ConnectorPlan, plan_source, render_config
 from cdc_lake.onboard.preflight import (
     check_connect,
     check_connector_names,
@@ -334,3 +334,18 @@ def _record(store: StateStore, plan: OnboardPlan) -> list[str]:
         elif (existing.tier, existing.lake_base_path) != (info.tier, info.lake_base_path):
             changed.append(f"recorded {qualified} in tier {info.tier}")
     return changed
+
+
+def update_connectors(config: Config, source: str, table: str, password_env: str) -> list[str]:
+    """Bring the source's connectors in line with the config for ``table`` (a changed frozen column list).
+
+    The :data:`~cdc_lake.capture.update.ConnectorUpdate` a re-bootstrap runs first: the same plan and
+    reconciliation as ``cdc-lake onboard SOURCE --tables TABLE``; nothing changes when the connectors
+    already capture what the config says, and a failed check raises.
+    """
+    request = OnboardRequest(source=source, password_env=password_env, tables=(table,))
+    plan = plan_onboarding(config, request)
+    raise_for_failures(source, plan.checks)
+    if not plan.planned_changes():
+        return []
+    return execute_onboarding(plan).actions

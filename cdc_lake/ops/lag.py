@@ -19,12 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
+from cdc_lake.capture.plan import plan_source, table_topic
 from cdc_lake.config import Config, Source, Table
-from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.connect.client import MISSING, KafkaConnectClient
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.kafka.offsets import end_offsets
-from cdc_lake.onboard.control import MISSING
-from cdc_lake.onboard.plan import plan_source, table_topic
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.base import CaptureLag, ReplicaDelay
 from cdc_lake.state.lifecycle import APPLIABLE_STATES

@@ -1,4 +1,4 @@
-"""Prometheus metrics: lag gauges measured on scrape, and the applier's counters and histograms.
+"""Prometheus metrics: lag gauges measured on scrape, served with the applier's counters and histograms.
 
 :func:`lag_samples` turns a :class:`~cdc_lake.ops.lag.LagReport` into samples (name, labels,
 value); :class:`LagCollector` serves them to ``prometheus_client`` as gauges, measuring at most
@@ -8,17 +8,18 @@ the alert rule fires on.  Each measurement also adds every table's freshness to 
 (``cdc_lake_table_freshness_sampled_seconds``; the tiers' ``freshness_max_seconds`` are among its
 buckets, so the share of time a table met its threshold is a ratio of two of its series).
 
-The applier's counters (:data:`APPLIED_EVENTS`, :data:`COMMITS`, :data:`FAILURES`) and its batch
-duration histogram live in the process that applies: ``cdc-lake run`` serves them with the gauges on
-``monitoring.metrics_port`` (:func:`serve`).  Bootstrap rows come from the state store, so
-``cdc-lake metrics`` shows them too; every registry carries ``cdc_lake_build_info`` (always 1), the
-series whose absence the ``CdcLakeMetricsAbsent`` rule watches.
+The applier's counters and its batch duration histogram (:mod:`cdc_lake.applier_metrics`, in the
+core: the applier records them without importing this stage) live in the process that applies:
+``cdc-lake run`` serves them with the gauges on ``monitoring.metrics_port`` (:func:`serve`).
+Bootstrap rows come from the state store, so ``cdc-lake metrics`` shows them too; every registry
+carries ``cdc_lake_build_info`` (always 1), the series whose absence the ``CdcLakeMetricsAbsent``
+rule watches.
 
 Names follow Prometheus' conventions (checked with ``promtool check metrics``): every name starts
 with ``cdc_lake_``; counters end in ``_total``, gauges never look like counters; units are seconds
 and bytes.  Labels are ``source``, ``connector``, ``slot``, ``table``, ``tier`` and, for one-hot
 states, ``state``/``status``; every series about a table carries ``source``, ``table`` and ``tier``
-(:data:`TABLE_LABELS`).
+(:data:`~cdc_lake.applier_metrics.TABLE_LABELS`).
 """
 
 from __future__ import annotations
@@ -32,16 +33,18 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    disable_created_metrics,
-    start_http_server,
-)
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from cdc_lake.applier_metrics import (
+    APPLIED_EVENTS,
+    BATCH_SECONDS,
+    COMMITS,
+    FAILURES,
+    TABLE_LABELS,
+    table_labels,
+)
 from cdc_lake.config import Config
 from cdc_lake.jvm import HUDI_VERSION
 from cdc_lake.state.lifecycle import TableState
@@ -84,12 +87,6 @@ HELP = {
     "cdc_lake_lag_unreachable_parts": "Parts of the pipeline the last measurement could not reach",
 }
 
-TABLE_LABELS = ("source", "table", "tier")
-"""The labels of every series about one table."""
-
-BATCH_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
-"""Bounds of the batch duration histogram, seconds (a batch of a small table takes about a second)."""
-
 FRESHNESS_BUCKETS = (
     5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0
 )
@@ -112,11 +109,6 @@ def _commit_epoch(instant: str | None) -> float | None:
     parsed = time.strptime(instant[:14], "%Y%m%d%H%M%S")
     millis = int(instant[14:17]) / 1000 if instant[14:17].isdigit() else 0.0
     return float(time.mktime(parsed) - time.timezone) + millis
-
-
-def table_labels(table: str, tier: int) -> dict[str, str]:
-    """The labels of a series about ``table`` (``source.schema.table``; a re-bootstrap copy ``…~vN``)."""
-    return {"source": table.split(".", 1)[0], "table": table, "tier": str(tier)}
 
 
 def _row_labels(table: TableRow) -> dict[str, str]:
@@ -248,7 +240,8 @@ class LagCollector(Collector):
         with self._lock:
             now = time.monotonic()
             if self._cached is None or now - self._cached[0] >= self.config.monitoring.refresh_seconds:
-                # Imported here: the applier imports this module, and lag imports the applier.
+                # Imported here: the lag report loads the Kafka and Connect clients, which the alert
+                # rules (this module's samples) do not need.
                 from cdc_lake.ops.lag import collect_lag
 
                 report = (self.measure or collect_lag)(self.config)
@@ -283,48 +276,6 @@ class BuildInfoCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         """The one ``cdc_lake_build_info`` series."""
         yield build_info()
-
-
-# No `_created` series: in Prometheus' text format each would be one more gauge per counter and
-# histogram, of no use to the rules or the dashboard (a process-wide prometheus_client setting).
-disable_created_metrics()  # type: ignore[no-untyped-call]
-
-# The applier's counters and histogram, one set per process, updated through the hooks below.
-APPLIED_EVENTS = Counter(
-    "cdc_lake_applied_events", "Change events applied to the lake", TABLE_LABELS, registry=None
-)
-COMMITS = Counter("cdc_lake_commits", "Hudi commits made by the applier", TABLE_LABELS, registry=None)
-FAILURES = Counter(
-    "cdc_lake_failures", "Batches that failed and left the table FAILED", TABLE_LABELS, registry=None
-)
-BATCH_SECONDS = Histogram(
-    "cdc_lake_batch_duration_seconds",
-    "Time a batch that consumed messages took: read, decode, write and commit",
-    TABLE_LABELS,
-    buckets=BATCH_BUCKETS,
-    registry=None,
-)
-
-
-def record_batch(
-    table: str, tier: int, *, changes: int, offsets: int, committed: bool, seconds: float
-) -> None:
-    """Hook for the applier: a batch of ``table`` ended.
-
-    It consumed ``offsets`` and applied ``changes`` events (with a commit if ``committed``) in
-    ``seconds``; a poll that consumed nothing adds no batch duration.
-    """
-    labels = table_labels(table, tier)
-    APPLIED_EVENTS.labels(**labels).inc(changes)
-    if committed:
-        COMMITS.labels(**labels).inc()
-    if offsets:
-        BATCH_SECONDS.labels(**labels).observe(seconds)
-
-
-def record_failure(table: str, tier: int) -> None:
-    """Hook for the applier: a batch of ``table`` failed."""
-    FAILURES.labels(**table_labels(table, tier)).inc()
 
 
 def registry_for(

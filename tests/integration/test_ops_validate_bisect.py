@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bootstrap.validate import ValidateOptions, compare_rows
-from cdc_lake.ops.validation import ValidateResult
+from cdc_lake.validation import ValidateResult
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 

@@ -234,3 +234,27 @@ def test_no_top_level_module_of_cdc_lake_shadows_the_standard_library() -> None:
     package = Path(__file__).resolve().parents[2] / "cdc_lake"
     names = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if p.is_dir()}
     assert not names & set(sys.stdlib_module_names), sorted(names & set(sys.stdlib_module_names))
+
+
+STAGES = {
+    "cdc_lake.onboard": CORE / "onboard",
+    "bootstrap": BOOTSTRAP,
+    "cdc_lake.apply": CORE / "apply",
+    "cdc_lake.ops": CORE / "ops",
+}
+"""The stages of docs/architecture.md by package: onboard, bootstrap (with ``validate``), apply, operate."""
+
+
+def test_the_stages_never_import_each_other() -> None:
+    """Stages meet in the state store and the lake table and share only the core (capture planning in
+    ``cdc_lake/capture``, the applier's metrics, ...): not even a deferred or TYPE_CHECKING import of
+    another stage.  The command line (``cdc_lake/cli``) wires them together where one needs another."""
+    found = {
+        (path.relative_to(ROOT).as_posix(), module)
+        for stage, folder in STAGES.items()
+        for path in sorted(folder.rglob("*.py"))
+        for module in _all_imports(path)
+        if any(module == other or module.startswith(f"{other}.") for other in STAGES if other != stage)
+    }
+
+    assert found == set(), sorted(found)

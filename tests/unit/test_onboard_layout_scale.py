@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from test_onboard_plan import postgres
+from test_capture_plan import postgres
 from test_onboard_postgres_checks import CUSTOMERS, HEALTHY
 
+from cdc_lake.capture.plan import plan_source
 from cdc_lake.config import Table
-from cdc_lake.onboard.plan import plan_source
 from cdc_lake.sources.base import PreflightOptions
 from cdc_lake.sources.postgres.checks import evaluate
 

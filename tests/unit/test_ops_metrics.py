@@ -11,8 +11,8 @@ from fixtures.metrics_scrape import APPLIED, full_scrape, table_row
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from cdc_lake import applier_metrics
 from cdc_lake.config import Config, MonitoringSettings
-from cdc_lake.ops import metrics
 from cdc_lake.ops.lag import LagReport
 from cdc_lake.ops.metrics import LagCollector, freshness_buckets
 from cdc_lake.stack.promtool import promtool_binary
@@ -75,11 +75,11 @@ def test_batch_durations_are_a_histogram_per_table(families: dict[str, Metric]) 
 
 def test_an_empty_batch_is_not_a_duration(families: dict[str, Metric]) -> None:
     before = _count(families, "cdc_lake_batch_duration_seconds", APPLIED)
-    metrics.record_batch(APPLIED, 0, changes=0, offsets=0, committed=False, seconds=0.01)
+    applier_metrics.record_batch(APPLIED, 0, changes=0, offsets=0, committed=False, seconds=0.01)
 
     after = next(
         s.value
-        for family in metrics.BATCH_SECONDS.collect()
+        for family in applier_metrics.BATCH_SECONDS.collect()
         for s in family.samples
         if s.name.endswith("_count") and s.labels["table"] == APPLIED
     )

@@ -6,7 +6,8 @@ the source shares one connector.  Every connector of a source keeps the source's
 ``topic.prefix``, so a table's topic (``<prefix>.<schema>.<table>``) never depends on its tier.
 
 Names are stable functions of the source and table names, so re-running onboarding plans
-exactly the same connectors:
+exactly the same connectors, and ``lag`` (what the primary keeps per connector) and ``validate``
+(a table's topic) plan what onboarding made without asking Kafka Connect:
 
 * connectors: ``cdc-lake.<source>`` and ``cdc-lake.<source>.tier0.<schema>.<table>``
 * slots and publications: the source's ``slot_name`` / ``publication_name``, and for tier 0
@@ -88,14 +89,19 @@ def tier0_connector_name(source: Source, table_name: str) -> str:
     return f"{CONNECTOR_PREFIX}.{source.name}.tier0.{name_slug(table_name)}"
 
 
+def topic_prefix(source: Source) -> str:
+    """The ``topic.prefix`` of every connector of ``source``: its ``topic_prefix``, else its name."""
+    return source.topic_prefix or source.name
+
+
 def table_topic(source: Source, table: Table) -> str:
-    """The Kafka topic Debezium writes ``table``'s change events to."""
-    return f"{source.topic_prefix or source.name}.{table.name}"
+    """The Kafka topic Debezium writes ``table``'s change events to: ``<topic_prefix>.<schema>.<table>``."""
+    return f"{topic_prefix(source)}.{table.name}"
 
 
 def plan_source(source: Source, tables: Sequence[Table]) -> list[ConnectorPlan]:
     """The connectors for ``tables`` of ``source``: one per tier-0 table (by name), then the shared one."""
-    prefix = source.topic_prefix or source.name
+    prefix = topic_prefix(source)
     tier0 = sorted((table for table in tables if table.tier == 0), key=lambda table: table.name)
     shared = [table for table in tables if table.tier != 0]
     server_ids = _tier0_server_ids(source, [table.name for table in tier0])

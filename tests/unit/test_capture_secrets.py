@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from cdc_lake.capture.secrets import password_env
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.onboard.secrets import password_env
 
 
 def config_file(tmp_path: Path, password: str | None) -> Path:

@@ -6,10 +6,7 @@ import re
 
 import pytest
 
-from cdc_lake.config import Connection, Source, Table
-from cdc_lake.connect.render import ConnectorParams
-from cdc_lake.exceptions import ConfigError
-from cdc_lake.onboard.plan import (
+from cdc_lake.capture.plan import (
     PG_NAME_MAX,
     name_slug,
     plan_source,
@@ -17,6 +14,9 @@ from cdc_lake.onboard.plan import (
     table_topic,
     tier0_pg_name,
 )
+from cdc_lake.config import Connection, Source, Table
+from cdc_lake.connect.render import ConnectorParams
+from cdc_lake.exceptions import ConfigError
 
 
 def postgres(tables: list[Table], name: str = "pg") -> Source:

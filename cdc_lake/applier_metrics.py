@@ -1,0 +1,65 @@
+"""The applier's Prometheus series, one set per process, and the labels of every series about a table.
+
+The applier records each batch here (:func:`record_batch`, :func:`record_failure`): the events it
+applied, its commits and failures (:data:`APPLIED_EVENTS`, :data:`COMMITS`, :data:`FAILURES`) and the
+batch duration histogram (:data:`BATCH_SECONDS`).  ``cdc-lake run`` serves them with the lag gauges
+(:func:`cdc_lake.ops.metrics.registry_for`).  They are in the core, not in either stage, because the
+apply stage records them and the operate stage serves them, and the stages never import each other.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram, disable_created_metrics
+
+TABLE_LABELS = ("source", "table", "tier")
+"""The labels of every series about one table."""
+
+BATCH_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+"""Bounds of the batch duration histogram, seconds (a batch of a small table takes about a second)."""
+
+
+def table_labels(table: str, tier: int) -> dict[str, str]:
+    """The labels of a series about ``table`` (``source.schema.table``; a re-bootstrap copy ``…~vN``)."""
+    return {"source": table.split(".", 1)[0], "table": table, "tier": str(tier)}
+
+
+# No `_created` series: in Prometheus' text format each would be one more gauge per counter and
+# histogram, of no use to the rules or the dashboard (a process-wide prometheus_client setting).
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# The applier's counters and histogram, one set per process, updated through the hooks below.
+APPLIED_EVENTS = Counter(
+    "cdc_lake_applied_events", "Change events applied to the lake", TABLE_LABELS, registry=None
+)
+COMMITS = Counter("cdc_lake_commits", "Hudi commits made by the applier", TABLE_LABELS, registry=None)
+FAILURES = Counter(
+    "cdc_lake_failures", "Batches that failed and left the table FAILED", TABLE_LABELS, registry=None
+)
+BATCH_SECONDS = Histogram(
+    "cdc_lake_batch_duration_seconds",
+    "Time a batch that consumed messages took: read, decode, write and commit",
+    TABLE_LABELS,
+    buckets=BATCH_BUCKETS,
+    registry=None,
+)
+
+
+def record_batch(
+    table: str, tier: int, *, changes: int, offsets: int, committed: bool, seconds: float
+) -> None:
+    """Hook for the applier: a batch of ``table`` ended.
+
+    It consumed ``offsets`` and applied ``changes`` events (with a commit if ``committed``) in
+    ``seconds``; a poll that consumed nothing adds no batch duration.
+    """
+    labels = table_labels(table, tier)
+    APPLIED_EVENTS.labels(**labels).inc(changes)
+    if committed:
+        COMMITS.labels(**labels).inc()
+    if offsets:
+        BATCH_SECONDS.labels(**labels).observe(seconds)
+
+
+def record_failure(table: str, tier: int) -> None:
+    """Hook for the applier: a batch of ``table`` failed."""
+    FAILURES.labels(**table_labels(table, tier)).inc()
