@@ -359,7 +359,10 @@ class TableApplier:
         """Stop before a writer schema the lake table cannot follow (columns older versions lack are fine)."""
         if self._columns is None:
             return
-        diff = classify(schema_id, self._columns, writer, partition_fields=self.target.partition_fields)
+        diff = classify(
+            schema_id, self._columns, writer, table=self.target.qualified_name,
+            partition_fields=self.target.partition_fields,
+        )
         if diff.breaking:
             latest_id = self.registry.latest(f"{self.target.topic}-value").schema_id
             latest = self._restricted_writer(latest_id).struct
@@ -384,7 +387,7 @@ class TableApplier:
             if chosen is None:
                 chosen = names
             elif names != chosen:
-                diff = key_change(schema_id, chosen, names)
+                diff = key_change(schema_id, chosen, names, table=self.target.qualified_name)
                 self.schema_change = diff
                 _cut(bad, firsts, diff.summary())
         return chosen

@@ -3,21 +3,29 @@
 Each change between the lake table's columns (and record key) and the newest writer schema is one
 :class:`Change`; two kinds evolve the table in place and the applier keeps going:
 
-- ``ADDED``: a new column that is nullable, or NOT NULL with a default (older rows read null);
+- ``ADDED``: a new column without a default (nullable): the source's existing rows hold NULL in it, as
+  the lake's do once it has the column, so the lake stays exact;
 - ``WIDENED``: a new type that holds every value of the lake column's (int to bigint, float to double,
   a decimal with more digits that still fits; a longer varchar is the same string type, no change):
   the lake column takes the wider type (Hudi promotes it on write).
 
-Every other kind stops the table in SCHEMA_CHANGED with :meth:`SchemaDiff.report`: ``DROPPED``,
-``RENAMED`` (a column gone and one of the same type added in its place), ``NARROWED``, ``TYPE_CHANGED``
-(incompatible), ``NOT_NULL_ADDED`` (a NOT NULL column without default), ``KEY_CHANGED`` and
-``PARTITION_CHANGED`` (a partition column dropped or retyped).
+Every other kind stops the table in SCHEMA_CHANGED with :meth:`SchemaDiff.report`, whose one-line
+summary names the command that resolves it (``cdc-lake rebootstrap <table>``): ``ADDED_WITH_DEFAULT``
+(a new column whose Avro field has a non-null default: Debezium puts the source column's default
+there, and no ``ADD COLUMN`` emits row events, so the source's existing rows hold a value the lake
+cannot know), ``DROPPED``, ``RENAMED`` (a column gone and one of the same type added in its place),
+``NARROWED``, ``TYPE_CHANGED`` (incompatible), ``NOT_NULL_ADDED`` (a NOT NULL column without default),
+``KEY_CHANGED`` and ``PARTITION_CHANGED`` (a partition column dropped or retyped).
+
+A message written with an older writer version is no change (:meth:`SchemaDiff.without_older_version_gaps`)
+only while the subject's history shows that version predates the column: a column dropped and re-added
+(or narrowed and widened again) stays a change, because the source's rows lost their values meanwhile.
 
 The table's policy (config ``tables[].schema_changes``) decides what is compared: ``evolve`` compares
 every column (restricted to the frozen ``columns`` list when there is one, so a change outside it is
 invisible); ``freeze`` compares only the columns the lake table already has (new columns are ignored,
-never added); ``rebootstrap`` classifies like ``evolve`` and ``cdc-lake run`` re-bootstraps the table
-when it stops (docs/schema-changes.md).
+never added, with or without a default); ``rebootstrap`` classifies like ``evolve`` and ``cdc-lake run``
+re-bootstraps the table when it stops (docs/schema-changes.md).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from __future__ import annotations
 import enum
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.types import DataType, StructType
@@ -48,6 +56,7 @@ class ChangeKind(enum.StrEnum):
     """One kind of difference between the lake table and a writer schema."""
 
     ADDED = "added"
+    ADDED_WITH_DEFAULT = "added with a default"
     WIDENED = "widened"
     DROPPED = "dropped"
     RENAMED = "renamed"
@@ -83,8 +92,9 @@ class Change:
 
 @dataclass(frozen=True)
 class SchemaDiff:
-    """Every difference between the lake table and one writer schema."""
+    """Every difference between the lake table (``table``, its qualified name) and one writer schema."""
 
+    table: str
     schema_id: int
     changes: tuple[Change, ...]
 
@@ -96,7 +106,10 @@ class SchemaDiff:
     def summary(self) -> str:
         """One line: the breaking changes (``last_error`` of a SCHEMA_CHANGED table)."""
         parts = "; ".join(c.describe() for c in self.breaking)
-        return f"schema change (writer schema id {self.schema_id}): {parts}; re-bootstrap the table"
+        return (
+            f"schema change (writer schema id {self.schema_id}): {parts}; "
+            f"re-bootstrap the table: cdc-lake rebootstrap {self.table}"
+        )
 
     def without_older_version_gaps(self, latest: StructType, lake: StructType) -> SchemaDiff:
         """Without what only an older writer version differs in: columns it lacks, or has narrower,
@@ -112,7 +125,7 @@ class SchemaDiff:
             and holds(newest[c.column], stored[c.column])
         }
         kept = tuple(c for c in self.changes if not (c.column in gaps and c.kind in _OLDER_VERSION))
-        return SchemaDiff(self.schema_id, kept)
+        return SchemaDiff(self.table, self.schema_id, kept)
 
     def report(self) -> list[str]:
         """Lines of at most 80 columns, breaking changes first, for the run's detail and the docs."""
@@ -128,10 +141,13 @@ class SchemaDiff:
 
 @dataclass(frozen=True)
 class WriterColumns:
-    """The columns of a writer schema: lake types, and which are NOT NULL without a default."""
+    """The columns of a writer schema: lake types, which are NOT NULL without a default, and the
+    non-null Avro defaults (as Debezium wrote them: the source column's current default, or a
+    placeholder such as 0 or the epoch for a function default like ``now()``)."""
 
     struct: StructType
     required_without_default: frozenset[str]
+    defaults: Mapping[str, object] = field(default_factory=dict)
 
     @classmethod
     def of(cls, schema: RegisteredSchema) -> WriterColumns:
@@ -140,12 +156,14 @@ class WriterColumns:
         required = frozenset(
             str(f["name"]) for f in fields if not _nullable(f.get("type")) and "default" not in f
         )
-        return cls(schema.struct_type, required)
+        defaults = {str(f["name"]): f["default"] for f in fields if f.get("default") is not None}
+        return cls(schema.struct_type, required, defaults)
 
     def restricted(self, keep: frozenset[str]) -> WriterColumns:
         """Only the columns in ``keep`` (a frozen column list): changes elsewhere are invisible."""
         struct = StructType([f for f in self.struct.fields if f.name in keep])
-        return WriterColumns(struct, self.required_without_default & keep)
+        defaults = {name: value for name, value in self.defaults.items() if name in keep}
+        return WriterColumns(struct, self.required_without_default & keep, defaults)
 
 
 def _nullable(avro_type: Any) -> bool:
@@ -161,9 +179,11 @@ def classify(
     lake: StructType,
     writer: WriterColumns,
     *,
+    table: str,
     partition_fields: Iterable[str] = (),
 ) -> SchemaDiff:
-    """The differences between the lake columns and the writer's (both already restricted by policy)."""
+    """The differences between the lake columns of ``table`` and the writer's (both already restricted
+    by policy)."""
     incoming = {f.name: lake_type(f.dataType) for f in writer.struct.fields}
     stored = {f.name: f.dataType for f in lake.fields}
     changes: list[Change] = []
@@ -188,6 +208,10 @@ def classify(
             continue
         if name in writer.required_without_default:
             changes.append(Change(ChangeKind.NOT_NULL_ADDED, name, "NOT NULL without a default"))
+        elif name in writer.defaults:
+            held = f"{writer.defaults[name]!r} (the source's existing rows hold it, "
+            held += "the lake cannot know them)"
+            changes.append(Change(ChangeKind.ADDED_WITH_DEFAULT, name, held))
         else:
             changes.append(Change(ChangeKind.ADDED, name, _type_name(incoming[name])))
     for name, old_type in stored.items():
@@ -204,13 +228,13 @@ def classify(
             changes.append(Change(ChangeKind.TYPE_CHANGED, name, f"{detail} (incompatible)"))
         if name in partitions:
             changes.append(Change(ChangeKind.PARTITION_CHANGED, name, "the table is partitioned by it"))
-    return SchemaDiff(schema_id, tuple(changes))
+    return SchemaDiff(table, schema_id, tuple(changes))
 
 
-def key_change(schema_id: int, stored: Sequence[str], incoming: Sequence[str]) -> SchemaDiff:
-    """The difference of a key schema whose columns differ from the table's record key."""
+def key_change(schema_id: int, stored: Sequence[str], incoming: Sequence[str], *, table: str) -> SchemaDiff:
+    """The difference of a key schema of ``table`` whose columns differ from its record key."""
     change = Change(ChangeKind.KEY_CHANGED, ",".join(incoming), f"record key was {list(stored)}")
-    return SchemaDiff(schema_id, (change,))
+    return SchemaDiff(table, schema_id, (change,))
 
 
 class IncompatibleSchemaChange(SchemaChangeError):
