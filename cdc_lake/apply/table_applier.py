@@ -356,7 +356,8 @@ class TableApplier:
         return writer if keep is None else writer.restricted(keep)
 
     def _classify(self, schema_id: int, writer: WriterColumns) -> None:
-        """Stop before a writer schema the lake table cannot follow (columns older versions lack are fine)."""
+        """Stop before a writer schema the lake table cannot follow (columns versions older than the lake's
+        lack are fine; the subject's history is read only when something would stop the table)."""
         if self._columns is None:
             return
         diff = classify(
@@ -364,9 +365,9 @@ class TableApplier:
             partition_fields=self.target.partition_fields,
         )
         if diff.breaking:
-            latest_id = self.registry.latest(f"{self.target.topic}-value").schema_id
-            latest = self._restricted_writer(latest_id).struct
-            diff = diff.without_older_version_gaps(latest, self._columns)
+            versions = self.registry.versions(f"{self.target.topic}-value")
+            history = [(v.schema_id, self._restricted_writer(v.schema_id).struct) for v in versions]
+            diff = diff.without_older_version_gaps(history, self._columns)
         if diff.breaking:
             self.schema_change = diff
             raise IncompatibleSchemaChange(diff)

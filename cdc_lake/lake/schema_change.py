@@ -111,18 +111,39 @@ class SchemaDiff:
             f"re-bootstrap the table: cdc-lake rebootstrap {self.table}"
         )
 
-    def without_older_version_gaps(self, latest: StructType, lake: StructType) -> SchemaDiff:
+    def without_older_version_gaps(
+        self, history: Sequence[tuple[int, StructType]], lake: StructType
+    ) -> SchemaDiff:
         """Without what only an older writer version differs in: columns it lacks, or has narrower,
-        while the newest registered version has them as the lake does (or wider)."""
-        newest = {f.name: lake_type(f.dataType) for f in latest.fields}
+        while the newest registered version has them as the lake does (or wider) and no version
+        registered before the writer's (its last registration) had them so.
+
+        ``history`` is the subject's versions in registration order, ``(schema id, columns)`` restricted
+        like the writer.  A writer that lacks a column some earlier version had is a real change (a
+        column dropped, then maybe re-added: the source's rows lost their values), whatever came after;
+        a writer outside the history cannot be placed, so nothing is forgiven.
+        """
+        ids = [schema_id for schema_id, _ in history]
+        if self.schema_id not in ids:
+            return self
+        position = len(ids) - 1 - ids[::-1].index(self.schema_id)
         stored = {f.name: f.dataType for f in lake.fields}
-        gaps = {c.column for c in self.changes if c.kind in _GONE and c.column in newest}
-        gaps |= {
+
+        def as_lake(columns: StructType, name: str) -> bool:
+            found = [lake_type(f.dataType) for f in columns.fields if f.name == name]
+            return bool(found) and holds(found[0], stored[name])
+
+        newest = history[-1][1]
+        earlier = [columns for _, columns in history[:position]]
+        candidates = {
             c.column
             for c in self.changes
-            if c.kind is ChangeKind.NARROWED
-            and c.column in newest
-            and holds(newest[c.column], stored[c.column])
+            if c.kind in _GONE or (c.kind is ChangeKind.NARROWED and c.column in stored)
+        }
+        gaps = {
+            name
+            for name in candidates
+            if name in stored and as_lake(newest, name) and not any(as_lake(v, name) for v in earlier)
         }
         kept = tuple(c for c in self.changes if not (c.column in gaps and c.kind in _OLDER_VERSION))
         return SchemaDiff(self.table, self.schema_id, kept)

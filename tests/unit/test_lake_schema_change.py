@@ -120,8 +120,35 @@ def test_what_only_an_older_writer_version_lacks_is_no_change() -> None:
     diff = classify(3, LAKE, WriterColumns(older, frozenset()), table=TABLE)
 
     assert sorted(c.column for c in diff.breaking) == ["id", "price"]
-    assert not diff.without_older_version_gaps(LAKE, LAKE).breaking
-    assert diff.without_older_version_gaps(older, LAKE).breaking
+    assert not diff.without_older_version_gaps([(3, older), (4, LAKE)], LAKE).breaking
+    assert diff.without_older_version_gaps([(3, older)], LAKE).breaking
+    assert diff.without_older_version_gaps([(4, LAKE)], LAKE).breaking, "a writer outside the history"
+
+
+def test_a_column_dropped_and_re_added_stays_a_change() -> None:
+    """Finding 1 of issue 21: the source's rows lost the column's values at the drop; once the newest
+    version has the column again, the writer that lacks it is no older version: the table stays stopped."""
+    dropped = _struct(id=LongType(), name=StringType(), price=DecimalType(10, 2))
+    re_added = _struct(id=LongType(), name=StringType(), price=DecimalType(10, 2), qty=IntegerType())
+    diff = classify(2, LAKE, WriterColumns(dropped, frozenset()), table=TABLE)
+
+    kept = diff.without_older_version_gaps([(1, LAKE), (2, dropped), (3, re_added)], LAKE)
+
+    assert [(c.kind, c.column) for c in kept.breaking] == [(ChangeKind.DROPPED, "qty")]
+    assert [
+        (c.kind, c.column)
+        for c in diff.without_older_version_gaps([(1, LAKE), (2, dropped), (1, LAKE)], LAKE).breaking
+    ] == [(ChangeKind.DROPPED, "qty")]
+
+
+def test_a_column_narrowed_and_widened_again_stays_a_change() -> None:
+    narrowed = _struct(id=IntegerType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2))
+    diff = classify(2, LAKE, WriterColumns(narrowed, frozenset()), table=TABLE)
+
+    kept = diff.without_older_version_gaps([(1, LAKE), (2, narrowed), (3, LAKE)], LAKE)
+
+    assert [(c.kind, c.column) for c in kept.breaking] == [(ChangeKind.NARROWED, "id")]
+    assert not diff.without_older_version_gaps([(2, narrowed), (3, LAKE)], LAKE).breaking
 
 
 def test_the_frozen_list_and_freeze_hide_changes_outside_them() -> None:
