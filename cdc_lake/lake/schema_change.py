@@ -15,7 +15,12 @@ summary names the command that resolves it (``cdc-lake rebootstrap <table>``): `
 there, and no ``ADD COLUMN`` emits row events, so the source's existing rows hold a value the lake
 cannot know), ``DROPPED``, ``RENAMED`` (a column gone and one of the same type added in its place),
 ``NARROWED``, ``TYPE_CHANGED`` (incompatible), ``NOT_NULL_ADDED`` (a NOT NULL column without default),
-``KEY_CHANGED`` and ``PARTITION_CHANGED`` (a partition column dropped or retyped).
+``KEY_CHANGED``, ``PARTITION_CHANGED`` (a partition column dropped or retyped) and ``NOT_COPIED``: a
+column new to the lake that was outside the columns the lake table was copied and applied with (a
+frozen ``columns`` list that grew, a list removed, ``freeze`` switched to ``evolve``): it may have held
+values in the source all along, so only a re-bootstrap makes the lake exact.  Each apply commit records
+the columns its policy compared (:func:`compared_metadata`); under a frozen list every listed column the
+lake lacks counts as not copied.
 
 A message written with an older writer version is no change (:meth:`SchemaDiff.without_older_version_gaps`)
 only while the subject's history shows that version predates the column: a column dropped and re-added
@@ -31,6 +36,7 @@ re-bootstraps the table when it stops (docs/schema-changes.md).
 from __future__ import annotations
 
 import enum
+import json
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +63,7 @@ class ChangeKind(enum.StrEnum):
 
     ADDED = "added"
     ADDED_WITH_DEFAULT = "added with a default"
+    NOT_COPIED = "not copied"
     WIDENED = "widened"
     DROPPED = "dropped"
     RENAMED = "renamed"
@@ -202,9 +209,10 @@ def classify(
     *,
     table: str,
     partition_fields: Iterable[str] = (),
+    copied: frozenset[str] | None = None,
 ) -> SchemaDiff:
     """The differences between the lake columns of ``table`` and the writer's (both already restricted
-    by policy)."""
+    by policy); ``copied``: the columns the lake was copied and applied with, when not every column."""
     incoming = {f.name: lake_type(f.dataType) for f in writer.struct.fields}
     stored = {f.name: f.dataType for f in lake.fields}
     changes: list[Change] = []
@@ -227,7 +235,10 @@ def classify(
     for name in new:
         if name in renamed.values():
             continue
-        if name in writer.required_without_default:
+        if copied is not None and name not in copied:
+            held = "outside the columns the lake table was copied with; its existing rows' values are unknown"
+            changes.append(Change(ChangeKind.NOT_COPIED, name, held))
+        elif name in writer.required_without_default:
             changes.append(Change(ChangeKind.NOT_NULL_ADDED, name, "NOT NULL without a default"))
         elif name in writer.defaults:
             held = f"{writer.defaults[name]!r} (the source's existing rows hold it, "
@@ -264,6 +275,20 @@ class IncompatibleSchemaChange(SchemaChangeError):
     def __init__(self, diff: SchemaDiff) -> None:
         super().__init__(diff.summary())
         self.diff = diff
+
+
+COMPARED_KEY = "schema.compared_columns"
+
+
+def compared_metadata(compared: frozenset[str] | None) -> dict[str, str]:
+    """The commit metadata recording the columns a policy compared (none: every column)."""
+    return {} if compared is None else {COMPARED_KEY: json.dumps(sorted(compared))}
+
+
+def copied_columns(metadata: Mapping[str, str]) -> frozenset[str] | None:
+    """The columns a commit's metadata says its policy compared (None: every column, or not recorded)."""
+    raw = metadata.get(COMPARED_KEY)
+    return None if raw is None else frozenset(str(name) for name in json.loads(raw))
 
 
 def policy_columns(

@@ -21,6 +21,8 @@ from cdc_lake.lake.schema_change import (
     SchemaPolicy,
     WriterColumns,
     classify,
+    compared_metadata,
+    copied_columns,
     key_change,
     policy_columns,
 )
@@ -233,3 +235,29 @@ def test_freeze_ignores_a_column_added_with_a_default_like_any_new_column() -> N
 
     assert keep is not None
     assert not classify(2, lake, writer.restricted(keep), table=TABLE).changes
+
+
+def test_a_column_the_lake_was_not_copied_with_stops_the_table() -> None:
+    """Finding 2 of issue 21: a column entering the compared columns (a frozen list that grew, freeze
+    switched to evolve) existed in the source with values the lake never got: no evolving to NULLs."""
+    writer = WriterColumns(
+        _struct(
+            id=LongType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2), note=StringType()
+        ),
+        frozenset(),
+    )
+
+    diff = classify(9, LAKE, writer, table=TABLE, copied=frozenset(LAKE.fieldNames()))
+
+    assert [(c.kind, c.column) for c in diff.breaking] == [(ChangeKind.NOT_COPIED, "note")]
+    assert "cdc-lake rebootstrap pg.public.orders" in diff.summary()
+    assert not classify(9, LAKE, writer, table=TABLE, copied=frozenset([*LAKE.fieldNames(), "note"])).breaking
+    assert not classify(9, LAKE, writer, table=TABLE).breaking
+
+
+def test_commits_record_the_columns_a_policy_compared() -> None:
+    frozen = policy_columns(SchemaPolicy.FREEZE, None, ["id"], LAKE)
+
+    assert copied_columns(compared_metadata(frozen)) == frozenset(LAKE.fieldNames())
+    assert copied_columns(compared_metadata(None)) is None
+    assert copied_columns({}) is None
