@@ -52,6 +52,8 @@ from cdc_lake.lake.schema_change import (
     SchemaDiff,
     WriterColumns,
     classify,
+    compared_metadata,
+    copied_columns,
     key_change,
     policy_columns,
 )
@@ -295,7 +297,10 @@ class TableApplier:
                 topic_id=plan.topic_id,
             )
             spec = self.target.spec(key_fields)
-            metadata = {**after.commit_metadata(), **commit_metadata(skipped, end)}
+            metadata = {
+                **after.commit_metadata(), **commit_metadata(skipped, end),
+                **compared_metadata(self._compared(columns)),
+            }
             if before_commit is not None:
                 before_commit()
             instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, metadata)
@@ -350,20 +355,39 @@ class TableApplier:
     def _restricted_writer(self, schema_id: int) -> WriterColumns:
         """The writer schema's columns the table's policy compares and writes (frozen list, freeze)."""
         writer = WriterColumns.of(self.schemas.get_schema(schema_id))
-        keep = policy_columns(
-            self.target.schema_policy, self.target.columns, self.target.key_fields or (), self._columns
-        )
+        keep = self._compared(self._columns)
         return writer if keep is None else writer.restricted(keep)
 
+    def _compared(self, lake: StructType | None) -> frozenset[str] | None:
+        """The columns the table's policy compares and writes (None: every column)."""
+        return policy_columns(
+            self.target.schema_policy, self.target.columns, self.target.key_fields or (), lake
+        )
+
+    def _copied(self, lake: StructType) -> frozenset[str] | None:
+        """The columns the lake was copied and applied with, when not every column: under a frozen list
+        its columns (a listed column it lacks was never copied), else what its latest commit recorded
+        (a table applied under ``freeze`` or a frozen list before the config changed)."""
+        if self.target.columns:
+            return frozenset(lake.fieldNames())
+        commit = latest_commit(self.spark, self.target.base_path)
+        return None if commit is None else copied_columns(commit.metadata)
+
     def _classify(self, schema_id: int, writer: WriterColumns) -> None:
-        """Stop before a writer schema the lake table cannot follow (columns older versions lack are fine)."""
+        """Stop before a writer schema the lake table cannot follow (columns versions older than the lake's
+        lack are fine; the subject's history is read only when something would stop the table)."""
         if self._columns is None:
             return
-        diff = classify(schema_id, self._columns, writer, partition_fields=self.target.partition_fields)
+        lake = self._columns
+        new = set(writer.struct.fieldNames()) - set(lake.fieldNames())
+        diff = classify(
+            schema_id, lake, writer, table=self.target.qualified_name,
+            partition_fields=self.target.partition_fields, copied=self._copied(lake) if new else None,
+        )
         if diff.breaking:
-            latest_id = self.registry.latest(f"{self.target.topic}-value").schema_id
-            latest = self._restricted_writer(latest_id).struct
-            diff = diff.without_older_version_gaps(latest, self._columns)
+            versions = self.registry.versions(f"{self.target.topic}-value")
+            history = [(v.schema_id, self._restricted_writer(v.schema_id).struct) for v in versions]
+            diff = diff.without_older_version_gaps(history, lake)
         if diff.breaking:
             self.schema_change = diff
             raise IncompatibleSchemaChange(diff)
@@ -384,7 +408,7 @@ class TableApplier:
             if chosen is None:
                 chosen = names
             elif names != chosen:
-                diff = key_change(schema_id, chosen, names)
+                diff = key_change(schema_id, chosen, names, table=self.target.qualified_name)
                 self.schema_change = diff
                 _cut(bad, firsts, diff.summary())
         return chosen

@@ -1,7 +1,9 @@
 """Client for the Confluent schema registry REST API (also served by Apicurio under ``/apis/ccompat/v7``).
 
-Only the two reads the decoder needs: ``GET /schemas/ids/{id}`` and
-``GET /subjects/{subject}/versions/latest``.  Schema ids are immutable, so parsed schemas are cached
+Only the reads the decoder and the schema-change check need: ``GET /schemas/ids/{id}``,
+``GET /subjects/{subject}/versions/latest``, and a subject's history (``GET
+/subjects/{subject}/versions`` and ``.../versions/{n}``), read only when a writer schema would stop a
+table.  Schema ids are immutable, so parsed schemas are cached
 by id for the life of the client.  Connection errors, timeouts, HTTP 429 and 5xx are retried under
 cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http_retry`), within an overall deadline per read
 (:data:`DEADLINE_SECONDS`: a registry that does not answer fails the batch then, not after every
@@ -109,6 +111,23 @@ class SchemaRegistry:
             raise SchemaRegistryError(f"schema registry at {self.url} returned no schema id for {subject!r}")
         return self._remember(schema_id, body, f"subject {subject!r}")
 
+    def versions(self, subject: str) -> list[RegisteredSchema]:
+        """Every version of ``subject`` in registration order (its history; the last is the latest)."""
+        path = f"/subjects/{quote(subject, safe='')}"
+        missing = f"subject {subject!r} has no registered versions"
+        listed = self._get_any(f"{path}/versions", not_found=missing)
+        if not isinstance(listed, list) or not all(isinstance(v, int) for v in listed):
+            raise SchemaRegistryError(f"schema registry at {self.url} listed no versions for {subject!r}")
+        history = []
+        for version in sorted(listed):
+            what = f"subject {subject!r} version {version}"
+            body = self._get(f"{path}/versions/{version}", not_found=f"{what} is not registered")
+            schema_id = body.get("id")
+            if not isinstance(schema_id, int):
+                raise SchemaRegistryError(f"schema registry at {self.url} returned no schema id for {what}")
+            history.append(self._remember(schema_id, body, what))
+        return history
+
     def _remember(self, schema_id: int, body: dict[str, Any], what: str) -> RegisteredSchema:
         schema_type = body.get("schemaType", "AVRO")
         if schema_type != "AVRO":
@@ -121,6 +140,12 @@ class SchemaRegistry:
             return self._cache.setdefault(schema_id, registered)
 
     def _get(self, path: str, *, not_found: str) -> dict[str, Any]:
+        body = self._get_any(path, not_found=not_found)
+        if not isinstance(body, dict):
+            raise SchemaRegistryError(f"schema registry at {self.url} returned a non-object for {path}")
+        return body
+
+    def _get_any(self, path: str, *, not_found: str) -> Any:
         try:
             response = send(self._session, "GET", self.url + path, self._policy, self._timeout)
         except Unavailable as exc:
@@ -148,8 +173,6 @@ class SchemaRegistry:
             body = response.json()
         except ValueError as exc:
             raise SchemaRegistryError(f"schema registry at {self.url} returned non-JSON for {path}") from exc
-        if not isinstance(body, dict):
-            raise SchemaRegistryError(f"schema registry at {self.url} returned a non-object for {path}")
         return body
 
     def identity(self) -> tuple[str, str, str]:

@@ -3,29 +3,43 @@
 Each change between the lake table's columns (and record key) and the newest writer schema is one
 :class:`Change`; two kinds evolve the table in place and the applier keeps going:
 
-- ``ADDED``: a new column that is nullable, or NOT NULL with a default (older rows read null);
+- ``ADDED``: a new column without a default (nullable): the source's existing rows hold NULL in it, as
+  the lake's do once it has the column, so the lake stays exact;
 - ``WIDENED``: a new type that holds every value of the lake column's (int to bigint, float to double,
   a decimal with more digits that still fits; a longer varchar is the same string type, no change):
   the lake column takes the wider type (Hudi promotes it on write).
 
-Every other kind stops the table in SCHEMA_CHANGED with :meth:`SchemaDiff.report`: ``DROPPED``,
-``RENAMED`` (a column gone and one of the same type added in its place), ``NARROWED``, ``TYPE_CHANGED``
-(incompatible), ``NOT_NULL_ADDED`` (a NOT NULL column without default), ``KEY_CHANGED`` and
-``PARTITION_CHANGED`` (a partition column dropped or retyped).
+Every other kind stops the table in SCHEMA_CHANGED with :meth:`SchemaDiff.report`, whose one-line
+summary names the command that resolves it (``cdc-lake rebootstrap <table>``): ``ADDED_WITH_DEFAULT``
+(a new column whose Avro field has a non-null default: Debezium puts the source column's default
+there, and no ``ADD COLUMN`` emits row events, so the source's existing rows hold a value the lake
+cannot know), ``DROPPED``, ``RENAMED`` (a column gone and one of the same type added in its place),
+``NARROWED``, ``TYPE_CHANGED`` (incompatible), ``NOT_NULL_ADDED`` (a NOT NULL column without default),
+``KEY_CHANGED``, ``PARTITION_CHANGED`` (a partition column dropped or retyped) and ``NOT_COPIED``: a
+column new to the lake that was outside the columns the lake table was copied and applied with (a
+frozen ``columns`` list that grew, a list removed, ``freeze`` switched to ``evolve``): it may have held
+values in the source all along, so only a re-bootstrap makes the lake exact.  Each apply commit records
+the columns its policy compared (:func:`compared_metadata`); under a frozen list every listed column the
+lake lacks counts as not copied.
+
+A message written with an older writer version is no change (:meth:`SchemaDiff.without_older_version_gaps`)
+only while the subject's history shows that version predates the column: a column dropped and re-added
+(or narrowed and widened again) stays a change, because the source's rows lost their values meanwhile.
 
 The table's policy (config ``tables[].schema_changes``) decides what is compared: ``evolve`` compares
 every column (restricted to the frozen ``columns`` list when there is one, so a change outside it is
 invisible); ``freeze`` compares only the columns the lake table already has (new columns are ignored,
-never added); ``rebootstrap`` classifies like ``evolve`` and ``cdc-lake run`` re-bootstraps the table
-when it stops (docs/schema-changes.md).
+never added, with or without a default); ``rebootstrap`` classifies like ``evolve`` and ``cdc-lake run``
+re-bootstraps the table when it stops (docs/schema-changes.md).
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.types import DataType, StructType
@@ -48,6 +62,8 @@ class ChangeKind(enum.StrEnum):
     """One kind of difference between the lake table and a writer schema."""
 
     ADDED = "added"
+    ADDED_WITH_DEFAULT = "added with a default"
+    NOT_COPIED = "not copied"
     WIDENED = "widened"
     DROPPED = "dropped"
     RENAMED = "renamed"
@@ -83,8 +99,9 @@ class Change:
 
 @dataclass(frozen=True)
 class SchemaDiff:
-    """Every difference between the lake table and one writer schema."""
+    """Every difference between the lake table (``table``, its qualified name) and one writer schema."""
 
+    table: str
     schema_id: int
     changes: tuple[Change, ...]
 
@@ -96,23 +113,47 @@ class SchemaDiff:
     def summary(self) -> str:
         """One line: the breaking changes (``last_error`` of a SCHEMA_CHANGED table)."""
         parts = "; ".join(c.describe() for c in self.breaking)
-        return f"schema change (writer schema id {self.schema_id}): {parts}; re-bootstrap the table"
+        return (
+            f"schema change (writer schema id {self.schema_id}): {parts}; "
+            f"re-bootstrap the table: cdc-lake rebootstrap {self.table}"
+        )
 
-    def without_older_version_gaps(self, latest: StructType, lake: StructType) -> SchemaDiff:
+    def without_older_version_gaps(
+        self, history: Sequence[tuple[int, StructType]], lake: StructType
+    ) -> SchemaDiff:
         """Without what only an older writer version differs in: columns it lacks, or has narrower,
-        while the newest registered version has them as the lake does (or wider)."""
-        newest = {f.name: lake_type(f.dataType) for f in latest.fields}
+        while the newest registered version has them as the lake does (or wider) and no version
+        registered before the writer's (its last registration) had them so.
+
+        ``history`` is the subject's versions in registration order, ``(schema id, columns)`` restricted
+        like the writer.  A writer that lacks a column some earlier version had is a real change (a
+        column dropped, then maybe re-added: the source's rows lost their values), whatever came after;
+        a writer outside the history cannot be placed, so nothing is forgiven.
+        """
+        ids = [schema_id for schema_id, _ in history]
+        if self.schema_id not in ids:
+            return self
+        position = len(ids) - 1 - ids[::-1].index(self.schema_id)
         stored = {f.name: f.dataType for f in lake.fields}
-        gaps = {c.column for c in self.changes if c.kind in _GONE and c.column in newest}
-        gaps |= {
+
+        def as_lake(columns: StructType, name: str) -> bool:
+            found = [lake_type(f.dataType) for f in columns.fields if f.name == name]
+            return bool(found) and holds(found[0], stored[name])
+
+        newest = history[-1][1]
+        earlier = [columns for _, columns in history[:position]]
+        candidates = {
             c.column
             for c in self.changes
-            if c.kind is ChangeKind.NARROWED
-            and c.column in newest
-            and holds(newest[c.column], stored[c.column])
+            if c.kind in _GONE or (c.kind is ChangeKind.NARROWED and c.column in stored)
+        }
+        gaps = {
+            name
+            for name in candidates
+            if name in stored and as_lake(newest, name) and not any(as_lake(v, name) for v in earlier)
         }
         kept = tuple(c for c in self.changes if not (c.column in gaps and c.kind in _OLDER_VERSION))
-        return SchemaDiff(self.schema_id, kept)
+        return SchemaDiff(self.table, self.schema_id, kept)
 
     def report(self) -> list[str]:
         """Lines of at most 80 columns, breaking changes first, for the run's detail and the docs."""
@@ -128,10 +169,13 @@ class SchemaDiff:
 
 @dataclass(frozen=True)
 class WriterColumns:
-    """The columns of a writer schema: lake types, and which are NOT NULL without a default."""
+    """The columns of a writer schema: lake types, which are NOT NULL without a default, and the
+    non-null Avro defaults (as Debezium wrote them: the source column's current default, or a
+    placeholder such as 0 or the epoch for a function default like ``now()``)."""
 
     struct: StructType
     required_without_default: frozenset[str]
+    defaults: Mapping[str, object] = field(default_factory=dict)
 
     @classmethod
     def of(cls, schema: RegisteredSchema) -> WriterColumns:
@@ -140,12 +184,14 @@ class WriterColumns:
         required = frozenset(
             str(f["name"]) for f in fields if not _nullable(f.get("type")) and "default" not in f
         )
-        return cls(schema.struct_type, required)
+        defaults = {str(f["name"]): f["default"] for f in fields if f.get("default") is not None}
+        return cls(schema.struct_type, required, defaults)
 
     def restricted(self, keep: frozenset[str]) -> WriterColumns:
         """Only the columns in ``keep`` (a frozen column list): changes elsewhere are invisible."""
         struct = StructType([f for f in self.struct.fields if f.name in keep])
-        return WriterColumns(struct, self.required_without_default & keep)
+        defaults = {name: value for name, value in self.defaults.items() if name in keep}
+        return WriterColumns(struct, self.required_without_default & keep, defaults)
 
 
 def _nullable(avro_type: Any) -> bool:
@@ -161,9 +207,12 @@ def classify(
     lake: StructType,
     writer: WriterColumns,
     *,
+    table: str,
     partition_fields: Iterable[str] = (),
+    copied: frozenset[str] | None = None,
 ) -> SchemaDiff:
-    """The differences between the lake columns and the writer's (both already restricted by policy)."""
+    """The differences between the lake columns of ``table`` and the writer's (both already restricted
+    by policy); ``copied``: the columns the lake was copied and applied with, when not every column."""
     incoming = {f.name: lake_type(f.dataType) for f in writer.struct.fields}
     stored = {f.name: f.dataType for f in lake.fields}
     changes: list[Change] = []
@@ -186,8 +235,15 @@ def classify(
     for name in new:
         if name in renamed.values():
             continue
-        if name in writer.required_without_default:
+        if copied is not None and name not in copied:
+            held = "outside the columns the lake table was copied with; its existing rows' values are unknown"
+            changes.append(Change(ChangeKind.NOT_COPIED, name, held))
+        elif name in writer.required_without_default:
             changes.append(Change(ChangeKind.NOT_NULL_ADDED, name, "NOT NULL without a default"))
+        elif name in writer.defaults:
+            held = f"{writer.defaults[name]!r} (the source's existing rows hold it, "
+            held += "the lake cannot know them)"
+            changes.append(Change(ChangeKind.ADDED_WITH_DEFAULT, name, held))
         else:
             changes.append(Change(ChangeKind.ADDED, name, _type_name(incoming[name])))
     for name, old_type in stored.items():
@@ -204,13 +260,13 @@ def classify(
             changes.append(Change(ChangeKind.TYPE_CHANGED, name, f"{detail} (incompatible)"))
         if name in partitions:
             changes.append(Change(ChangeKind.PARTITION_CHANGED, name, "the table is partitioned by it"))
-    return SchemaDiff(schema_id, tuple(changes))
+    return SchemaDiff(table, schema_id, tuple(changes))
 
 
-def key_change(schema_id: int, stored: Sequence[str], incoming: Sequence[str]) -> SchemaDiff:
-    """The difference of a key schema whose columns differ from the table's record key."""
+def key_change(schema_id: int, stored: Sequence[str], incoming: Sequence[str], *, table: str) -> SchemaDiff:
+    """The difference of a key schema of ``table`` whose columns differ from its record key."""
     change = Change(ChangeKind.KEY_CHANGED, ",".join(incoming), f"record key was {list(stored)}")
-    return SchemaDiff(schema_id, (change,))
+    return SchemaDiff(table, schema_id, (change,))
 
 
 class IncompatibleSchemaChange(SchemaChangeError):
@@ -219,6 +275,20 @@ class IncompatibleSchemaChange(SchemaChangeError):
     def __init__(self, diff: SchemaDiff) -> None:
         super().__init__(diff.summary())
         self.diff = diff
+
+
+COMPARED_KEY = "schema.compared_columns"
+
+
+def compared_metadata(compared: frozenset[str] | None) -> dict[str, str]:
+    """The commit metadata recording the columns a policy compared (none: every column)."""
+    return {} if compared is None else {COMPARED_KEY: json.dumps(sorted(compared))}
+
+
+def copied_columns(metadata: Mapping[str, str]) -> frozenset[str] | None:
+    """The columns a commit's metadata says its policy compared (None: every column, or not recorded)."""
+    raw = metadata.get(COMPARED_KEY)
+    return None if raw is None else frozenset(str(name) for name in json.loads(raw))
 
 
 def policy_columns(

@@ -224,8 +224,9 @@ ALERTS: tuple[Alert, ...] = (
         "{{ $labels.table }} is SCHEMA_CHANGED: the applier stopped it at a source schema change",
         "The source table of {{ $labels.table }} (source {{ $labels.source }}, tier {{ $labels.tier }})"
         " changed in a way its schema_changes policy does not follow (a column dropped, narrowed or retyped,"
-        " the key changed): the lake copy stays at the last commit before it until the table is"
-        " re-bootstrapped. `cdc-lake status` names the change.",
+        " added with a default or not copied, the key changed): the lake copy stays at the last commit"
+        " before it until the table is re-bootstrapped. `cdc-lake status` names the change and the"
+        " command.",
         "schema-changed",
         (Condition("cdc_lake_table_state", "==", _const(1), {"state": "SCHEMA_CHANGED"}),),
     ),

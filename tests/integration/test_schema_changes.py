@@ -1,9 +1,11 @@
 """Source schema changes on both engines while the source keeps changing.
 
-Three LIVE tables: one gains a nullable column (it evolves in place and loses no row, under concurrent
-writes), one drops a column and one changes a column's type incompatibly: each of those two stops alone
-in SCHEMA_CHANGED with a readable report, while the first keeps applying; ``cdc-lake rebootstrap`` is
-the way out and ends equal to the source.
+Four LIVE tables: one gains a nullable column without a default (it evolves in place and loses no row,
+under concurrent writes: the source's existing rows hold NULL in it, as the lake's do), one drops a
+column, one changes a column's type incompatibly and one gains ``NOT NULL DEFAULT 'eu'`` (the source's
+existing rows hold 'eu' and no row event says so): each of those three stops alone in SCHEMA_CHANGED
+with a readable report naming ``cdc-lake rebootstrap TABLE``, while the first keeps applying;
+``cdc-lake rebootstrap`` is the way out and ends equal to the source.
 """
 
 from __future__ import annotations
@@ -44,11 +46,13 @@ CHANGES = {
         "grows": "alter table public.grows add column note text",
         "drops": "alter table public.drops drop column val",
         "retypes": "alter table public.retypes alter column grp type text",
+        "regional": "alter table public.regional add column region text not null default 'eu'",
     },
     "mariadb": {
         "grows": "alter table grows add column note varchar(40)",
         "drops": "alter table drops drop column val",
         "retypes": "alter table retypes modify grp varchar(20) not null",
+        "regional": "alter table regional add column region varchar(8) not null default 'eu'",
     },
 }
 TOUCH = {
@@ -73,7 +77,7 @@ def assert_second_reader_agrees(db: SourceDb, name: str, base_path: str, column:
 def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
-    names = ["grows", "drops", "retypes"]
+    names = ["grows", "drops", "retypes", "regional"]
     for name in names:
         engine.aware_items(db, name, ROWS)
     config_path = write_db_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
@@ -94,7 +98,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
         if db.engine == "postgres"
         else "insert into grows (id, grp, val, note) values (900001, 1, 'n', 'with a note')"
     )
-    db.execute(grows_insert, TOUCH[db.engine].format(name="drops"), TOUCH[db.engine].format(name="retypes"))
+    db.execute(grows_insert, *(TOUCH[db.engine].format(name=name) for name in names[1:]))
     for name in names:
         wait_streamed(config, tables[name])
     applied = cli_run(config_path, "apply", "--once")
@@ -107,13 +111,17 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     assert note in lake.columns
     assert [r[note] for r in lake.where("id = 900001").collect()] == ["with a note"]
     assert_second_reader_agrees(db, "grows", config.lake.table_base_path(tables["grows"]), note)
-    expected = {"drops": "column 'val' dropped", "retypes": "column 'grp' type changed: int -> string"}
+    expected = {
+        "drops": "column 'val' dropped",
+        "retypes": "column 'grp' type changed: int -> string",
+        "regional": "column 'region' added with a default: 'eu'",
+    }
     with StateStore.open(config.state_store.url) as store:
         for name, fragment in expected.items():
             info = store.require_table(tables[name])
             assert info.state is TableState.SCHEMA_CHANGED, (name, info.last_error)
             assert info.last_error is not None and fragment in info.last_error, info.last_error
-            assert "re-bootstrap the table" in info.last_error
+            assert f"re-bootstrap the table: cdc-lake rebootstrap {tables[name]}" in info.last_error
             [run] = [r for r in store.list_runs(tables[name]) if r.command == SCHEMA_CHANGE_RUN]
             assert any(fragment in line and line.startswith("BREAKS") for line in run.detail["report"])
             assert all(len(line) <= 80 for line in run.detail["report"])

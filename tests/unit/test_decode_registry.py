@@ -57,6 +57,24 @@ def test_latest_version_of_a_subject_fills_the_id_cache(fake: FakeRegistry) -> N
     ]
 
 
+def test_versions_of_a_subject_in_registration_order(fake: FakeRegistry) -> None:
+    """What tells an older writer version from a column dropped and re-added (docs/schema-changes.md)."""
+    fake.schemas[3] = dbz.pg_envelope()
+    fake.history["pg.public.orders-value"] = [2, 3, 2]
+    with serve(fake), client(fake.url) as registry:
+        versions = registry.versions("pg.public.orders-value")
+        assert [v.schema_id for v in versions] == [2, 3, 2]
+        assert registry.get_schema(3) is versions[1]
+        with pytest.raises(SchemaRegistryError, match="subject 'nope-value' has no registered versions"):
+            registry.versions("nope-value")
+    assert [path for path, _ in fake.requests][:4] == [
+        "/subjects/pg.public.orders-value/versions",
+        "/subjects/pg.public.orders-value/versions/1",
+        "/subjects/pg.public.orders-value/versions/2",
+        "/subjects/pg.public.orders-value/versions/3",
+    ]
+
+
 def test_unknown_id_names_id_and_registry(fake: FakeRegistry) -> None:
     with (
         serve(fake),

@@ -16,10 +16,13 @@ from pyspark.sql.types import (
 
 from cdc_lake.decode.schema import RegisteredSchema
 from cdc_lake.lake.schema_change import (
+    EVOLVABLE,
     ChangeKind,
     SchemaPolicy,
     WriterColumns,
     classify,
+    compared_metadata,
+    copied_columns,
     key_change,
     policy_columns,
 )
@@ -29,11 +32,12 @@ def _struct(**columns: DataType) -> StructType:
     return StructType([StructField(name, t, True) for name, t in columns.items()])
 
 
+TABLE = "pg.public.orders"
 LAKE = _struct(id=LongType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2))
 
 
 def _kinds(writer: StructType, required: frozenset[str] = frozenset(), **kw: object) -> list[tuple[str, str]]:
-    diff = classify(7, LAKE, WriterColumns(writer, required), **kw)  # type: ignore[arg-type]
+    diff = classify(7, LAKE, WriterColumns(writer, required), table=TABLE, **kw)  # type: ignore[arg-type]
     return sorted((c.kind.value, c.column) for c in diff.changes)
 
 
@@ -42,7 +46,7 @@ def test_added_nullable_and_widened_columns_evolve() -> None:
         id=LongType(), name=StringType(), qty=LongType(), price=DecimalType(12, 3), note=StringType()
     )
 
-    diff = classify(7, LAKE, WriterColumns(writer, frozenset()))
+    diff = classify(7, LAKE, WriterColumns(writer, frozenset()), table=TABLE)
 
     assert not diff.breaking
     assert sorted((c.kind, c.column) for c in diff.changes) == [
@@ -98,7 +102,7 @@ def test_other_changes_stop_the_table(
     writer: StructType, required: frozenset[str], expected: list[tuple[str, str]]
 ) -> None:
     assert _kinds(writer, required) == expected
-    diff = classify(7, LAKE, WriterColumns(writer, required))
+    diff = classify(7, LAKE, WriterColumns(writer, required), table=TABLE)
     assert diff.breaking and diff.summary().startswith("schema change (writer schema id 7): column ")
     assert all(len(line) <= 80 for line in diff.report())
 
@@ -115,11 +119,38 @@ def test_a_retyped_partition_column_is_a_partition_change() -> None:
 
 def test_what_only_an_older_writer_version_lacks_is_no_change() -> None:
     older = _struct(id=IntegerType(), name=StringType(), qty=IntegerType())
-    diff = classify(3, LAKE, WriterColumns(older, frozenset()))
+    diff = classify(3, LAKE, WriterColumns(older, frozenset()), table=TABLE)
 
     assert sorted(c.column for c in diff.breaking) == ["id", "price"]
-    assert not diff.without_older_version_gaps(LAKE, LAKE).breaking
-    assert diff.without_older_version_gaps(older, LAKE).breaking
+    assert not diff.without_older_version_gaps([(3, older), (4, LAKE)], LAKE).breaking
+    assert diff.without_older_version_gaps([(3, older)], LAKE).breaking
+    assert diff.without_older_version_gaps([(4, LAKE)], LAKE).breaking, "a writer outside the history"
+
+
+def test_a_column_dropped_and_re_added_stays_a_change() -> None:
+    """Finding 1 of issue 21: the source's rows lost the column's values at the drop; once the newest
+    version has the column again, the writer that lacks it is no older version: the table stays stopped."""
+    dropped = _struct(id=LongType(), name=StringType(), price=DecimalType(10, 2))
+    re_added = _struct(id=LongType(), name=StringType(), price=DecimalType(10, 2), qty=IntegerType())
+    diff = classify(2, LAKE, WriterColumns(dropped, frozenset()), table=TABLE)
+
+    kept = diff.without_older_version_gaps([(1, LAKE), (2, dropped), (3, re_added)], LAKE)
+
+    assert [(c.kind, c.column) for c in kept.breaking] == [(ChangeKind.DROPPED, "qty")]
+    assert [
+        (c.kind, c.column)
+        for c in diff.without_older_version_gaps([(1, LAKE), (2, dropped), (1, LAKE)], LAKE).breaking
+    ] == [(ChangeKind.DROPPED, "qty")]
+
+
+def test_a_column_narrowed_and_widened_again_stays_a_change() -> None:
+    narrowed = _struct(id=IntegerType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2))
+    diff = classify(2, LAKE, WriterColumns(narrowed, frozenset()), table=TABLE)
+
+    kept = diff.without_older_version_gaps([(1, LAKE), (2, narrowed), (3, LAKE)], LAKE)
+
+    assert [(c.kind, c.column) for c in kept.breaking] == [(ChangeKind.NARROWED, "id")]
+    assert not diff.without_older_version_gaps([(2, narrowed), (3, LAKE)], LAKE).breaking
 
 
 def test_the_frozen_list_and_freeze_hide_changes_outside_them() -> None:
@@ -130,8 +161,8 @@ def test_the_frozen_list_and_freeze_hide_changes_outside_them() -> None:
 
     assert keep == {"id", "qty"} and frozen == {"id"}
     assert policy_columns(SchemaPolicy.EVOLVE, None, ["id"], LAKE) is None
-    assert not classify(1, _struct(id=LongType()), writer.restricted(frozen)).changes
-    assert [c.kind for c in classify(1, LAKE, writer.restricted(keep)).breaking] == [
+    assert not classify(1, _struct(id=LongType()), writer.restricted(frozen), table=TABLE).changes
+    assert [c.kind for c in classify(1, LAKE, writer.restricted(keep), table=TABLE).breaking] == [
         ChangeKind.DROPPED,
         ChangeKind.DROPPED,
         ChangeKind.TYPE_CHANGED,
@@ -139,10 +170,11 @@ def test_the_frozen_list_and_freeze_hide_changes_outside_them() -> None:
 
 
 def test_a_key_change_is_reported() -> None:
-    diff = key_change(4, ["id"], ["id", "region"])
+    diff = key_change(4, ["id"], ["id", "region"], table=TABLE)
 
     assert [c.kind for c in diff.breaking] == [ChangeKind.KEY_CHANGED]
     assert "record key was ['id']" in diff.summary()
+    assert diff.summary().endswith("; re-bootstrap the table: cdc-lake rebootstrap pg.public.orders")
 
 
 def test_not_null_without_default_is_read_from_the_avro_row_schema() -> None:
@@ -153,6 +185,7 @@ def test_not_null_without_default_is_read_from_the_avro_row_schema() -> None:
             {"name": "id", "type": "long"},
             {"name": "opt", "type": ["null", "string"], "default": None},
             {"name": "dflt", "type": "int", "default": 0},
+            {"name": "region", "type": ["string", "null"], "default": "eu"},
         ],
     }
     envelope = {
@@ -170,4 +203,61 @@ def test_not_null_without_default_is_read_from_the_avro_row_schema() -> None:
     columns = WriterColumns.of(RegisteredSchema(5, envelope))
 
     assert columns.required_without_default == {"id"}
-    assert columns.struct.fieldNames() == ["id", "opt", "dflt"]
+    assert columns.struct.fieldNames() == ["id", "opt", "dflt", "region"]
+    assert columns.defaults == {"dflt": 0, "region": "eu"}
+    assert columns.restricted(frozenset({"id", "region"})).defaults == {"region": "eu"}
+
+
+def test_a_column_added_with_a_default_stops_the_table_naming_the_default_and_the_command() -> None:
+    """ADD COLUMN ... DEFAULT: the source's existing rows hold the default (no row event says so), the
+    lake would read null; whatever the column's nullability, the table stops."""
+    writer = _struct(
+        id=LongType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2), region=StringType()
+    )
+
+    diff = classify(7, LAKE, WriterColumns(writer, frozenset(), {"region": "eu"}), table=TABLE)
+
+    assert [(c.kind, c.column) for c in diff.breaking] == [(ChangeKind.ADDED_WITH_DEFAULT, "region")]
+    assert diff.summary() == (
+        "schema change (writer schema id 7): column 'region' added with a default: 'eu' (the source's "
+        "existing rows hold it, the lake cannot know them); re-bootstrap the table: "
+        "cdc-lake rebootstrap pg.public.orders"
+    )
+    assert ChangeKind.ADDED_WITH_DEFAULT not in EVOLVABLE
+    assert all(len(line) <= 80 for line in diff.report())
+
+
+def test_freeze_ignores_a_column_added_with_a_default_like_any_new_column() -> None:
+    writer = WriterColumns(_struct(id=LongType(), region=StringType()), frozenset(), {"region": "eu"})
+    lake = _struct(id=LongType())
+
+    keep = policy_columns(SchemaPolicy.FREEZE, None, ["id"], lake)
+
+    assert keep is not None
+    assert not classify(2, lake, writer.restricted(keep), table=TABLE).changes
+
+
+def test_a_column_the_lake_was_not_copied_with_stops_the_table() -> None:
+    """Finding 2 of issue 21: a column entering the compared columns (a frozen list that grew, freeze
+    switched to evolve) existed in the source with values the lake never got: no evolving to NULLs."""
+    writer = WriterColumns(
+        _struct(
+            id=LongType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2), note=StringType()
+        ),
+        frozenset(),
+    )
+
+    diff = classify(9, LAKE, writer, table=TABLE, copied=frozenset(LAKE.fieldNames()))
+
+    assert [(c.kind, c.column) for c in diff.breaking] == [(ChangeKind.NOT_COPIED, "note")]
+    assert "cdc-lake rebootstrap pg.public.orders" in diff.summary()
+    assert not classify(9, LAKE, writer, table=TABLE, copied=frozenset([*LAKE.fieldNames(), "note"])).breaking
+    assert not classify(9, LAKE, writer, table=TABLE).breaking
+
+
+def test_commits_record_the_columns_a_policy_compared() -> None:
+    frozen = policy_columns(SchemaPolicy.FREEZE, None, ["id"], LAKE)
+
+    assert copied_columns(compared_metadata(frozen)) == frozenset(LAKE.fieldNames())
+    assert copied_columns(compared_metadata(None)) is None
+    assert copied_columns({}) is None

@@ -26,7 +26,7 @@ def test_the_example_sets_each_policy_it_documents() -> None:
 
 def test_tables_of_other_policies_stay_stopped_for_the_operator() -> None:
     automatic = AutoRebootstrap(load_config(EXAMPLE), ApplyRunner.for_config)
-    diff = key_change(3, ["id"], ["id", "region"])
+    diff = key_change(3, ["id"], ["id", "region"], table="pg.public.orders")
     assert diff.breaking[0].kind is ChangeKind.KEY_CHANGED
 
     automatic("pg.public.customers", diff)
