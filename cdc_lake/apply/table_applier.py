@@ -98,6 +98,9 @@ class BatchResult:
     seconds: float = 0.0
     ops: dict[str, int] = field(default_factory=dict)
     redelivered: int = 0
+    steps: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of the batch's steps in order (``plan``, ``decode``, ``schema``, ``frame``, ``write``,
+    ``offsets``); ``write`` is the Hudi write and commit, with the Spark jobs that build its rows."""
 
     @property
     def offsets(self) -> int:
@@ -223,18 +226,20 @@ class TableApplier:
         from committing: the runner re-checks there that it still holds the table's apply lock.
         """
         began = time.monotonic()
+        steps = _Steps()
         self.schema_change = None
         checkpoint = self.checkpoint()
         plan = self.plan(limit)
         if plan.offsets > 0 and not self._still_current():
             checkpoint = self.checkpoint()
             plan = self.plan(limit)
+        steps.done("plan")
         result = BatchResult(
             self.target.qualified_name, self.target.topic, dict(plan.start), dict(plan.end), dict(plan.high),
-            newest_source_ts_ms=checkpoint.newest_source_ts_ms,
+            newest_source_ts_ms=checkpoint.newest_source_ts_ms, steps=steps.seconds,
         )
         if plan.offsets > 0:
-            result = self._apply(checkpoint, plan, result, before_commit)
+            result = self._apply(checkpoint, plan, result, before_commit, steps)
         return replace(result, seconds=time.monotonic() - began)
 
     def _apply(
@@ -243,6 +248,7 @@ class TableApplier:
         plan: BatchPlan,
         result: BatchResult,
         before_commit: Callable[[], None] | None,
+        steps: _Steps,
     ) -> BatchResult:
         settings = DecodeSettings(
             self.target.topic, self.registry, self.target.key_fields, self.target.soft_deletes,
@@ -256,10 +262,9 @@ class TableApplier:
         decoded = raw.mapPartitions(lambda messages: decode_messages(settings, messages))
         decoded.persist(StorageLevel.MEMORY_AND_DISK)
         frame: DataFrame | None = None
-        began = time.monotonic()
         try:
             summary = reduce(BatchSummary.merge, decoded.mapPartitions(summarize).collect(), BatchSummary())
-            decoded_at = time.monotonic()
+            steps.done("decode")
             bad = dict(summary.first_bad)
             self._refresh_lake()
             columns = self._merge_schemas(summary, bad)
@@ -275,6 +280,7 @@ class TableApplier:
                 # Only tombstones, into a table that does not exist yet: nothing to create it with.
                 return replace(result, end=dict(plan.start))
             applied = summary if not cut else _summary_before(decoded, cut)
+            steps.done("schema")
             newest = max(
                 (t for t in (applied.newest_source_ts_ms, checkpoint.newest_source_ts_ms) if t is not None),
                 default=None,
@@ -296,14 +302,16 @@ class TableApplier:
             )
             spec = self.target.spec(key_fields)
             metadata = {**after.commit_metadata(), **commit_metadata(skipped, end)}
+            steps.done("frame")
             if before_commit is not None:
                 before_commit()
             instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, metadata)
+            steps.done("write")
             commit_group_offsets(self.options.kafka, spec.table_name, spec.base_path, topic, after.offsets)
+            steps.done("offsets")
             _LOG.debug(
-                "%s: read and decoded %d offsets in %.1fs, wrote commit %s in %.1fs",
-                self.target.qualified_name, plan.offsets, decoded_at - began, instant,
-                time.monotonic() - decoded_at,
+                "%s: %d offsets, commit %s; seconds per step %s", self.target.qualified_name, plan.offsets,
+                instant, {name: round(seconds, 3) for name, seconds in steps.seconds.items()},
             )
             self._checkpoint = replace(after, commit_instant=instant)
             self._seen_commit = instant
@@ -388,6 +396,20 @@ class TableApplier:
                 self.schema_change = diff
                 _cut(bad, firsts, diff.summary())
         return chosen
+
+
+class _Steps:
+    """Wall seconds per named step of one batch, each from the end of the previous one (perf_counter)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._mark = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        """Close step ``name`` now."""
+        now = time.perf_counter()
+        self.seconds[name] = now - self._mark
+        self._mark = now
 
 
 def _before_cut(firsts: dict[int, int], bad: dict[int, BadMessage]) -> dict[int, int]:
