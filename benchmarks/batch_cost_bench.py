@@ -67,7 +67,7 @@ from cdc_lake.hudi.options import (  # noqa: E402
     WriteOperation,
     write_options,
 )
-from cdc_lake.hudi.writer import read_table, write_batch  # noqa: E402
+from cdc_lake.hudi.writer import UNREAD, Unread, read_table, write_batch  # noqa: E402
 from cdc_lake.kafka.offsets import OffsetRange, TopicState  # noqa: E402
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, RawMessage  # noqa: E402
 from cdc_lake.lake.checkpoint import Checkpoint, Origin  # noqa: E402
@@ -141,12 +141,13 @@ class WriteProbe:
         df: DataFrame,
         operation: WriteOperation,
         commit_metadata: dict[str, str] | None = None,
+        previous: str | Unread | None = UNREAD,
     ) -> str:
         began = time.perf_counter()
         df.persist(StorageLevel.MEMORY_AND_DISK)
         df.count()
         built = time.perf_counter()
-        instant = write_batch(spark, spec, df, operation, commit_metadata)
+        instant = write_batch(spark, spec, df, operation, commit_metadata, previous)
         self.parts = {"rows": built - began, "write": time.perf_counter() - built}
         self.rows, self.schema, self.metadata = df.collect(), df.schema, dict(commit_metadata or {})
         return instant
