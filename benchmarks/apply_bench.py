@@ -77,7 +77,7 @@ from cdc_lake.decode.framing import encode_frame
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
 from cdc_lake.decode.types import stash_logical_types
 from cdc_lake.hudi.options import HudiTableSpec, IndexType, TableType, WriteOperation, write_options
-from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.hudi.writer import UNREAD, Unread, read_table, write_batch
 from cdc_lake.kafka.offsets import OffsetRange, end_offsets
 from cdc_lake.kafka.reader import KafkaReader, read_ranges_in_spark, split_ranges
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
@@ -332,11 +332,12 @@ class WriteProbe:
         df: DataFrame,
         operation: WriteOperation,
         commit_metadata: dict[str, str] | None = None,
+        previous: str | Unread | None = UNREAD,
     ) -> str:
         began = time.monotonic()
         rows = df.count()
         materialised = time.monotonic()
-        instant = write_batch(spark, spec, df, operation, commit_metadata)
+        instant = write_batch(spark, spec, df, operation, commit_metadata, previous)
         written = time.monotonic()
         self.batches.append(
             {

@@ -70,9 +70,16 @@ def change_struct(columns: StructType) -> StructType:
 
 
 def change_frame(
-    spark: SparkSession, decoded: RDD[Decoded], columns: StructType, cutoffs: Mapping[int, int]
+    spark: SparkSession,
+    decoded: RDD[Decoded] | list[Decoded],
+    columns: StructType,
+    cutoffs: Mapping[int, int],
 ) -> DataFrame:
-    """The decoded changes before ``cutoffs`` (first offset NOT to apply, per partition) as rows."""
+    """The decoded changes before ``cutoffs`` (first offset NOT to apply, per partition) as rows.
+
+    ``decoded`` on the driver (a small batch) becomes one local DataFrame: its rows are converted in the
+    JVM, and no Python worker runs when Spark reads them.
+    """
     names = [f.name for f in columns.fields]
     stops = dict(cutoffs)
 
@@ -94,6 +101,9 @@ def change_frame(
             list(record.unavailable),
         )
 
+    if isinstance(decoded, list):
+        local = [as_tuple(record) for record in decoded if wanted(record)]
+        return spark.createDataFrame(local, change_struct(columns), verifySchema=False)
     rows = decoded.filter(wanted).map(as_tuple)
     return spark.createDataFrame(rows, change_struct(columns), verifySchema=False)
 

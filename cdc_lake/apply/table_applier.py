@@ -14,12 +14,13 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import reduce
 
 from pyspark import RDD, StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from cdc_lake.apply.decoding import (
@@ -62,6 +63,12 @@ from cdc_lake.state.store import StateStore
 
 _LOG = logging.getLogger(__name__)
 
+DRIVER_BATCH = 10_000
+"""Batches of at most this many offsets are decoded in one Spark job that returns the records to the
+driver: the summary is made there and the rows enter Spark as one local DataFrame, so no RDD of pickled
+records is persisted and the write's jobs run no Python worker.  Larger batches stay on the executors
+(a batch may hold up to ``apply.batch_max_events`` changes, too many for the driver's memory)."""
+
 
 @dataclass(frozen=True)
 class ApplierOptions:
@@ -100,6 +107,9 @@ class BatchResult:
     seconds: float = 0.0
     ops: dict[str, int] = field(default_factory=dict)
     redelivered: int = 0
+    steps: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of the batch's steps in order (``plan``, ``decode``, ``schema``, ``frame``, ``write``,
+    ``offsets``); ``write`` is the Hudi write and commit, with the Spark jobs that build its rows."""
 
     @property
     def offsets(self) -> int:
@@ -225,18 +235,20 @@ class TableApplier:
         from committing: the runner re-checks there that it still holds the table's apply lock.
         """
         began = time.monotonic()
+        steps = _Steps()
         self.schema_change = None
         checkpoint = self.checkpoint()
         plan = self.plan(limit)
         if plan.offsets > 0 and not self._still_current():
             checkpoint = self.checkpoint()
             plan = self.plan(limit)
+        steps.done("plan")
         result = BatchResult(
             self.target.qualified_name, self.target.topic, dict(plan.start), dict(plan.end), dict(plan.high),
-            newest_source_ts_ms=checkpoint.newest_source_ts_ms,
+            newest_source_ts_ms=checkpoint.newest_source_ts_ms, steps=steps.seconds,
         )
         if plan.offsets > 0:
-            result = self._apply(checkpoint, plan, result, before_commit)
+            result = self._apply(checkpoint, plan, result, before_commit, steps)
         return replace(result, seconds=time.monotonic() - began)
 
     def _apply(
@@ -245,6 +257,7 @@ class TableApplier:
         plan: BatchPlan,
         result: BatchResult,
         before_commit: Callable[[], None] | None,
+        steps: _Steps,
     ) -> BatchResult:
         settings = DecodeSettings(
             self.target.topic, self.registry, self.target.key_fields, self.target.soft_deletes,
@@ -256,41 +269,53 @@ class TableApplier:
         skipped = skipped_offsets(self.store, name, topic, plan.start, plan.end)
         raw = without_quarantined(raw, skipped)
         decoded = raw.mapPartitions(lambda messages: decode_messages(settings, messages))
-        decoded.persist(StorageLevel.MEMORY_AND_DISK)
-        frame: DataFrame | None = None
-        began = time.monotonic()
+        with decoded_batch(decoded, plan.offsets) as (summary, records):
+            steps.done("decode")
+            return self._write(checkpoint, plan, result, before_commit, steps, summary, records, skipped)
+
+    def _write(
+        self,
+        checkpoint: Checkpoint,
+        plan: BatchPlan,
+        result: BatchResult,
+        before_commit: Callable[[], None] | None,
+        steps: _Steps,
+        summary: BatchSummary,
+        records: RDD[Decoded] | list[Decoded],
+        skipped: frozenset[tuple[int, int]],
+    ) -> BatchResult:
+        """Cut the batch before its first bad message and write the rest as one commit."""
+        bad = dict(summary.first_bad)
+        self._refresh_lake()
+        columns = self._merge_schemas(summary, bad)
+        key_fields = self._key_fields(summary, bad)
+        cut = {p: b.offset for p, b in bad.items()}
+        end = {p: min(plan.end[p], cut.get(p, plan.end[p])) for p in plan.end}
+        first = min(bad.values(), key=lambda b: (b.offset, b.partition)) if bad else None
+        first_bad = None if first is None else StoppedAt(first.partition, first.offset, first.reason)
+        result = replace(result, end=end, bad=first_bad, ops=dict(summary.ops))
+        if end == plan.start:
+            return result
+        if columns is None or key_fields is None or not (self._exists or _any_change(summary, cut)):
+            # Only tombstones, into a table that does not exist yet: nothing to create it with.
+            return replace(result, end=dict(plan.start))
+        applied = summary if not cut else summary_before(records, cut)
+        steps.done("schema")
+        newest = max(
+            (t for t in (applied.newest_source_ts_ms, checkpoint.newest_source_ts_ms) if t is not None),
+            default=None,
+        )
+        changes = change_frame(self.spark, records, columns, cut)
+        fill = sorted(name for name in summary.unavailable if name in columns.fieldNames())
+        latest = latest_changes(changes, key_fields, fill)
+        if fill and self._exists:
+            stored = read_table(self.spark, self.target.base_path)
+            latest = fill_from_lake(latest, stored, key_fields, fill)
+        # Hudi's upsert reads its input several times (emptiness check, index tagging, write): keep the
+        # rows it gets instead of computing them (the per-key Window, the fill) again each time.
+        frame = lake_frame(latest, columns, dt.datetime.now(tz=dt.UTC), self.target.soft_deletes)
+        frame.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            summary = reduce(BatchSummary.merge, decoded.mapPartitions(summarize).collect(), BatchSummary())
-            decoded_at = time.monotonic()
-            bad = dict(summary.first_bad)
-            self._refresh_lake()
-            columns = self._merge_schemas(summary, bad)
-            key_fields = self._key_fields(summary, bad)
-            cut = {p: b.offset for p, b in bad.items()}
-            end = {p: min(plan.end[p], cut.get(p, plan.end[p])) for p in plan.end}
-            first = min(bad.values(), key=lambda b: (b.offset, b.partition)) if bad else None
-            first_bad = None if first is None else StoppedAt(first.partition, first.offset, first.reason)
-            result = replace(result, end=end, bad=first_bad, ops=dict(summary.ops))
-            if end == plan.start:
-                return result
-            if columns is None or key_fields is None or not (self._exists or _any_change(summary, cut)):
-                # Only tombstones, into a table that does not exist yet: nothing to create it with.
-                return replace(result, end=dict(plan.start))
-            applied = summary if not cut else _summary_before(decoded, cut)
-            newest = max(
-                (t for t in (applied.newest_source_ts_ms, checkpoint.newest_source_ts_ms) if t is not None),
-                default=None,
-            )
-            changes = change_frame(self.spark, decoded, columns, cut)
-            fill = sorted(name for name in summary.unavailable if name in columns.fieldNames())
-            latest = latest_changes(changes, key_fields, fill)
-            if fill and self._exists:
-                stored = read_table(self.spark, self.target.base_path)
-                latest = fill_from_lake(latest, stored, key_fields, fill)
-            # Hudi's upsert reads its input several times (emptiness check, index tagging, write): keep the
-            # rows it gets instead of converting them from Python again each time.
-            frame = lake_frame(latest, columns, dt.datetime.now(tz=dt.UTC), self.target.soft_deletes)
-            frame.persist(StorageLevel.MEMORY_AND_DISK)
             positions = advance(checkpoint.positions, applied.marks)
             after = Checkpoint(
                 self.target.topic, {**checkpoint.offsets, **end}, newest, Origin.COMMIT, positions=positions,
@@ -301,28 +326,32 @@ class TableApplier:
                 **after.commit_metadata(), **commit_metadata(skipped, end),
                 **compared_metadata(self._compared(columns)),
             }
+            steps.done("frame")
             if before_commit is not None:
                 before_commit()
-            instant = write_batch(self.spark, spec, frame, WriteOperation.UPSERT, metadata)
-            commit_group_offsets(self.options.kafka, spec.table_name, spec.base_path, topic, after.offsets)
-            _LOG.debug(
-                "%s: read and decoded %d offsets in %.1fs, wrote commit %s in %.1fs",
-                self.target.qualified_name, plan.offsets, decoded_at - began, instant,
-                time.monotonic() - decoded_at,
-            )
-            self._checkpoint = replace(after, commit_instant=instant)
-            self._seen_commit = instant
-            self._columns = columns
-            self._record_key = key_fields
-            self._exists = True
-            return replace(
-                result, commit_instant=instant, newest_source_ts_ms=newest, changes=applied.changes,
-                redelivered=applied.redelivered,
+            # Planning has just read the latest commit (``_still_current``): the write reads it only after.
+            instant = write_batch(
+                self.spark, spec, frame, WriteOperation.UPSERT, metadata, previous=self._seen_commit
             )
         finally:
-            decoded.unpersist()
-            if frame is not None:
-                frame.unpersist()
+            frame.unpersist()
+        steps.done("write")
+        topic = self.target.topic
+        commit_group_offsets(self.options.kafka, spec.table_name, spec.base_path, topic, after.offsets)
+        steps.done("offsets")
+        _LOG.debug(
+            "%s: %d offsets, commit %s; seconds per step %s", self.target.qualified_name, plan.offsets,
+            instant, {name: round(seconds, 3) for name, seconds in steps.seconds.items()},
+        )
+        self._checkpoint = replace(after, commit_instant=instant)
+        self._seen_commit = instant
+        self._columns = columns
+        self._record_key = key_fields
+        self._exists = True
+        return replace(
+            result, commit_instant=instant, newest_source_ts_ms=newest, changes=applied.changes,
+            redelivered=applied.redelivered,
+        )
 
     def _refresh_lake(self) -> None:
         """Learn the lake table's columns; a table whose first commit never completed has none yet."""
@@ -414,6 +443,20 @@ class TableApplier:
         return chosen
 
 
+class _Steps:
+    """Wall seconds per named step of one batch, each from the end of the previous one (perf_counter)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._mark = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        """Close step ``name`` now."""
+        now = time.perf_counter()
+        self.seconds[name] = now - self._mark
+        self._mark = now
+
+
 def _before_cut(firsts: dict[int, int], bad: dict[int, BadMessage]) -> dict[int, int]:
     """The first offsets (per partition) that lie before each partition's cut."""
     return {p: o for p, o in firsts.items() if p not in bad or o < bad[p].offset}
@@ -434,11 +477,30 @@ def _any_change(summary: BatchSummary, cut: dict[int, int]) -> bool:
     )
 
 
-def _summary_before(decoded: RDD[Decoded], cut: dict[int, int]) -> BatchSummary:
+@contextmanager
+def decoded_batch(
+    decoded: RDD[Decoded], offsets: int
+) -> Iterator[tuple[BatchSummary, RDD[Decoded] | list[Decoded]]]:
+    """The batch's summary and its decoded records: on the driver for a batch of at most
+    :data:`DRIVER_BATCH` offsets (one Spark job), else the RDD, persisted while the block runs."""
+    if offsets <= DRIVER_BATCH:
+        records = decoded.collect()
+        yield next(summarize(records)), records
+        return
+    decoded.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        yield reduce(BatchSummary.merge, decoded.mapPartitions(summarize).collect(), BatchSummary()), decoded
+    finally:
+        decoded.unpersist()
+
+
+def summary_before(records: RDD[Decoded] | list[Decoded], cut: dict[int, int]) -> BatchSummary:
     """The summary of the records before the cuts: what a batch stopped at a bad message applies."""
 
     def wanted(record: Decoded) -> bool:
         return record.offset < cut.get(record.partition, record.offset + 1)
 
-    summaries = decoded.filter(wanted).mapPartitions(summarize).collect()
+    if isinstance(records, list):
+        return next(summarize(filter(wanted, records)))
+    summaries = records.filter(wanted).mapPartitions(summarize).collect()
     return reduce(BatchSummary.merge, summaries, BatchSummary())

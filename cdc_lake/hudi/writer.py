@@ -9,6 +9,7 @@ and offsets become visible atomically.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,27 +22,43 @@ from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 _META_COLUMN_PREFIX = "_hoodie_"
 
 
+class Unread(enum.Enum):
+    """The type of :data:`UNREAD`."""
+
+    UNREAD = enum.auto()
+
+
+UNREAD = Unread.UNREAD
+"""``previous`` of :func:`write_batch` when the caller has not just read the table's latest commit."""
+
+
 def write_batch(
     spark: SparkSession,
     spec: HudiTableSpec,
     df: DataFrame,
     operation: WriteOperation,
     commit_metadata: dict[str, str] | None = None,
+    previous: str | Unread | None = UNREAD,
 ) -> str:
     """Write ``df`` into the table as one commit and return that commit's instant time.
 
     The table is created on first write.  ``commit_metadata`` entries are stored
-    in the commit and come back from :func:`latest_commit`.
+    in the commit and come back from :func:`latest_commit`.  ``previous`` is the
+    latest data commit's instant (None: none) when the caller has just read it
+    (the applier, under its lock): the timeline is then read once, after the
+    write, instead of around it.
     """
     where = f"table '{spec.table_name}' at {spec.base_path}"
     options = write_options(spec, operation, commit_metadata)
     try:
-        before = latest_commit(spark, spec.base_path)
+        if previous is UNREAD:
+            before = latest_commit(spark, spec.base_path)
+            previous = None if before is None else before.instant
         df.write.format("hudi").options(**options).mode("append").save(spec.base_path)
         after = latest_commit(spark, spec.base_path)
     except JVM_ERRORS as exc:
         raise HudiWriteError(f"Hudi {operation.value} into {where} failed: {root_cause(exc)}") from exc
-    if after is None or (before is not None and after.instant == before.instant):
+    if after is None or after.instant == previous:
         raise HudiWriteError(f"Hudi {operation.value} into {where} completed no commit")
     return after.instant
 

@@ -1,0 +1,146 @@
+"""The batch's fixed cost: timeline reads per commit, and small batches decoded in one Spark job.
+
+Stand-ins replace the Spark pieces (a list-backed RDD, a DataFrame writer that records the save), so
+what is checked is how often the timeline is read and which RDD calls a batch makes; the Spark path
+itself runs in ``tests/integration/test_apply_behaviors.py`` and ``benchmarks/batch_cost_bench.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import pytest
+
+from cdc_lake.apply import table_applier
+from cdc_lake.apply.decoding import BadMessage, BatchSummary, Decoded, DecodedChange
+from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.hudi import writer
+from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
+from cdc_lake.hudi.timeline import CommitInfo
+
+
+class _Save:
+    """``df.write.format(..).options(..).mode(..).save(path)``: records the save."""
+
+    def __init__(self) -> None:
+        self.saved: list[str] = []
+
+    def format(self, _: str) -> _Save:
+        return self
+
+    def options(self, **_: str) -> _Save:
+        return self
+
+    def mode(self, _: str) -> _Save:
+        return self
+
+    def save(self, path: str) -> None:
+        self.saved.append(path)
+
+
+class _Frame:
+    def __init__(self) -> None:
+        self.write = _Save()
+
+
+def _commit(instant: str) -> CommitInfo:
+    return CommitInfo(instant, "commit", instant, "UPSERT")
+
+
+SPEC = HudiTableSpec(table_name="t", base_path="/lake/t", record_key_fields=("id",), ordering_field="o")
+
+
+def _timeline(monkeypatch: pytest.MonkeyPatch, answers: list[CommitInfo | None]) -> list[str]:
+    reads: list[str] = []
+
+    def latest_commit(spark: Any, base_path: str) -> CommitInfo | None:
+        reads.append(base_path)
+        return answers[len(reads) - 1]
+
+    monkeypatch.setattr(writer, "latest_commit", latest_commit)
+    return reads
+
+
+def test_a_write_given_the_latest_instant_reads_the_timeline_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = _timeline(monkeypatch, [_commit("002")])
+    frame = _Frame()
+    instant = writer.write_batch(None, SPEC, frame, WriteOperation.UPSERT, {}, previous="001")  # type: ignore[arg-type]
+    assert (instant, frame.write.saved, reads) == ("002", ["/lake/t"], ["/lake/t"])
+
+
+def test_a_write_that_left_the_given_instant_latest_completed_no_commit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _timeline(monkeypatch, [_commit("001")])
+    with pytest.raises(HudiWriteError, match=r"table 't' at /lake/t.*completed no commit"):
+        writer.write_batch(None, SPEC, _Frame(), WriteOperation.UPSERT, {}, previous="001")  # type: ignore[arg-type]
+
+
+def test_a_first_write_given_no_instant_reads_the_timeline_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = _timeline(monkeypatch, [_commit("001")])
+    instant = writer.write_batch(None, SPEC, _Frame(), WriteOperation.UPSERT, {}, previous=None)  # type: ignore[arg-type]
+    assert (instant, len(reads)) == ("001", 1)
+
+
+def test_a_write_not_told_the_latest_instant_reads_it_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = _timeline(monkeypatch, [_commit("001"), _commit("002")])
+    instant = writer.write_batch(None, SPEC, _Frame(), WriteOperation.UPSERT, {})  # type: ignore[arg-type]
+    assert (instant, len(reads)) == ("002", 2)
+
+
+class _Rdd:
+    """A list-backed stand-in for the decoded RDD that counts Spark jobs and persists."""
+
+    def __init__(self, records: list[Decoded], log: list[str]) -> None:
+        self.records = records
+        self.log = log
+
+    def mapPartitions(self, f: Callable[[Iterable[Decoded]], Iterator[Any]]) -> _Rdd:
+        return _Rdd(list(f(self.records)), self.log)
+
+    def filter(self, f: Callable[[Decoded], bool]) -> _Rdd:
+        return _Rdd([r for r in self.records if f(r)], self.log)
+
+    def collect(self) -> list[Any]:
+        self.log.append("job")
+        return list(self.records)
+
+    def persist(self, _: Any) -> _Rdd:
+        self.log.append("persist")
+        return self
+
+    def unpersist(self) -> _Rdd:
+        self.log.append("unpersist")
+        return self
+
+
+def _change(partition: int, offset: int) -> DecodedChange:
+    return DecodedChange(partition, offset, "u", 2, 1, f"{offset:020d}", 1, {"id": offset}, (), None)
+
+
+RECORDS: list[Decoded] = [_change(0, 0), _change(0, 1), BadMessage(0, 2, "bad", None, None), _change(1, 0)]
+
+
+def test_a_small_batch_is_decoded_and_summarised_in_one_job_without_persisting() -> None:
+    log: list[str] = []
+    with table_applier.decoded_batch(_Rdd(RECORDS, log), offsets=4) as (summary, records):  # type: ignore[arg-type]
+        assert records == RECORDS
+        assert summary.changes == 3 and summary.first_bad[0].offset == 2
+    assert log == ["job"]
+
+
+def test_a_large_batch_stays_on_the_executors_persisted_until_written() -> None:
+    log: list[str] = []
+    rdd = _Rdd(RECORDS, log)
+    with table_applier.decoded_batch(rdd, offsets=table_applier.DRIVER_BATCH + 1) as (summary, records):  # type: ignore[arg-type]
+        assert records is rdd and summary.changes == 3
+        assert log == ["persist", "job"]
+    assert log == ["persist", "job", "unpersist"]
+
+
+@pytest.mark.parametrize("offsets", [4, table_applier.DRIVER_BATCH + 1])
+def test_the_summary_before_a_cut_is_the_same_either_way(offsets: int) -> None:
+    with table_applier.decoded_batch(_Rdd(RECORDS, []), offsets=offsets) as (_, records):  # type: ignore[arg-type]
+        before = table_applier.summary_before(records, {0: 1})
+    assert isinstance(before, BatchSummary) and before.changes == 2
