@@ -217,7 +217,8 @@ def _fill_moved_once(
     latest_first = Window.partitionBy(col(KAFKA_PARTITION_COLUMN), col(KAFKA_OFFSET_COLUMN)).orderBy(
         *[c.desc_nulls_last() for c in _order(_OLD_PREFIX)]
     )
-    matched = matched.where(F.row_number().over(latest_first) == 1)
+    rank = F.row_number().over(latest_first).alias("_cdc_rank")
+    matched = matched.select("*", rank).where(F.col("_cdc_rank") == 1)
     stored_names = set()
     if lookup is not None:
         matched = matched.join(lookup, col(MOVED_FROM_COLUMN) == col("_cdc_stored_key"), "left")
