@@ -40,6 +40,9 @@ class DecodedChange(NamedTuple):
 
     ``row`` is the after image (the before image for deletes) with unavailable columns set to None and
     listed in ``unavailable``; they are filled from earlier changes or the stored row before writing.
+    ``moved_from`` holds the old record key of an update that changed the configured key: the row's
+    unavailable columns come from that key's state, never from the new key's
+    (:func:`cdc_lake.apply.frame.fill_moved`).
     """
 
     partition: int
@@ -52,6 +55,7 @@ class DecodedChange(NamedTuple):
     row: dict[str, Any]
     unavailable: tuple[str, ...]
     position: str | None
+    moved_from: tuple[Any, ...] | None = None
 
 
 class Redelivered(NamedTuple):
@@ -122,7 +126,11 @@ def _reason(exc: Exception, ref: MessageRef) -> str:
 
 
 def _change(
-    settings: DecodeSettings, event: ChangeEvent, message: RawMessage, applied: dict[int, PartitionMarks]
+    settings: DecodeSettings,
+    event: ChangeEvent,
+    message: RawMessage,
+    applied: dict[int, PartitionMarks],
+    moved_from: ChangeEvent | None = None,
 ) -> Decoded:
     def bad(reason: str) -> BadMessage:
         return BadMessage(message.partition, message.offset, reason, message.key, message.value)
@@ -163,6 +171,7 @@ def _change(
         row=row,
         unavailable=tuple(unavailable),
         position=position,
+        moved_from=None if moved_from is None else tuple((moved_from.row or {})[name] for name in key_fields),
     )
 
 
@@ -182,7 +191,7 @@ def decode_messages(settings: DecodeSettings, messages: Iterable[RawMessage]) ->
                 old_key = old_key_delete(decoded, settings.key_fields)
                 if old_key is not None:  # the update moved the row: delete it under its old key first
                     yield _change(settings, old_key, message, applied)
-                yield _change(settings, decoded, message, applied)
+                yield _change(settings, decoded, message, applied, old_key)
         except Exception as exc:  # every failure stops the table here, named
             yield BadMessage(message.partition, message.offset, _reason(exc, ref), message.key, message.value)
 
@@ -210,6 +219,8 @@ class BatchSummary:
     newest_source_ts_ms: int | None = None
     redelivered: int = 0
     marks: dict[int, PartitionMarks] = field(default_factory=dict)
+    moves_unavailable: int = 0
+    """Moved rows with unavailable columns (:func:`cdc_lake.apply.frame.fill_moved` resolves them)."""
 
     def add(self, record: Decoded) -> None:
         """Account for one decoded record."""
@@ -229,6 +240,8 @@ class BatchSummary:
         if record.key_schema_id is not None:
             _first(self.key_schemas.setdefault(record.key_schema_id, {}), record.partition, record.offset)
         self.unavailable.update(record.unavailable)
+        if record.unavailable and (record.moved_from is not None or record.op == "c"):
+            self.moves_unavailable += 1
         if self.newest_source_ts_ms is None or record.source_ts_ms > self.newest_source_ts_ms:
             self.newest_source_ts_ms = record.source_ts_ms
 
@@ -248,6 +261,7 @@ class BatchSummary:
                 self.first_bad[bad.partition] = bad
         self.unavailable |= other.unavailable
         self.redelivered += other.redelivered
+        self.moves_unavailable += other.moves_unavailable
         for partition, marks in other.marks.items():
             self.marks.setdefault(partition, PartitionMarks()).merge(marks)
         if other.newest_source_ts_ms is not None and (

@@ -13,6 +13,15 @@ The steps, all in Spark:
    re-sent events below the applied marks are skipped before).  Unavailable columns (unchanged
    Postgres TOAST values; with soft deletes, what a delete's before image lacks) take the value of the
    key's latest earlier change in the batch that had one.
+   Before that, :func:`fill_moved` gives a *moved* row (an update that changed the configured key, or
+   the create of a Postgres primary-key update, paired with its delete by stream position) the old
+   key's values: its unavailable columns are the row's state before the move, which the new key never
+   held.  Under REPLICA IDENTITY DEFAULT or USING INDEX the old tuple holds the key only, so Debezium
+   sends the placeholder for an unchanged TOASTed column of the moved row (with FULL it fills it in
+   itself).  The old key's state is its latest change of the batch before the move, else its stored
+   row; a chain of moves in one batch is resolved one link per pass.  A create whose delete is not
+   in the batch (a batch cut between the two) cannot name its old key (the create carries no before
+   image) and gets null: a documented limit (docs/applier.md, "Guarantees").
 3. :func:`fill_from_lake`: what is still unavailable comes from the stored row (a join on the key with a
    snapshot read of the table, only when some row needs it).  A key the lake does not hold gets null:
    the placeholder text is never written.
@@ -45,7 +54,11 @@ from cdc_lake.lake.columns import (
 KAFKA_PARTITION_COLUMN = "_cdc_kafka_partition"
 KAFKA_OFFSET_COLUMN = "_cdc_kafka_offset"
 UNAVAILABLE_COLUMN = "_cdc_unavailable"
+MOVED_FROM_COLUMN = "_cdc_moved_from"
+POSITION_COLUMN = "_cdc_position"
 MISSING_COLUMN = "_cdc_missing"
+_SEGMENT = "_cdc_segment"
+_OLD_PREFIX = "_cdc_old_"
 _FILL_PREFIX = "_cdc_fill_"
 _STORED_PREFIX = "_cdc_stored_"
 
@@ -55,9 +68,10 @@ def col(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def change_struct(columns: StructType) -> StructType:
+def change_struct(columns: StructType, key_fields: Sequence[str]) -> StructType:
     """Schema of :func:`change_frame`: the lake columns, then the change's metadata."""
     by_name = {f.name: f for f in lake_struct(columns).fields}
+    old_key = StructType([StructField(k, columns[k].dataType, True) for k in key_fields])
     return StructType([
         *columns.fields,
         by_name[OP_COLUMN],
@@ -66,6 +80,8 @@ def change_struct(columns: StructType) -> StructType:
         StructField(KAFKA_PARTITION_COLUMN, IntegerType(), False),
         StructField(KAFKA_OFFSET_COLUMN, LongType(), False),
         StructField(UNAVAILABLE_COLUMN, ArrayType(StringType(), False), False),
+        StructField(MOVED_FROM_COLUMN, old_key, True),
+        StructField(POSITION_COLUMN, StringType(), True),
     ])
 
 
@@ -74,6 +90,7 @@ def change_frame(
     decoded: RDD[Decoded] | list[Decoded],
     columns: StructType,
     cutoffs: Mapping[int, int],
+    key_fields: Sequence[str],
 ) -> DataFrame:
     """The decoded changes before ``cutoffs`` (first offset NOT to apply, per partition) as rows.
 
@@ -99,13 +116,143 @@ def change_frame(
             record.partition,
             record.offset,
             list(record.unavailable),
+            record.moved_from,
+            record.position,
         )
 
     if isinstance(decoded, list):
         local = [as_tuple(record) for record in decoded if wanted(record)]
-        return spark.createDataFrame(local, change_struct(columns), verifySchema=False)
+        return spark.createDataFrame(local, change_struct(columns, key_fields), verifySchema=False)
     rows = decoded.filter(wanted).map(as_tuple)
-    return spark.createDataFrame(rows, change_struct(columns), verifySchema=False)
+    return spark.createDataFrame(rows, change_struct(columns, key_fields), verifySchema=False)
+
+
+_ORDER_NAMES = (ORDERING_COLUMN, KAFKA_PARTITION_COLUMN, KAFKA_OFFSET_COLUMN)
+
+
+def _order(prefix: str = "") -> list[Column]:
+    return [col(prefix + name) for name in _ORDER_NAMES]
+
+
+def _pending(fill_columns: Sequence[str]) -> Column:
+    """A moved row still lacking one of ``fill_columns``."""
+    wanted = F.array(*[F.lit(name) for name in fill_columns])
+    lacking = F.size(F.array_intersect(col(UNAVAILABLE_COLUMN), wanted)) > 0
+    return col(MOVED_FROM_COLUMN).isNotNull() & lacking
+
+
+def _pair_moves(changes: DataFrame, key_fields: Sequence[str]) -> DataFrame:
+    """Name the old key of each Postgres primary-key update's create: the delete at its stream position.
+
+    A streamed create with unavailable columns is always such a create (an insert's values are all in
+    the WAL).  Without its delete in the batch, the old key is unknown: a key of nulls, which matches
+    no row.
+    """
+    is_create = col(OP_COLUMN) == F.lit("c")
+    create = is_create & (F.size(col(UNAVAILABLE_COLUMN)) > 0) & col(MOVED_FROM_COLUMN).isNull()
+    deletes = changes.where((col(OP_COLUMN) == F.lit("d")) & col(POSITION_COLUMN).isNotNull()).select(
+        col(POSITION_COLUMN).alias("_cdc_pair_position"),
+        F.struct(*[col(k) for k in key_fields]).alias("_cdc_pair"),
+    )
+    paired = changes.join(deletes, create & (col(POSITION_COLUMN) == col("_cdc_pair_position")), "left")
+    unknown = F.struct(*[F.lit(None).cast(changes.schema[k].dataType).alias(k) for k in key_fields])
+    moved = F.when(create, F.coalesce(col("_cdc_pair"), unknown)).otherwise(col(MOVED_FROM_COLUMN))
+    return paired.select(*[moved.alias(n) if n == MOVED_FROM_COLUMN else col(n) for n in changes.columns])
+
+
+def fill_moved(
+    changes: DataFrame,
+    stored: DataFrame | None,
+    key_fields: Sequence[str],
+    fill_columns: Sequence[str],
+    passes: int,
+) -> DataFrame:
+    """Fill the unavailable columns of moved rows from their old key's state before the move.
+
+    The old key's state is the latest change of the old key before the move's ordering value (the
+    columns it lacked taken from that key's earlier changes since its own last move), else the old
+    key's ``stored`` row.  When that latest change is itself a moved row still lacking the column, the
+    next pass resolves it: at most ``passes`` passes (the number of moved rows with unavailable
+    columns), stopping when none is left.
+    """
+    if passes == 0 or not fill_columns:
+        return changes
+    changes = _pair_moves(changes, key_fields)
+    lookup = None
+    if stored is not None:
+        lookup = stored.select(
+            F.struct(*[col(k) for k in key_fields]).alias("_cdc_stored_key"),
+            *[col(n).alias(_STORED_PREFIX + n) for n in fill_columns if n in stored.columns],
+        )
+    for _ in range(passes):
+        changes = _fill_moved_once(changes, lookup, key_fields, fill_columns).localCheckpoint()
+        if changes.where(_pending(fill_columns)).isEmpty():
+            break
+    return changes
+
+
+def _old_key_states(changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:
+    """Every change's key, order, segment (moves so far) and the last value of each column in it."""
+    keys = [col(k) for k in key_fields]
+    before = Window.unboundedPreceding, Window.currentRow
+    by_key = Window.partitionBy(*keys).orderBy(*_order()).rowsBetween(*before)
+    moves = F.sum(col(MOVED_FROM_COLUMN).isNotNull().cast("int")).over(by_key)
+    segmented = changes.withColumn(_SEGMENT, moves)
+    in_segment = Window.partitionBy(*keys, col(_SEGMENT)).orderBy(*_order()).rowsBetween(*before)
+    unavailable = col(UNAVAILABLE_COLUMN)
+    return segmented.select(
+        F.struct(*keys).alias(_OLD_PREFIX + "key"),
+        *[col(name).alias(_OLD_PREFIX + name) for name in (*_ORDER_NAMES, _SEGMENT)],
+        *[
+            F.last(F.when(~F.array_contains(unavailable, n), F.struct(col(n).alias("v"))), ignorenulls=True)
+            .over(in_segment)
+            .alias(_OLD_PREFIX + "v_" + n)
+            for n in fill_columns
+        ],
+    )
+
+
+def _fill_moved_once(
+    changes: DataFrame, lookup: DataFrame | None, key_fields: Sequence[str], fill_columns: Sequence[str]
+) -> DataFrame:
+    """One pass of :func:`fill_moved`: each pending moved row takes what its old key's state names."""
+    states = _old_key_states(changes, key_fields, fill_columns)
+    pending = changes.where(_pending(fill_columns))
+    rest = changes.where(~_pending(fill_columns))
+    earlier = col(_OLD_PREFIX + ORDERING_COLUMN) < col(ORDERING_COLUMN)
+    matched = pending.join(states, (col(MOVED_FROM_COLUMN) == col(_OLD_PREFIX + "key")) & earlier, "left")
+    latest_first = Window.partitionBy(col(KAFKA_PARTITION_COLUMN), col(KAFKA_OFFSET_COLUMN)).orderBy(
+        *[c.desc_nulls_last() for c in _order(_OLD_PREFIX)]
+    )
+    rank = F.row_number().over(latest_first).alias("_cdc_rank")
+    matched = matched.select("*", rank).where(F.col("_cdc_rank") == 1)
+    stored_names = set()
+    if lookup is not None:
+        matched = matched.join(lookup, col(MOVED_FROM_COLUMN) == col("_cdc_stored_key"), "left")
+        stored_names = set(lookup.columns)
+    found = col(_OLD_PREFIX + ORDERING_COLUMN).isNotNull()
+    from_start = col(_OLD_PREFIX + _SEGMENT) == 0
+    unavailable = col(UNAVAILABLE_COLUMN)
+    values: dict[str, Column] = {}
+    resolved: dict[str, Column] = {}
+    for n in fill_columns:
+        stored_name = _STORED_PREFIX + n
+        from_store = col(stored_name) if stored_name in stored_names else F.lit(None)
+        state = col(_OLD_PREFIX + "v_" + n)
+        resolved[n] = ~found | state.isNotNull() | from_start
+        value = F.when(found & state.isNotNull(), state.getField("v")).otherwise(from_store)
+        values[n] = F.when(F.array_contains(unavailable, n) & resolved[n], value).otherwise(col(n))
+    values[UNAVAILABLE_COLUMN] = F.filter(unavailable, lambda name: ~_flag(name, resolved))
+    updated = matched.select(*[values.get(n, col(n)).alias(n) for n in changes.columns])
+    return rest.unionByName(updated)
+
+
+def _flag(name: Column, flags: Mapping[str, Column]) -> Column:
+    """The flag of column ``name`` (a string column) among ``flags``; False for other names."""
+    condition = F.lit(False)
+    for candidate, flag in flags.items():
+        condition = F.when(name == candidate, flag).otherwise(condition)
+    return condition
 
 
 def latest_changes(changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:

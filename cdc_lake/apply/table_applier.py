@@ -31,7 +31,7 @@ from cdc_lake.apply.decoding import (
     decode_messages,
     summarize,
 )
-from cdc_lake.apply.frame import change_frame, fill_from_lake, lake_frame, latest_changes
+from cdc_lake.apply.frame import change_frame, fill_from_lake, fill_moved, lake_frame, latest_changes
 from cdc_lake.apply.plan import BatchPlan, plan_batch
 from cdc_lake.apply.quarantine import commit_metadata, skipped_offsets, without_quarantined
 from cdc_lake.apply.redelivery import advance
@@ -305,11 +305,12 @@ class TableApplier:
             (t for t in (applied.newest_source_ts_ms, checkpoint.newest_source_ts_ms) if t is not None),
             default=None,
         )
-        changes = change_frame(self.spark, records, columns, cut)
+        changes = change_frame(self.spark, records, columns, cut, key_fields)
         fill = sorted(name for name in summary.unavailable if name in columns.fieldNames())
+        stored = read_table(self.spark, self.target.base_path) if fill and self._exists else None
+        changes = fill_moved(changes, stored, key_fields, fill, summary.moves_unavailable)
         latest = latest_changes(changes, key_fields, fill)
-        if fill and self._exists:
-            stored = read_table(self.spark, self.target.base_path)
+        if stored is not None:
             latest = fill_from_lake(latest, stored, key_fields, fill)
         # Hudi's upsert reads its input several times (emptiness check, index tagging, write): keep the
         # rows it gets instead of computing them (the per-key Window, the fill) again each time.

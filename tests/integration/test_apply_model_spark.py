@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.decoding import BadMessage, DecodedChange, DecodeSettings, decode_messages
-from cdc_lake.apply.frame import change_frame, fill_from_lake, lake_frame, latest_changes
+from cdc_lake.apply.frame import change_frame, fill_from_lake, fill_moved, lake_frame, latest_changes
 from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
 from cdc_lake.hudi.writer import read_table, write_batch
@@ -65,11 +65,14 @@ def test_spark_and_hudi_merge_as_the_model_does(
         if not changes:
             continue
         expected = merge_batch(changes, expected, exists=exists)
-        frame = change_frame(spark, spark.sparkContext.parallelize(changes, 2), columns, {})
+        frame = change_frame(spark, spark.sparkContext.parallelize(changes, 2), columns, {}, ("id",))
         fill = sorted({name for c in changes for name in c.unavailable})
+        stored = read_table(spark, base_path) if fill and exists else None
+        moves = sum(1 for c in changes if c.unavailable and (c.op == "c" or c.moved_from is not None))
+        frame = fill_moved(frame, stored, ("id",), fill, moves)
         latest = latest_changes(frame, ("id",), fill)
-        if fill and exists:
-            latest = fill_from_lake(latest, read_table(spark, base_path), ("id",), fill)
+        if stored is not None:
+            latest = fill_from_lake(latest, stored, ("id",), fill)
         rows = lake_frame(latest, columns, dt.datetime.now(tz=dt.UTC), soft_deletes=False)
         write_batch(spark, spec, rows, WriteOperation.UPSERT, {})
         exists = True

@@ -14,7 +14,8 @@ from fixtures import debezium as dbz
 from fixtures.fake_registry import InMemorySchemas
 from fixtures.wire import framed
 
-from cdc_lake.apply.decoding import BadMessage, DecodedChange, DecodeSettings, decode_messages
+from cdc_lake.apply.decoding import BadMessage, BatchSummary, DecodedChange, DecodeSettings, decode_messages
+from cdc_lake.decode.types import UNAVAILABLE_PLACEHOLDER
 from cdc_lake.kafka.reader import RawMessage
 
 KEY_ID, VALUE_ID = 1, 2
@@ -81,3 +82,19 @@ def test_key_not_primary_key_delete_without_the_key_is_a_bad_message_naming_tabl
         "(cdc-lake rebootstrap)"
     )
     assert "\n" not in record.reason
+
+
+def test_key_not_primary_key_update_with_a_toast_placeholder_names_its_old_key() -> None:
+    """USING INDEX on ``qty``: the old tuple holds the key only, so an unchanged TOASTed ``note`` is the
+    placeholder; the upsert names its old key, from whose state ``frame.fill_moved`` fills it (issue 20
+    finding 5), and the batch summary counts it so that step runs."""
+    before = _row(id=1, qty=5)
+    after = _row(id=1, qty=6, note=UNAVAILABLE_PLACEHOLDER)
+    records = list(decode_messages(SETTINGS, [_message(7, "u", before, after, lsn=2000)]))
+    delete, upsert = records
+    assert isinstance(delete, DecodedChange) and isinstance(upsert, DecodedChange)
+    assert (delete.moved_from, upsert.moved_from, upsert.unavailable) == (None, (5,), ("note",))
+    summary = BatchSummary()
+    for record in records:
+        summary.add(record)
+    assert summary.moves_unavailable == 1
