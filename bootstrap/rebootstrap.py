@@ -13,10 +13,13 @@ SCHEMA_CHANGED), and the way to take a new schema in.  Steps, each resumable:
    copy, then one state-store transaction gives the table the copy's path, bootstrap watermark,
    freshness and, as applied offsets, those its latest Hudi commit holds (read from its timeline: a copy
    the applier never committed to shows its bootstrap's commit and watermark), and makes it LIVE
-   (clearing its error and possibly-diverged mark).  From then on every verb reads the new copy
-   (:meth:`StateStore.current_copy`), and ``cdc-lake run`` takes the new path at its next batch.  The
-   old path stays for ``lake.old_copy_keep_hours`` so readers that resolved it before the switch
-   finish; ``cdc-lake rebootstrap --remove-old`` then removes it.
+   (clearing its error).  Its quarantine follows the copy: the copy read a snapshot holding every
+   change before its watermark and skipped the table's quarantined offsets after it, so a row after
+   the watermark stays (bound to the new path) with the possibly-diverged mark, and every other row,
+   and the mark with the last one, goes (rows of a topic since re-created go too).  From then on every
+   verb reads the new copy (:meth:`StateStore.current_copy`), and ``cdc-lake run`` takes the new path
+   at its next batch.  The old path stays for ``lake.old_copy_keep_hours`` so readers that resolved it
+   before the switch finish; ``cdc-lake rebootstrap --remove-old`` then removes it.
 
 Killed in step 1 or 2, running the command again resumes the copy (the bootstrap resumes at its step);
 ``--abort`` rolls it back instead (the copy row and the new path are removed; the table is untouched).
@@ -45,6 +48,7 @@ from cdc_lake.decode.registry import registry_client
 from cdc_lake.exceptions import BootstrapBusyError, CatalogError, CdcLakeError, RebootstrapError
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table, remove_table
+from cdc_lake.kafka.offsets import topic_state
 from cdc_lake.lake.applier import ApplierFactory
 from cdc_lake.lake.checkpoint import checkpoint_from_commit
 from cdc_lake.lake.schema import row_columns
@@ -183,7 +187,11 @@ def _switch(
                     )
                 if store.require_table(record.copy_name).state is TableState.LIVE:
                     latest = _latest_commit(spark, name, target)
-                    done = store.switch_rebootstrap(name, record.version, keep, latest)
+                    # The id of the topic the copy read: quarantine rows of a topic since re-created go.
+                    topic_id = topic_state(
+                        config.kafka.bootstrap_servers, target.topic, extra=config.kafka.consumer
+                    ).topic_id
+                    done = store.switch_rebootstrap(name, record.version, keep, latest, topic_id)
                     _LOG.info("%s: switched to %s (v%d)", name, done.new_path, done.version)
                     _register(config, store, spark, name, target)
                     return done.switched_at or utcnow()

@@ -25,7 +25,7 @@ from pyspark import RDD
 from cdc_lake.config import Config
 from cdc_lake.decode.framing import MessageRef
 from cdc_lake.exceptions import KafkaReadError, QuarantineError
-from cdc_lake.kafka.offsets import OffsetRange, read_ranges, watermarks
+from cdc_lake.kafka.offsets import OffsetRange, read_ranges, topic_state
 from cdc_lake.kafka.reader import RawMessage
 from cdc_lake.state.records import QuarantinedMessage
 from cdc_lake.state.store import StateStore
@@ -38,11 +38,20 @@ QUARANTINE_RUN = "quarantine"
 
 
 def skipped_offsets(
-    store: StateStore | None, table: str, topic: str, start: Mapping[int, int], end: Mapping[int, int]
+    store: StateStore | None,
+    table: str,
+    topic: str,
+    start: Mapping[int, int],
+    end: Mapping[int, int],
+    topic_id: str | None = None,
 ) -> frozenset[tuple[int, int]]:
     """The (partition, offset) pairs quarantined for ``table`` that lie in ``[start, end)``.
 
-    A re-bootstrap's copy (``table~vN``) skips what its table's quarantine holds.
+    ``topic_id`` is the topic's Kafka id now (None: not known): a row quarantined from a topic of another
+    id (deleted and created again since) skips nothing.  A re-bootstrap's copy (``table~vN``) skips what
+    its table's quarantine holds: a quarantined offset before the copy's watermark is never read by it
+    (the snapshot holds that change), one after it stays missing in the copy too, and the switch keeps
+    its row and the possibly-diverged mark (:meth:`StateStore.switch_rebootstrap`).
     """
     if store is None:
         return frozenset()
@@ -50,6 +59,7 @@ def skipped_offsets(
         (q.partition, q.offset)
         for q in store.quarantined(table.partition("~")[0], topic)
         if q.partition in end and start.get(q.partition, 0) <= q.offset < end[q.partition]
+        and (q.topic_id is None or topic_id is None or q.topic_id == topic_id)
     )
 
 
@@ -90,7 +100,8 @@ def quarantine(config: Config, request: QuarantineRequest) -> QuarantinedMessage
     with StateStore.open(config.state_store.url) as store:
         info = store.require_table(request.table)
         ref = MessageRef(target.topic, request.partition, request.offset)
-        marks = watermarks(config.kafka.bootstrap_servers, target.topic, extra=config.kafka.consumer)
+        now = topic_state(config.kafka.bootstrap_servers, target.topic, extra=config.kafka.consumer)
+        marks = now.marks
         if request.partition not in marks:
             raise QuarantineError(f"table {request.table}: {ref}: the topic has no such partition")
         low, high = marks[request.partition]
@@ -115,6 +126,8 @@ def quarantine(config: Config, request: QuarantineRequest) -> QuarantinedMessage
                 reason=request.reason,
                 key=message.key,
                 value=message.value,
+                topic_id=now.topic_id,
+                lake_path=store.current_copy(request.table).path,
             )
             handle.detail.update({
                 "topic": target.topic, "partition": request.partition, "offset": request.offset,

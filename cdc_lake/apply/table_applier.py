@@ -266,7 +266,7 @@ class TableApplier:
         slices = split_ranges(plan.ranges, self.options.slices)
         raw = read_ranges_in_spark(self.spark, self.options.kafka, slices, self.options.reader)
         name, topic = self.target.qualified_name, self.target.topic
-        skipped = skipped_offsets(self.store, name, topic, plan.start, plan.end)
+        skipped = skipped_offsets(self.store, name, topic, plan.start, plan.end, plan.topic_id)
         raw = without_quarantined(raw, skipped)
         decoded = raw.mapPartitions(lambda messages: decode_messages(settings, messages))
         with decoded_batch(decoded, plan.offsets) as (summary, records):

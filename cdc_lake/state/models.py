@@ -128,7 +128,11 @@ class FreshnessRow(Base):
 
 
 class QuarantinedMessageRow(Base):
-    """A message an operator chose to skip: a copy of it, where it was, and why (migration 0002)."""
+    """A message an operator chose to skip: a copy of it, where it was, and why (migration 0002).
+
+    ``topic_id`` (the topic's Kafka id when it was quarantined) and ``lake_path`` (the copy that skips
+    it) bind the row (migration 0003; null on older rows).
+    """
 
     __tablename__ = "quarantined_messages"
 
@@ -143,6 +147,8 @@ class QuarantinedMessageRow(Base):
     message_key: Mapped[bytes | None] = mapped_column(LargeBinary)
     message_value: Mapped[bytes | None] = mapped_column(LargeBinary)
     quarantined_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    topic_id: Mapped[str | None] = mapped_column(String(64))
+    lake_path: Mapped[str | None] = mapped_column(Text)
 
 
 class RebootstrapRow(Base):

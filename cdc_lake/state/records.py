@@ -141,7 +141,12 @@ class CurrentCopy:
 
 @dataclass(frozen=True)
 class QuarantinedMessage:
-    """A message an operator chose to skip, kept with where it was and why."""
+    """A message an operator chose to skip, kept with where it was and why.
+
+    ``topic_id`` is the Kafka id of the topic it was read from (None: not known, a row older than
+    topic ids): a topic created again under the same name never skips it.  ``lake_path`` is the copy
+    of the table that lacks its change (None: not recorded).
+    """
 
     id: int
     table: str
@@ -152,6 +157,8 @@ class QuarantinedMessage:
     key: bytes | None
     value: bytes | None
     quarantined_at: datetime
+    topic_id: str | None = None
+    lake_path: str | None = None
 
 
 class RebootstrapPhase(enum.StrEnum):

@@ -356,8 +356,13 @@ class StateStore:
         reason: str,
         key: bytes | None,
         value: bytes | None,
+        topic_id: str | None = None,
+        lake_path: str | None = None,
     ) -> QuarantinedMessage:
-        """Keep a copy of the message the operator chose to skip and mark ``table`` possibly diverged."""
+        """Keep a copy of the message the operator chose to skip and mark ``table`` possibly diverged.
+
+        ``topic_id`` is the topic's Kafka id now and ``lake_path`` the copy that will skip the message.
+        """
         with self._transaction() as session:
             table_row = self._require_row(session, table)
             found = session.scalars(
@@ -373,22 +378,56 @@ class StateStore:
             row = QuarantinedMessageRow(
                 table_name=table, topic=topic, kafka_partition=partition, kafka_offset=offset,
                 reason=_one_line_text(reason), message_key=key, message_value=value, quarantined_at=utcnow(),
+                topic_id=topic_id, lake_path=lake_path,
             )
             session.add(row)
-            table_row.possibly_diverged = _one_line_text(
-                f"message at topic {topic!r} partition {partition} offset {offset} quarantined: {reason}"
-            )
+            table_row.possibly_diverged = _diverged_text(row)
             table_row.updated_at = utcnow()
             session.flush()
             return _quarantined(row)
 
-    def quarantined(self, table: str, topic: str | None = None) -> list[QuarantinedMessage]:
-        """The quarantined messages of ``table`` (of ``topic`` if given), oldest first."""
-        query = select(QuarantinedMessageRow).where(QuarantinedMessageRow.table_name == table)
+    def quarantined(self, table: str | None = None, topic: str | None = None) -> list[QuarantinedMessage]:
+        """The quarantined messages of ``table`` (every table's if None; of ``topic`` if given), oldest
+        first."""
+        query = select(QuarantinedMessageRow)
+        if table is not None:
+            query = query.where(QuarantinedMessageRow.table_name == table)
         if topic is not None:
             query = query.where(QuarantinedMessageRow.topic == topic)
         with self._transaction() as session:
             return [_quarantined(row) for row in session.scalars(query.order_by(QuarantinedMessageRow.id))]
+
+    def quarantine_counts(self) -> dict[str, int]:
+        """How many messages each table has in quarantine (tables with none are left out)."""
+        name = QuarantinedMessageRow.table_name
+        query = select(name, func.count()).group_by(name)
+        with self._transaction() as session:
+            return {name: int(count) for name, count in session.execute(query)}
+
+    def release_quarantined(self, table: str, partition: int, offset: int) -> TableInfo:
+        """Forget the quarantined message of ``table`` at ``partition``/``offset`` (its change was replayed).
+
+        The possibly-diverged mark then names the table's next quarantined message, or goes with the last.
+        """
+        with self._transaction() as session:
+            table_row = self._require_row(session, table)
+            rows = self._quarantine_rows(session, table)
+            gone = [r for r in rows if (r.kafka_partition, r.kafka_offset) == (partition, offset)]
+            if not gone:
+                raise StateStoreError(
+                    f"table {table}: no quarantined message at partition {partition} offset {offset}"
+                )
+            for row in gone:
+                session.delete(row)
+            left = [r for r in rows if r not in gone]
+            table_row.possibly_diverged = _diverged_text(left[-1]) if left else None
+            table_row.updated_at = utcnow()
+            return _table_info(table_row)
+
+    @staticmethod
+    def _quarantine_rows(session: Session, table: str) -> list[QuarantinedMessageRow]:
+        query = select(QuarantinedMessageRow).where(QuarantinedMessageRow.table_name == table)
+        return list(session.scalars(query.order_by(QuarantinedMessageRow.id)))
 
     def clear_possibly_diverged(self, table: str) -> TableInfo:
         """Record that the lake copy of ``table`` is known equal to the source again (a clean validate)."""
@@ -433,14 +472,19 @@ class StateStore:
         version: int,
         keep: timedelta,
         latest: tuple[str, Mapping[int, int]] | None = None,
+        topic_id: str | None = None,
     ) -> Rebootstrap:
         """Make the caught-up copy the table, in one transaction; the copy's own rows go.
 
         The table takes the copy's base path, bootstrap watermark, applied offsets, freshness and state
-        (LIVE); its error and possibly-diverged mark are cleared; the old path may be removed after
-        ``keep``.  ``latest`` is the copy's latest Hudi commit and the offsets it holds (read from its
-        timeline by the caller): they become the table's applied offsets, so the new copy's commit and
-        offsets show at once even when the applier never committed to it (only its bootstrap did).
+        (LIVE); its error is cleared; the old path may be removed after ``keep``.  ``latest`` is the
+        copy's latest Hudi commit and the offsets it holds (read from its timeline by the caller): they
+        become the table's applied offsets, so the new copy's commit and offsets show at once even when
+        the applier never committed to it (only its bootstrap did).
+
+        The table's quarantine follows the copy (:func:`_still_missing`): a row the copy also lacks stays,
+        bound to the new path, and keeps the possibly-diverged mark; every other row goes, and the mark
+        with the last one.  ``topic_id`` is the Kafka id of the topic the copy read (None: not known).
         """
         now = utcnow()
         with self._transaction() as session:
@@ -449,6 +493,8 @@ class StateStore:
             copy_row = self._require_row(session, row.copy_name)
             if copy_row.state != TableState.LIVE.value:
                 raise StateStoreError(f"table {table}: the re-bootstrap copy is {copy_row.state}, not LIVE")
+            watermark = session.get(BootstrapWatermarkRow, row.copy_name)
+            kept = self._follow_copy(session, table, row.new_path, watermark, topic_id)
             for model in (BootstrapWatermarkRow, AppliedOffsetRow, FreshnessRow):
                 session.execute(delete(model).where(model.table_name == table))
             session.flush()
@@ -470,12 +516,30 @@ class StateStore:
             table_row.lake_base_path = row.new_path
             table_row.state = TableState.LIVE.value
             table_row.last_error = None
-            table_row.possibly_diverged = None
+            table_row.possibly_diverged = _diverged_text(kept[-1]) if kept else None
             table_row.updated_at = now
             row.phase = RebootstrapPhase.SWITCHED.value
             row.switched_at = now
             row.remove_after = now + keep
             return _rebootstrap(row)
+
+    def _follow_copy(
+        self,
+        session: Session,
+        table: str,
+        new_path: str,
+        watermark: BootstrapWatermarkRow | None,
+        topic_id: str | None,
+    ) -> list[QuarantinedMessageRow]:
+        """Keep the quarantine rows the switched-to copy still lacks (bound to ``new_path``), drop others."""
+        kept = []
+        for quarantined in self._quarantine_rows(session, table):
+            if _still_missing(quarantined, watermark, topic_id):
+                quarantined.lake_path = new_path
+                kept.append(quarantined)
+            else:
+                session.delete(quarantined)
+        return kept
 
     def abort_rebootstrap(self, table: str, version: int) -> Rebootstrap:
         """Forget an unfinished re-bootstrap's copy (its new path is the caller's to remove)."""
@@ -699,8 +763,37 @@ def _quarantined(row: QuarantinedMessageRow) -> QuarantinedMessage:
     return QuarantinedMessage(
         id=row.id, table=row.table_name, topic=row.topic, partition=row.kafka_partition,
         offset=row.kafka_offset, reason=row.reason, key=row.message_key, value=row.message_value,
-        quarantined_at=row.quarantined_at,
+        quarantined_at=row.quarantined_at, topic_id=row.topic_id, lake_path=row.lake_path,
     )
+
+
+def _diverged_text(row: QuarantinedMessageRow) -> str:
+    """The possibly-diverged mark a quarantined message puts on its table."""
+    return _one_line_text(
+        f"message at topic {row.topic!r} partition {row.kafka_partition} offset {row.kafka_offset} "
+        f"quarantined: {row.reason}"
+    )
+
+
+def _still_missing(
+    row: QuarantinedMessageRow, watermark: BootstrapWatermarkRow | None, topic_id: str | None
+) -> bool:
+    """Whether a re-bootstrap's copy lacks the quarantined change too.
+
+    The copy is read from a replica snapshot that holds every change before its watermark's offsets, and
+    it skips the table's quarantined offsets at or after them (the operator's decision holds for the
+    message): so a row is still missing when it is of the copy's topic (same name and, when both are
+    known, same Kafka id) at or after the watermark's offset of its partition.  A row of another topic
+    (a topic deleted and created again) concerns a stream the copy never read: it goes.  Without a
+    watermark nothing is known of the copy: every row stays.
+    """
+    if topic_id is not None and row.topic_id is not None and row.topic_id != topic_id:
+        return False
+    if watermark is None:
+        return True
+    if row.topic != watermark.topic:
+        return False
+    return row.kafka_offset >= watermark.kafka_offsets.get(str(row.kafka_partition), 0)
 
 
 def _rebootstrap(row: RebootstrapRow) -> Rebootstrap:

@@ -21,6 +21,7 @@ from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config, load_config
 from cdc_lake.exceptions import CatalogError, RebootstrapError
 from cdc_lake.hudi.timeline import CommitInfo
+from cdc_lake.kafka.offsets import TopicState
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import Rebootstrap, RebootstrapPhase
@@ -89,6 +90,7 @@ def _switch(config: Config, record: Rebootstrap, monkeypatch: pytest.MonkeyPatch
     metadata = Checkpoint(TOPIC, {0: 4}, 1000, Origin.WATERMARK).commit_metadata()
     commit = CommitInfo("20260202000000000", "commit", None, "BULK_INSERT", metadata)
     monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commit)
+    monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState("id", {}))
     with StateStore.open(config.state_store.url) as store:
         target = copy_target(config, TABLE, record)
         rebootstrap._switch(config, store, None, TABLE, record, target, CaughtUpApplier)  # type: ignore[arg-type]

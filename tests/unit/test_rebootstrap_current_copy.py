@@ -21,6 +21,7 @@ from bootstrap.rebootstrap import copy_target, remove_old_paths
 from bootstrap.validate import ValidateOptions, validate_table
 from cdc_lake.config import Config, load_config
 from cdc_lake.hudi.timeline import CommitInfo
+from cdc_lake.kafka.offsets import TopicState
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
 from cdc_lake.ops import lag
 from cdc_lake.ops.lag import LagReport
@@ -34,6 +35,7 @@ TOPIC = "pg.public.orders"
 OLD_COMMIT = "20260101000000000"
 COPY_COMMIT = "20260202000000000"
 COPY_WATERMARK = {0: 40, 1: 7}
+TOPIC_ID = "the-topic-id"
 
 
 @pytest.fixture
@@ -74,17 +76,44 @@ def copying(config: Config, store: StateStore) -> Rebootstrap:
     return record
 
 
+def _run_switch(
+    monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore, copying: Rebootstrap
+) -> None:
+    """The switch, the copy's latest commit being its bootstrap commit (the watermark's offsets)."""
+    metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).commit_metadata()
+    commits = {copying.new_path: CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)}
+    monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commits[path])
+    monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
+    target = copy_target(config, TABLE, copying)
+    rebootstrap._switch(config, store, None, TABLE, copying, target, CaughtUpApplier)  # type: ignore[arg-type]
+
+
 @pytest.fixture
 def switched(
     monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore, copying: Rebootstrap
 ) -> Rebootstrap:
     """The switch, the copy's latest commit being its bootstrap commit (the watermark's offsets)."""
-    metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).commit_metadata()
-    commits = {copying.new_path: CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)}
-    monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commits[path])
-    target = copy_target(config, TABLE, copying)
-    rebootstrap._switch(config, store, None, TABLE, copying, target, CaughtUpApplier)  # type: ignore[arg-type]
+    _run_switch(monkeypatch, config, store, copying)
     return copying
+
+
+def test_the_switch_keeps_the_quarantined_changes_the_new_copy_lacks_and_their_mark(
+    monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore, copying: Rebootstrap
+) -> None:
+    for partition, offset, topic_id in ((0, 12, TOPIC_ID), (1, 7, TOPIC_ID), (1, 9, "a-deleted-topic")):
+        store.quarantine_message(
+            TABLE, topic=TOPIC, partition=partition, offset=offset, reason="bad", key=None, value=b"v",
+            topic_id=topic_id, lake_path=config.lake.table_base_path(TABLE),
+        )
+
+    _run_switch(monkeypatch, config, store, copying)
+
+    # p0 offset 12 is below the copy's watermark (40): its change is in the snapshot.  p1 offset 7 is at
+    # the watermark: the copy skipped it too.  p1 offset 9 was quarantined from a topic since re-created.
+    kept = [(q.partition, q.offset, q.lake_path) for q in store.quarantined(TABLE)]
+    assert kept == [(1, 7, copying.new_path)]
+    marked = store.require_table(TABLE).possibly_diverged
+    assert marked is not None and "partition 1 offset 7" in marked
 
 
 def test_status_right_after_the_switch_shows_the_new_copy_its_commit_and_offsets(
