@@ -76,6 +76,8 @@ class TableRow:
     last_error: str | None
     possibly_diverged: str | None = None
     """Why the lake copy may differ from the source (a quarantined message), while marked."""
+    quarantined: int = 0
+    """How many of the table's messages are in quarantine (``cdc-lake quarantine --list``)."""
 
 
 @dataclass
@@ -166,6 +168,7 @@ def _connector_rows(config: Config, store: StateStore, report: LagReport) -> Non
 
 def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo], report: LagReport) -> None:
     now = report.measured_at
+    quarantined = store.quarantine_counts()
     for source, tables in _onboarded(config, infos):
         for table in tables:
             name = table.qualified_name(source)
@@ -195,6 +198,7 @@ def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo
                     appliable=info.state in APPLIABLE_STATES,
                     last_error=info.last_error,
                     possibly_diverged=info.possibly_diverged,
+                    quarantined=quarantined.get(name, 0),
                 )
             )
 

@@ -82,6 +82,7 @@ HELP = {
     "cdc_lake_table_state": "1 for the table's lifecycle state",
     "cdc_lake_table_failed": "1 when the table is FAILED",
     "cdc_lake_table_possibly_diverged": "1 while the table is marked possibly diverged (quarantined message)",
+    "cdc_lake_quarantined_messages": "Messages of the table in quarantine (skipped; quarantine --list)",
     "cdc_lake_table_last_commit_timestamp_seconds": "Time of the table's last Hudi commit (epoch seconds)",
     "cdc_lake_table_apply_checked_age_seconds": "Seconds since the applier last measured an appliable table",
     "cdc_lake_lag_unreachable_parts": "Parts of the pipeline the last measurement could not reach",
@@ -158,6 +159,7 @@ def lag_samples(report: LagReport) -> list[Sample]:
         add("cdc_lake_table_freshness_seconds", labels, table.freshness_seconds)
         add("cdc_lake_table_failed", labels, table.state == "FAILED")
         add("cdc_lake_table_possibly_diverged", labels, table.possibly_diverged is not None)
+        add("cdc_lake_quarantined_messages", labels, table.quarantined)
         add("cdc_lake_table_last_commit_timestamp_seconds", labels, _commit_epoch(table.last_commit))
         if table.appliable:
             add("cdc_lake_table_apply_checked_age_seconds", labels, table.checked_age_seconds)

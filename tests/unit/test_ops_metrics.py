@@ -156,6 +156,16 @@ def test_a_possibly_diverged_table_has_its_gauge(families: dict[str, Metric]) ->
     assert marked[APPLIED] == 0.0
 
 
+def test_each_table_counts_its_quarantined_messages(families: dict[str, Metric]) -> None:
+    family = families["cdc_lake_quarantined_messages"]
+    counted = {s.labels["table"]: s.value for s in family.samples}
+
+    assert family.type == "gauge"
+    assert counted["pg.public.skipped"] == 2.0
+    assert counted[APPLIED] == 0.0
+    assert all(set(s.labels) == {"source", "table", "tier"} for s in family.samples)
+
+
 def test_the_docs_list_every_metric_with_its_type(families: dict[str, Metric]) -> None:
     operations = (ROOT / "docs" / "operations.md").read_text()
 
