@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import json
 import logging
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark import RDD
 
 from cdc_lake.config import Config
-from cdc_lake.decode.framing import MessageRef
-from cdc_lake.exceptions import KafkaReadError, QuarantineError
+from cdc_lake.decode.framing import MessageRef, parse_frame, read_avro_body
+from cdc_lake.decode.schema import SchemaLookup
+from cdc_lake.exceptions import CdcLakeError, KafkaReadError, QuarantineError
 from cdc_lake.kafka.offsets import OffsetRange, read_ranges, topic_state
 from cdc_lake.kafka.reader import RawMessage
 from cdc_lake.state.records import QuarantinedMessage
@@ -35,6 +37,8 @@ _LOG = logging.getLogger(__name__)
 QUARANTINED_KEY = "quarantined"
 """Commit metadata: the quarantined offsets the commit's range skipped, ``{"partition": [offsets]}``."""
 QUARANTINE_RUN = "quarantine"
+WIDTH = 80
+"""Columns of ``quarantine --list``'s lines."""
 
 
 def skipped_offsets(
@@ -149,14 +153,47 @@ def _read_one(config: Config, topic: str, partition: int, offset: int) -> RawMes
     return RawMessage(partition, offset, message.key(), message.value())
 
 
-def describe(messages: Sequence[QuarantinedMessage]) -> list[dict[str, object]]:
-    """JSON-ready rows of quarantined messages (the bytes as lengths)."""
+def key_text(key: bytes | None, lookup: SchemaLookup | None) -> str:
+    """The key a message carried: its fields decoded with the registry's schema, else its length."""
+    if key is None:
+        return "none"
+    if lookup is not None:
+        ref = MessageRef("quarantine", 0, 0)
+        try:
+            schema_id, body = parse_frame(key, ref, "key")
+            datum = read_avro_body(body, lookup.get_schema(schema_id).schema, ref, schema_id, "key")
+        except (CdcLakeError, KeyError):
+            datum = None
+        if isinstance(datum, dict):
+            return ", ".join(f"{name}={value}" for name, value in datum.items())
+    return f"{len(key)} bytes (not decoded)"
+
+
+def describe(
+    messages: Sequence[QuarantinedMessage], lookup: SchemaLookup | None = None
+) -> list[dict[str, object]]:
+    """JSON-ready rows of quarantined messages: the key decoded when ``lookup`` can, the bytes as lengths."""
     return [
         {
             "table": m.table, "topic": m.topic, "partition": m.partition, "offset": m.offset,
-            "reason": m.reason, "key_bytes": None if m.key is None else len(m.key),
+            "key": key_text(m.key, lookup), "reason": m.reason,
+            "key_bytes": None if m.key is None else len(m.key),
             "value_bytes": None if m.value is None else len(m.value),
-            "quarantined_at": m.quarantined_at.isoformat(),
+            "quarantined_at": m.quarantined_at.isoformat(), "topic_id": m.topic_id, "lake_path": m.lake_path,
         }
         for m in messages
     ]
+
+
+def list_lines(messages: Sequence[QuarantinedMessage], lookup: SchemaLookup | None = None) -> list[str]:
+    """``quarantine --list`` for a terminal: a block per message, no line over :data:`WIDTH` columns."""
+    lines: list[str] = []
+    for m in messages:
+        when = m.quarantined_at.strftime("%Y-%m-%d %H:%M:%SZ")
+        lines.extend(textwrap.wrap(f"{m.table}  quarantined {when}", WIDTH, subsequent_indent="  "))
+        place = f"topic {m.topic!r} partition {m.partition} offset {m.offset}"
+        for label, text in (("at", place), ("key", key_text(m.key, lookup)), ("reason", m.reason)):
+            lines.extend(
+                textwrap.wrap(f"{label}: {text}", WIDTH, initial_indent="  ", subsequent_indent="    ")
+            )
+    return lines

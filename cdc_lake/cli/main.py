@@ -470,25 +470,56 @@ def alerts_render(
 
 
 @cli.command()
-@click.argument("table", metavar="TABLE")
-@click.option("--partition", type=click.IntRange(min=0), required=True, help="Kafka partition.")
-@click.option("--offset", type=click.IntRange(min=0), required=True, help="Kafka offset.")
-@click.option("--reason", required=True, help="Why it is skipped (recorded with the copy).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a line.")
+@click.argument("table", metavar="[TABLE]", required=False)
+@click.option("--list", "listing", is_flag=True, help="List the quarantined messages (of TABLE if given).")
+@click.option("--partition", type=click.IntRange(min=0), help="Kafka partition.")
+@click.option("--offset", type=click.IntRange(min=0), help="Kafka offset.")
+@click.option("--reason", help="Why it is skipped (recorded with the copy).")
+@click.option("--no-decode", is_flag=True, help="With --list: show keys as lengths, never ask the registry.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
 @click.pass_context
 def quarantine(
-    ctx: click.Context, table: str, partition: int, offset: int, reason: str, as_json: bool
+    ctx: click.Context,
+    table: str | None,
+    listing: bool,
+    partition: int | None,
+    offset: int | None,
+    reason: str | None,
+    no_decode: bool,
+    as_json: bool,
 ) -> None:
     """Skip one bad message of TABLE: copy it to the quarantine, record why, keep applying.
 
-    The message (key and value bytes, topic, partition, offset) is kept in the state store's
-    quarantined_messages table; the next Hudi commit over it lists it in its metadata; the table is
-    marked possibly diverged until `rebootstrap` (or a clean `validate`) clears it.
+    `quarantine TABLE --partition P --offset O --reason TEXT`: the message (key and value bytes,
+    topic and its id, partition, offset) is kept in the state store's quarantined_messages table; the
+    next Hudi commit over it lists it in its metadata; the table is marked possibly diverged until
+    `rebootstrap` (or a clean `validate`) clears it.
+
+    `quarantine --list [TABLE]`: every quarantined message with the key it carried (decoded with the
+    schema registry, else its length), its reason and when.
     """
-    from cdc_lake.apply.quarantine import QuarantineRequest, describe
+    from cdc_lake.apply.quarantine import QuarantineRequest, describe, list_lines
+
+    config = get_config(ctx)
+    if listing:
+        from cdc_lake.decode.registry import registry_client
+        from cdc_lake.state.store import StateStore
+
+        with StateStore.open_existing(config.state_store.url) as store:
+            messages = store.quarantined(table)
+        lookup = None if no_decode or not messages else registry_client(config)
+        if as_json:
+            emit_json(describe(messages, lookup))
+        else:
+            click.echo("\n".join(list_lines(messages, lookup)) or "no quarantined messages")
+        return
+    if table is None or partition is None or offset is None or reason is None:
+        given = {"TABLE": table, "--partition": partition, "--offset": offset, "--reason": reason}
+        missing = ", ".join(name for name, value in given.items() if value is None)
+        raise ConfigError(f"quarantine needs {missing} (or --list)")
     from cdc_lake.apply.quarantine import quarantine as quarantine_message
 
-    kept = quarantine_message(get_config(ctx), QuarantineRequest(table, partition, offset, reason))
+    kept = quarantine_message(config, QuarantineRequest(table, partition, offset, reason))
     if as_json:
         emit_json(describe([kept])[0])
         return
