@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
@@ -611,38 +611,7 @@ class Source(_Model):
 
     @model_validator(mode="after")
     def _engine_rules_and_defaults(self) -> Source:
-        if self.engine == "postgres":
-            if self.server_id is not None:
-                raise PydanticCustomError("engine_setting", "server_id applies only to mysql/mariadb sources")
-            if not self.primary.database:
-                raise PydanticCustomError(
-                    "engine_setting", "primary.database is required for postgres sources"
-                )
-            self.slot_name = self.slot_name or f"cdc_lake_{self.name}"
-            self.publication_name = self.publication_name or f"cdc_lake_{self.name}"
-            for role, connection in (("primary", self.primary), ("replica", self.replica)):
-                if connection is not None and connection.mysql_tls():
-                    raise PydanticCustomError(
-                        "engine_setting",
-                        "{role}.ssl_ca applies only to mysql/mariadb sources "
-                        "(postgres: sslmode, sslrootcert)",
-                        {"role": role},
-                    )
-        else:
-            for role, connection in (("primary", self.primary), ("replica", self.replica)):
-                if connection is not None and connection.tls_settings():
-                    raise PydanticCustomError(
-                        "engine_setting",
-                        "{role}.sslmode and {role}.sslrootcert apply only to postgres sources "
-                        "(mysql/mariadb: ssl_ca, ssl_verify_identity)",
-                        {"role": role},
-                    )
-            if self.slot_name is not None or self.publication_name is not None:
-                raise PydanticCustomError(
-                    "engine_setting", "slot_name and publication_name apply only to postgres sources"
-                )
-            if self.server_id is None:
-                raise PydanticCustomError("engine_setting", "server_id is required for mysql/mariadb sources")
+        SOURCE_RULES[self.engine](self)
         self.topic_prefix = self.topic_prefix or self.name
         seen: set[str] = set()
         for table in self.tables:
@@ -659,6 +628,49 @@ class Source(_Model):
             if table.name == name:
                 return table
         raise UnknownTableError(f"table {self.name}.{name} is not in the config")
+
+
+def _slot_source_rules(source: Source) -> None:
+    """Postgres: a database to connect to, slot and publication names, libpq TLS settings only."""
+    if source.server_id is not None:
+        raise PydanticCustomError("engine_setting", "server_id applies only to mysql/mariadb sources")
+    if not source.primary.database:
+        raise PydanticCustomError("engine_setting", "primary.database is required for postgres sources")
+    source.slot_name = source.slot_name or f"cdc_lake_{source.name}"
+    source.publication_name = source.publication_name or f"cdc_lake_{source.name}"
+    for role, connection in (("primary", source.primary), ("replica", source.replica)):
+        if connection is not None and connection.mysql_tls():
+            raise PydanticCustomError(
+                "engine_setting",
+                "{role}.ssl_ca applies only to mysql/mariadb sources (postgres: sslmode, sslrootcert)",
+                {"role": role},
+            )
+
+
+def _binlog_source_rules(source: Source) -> None:
+    """MySQL/MariaDB: a server id for the connector, no slots, the MySQL family's TLS settings only."""
+    for role, connection in (("primary", source.primary), ("replica", source.replica)):
+        if connection is not None and connection.tls_settings():
+            raise PydanticCustomError(
+                "engine_setting",
+                "{role}.sslmode and {role}.sslrootcert apply only to postgres sources "
+                "(mysql/mariadb: ssl_ca, ssl_verify_identity)",
+                {"role": role},
+            )
+    if source.slot_name is not None or source.publication_name is not None:
+        raise PydanticCustomError(
+            "engine_setting", "slot_name and publication_name apply only to postgres sources"
+        )
+    if source.server_id is None:
+        raise PydanticCustomError("engine_setting", "server_id is required for mysql/mariadb sources")
+
+
+SOURCE_RULES: Final[Mapping[EngineName, Callable[[Source], None]]] = {
+    "postgres": _slot_source_rules,
+    "mysql": _binlog_source_rules,
+    "mariadb": _binlog_source_rules,
+}
+"""Each engine's source rules and defaults, keyed on ``engine``: no engine falls into another's rules."""
 
 
 class Config(_Model):

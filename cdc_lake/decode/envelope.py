@@ -9,7 +9,7 @@ returned as :class:`Tombstone`, not errors.  Truncate events have no key and no 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from cdc_lake.decode.framing import MessageRef, parse_frame, read_avro_body
@@ -17,7 +17,7 @@ from cdc_lake.decode.ordering import SourcePosition
 from cdc_lake.decode.schema import RegisteredSchema, SchemaLookup
 from cdc_lake.decode.types import UNAVAILABLE
 from cdc_lake.exceptions import DecodeError, SourceEngineError
-from cdc_lake.sources import PositionKind, capabilities_for_connector
+from cdc_lake.sources import capabilities_for_connector
 
 OPS: Final = frozenset({"c", "r", "u", "d", "t"})
 _NEEDS_AFTER: Final = frozenset({"c", "r", "u"})
@@ -30,6 +30,7 @@ class EnvelopeSource:
     Postgres fills ``schema``, ``lsn``, ``tx_id`` and ``sequence``; MySQL/MariaDB fill ``file``, ``pos``,
     ``row``, ``server_id`` and (with GTIDs) ``gtid``.  ``snapshot`` is Debezium's flag
     (``true``, ``first``, ``last``, ``incremental``, ...; absent or ``false`` while streaming).
+    ``fields`` is the whole record, which the engine's position codec reads.
     """
 
     connector: str
@@ -47,6 +48,7 @@ class EnvelopeSource:
     row: int | None = None
     server_id: int | None = None
     gtid: str | None = None
+    fields: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_record(cls, raw: Mapping[str, Any]) -> EnvelopeSource:
@@ -67,6 +69,7 @@ class EnvelopeSource:
             row=raw.get("row"),
             server_id=raw.get("server_id"),
             gtid=raw.get("gtid"),
+            fields=raw,
         )
 
     @property
@@ -142,16 +145,9 @@ def _position(op: str, source: EnvelopeSource, ref: MessageRef) -> SourcePositio
     if op == "r" or source.is_snapshot:
         return SourcePosition.snapshot()
     try:
-        kind = capabilities_for_connector(source.connector).position_kind
-    except SourceEngineError as exc:
-        raise DecodeError(f"{ref}: {exc}") from None
-    try:
-        if kind is PositionKind.GTID:
-            return SourcePosition.binlog(ref.offset)
-        if source.lsn is None:
-            raise DecodeError(f"Postgres {op!r} event has no source.lsn")
-        return SourcePosition.postgres(source.lsn)
-    except DecodeError as exc:
+        codec = capabilities_for_connector(source.connector).positions
+        return SourcePosition.streamed(codec, source.fields, ref.offset)
+    except (DecodeError, SourceEngineError) as exc:
         raise DecodeError(f"{ref}: {exc}") from exc
 
 

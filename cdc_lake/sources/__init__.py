@@ -3,7 +3,10 @@
 Every engine package declares an :class:`~cdc_lake.sources.capabilities.EngineCapabilities` without
 importing its driver; :data:`ENGINES` collects them, :func:`capabilities_for` finds one by the engine
 name a source's config gives, :func:`capabilities_for_connector` by the ``source.connector`` value a
-Debezium change event carries.  Shared code asks these facts rather than comparing engine names.
+Debezium change event carries, :func:`codec_for_mark` an engine's position codec by the kind a stored
+re-send mark names.  Shared code asks these facts rather than comparing engine names.  The lookups read
+:data:`ENGINES` on every call (three entries), so an engine added to it, as the tests add a fake one, is
+found everywhere.
 
 ``engine_for(source)`` imports the engine's module (and its database driver) on first use, so a
 command that talks to no source, or only to Postgres sources, never loads the MySQL driver (and the
@@ -17,12 +20,11 @@ read: nothing below it reads this package.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources import mysql, postgres
-from cdc_lake.sources.capabilities import EngineCapabilities, PositionKind
+from cdc_lake.sources.capabilities import EngineCapabilities, PositionCodec
 
 if TYPE_CHECKING:
     from cdc_lake.config import Source
@@ -31,9 +33,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ENGINES",
     "EngineCapabilities",
-    "PositionKind",
+    "PositionCodec",
     "capabilities_for",
     "capabilities_for_connector",
+    "codec_for_mark",
     "engine_for",
 ]
 
@@ -41,10 +44,6 @@ ENGINES: Final[dict[str, EngineCapabilities]] = {
     caps.name: caps for caps in (postgres.CAPABILITIES, mysql.MARIADB, mysql.MYSQL)
 }
 """Every engine's capabilities by engine name (the order of the JDBC drivers on Spark's classpath)."""
-
-_BY_CONNECTOR: Final[Mapping[str, EngineCapabilities]] = {
-    value: caps for caps in ENGINES.values() for value in caps.connector_values
-}
 
 
 def capabilities_for(engine: str) -> EngineCapabilities:
@@ -57,11 +56,16 @@ def capabilities_for(engine: str) -> EngineCapabilities:
 
 def capabilities_for_connector(connector: str) -> EngineCapabilities:
     """The capabilities of the engine whose Debezium connector writes ``source.connector = connector``."""
-    try:
-        return _BY_CONNECTOR[connector]
-    except KeyError:
-        known = ", ".join(sorted(_BY_CONNECTOR))
-        raise SourceEngineError(f"connector {connector!r} is not supported ({known})") from None
+    for caps in ENGINES.values():
+        if connector in caps.connector_values:
+            return caps
+    known = ", ".join(sorted(value for caps in ENGINES.values() for value in caps.connector_values))
+    raise SourceEngineError(f"connector {connector!r} is not supported ({known})")
+
+
+def codec_for_mark(kind: str) -> PositionCodec | None:
+    """The position codec whose re-send marks are tagged ``kind``, None for a kind no engine writes."""
+    return next((caps.positions for caps in ENGINES.values() if caps.positions.mark_kind == kind), None)
 
 
 def engine_for(source: Source) -> SourceEngine:

@@ -4,25 +4,77 @@ Each engine package (:mod:`cdc_lake.sources.postgres`, :mod:`cdc_lake.sources.my
 :class:`EngineCapabilities` per engine name in its ``__init__``, which imports no database driver, so
 the applier's decode path and the onboarding can read them on a machine that has only some drivers
 installed.  :mod:`cdc_lake.sources` keeps the registry (``capabilities_for``,
-``capabilities_for_connector``) and loads an engine's class, and so its driver, only when asked.
+``capabilities_for_connector``, ``codec_for_mark``) and loads an engine's class, and so its driver,
+only when asked.
+
+An engine's change positions are its one hook into the decode path, a :class:`PositionCodec` (as
+Hudi's ``DebeziumSource`` has one subclass per database): it reads a streamed change's Debezium
+``source`` block into the change's per-key order (:mod:`cdc_lake.decode.ordering` encodes it as the
+Hudi ordering value) and into its place in the connector's change stream, the key of the re-send
+marks (:mod:`cdc_lake.apply.redelivery`).  The rules every engine shares stay there: snapshot reads
+sort below every streamed change and have no stream position; an event strictly below its
+partition's mark is skipped.
 """
 
 from __future__ import annotations
 
-import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+from cdc_lake.exceptions import DecodeError
+
+ORDERING_WIDTH: Final = 40
+"""Digits of every ordering value, so string order is numeric order (a Hudi ordering field, a string)."""
 
 
-class PositionKind(enum.StrEnum):
-    """How an engine's change stream is positioned, and so how an envelope's ``source`` block reads.
+def fixed_digits(name: str, value: int, digits: int) -> str:
+    """``value`` zero-padded to ``digits``; DecodeError naming it when it does not fit."""
+    if not 0 <= value < 10**digits:
+        raise DecodeError(f"{name} {value} is outside 0..{10**digits - 1}")
+    return f"{value:0{digits}d}"
 
-    ``LSN``: Postgres WAL; an event is placed by ``source.lsn`` and ordered by ``source.sequence``
-    (``[last commit LSN, change LSN]``).  ``GTID``: the MySQL family's binlog; an event is placed by its
-    Kafka offset inside a partition and ordered across a failover by ``source.gtid``.
+
+class PositionCodec(ABC):
+    """One engine's change positions: per-key order, ordering value and re-send mark of a streamed change.
+
+    ``source`` is the envelope's decoded ``source`` record (Debezium's field names).  ``mark_kind``
+    tags the engine's marks in commit metadata (``<kind>:<body>``); engines that share a kind share one
+    codec.
     """
 
-    LSN = "lsn"
-    GTID = "gtid"
+    mark_kind: ClassVar[str]
+
+    @abstractmethod
+    def ordering(self, source: Mapping[str, Any], kafka_offset: int) -> tuple[int, ...]:
+        """The per-key position of a streamed change at ``kafka_offset``, compared as a tuple.
+
+        It must grow with every change of one key for the life of the lake table; DecodeError when the
+        event has none.
+        """
+
+    @abstractmethod
+    def ordering_value(self, parts: tuple[int, ...]) -> str:
+        """``parts`` (from :meth:`ordering`) as :data:`ORDERING_WIDTH` digits, in the same order.
+
+        Never all zeros: that value is the snapshot rows'.
+        """
+
+    @abstractmethod
+    def stream_key(self, source: Mapping[str, Any]) -> tuple[str, int] | None:
+        """Where a streamed change sits in its connector's stream: (origin, number), or None without one.
+
+        Numbers of one origin follow the order Debezium emits events in, across a failover too.
+        """
+
+    @abstractmethod
+    def write_mark(self, highest: Mapping[str, int]) -> str:
+        """The body of a mark holding the highest number seen per origin."""
+
+    @abstractmethod
+    def read_mark(self, body: str) -> dict[str, int] | None:
+        """A mark's body as the highest number per origin; None when it is not this codec's."""
 
 
 @dataclass(frozen=True)
@@ -30,14 +82,14 @@ class EngineCapabilities:
     """One source engine's facts: its names, change positions and the objects it keeps.
 
     ``connector_values`` are the ``source.connector`` values its Debezium connector writes into every
-    change event; ``replication_slots`` says the source keeps a replication slot (and a publication)
-    per connector, which onboarding creates, checks and releases;
-    ``engine_module``/``engine_class`` locate the engine class (which imports the Python driver).
+    change event; ``positions`` reads those events' positions; ``replication_slots`` says the source
+    keeps a replication slot (and a publication) per connector, which onboarding creates, checks and
+    releases; ``engine_module``/``engine_class`` locate the engine class (which imports the Python driver).
     """
 
     name: str
     connector_values: frozenset[str]
-    position_kind: PositionKind
+    positions: PositionCodec
     replication_slots: bool
     engine_module: str
     engine_class: str

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.config import Config, find_config, load_config, resolve_config
+from cdc_lake.config import SOURCE_RULES, Config, find_config, load_config, resolve_config
+from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -267,6 +268,12 @@ def test_table_rules(tmp_path: Path, table_yaml: str, expected: str) -> None:
 )
 def test_source_rules(tmp_path: Path, source_yaml: str, expected: str) -> None:
     assert expected in error_of(write(tmp_path, "sources:\n  " + source_yaml + "\n"))
+
+
+def test_every_engine_has_its_own_source_rules() -> None:
+    # An engine name without its own entry used to fall into the MySQL family's rules (server_id).
+    assert set(SOURCE_RULES) == set(ENGINE_NAMES)
+    assert SOURCE_RULES["mysql"] is SOURCE_RULES["mariadb"] is not SOURCE_RULES["postgres"]
 
 
 def test_source_defaults_derive_from_its_name(tmp_path: Path) -> None:

@@ -285,7 +285,7 @@ def test_unknown_op_and_missing_after_are_rejected(schemas: InMemorySchemas) -> 
 
 
 def test_streamed_postgres_event_without_lsn_cannot_be_ordered(schemas: InMemorySchemas) -> None:
-    with pytest.raises(DecodeError, match=r"offset 10: Postgres 'c' event has no source\.lsn"):
+    with pytest.raises(DecodeError, match=r"offset 10: Postgres event has no source\.lsn"):
         pg_message(schemas, "c", None, pg_row(id=1), lsn=None)
 
 

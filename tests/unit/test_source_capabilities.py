@@ -10,7 +10,9 @@ import pytest
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.jvm import JDBC_DRIVERS, spark_jars
-from cdc_lake.sources import ENGINES, PositionKind, capabilities_for, capabilities_for_connector
+from cdc_lake.sources import ENGINES, capabilities_for, capabilities_for_connector, codec_for_mark
+from cdc_lake.sources.mysql.codec import BinlogPositionCodec
+from cdc_lake.sources.postgres.codec import PostgresPositionCodec
 
 
 def test_every_engine_name_declares_its_capabilities_once() -> None:
@@ -21,19 +23,20 @@ def test_every_engine_name_declares_its_capabilities_once() -> None:
 
 
 @pytest.mark.parametrize(
-    ("connector", "engine", "kind", "slots"),
+    ("connector", "engine", "codec", "slots"),
     [
-        ("postgresql", "postgres", PositionKind.LSN, True),
-        ("mysql", "mysql", PositionKind.GTID, False),
-        ("mariadb", "mariadb", PositionKind.GTID, False),
+        ("postgresql", "postgres", PostgresPositionCodec, True),
+        ("mysql", "mysql", BinlogPositionCodec, False),
+        ("mariadb", "mariadb", BinlogPositionCodec, False),
     ],
 )
 def test_a_debezium_connector_value_finds_its_engine(
-    connector: str, engine: str, kind: PositionKind, slots: bool
+    connector: str, engine: str, codec: type, slots: bool
 ) -> None:
     caps = capabilities_for_connector(connector)
 
-    assert (caps.name, caps.position_kind, caps.replication_slots) == (engine, kind, slots)
+    assert (caps.name, type(caps.positions), caps.replication_slots) == (engine, codec, slots)
+    assert codec_for_mark(caps.positions.mark_kind) is caps.positions, "one codec per mark kind"
 
 
 def test_unknown_names_are_one_line_errors_listing_the_known_ones() -> None:

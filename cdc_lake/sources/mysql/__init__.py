@@ -1,6 +1,7 @@
 """The MySQL family: MySQL and MariaDB (a flavour of it), row-based binlog capture, positions as GTID sets.
 
 This module declares both engines' facts (:data:`MYSQL`, :data:`MARIADB`) and imports no driver;
+:mod:`cdc_lake.sources.mysql.codec` reads their change events' positions (the decode path's hook),
 :mod:`cdc_lake.sources.mysql.engine` holds the engines (they import pymysql),
 :mod:`cdc_lake.sources.mysql.checks` their preflight checks and :mod:`cdc_lake.sources.mysql.tls`
 their TLS settings for every client.
@@ -11,12 +12,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Final
 
-from cdc_lake.sources.capabilities import EngineCapabilities, PositionKind
+from cdc_lake.sources.capabilities import EngineCapabilities
+from cdc_lake.sources.mysql.codec import CODEC
 
 MYSQL: Final = EngineCapabilities(
     name="mysql",
     connector_values=frozenset({"mysql"}),
-    position_kind=PositionKind.GTID,
+    positions=CODEC,
     replication_slots=False,
     engine_module="cdc_lake.sources.mysql.engine",
     engine_class="MySqlEngine",

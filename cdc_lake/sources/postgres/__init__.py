@@ -1,6 +1,7 @@
 """The Postgres engine: pgoutput logical decoding through one publication and one slot per connector.
 
 This module declares the engine's facts (:data:`CAPABILITIES`) and imports no driver;
+:mod:`cdc_lake.sources.postgres.codec` reads its change events' positions (the decode path's hook),
 :mod:`cdc_lake.sources.postgres.engine` is the engine (it imports psycopg) and
 :mod:`cdc_lake.sources.postgres.checks` its preflight checks, judged on recorded facts.
 """
@@ -9,12 +10,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from cdc_lake.sources.capabilities import EngineCapabilities, PositionKind
+from cdc_lake.sources.capabilities import EngineCapabilities
+from cdc_lake.sources.postgres.codec import CODEC
 
 CAPABILITIES: Final = EngineCapabilities(
     name="postgres",
     connector_values=frozenset({"postgresql"}),
-    position_kind=PositionKind.LSN,
+    positions=CODEC,
     replication_slots=True,
     engine_module="cdc_lake.sources.postgres.engine",
     engine_class="PostgresEngine",

@@ -1,0 +1,107 @@
+"""A new engine is its declaration: the made-up ``fakedb`` engine passes decode, ordering and re-send.
+
+The engine (``fixtures/fake_engine.py``) is registered for these tests only, by adding its
+capabilities to :data:`cdc_lake.sources.ENGINES`; nothing else of ``cdc_lake`` knows it.  What runs
+is production code: the envelope decoder, the ordering value, the applier's decode path with its
+re-send skip and the marks a commit stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fixtures import fake_engine as fake
+from fixtures.debezium import key_schema, required, value
+from fixtures.fake_registry import InMemorySchemas
+from fixtures.wire import framed
+
+from cdc_lake import sources
+from cdc_lake.apply.decoding import (
+    BatchSummary,
+    DecodedChange,
+    DecodeSettings,
+    Redelivered,
+    decode_messages,
+    summarize,
+)
+from cdc_lake.apply.redelivery import advance
+from cdc_lake.decode.envelope import ChangeEvent, decode_message
+from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
+from cdc_lake.exceptions import DecodeError
+from cdc_lake.kafka.reader import RawMessage
+
+KEY_ID, VALUE_ID = 1, 2
+KEY_SCHEMA = key_schema(fake.TOPIC, [required("id", "int")])
+SCHEMAS = InMemorySchemas({KEY_ID: KEY_SCHEMA, VALUE_ID: fake.ENVELOPE})
+
+
+@pytest.fixture(autouse=True)
+def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``fakedb`` in the engine registry for one test."""
+    monkeypatch.setitem(sources.ENGINES, fake.NAME, fake.CAPABILITIES)
+    yield
+
+
+def _message(offset: int, seq: int, *, key: int = 1, op: str = "u", **source: Any) -> RawMessage:
+    row = {"id": key, "qty": seq}
+    record = value(op, None, row, fake.source(seq, **source))
+    key_bytes = framed(KEY_ID, KEY_SCHEMA, {"id": key})
+    return RawMessage(0, offset, key_bytes, framed(VALUE_ID, fake.ENVELOPE, record))
+
+
+def _event(message: RawMessage) -> ChangeEvent:
+    event = decode_message(SCHEMAS, fake.TOPIC, 0, message.offset, message.key, message.value)
+    assert isinstance(event, ChangeEvent)
+    return event
+
+
+def test_the_registry_finds_the_engine_by_name_connector_and_mark_kind() -> None:
+    assert sources.capabilities_for(fake.NAME) is fake.CAPABILITIES
+    assert sources.capabilities_for_connector(fake.NAME) is fake.CAPABILITIES
+    assert sources.codec_for_mark("fake") is fake.CAPABILITIES.positions
+
+
+def test_events_decode_into_the_engines_positions_and_ordering_values() -> None:
+    event = _event(_message(7, 42, epoch=3))
+
+    assert event.source.connector == fake.NAME and event.source.fields["node"] == "n1"
+    assert event.position.parts == (3, 42)
+    assert event.ordering_value == f"{3:010d}{42:030d}"
+    snapshot = _event(_message(8, 43, snapshot="true"))
+    read = _event(_message(9, 44, op="r"))
+    assert snapshot.ordering_value == read.ordering_value == SNAPSHOT_ORDERING_VALUE
+
+
+def test_a_later_epoch_orders_above_a_higher_sequence_of_an_earlier_one() -> None:
+    positions = [(2, 1), (1, 9), (1, 10)]
+    events = [_event(_message(i, seq, epoch=epoch)) for i, (epoch, seq) in enumerate(positions)]
+    in_order = [events[1], events[2], events[0]]
+
+    assert sorted(events, key=lambda e: e.position) == in_order
+    assert sorted(e.ordering_value for e in events) == [e.ordering_value for e in in_order]
+
+
+def test_a_codec_that_encodes_a_change_as_the_snapshot_value_is_refused() -> None:
+    with pytest.raises(DecodeError, match=r"offset 3: FakePositionCodec encoded \(0, 0\) as '0+', not a"):
+        _event(_message(3, 0, epoch=0))
+
+
+def test_re_sent_events_are_skipped_below_the_engines_own_marks() -> None:
+    settings = DecodeSettings(fake.TOPIC, SCHEMAS, None, False, {0: "fake:n1@5"})
+    messages = [
+        _message(20, 4),
+        _message(21, 5),
+        _message(22, 7, key=2),
+        _message(23, 1, key=3, node="n2"),
+    ]
+
+    records = list(decode_messages(settings, messages))
+
+    assert records[0] == Redelivered(0, 20), "below the mark: applied before"
+    assert all(isinstance(r, DecodedChange) for r in records[1:]), "at the mark, above it, another node"
+    summary = next(summarize(records), BatchSummary())
+    assert advance({0: "fake:n1@5"}, summary.marks) == {0: "fake:n1@7;n2@1"}
+    unreadable = {0: "fake:n1@x"}
+    assert advance(unreadable, summary.marks) == {0: "fake:n1@7;n2@1"}, "a mark it cannot read is replaced"
