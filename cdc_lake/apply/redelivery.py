@@ -26,8 +26,10 @@ A stream position orders events as Debezium emits them, and must keep doing so a
   promoted replica, unlike binlog file numbers and positions, which belong to one server.  The mark
   holds the highest sequence number applied per source; every event of one transaction shares its
   GTID, and an event of a source the mark does not know (a new MySQL primary's) is new.
-- Snapshot reads, events without a GTID (a source not in GTID mode, which onboarding's preflight
-  refuses) and Postgres events without a sequence have no position and are never skipped.
+- Snapshot reads (but incremental ones on binlog sources, placed by their GTID like a change: see
+  :mod:`cdc_lake.decode.ordering`), events without a GTID (a source not in GTID mode, which
+  onboarding's preflight refuses) and Postgres events without a sequence have no position and are
+  never skipped.
 
 Positions are not unique on either engine, and a batch can end inside any group sharing one (the
 planned end offset, or ``apply.batch_max_events``, falls there), so an event is skipped only when its

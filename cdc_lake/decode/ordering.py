@@ -15,8 +15,16 @@ whatever happens to the source servers.  What grows per key by construction:
   partition count does not change and the topic is not re-created (both need a re-bootstrap anyway).
   A re-sent event (Debezium is at-least-once) gets a new, higher offset; it is recognised and skipped by
   :mod:`cdc_lake.apply.redelivery` instead.
-- Snapshot rows (Debezium ``op='r'`` events, and rows written by the bootstrap) have the empty tuple,
-  which sorts below every streamed position: any replayed change wins over a snapshot image.
+- Snapshot rows (rows written by the bootstrap, Debezium ``op='r'`` events of an initial or blocking
+  snapshot, and of an incremental snapshot on Postgres) have the empty tuple, which sorts below every
+  streamed position: any replayed change wins over a snapshot image, which only fills a missing row.
+  A blocking snapshot reads its rows *after* the point it carries (streaming resumes there and replays
+  the changes made meanwhile), so it cannot be ordered higher.  An incremental snapshot's row is its
+  key's state at its place in the partition (Debezium drops a chunk row whose key changed inside the
+  chunk's window), so on binlog sources it gets its Kafka offset like a change: it replaces an older
+  stored state and loses to every later change.  On Postgres the ``source.lsn`` it carries is its close
+  marker's change LSN, which a newer change of the key (written before the marker, committed after it)
+  can lie below, so it keeps the snapshot position (see :func:`cdc_lake.decode.envelope._position`).
 
 :meth:`SourcePosition.ordering_value` encodes a position as a fixed-width, 40-character string of
 decimal digits, so string order equals numeric order and the column can be a Hudi ordering field

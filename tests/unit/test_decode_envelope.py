@@ -135,10 +135,10 @@ def test_postgres_update_and_delete_and_snapshot_read(schemas: InMemorySchemas) 
 _BLOCKING_OR_INITIAL = ("true", "first", "first_in_data_collection", "last_in_data_collection", "last")
 
 
-def my_read(schemas: InMemorySchemas, snapshot: str, offset: int) -> ChangeEvent:
+def my_read(schemas: InMemorySchemas, snapshot: str, offset: int, op: str = "r") -> ChangeEvent:
     key = framed(MY_KEY_ID, dbz.mysql_key(), {"id": 1})
     source = dbz.mysql_source(snapshot=snapshot)
-    value = framed(MY_VALUE_ID, dbz.mysql_envelope(), dbz.value("r", None, my_row(id=1), source))
+    value = framed(MY_VALUE_ID, dbz.mysql_envelope(), dbz.value(op, None, my_row(id=1), source))
     event = decode_message(schemas, dbz.MYSQL_TOPIC, 0, offset, key, value)
     assert isinstance(event, ChangeEvent)
     return event
@@ -164,7 +164,7 @@ def test_an_incremental_snapshot_read_orders_at_its_place_in_the_binlog_topic(
     Kafka offset) it orders there, above the key's earlier changes and below its later ones."""
     read = my_read(schemas, "incremental", offset=500)
     assert not read.is_snapshot and read.position.parts == (1, 500)
-    earlier, later = my_read(schemas, "false", offset=499), my_read(schemas, "false", offset=501)
+    earlier, later = my_read(schemas, "false", 499, op="c"), my_read(schemas, "false", 501, op="u")
     assert earlier.position < read.position < later.position
 
 
