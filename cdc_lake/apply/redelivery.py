@@ -21,8 +21,9 @@ What that is, is the engine's to say: its position codec
   a promoted replica.  The mark holds the highest sequence number applied per source; every event of
   one transaction shares its GTID, and an event of a source the mark does not know (a new MySQL
   primary's) is new.
-- Snapshot reads have no position and are never skipped, nor are events the codec finds no position
-  in (no GTID, no sequence).
+- Snapshot reads have no position and are never skipped (but incremental ones on binlog sources,
+  placed by their GTID like a change: see :mod:`cdc_lake.decode.ordering`), nor are events the codec
+  finds no position in (no GTID, no sequence).
 
 Positions are not unique on either engine, and a batch can end inside any group sharing one (the
 planned end offset, or ``apply.batch_max_events``, falls there), so an event is skipped only when its

@@ -20,6 +20,8 @@ from cdc_lake.exceptions import DecodeError, SourceEngineError
 from cdc_lake.sources import capabilities_for_connector
 
 OPS: Final = frozenset({"c", "r", "u", "d", "t"})
+#: ``source.snapshot`` of rows an incremental snapshot chunk read (Debezium's ``SnapshotRecord.INCREMENTAL``).
+INCREMENTAL: Final = "incremental"
 _NEEDS_AFTER: Final = frozenset({"c", "r", "u"})
 
 
@@ -28,9 +30,10 @@ class EnvelopeSource:
     """The envelope's ``source`` block: where and when the change happened in the source database.
 
     Postgres fills ``schema``, ``lsn``, ``tx_id`` and ``sequence``; MySQL/MariaDB fill ``file``, ``pos``,
-    ``row``, ``server_id`` and (with GTIDs) ``gtid``.  ``snapshot`` is Debezium's flag
-    (``true``, ``first``, ``last``, ``incremental``, ...; absent or ``false`` while streaming).
-    ``fields`` is the whole record, which the engine's position codec reads.
+    ``row``, ``server_id`` and (with GTIDs) ``gtid``.  ``snapshot`` is Debezium's flag: ``true``,
+    ``first``, ``first_in_data_collection``, ``last_in_data_collection``, ``last`` for an initial or
+    blocking snapshot, ``incremental`` for an incremental snapshot's chunk; absent (or ``false``) while
+    streaming.  ``fields`` is the whole record, which the engine's position codec reads.
     """
 
     connector: str
@@ -74,8 +77,13 @@ class EnvelopeSource:
 
     @property
     def is_snapshot(self) -> bool:
-        """True for rows read by a Debezium snapshot (initial or incremental)."""
+        """True for rows read by a Debezium snapshot (initial, blocking or incremental)."""
         return self.snapshot not in (None, "false")
+
+    @property
+    def is_incremental_snapshot(self) -> bool:
+        """True for rows read by an incremental snapshot's chunk."""
+        return self.snapshot == INCREMENTAL
 
 
 @dataclass(frozen=True)
@@ -111,7 +119,7 @@ class ChangeEvent:
 
     @property
     def is_snapshot(self) -> bool:
-        """True for snapshot reads, whose ordering value is the lowest."""
+        """True for events at the snapshot position, the lowest (see :func:`_position`)."""
         return self.position.is_snapshot
 
     @property
@@ -142,10 +150,20 @@ class Tombstone:
 
 
 def _position(op: str, source: EnvelopeSource, ref: MessageRef) -> SourcePosition:
-    if op == "r" or source.is_snapshot:
+    """The event's ordering position; snapshot reads by kind (:mod:`cdc_lake.decode.ordering`).
+
+    A blocking or initial snapshot's row has the snapshot position.  An incremental chunk's row is its
+    key's state at its place in the partition, so it orders there where the ordering *is* that place
+    (binlog sources: the Kafka offset); on Postgres it keeps the snapshot position, since the change LSN
+    it carries (its close marker's) can lie above a newer change of its key.  The engine's position codec
+    says which (``PositionCodec.orders_incremental_snapshots``).
+    """
+    if (op == "r" or source.is_snapshot) and not source.is_incremental_snapshot:
         return SourcePosition.snapshot()
     try:
         codec = capabilities_for_connector(source.connector).positions
+        if source.is_incremental_snapshot and not codec.orders_incremental_snapshots:
+            return SourcePosition.snapshot()
         return SourcePosition.streamed(codec, source.fields, ref.offset)
     except (DecodeError, SourceEngineError) as exc:
         raise DecodeError(f"{ref}: {exc}") from exc

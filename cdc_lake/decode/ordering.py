@@ -7,8 +7,17 @@ declares a :class:`~cdc_lake.sources.capabilities.PositionCodec` (Postgres: the 
 :mod:`cdc_lake.sources.mysql.codec`), and :meth:`SourcePosition.streamed` asks it.  Positions of
 different engines are never compared (a table has one source).
 
-Snapshot rows (Debezium ``op='r'`` events, and rows written by the bootstrap) have the empty tuple,
-which sorts below every streamed position: any replayed change wins over a snapshot image.
+Snapshot rows (rows written by the bootstrap, Debezium ``op='r'`` events of an initial or blocking
+snapshot, and of an incremental snapshot on Postgres) have the empty tuple, which sorts below every
+streamed position: any replayed change wins over a snapshot image, which only fills a missing row.
+A blocking snapshot reads its rows *after* the point it carries (streaming resumes there and replays
+the changes made meanwhile), so it cannot be ordered higher.  An incremental snapshot's row is its
+key's state at its place in the partition (Debezium drops a chunk row whose key changed inside the
+chunk's window), so where the ordering is that place (binlog sources: the Kafka offset) it is ordered
+like a change: it replaces an older stored state and loses to every later change.  On Postgres the
+``source.lsn`` it carries is its close marker's change LSN, which a newer change of the key (written
+before the marker, committed after it) can lie below, so it keeps the snapshot position
+(``PositionCodec.orders_incremental_snapshots``; :func:`cdc_lake.decode.envelope._position`).
 
 :meth:`SourcePosition.ordering_value` is a fixed-width, 40-character string of decimal digits, so
 string order equals numeric order and the column can be a Hudi ordering field

@@ -45,6 +45,11 @@ class PositionCodec(ABC):
     """
 
     mark_kind: ClassVar[str]
+    orders_incremental_snapshots: ClassVar[bool]
+    """Whether an incremental snapshot chunk's row orders at its streamed position, like a change: only
+    where the ordering is the row's place in its partition (a chunk row is its key's state there, and
+    every later change of the key follows it), never where the position it carries can lie above a
+    newer change of its key (Postgres: the close marker's LSN); otherwise it orders as a snapshot row."""
 
     @abstractmethod
     def ordering(self, source: Mapping[str, Any], kafka_offset: int) -> tuple[int, ...]:

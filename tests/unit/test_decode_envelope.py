@@ -132,6 +132,50 @@ def test_postgres_update_and_delete_and_snapshot_read(schemas: InMemorySchemas) 
     assert unflagged.is_snapshot and unflagged.ordering_value == SNAPSHOT_ORDERING_VALUE
 
 
+_BLOCKING_OR_INITIAL = ("true", "first", "first_in_data_collection", "last_in_data_collection", "last")
+
+
+def my_read(schemas: InMemorySchemas, snapshot: str, offset: int, op: str = "r") -> ChangeEvent:
+    key = framed(MY_KEY_ID, dbz.mysql_key(), {"id": 1})
+    source = dbz.mysql_source(snapshot=snapshot)
+    value = framed(MY_VALUE_ID, dbz.mysql_envelope(), dbz.value(op, None, my_row(id=1), source))
+    event = decode_message(schemas, dbz.MYSQL_TOPIC, 0, offset, key, value)
+    assert isinstance(event, ChangeEvent)
+    return event
+
+
+@pytest.mark.parametrize("snapshot", _BLOCKING_OR_INITIAL)
+def test_blocking_and_initial_snapshot_reads_order_below_every_change(
+    schemas: InMemorySchemas, snapshot: str
+) -> None:
+    """A blocking or initial snapshot reads rows after the point it carries (streaming resumes there):
+    ordered at the snapshot position on both engines, it only fills a row the lake lacks."""
+    pg = pg_message(schemas, "r", None, pg_row(id=8), snapshot=snapshot, lsn=90_000_000)
+    my = my_read(schemas, snapshot, offset=500)
+    for read in (pg, my):
+        assert read.is_snapshot and read.ordering_value == SNAPSHOT_ORDERING_VALUE, snapshot
+
+
+def test_an_incremental_snapshot_read_orders_at_its_place_in_the_binlog_topic(
+    schemas: InMemorySchemas,
+) -> None:
+    """Debezium emits an incremental chunk's row only when no change of its key was streamed inside the
+    chunk's window: it is the key's state at its place in the partition, so on binlog sources (ordered by
+    Kafka offset) it orders there, above the key's earlier changes and below its later ones."""
+    read = my_read(schemas, "incremental", offset=500)
+    assert not read.is_snapshot and read.position.parts == (1, 500)
+    earlier, later = my_read(schemas, "false", 499, op="c"), my_read(schemas, "false", 501, op="u")
+    assert earlier.position < read.position < later.position
+
+
+def test_an_incremental_snapshot_read_on_postgres_stays_below_every_change(schemas: InMemorySchemas) -> None:
+    """Its source.lsn is the change LSN of the chunk's close marker, and a transaction that changed the
+    row before the marker and committed after it carries a lower change LSN and a newer row: ordered at
+    that LSN, the read would beat it.  So it keeps the snapshot position (it refills a missing row only)."""
+    read = pg_message(schemas, "r", None, pg_row(id=8), snapshot="incremental", lsn=90_000_000)
+    assert read.is_snapshot and read.ordering_value == SNAPSHOT_ORDERING_VALUE
+
+
 def test_tombstone_is_recognised_with_its_key(schemas: InMemorySchemas) -> None:
     key = framed(PG_KEY_ID, dbz.pg_key(), {"id": 7})
     tombstone = decode_message(schemas, dbz.PG_TOPIC, 0, 11, key, None, timestamp_ms=5)

@@ -40,6 +40,7 @@ class BinlogPositionCodec(PositionCodec):
     """MySQL-family positions: ordered by Kafka offset, placed in the stream by ``source.gtid``."""
 
     mark_kind: ClassVar[str] = "gtid"
+    orders_incremental_snapshots: ClassVar[bool] = True  # the ordering is the Kafka offset
 
     def ordering(self, source: Mapping[str, Any], kafka_offset: int) -> tuple[int, ...]:
         """``(1, kafka_offset)``."""

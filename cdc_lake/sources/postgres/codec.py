@@ -31,6 +31,7 @@ class PostgresPositionCodec(PositionCodec):
     """Postgres positions: ordered by change LSN, placed in the stream by ``source.sequence``."""
 
     mark_kind: ClassVar[str] = "pg"
+    orders_incremental_snapshots: ClassVar[bool] = False  # a chunk carries its close marker's LSN
 
     def ordering(self, source: Mapping[str, Any], kafka_offset: int) -> tuple[int, ...]:
         """``(lsn,)``: the change's own LSN."""
