@@ -17,6 +17,9 @@ from pathlib import Path
 
 from cdc_lake.exceptions import StackError
 
+_EXEC_SETTLE_SECONDS = 5.0
+"""How long a live process may show an empty command line (mid-execve) before we judge it."""
+
 
 class ManagedProcess:
     """One long-running service process with its pid file and log file."""
@@ -42,14 +45,22 @@ class ManagedProcess:
         return pid
 
     def _is_ours(self, pid: int) -> bool:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            return False
-        if "\nState:\tZ" in status:
-            return False
+        # A process we just started may still be inside execve: the kernel closes the
+        # close-on-exec pipe (so Popen returns) before it lays out the new argv and
+        # environment, and until then /proc shows both empty. Wait that out briefly.
+        deadline = time.monotonic() + _EXEC_SETTLE_SECONDS
+        while True:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                environ = Path(f"/proc/{pid}/environ").read_bytes()
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                return False
+            if "\nState:\tZ" in status:
+                return False
+            if cmdline or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
         return self._marker.encode() in cmdline or f"CDC_LAKE_STACK={self._marker}".encode() in environ
 
     def start(
