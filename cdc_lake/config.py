@@ -427,6 +427,10 @@ class StackPorts(_Model):
     connect: int = Field(default=18083, ge=1, le=65535)
     connect_secure: int = Field(default=18084, ge=1, le=65535)
     """The secured Connect worker (REST basic auth; its Kafka clients on ``kafka_secure``)."""
+    connect_metrics: int = Field(default=18085, ge=1, le=65535)
+    """The JMX exporter agent of the Connect worker: Debezium's metrics at ``/metrics``."""
+    connect_secure_metrics: int = Field(default=18086, ge=1, le=65535)
+    """The same for the secured Connect worker."""
     registry: int = Field(default=18081, ge=1, le=65535)
     registry_secure: int = Field(default=18082, ge=1, le=65535)
     """The secured registry: Apicurio's Confluent API behind HTTP basic auth (checked by ``keycloak``)."""

@@ -43,6 +43,7 @@ APICURIO_VERSION = "2.6.13.Final"  # the newest line whose converter resolves co
 LOG4J_VERSION = "2.24.3"
 SPARK_KAFKA_CLIENTS_VERSION = "3.4.1"  # the kafka-clients spark-sql-kafka-0-10 3.5.x is built against
 COMMONS_POOL2_VERSION = "2.11.1"  # likewise, for its consumer pool
+JMX_EXPORTER_VERSION = "1.0.1"
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,14 @@ CONNECT_BASIC_AUTH = ArtifactSet(
 )
 """Kafka's ``BasicAuthSecurityRestExtension`` for a Connect worker's REST API (its JAX-RS and Connect
 dependencies are on the worker's classpath already)."""
+
+JMX_EXPORTER_AGENT = ArtifactSet(
+    name="jmx-exporter",
+    artifacts=(MavenArtifact("io.prometheus.jmx", "jmx_prometheus_javaagent", JMX_EXPORTER_VERSION),),
+    transitive=False,
+)
+"""Prometheus' JMX exporter as a Java agent (one shaded jar): the Connect workers serve Debezium's
+metrics with it, under the rules in ``cdc_lake/stack/resources/jmx-exporter-connect.yaml``."""
 
 DEBEZIUM_PLUGINS = {
     engine: ArtifactSet(

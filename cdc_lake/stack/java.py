@@ -1,4 +1,8 @@
-"""Launching the JVM services of the local stack with small heaps (two cores, many services)."""
+"""Launching the JVM services of the local stack with small heaps (two cores, many services).
+
+A JVM whose MBeans matter (the Connect workers: Debezium's metrics) also runs Prometheus' JMX
+exporter as a Java agent on a loopback port, with rules shipped in ``resources/``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from cdc_lake import jvm
 from cdc_lake.exceptions import StackError
 
 _COMMON_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
@@ -24,17 +29,29 @@ def _log4j_config() -> str:
     return str(resources.files("cdc_lake.stack").joinpath("resources/log4j2.properties"))
 
 
+def jmx_exporter_rules() -> Path:
+    """The JMX exporter's rules for a Connect worker (Debezium's and Connect's beans), as shipped."""
+    return Path(str(resources.files("cdc_lake.stack").joinpath("resources/jmx-exporter-connect.yaml")))
+
+
+def jmx_exporter_option(host: str, port: int) -> str:
+    """The ``-javaagent`` option serving the worker's metrics at ``http://host:port/metrics``."""
+    agent = jvm.resolve(jvm.JMX_EXPORTER_AGENT)[0]
+    return f"-javaagent:{agent}={host}:{port}:{jmx_exporter_rules()}"
+
+
 def classpath_argv(
-    heap: str, classpath: list[Path], main_class: str, *args: str, system_properties: Sequence[str] = ()
+    heap: str, classpath: list[Path], main_class: str, *args: str, jvm_options: Sequence[str] = ()
 ) -> list[str]:
-    """argv running `main_class` from `classpath` with a fixed heap and our Log4j2 settings."""
+    """argv running `main_class` from `classpath` with a fixed heap, our Log4j2 settings and
+    ``jvm_options`` (system properties, agents)."""
     return [
         java_binary(),
         f"-Xms{heap}",
         f"-Xmx{heap}",
         *_COMMON_FLAGS,
         f"-Dlog4j2.configurationFile={_log4j_config()}",
-        *system_properties,
+        *jvm_options,
         "-cp",
         ":".join(str(p) for p in classpath),
         main_class,

@@ -20,7 +20,7 @@ from confluent_kafka.admin._scram import ScramCredentialInfo, ScramMechanism, Us
 from cdc_lake import jvm
 from cdc_lake.connect.render import connector_class
 from cdc_lake.engines import ENGINE_NAMES
-from cdc_lake.stack.java import classpath_argv
+from cdc_lake.stack.java import classpath_argv, jmx_exporter_option
 from cdc_lake.stack.process import run_checked
 from cdc_lake.stack.service import HOST, Service, StackLayout
 from cdc_lake.stack.tls import server_certificate
@@ -188,7 +188,11 @@ class KafkaBroker(Service):
 
 
 class KafkaConnect(Service):
-    """A distributed Connect worker; Debezium connectors and the Apicurio Avro converter are plugins."""
+    """A distributed Connect worker; Debezium connectors and the Apicurio Avro converter are plugins.
+
+    The worker's JVM runs the JMX exporter agent (:func:`cdc_lake.stack.java.jmx_exporter_option`):
+    Debezium's streaming and snapshot metrics and Connect's states at ``metrics_url``.
+    """
 
     name = "kafka-connect"
     files = "connect"
@@ -205,10 +209,24 @@ class KafkaConnect(Service):
     def address(self) -> str:
         return self.url
 
+    @property
+    def metrics_url(self) -> str:
+        """The JMX exporter's endpoint."""
+        return f"http://{HOST}:{self.metrics_port}/metrics"
+
+    @property
+    def metrics_port(self) -> int:
+        """The JMX exporter's port."""
+        return self.layout.ports.connect_metrics
+
     def install(self) -> None:
-        jvm.resolve(jvm.KAFKA_SERVER)
-        for plugin in (*jvm.DEBEZIUM_PLUGINS.values(), jvm.APICURIO_CONVERTER):
-            jvm.resolve(plugin)
+        for artifact_set in (
+            jvm.KAFKA_SERVER,
+            jvm.JMX_EXPORTER_AGENT,
+            *jvm.DEBEZIUM_PLUGINS.values(),
+            jvm.APICURIO_CONVERTER,
+        ):
+            jvm.resolve(artifact_set)
 
     def _plugin_path(self) -> Path:
         """One sub-directory per plugin, linked to its resolved jars (isolated classloaders)."""
@@ -267,7 +285,7 @@ class KafkaConnect(Service):
                 classpath,
                 "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(config_file),
-                system_properties=system_properties,
+                jvm_options=(*system_properties, jmx_exporter_option(HOST, self.metrics_port)),
             ),
             env={
                 "CDC_LAKE_DB_PASSWORD": creds.db_password,
@@ -290,6 +308,14 @@ class KafkaConnect(Service):
         classes = {plugin["class"] for plugin in response.json()}
         return all(cls in classes for cls in DEBEZIUM_CONNECTOR_CLASSES)
 
+    def detail(self) -> str:
+        """Where the JMX exporter serves, or that it does not (a worker started before it was added)."""
+        try:
+            requests.get(self.metrics_url, timeout=3).raise_for_status()
+        except requests.RequestException:
+            return f"no metrics on {HOST}:{self.metrics_port}"
+        return f"metrics {HOST}:{self.metrics_port}"
+
 
 class SecureKafkaConnect(KafkaConnect):
     """The secured mode's Connect worker: REST behind basic auth, Kafka clients over SASL_SSL.
@@ -307,6 +333,10 @@ class SecureKafkaConnect(KafkaConnect):
     @property
     def port(self) -> int:
         return self.layout.ports.connect_secure
+
+    @property
+    def metrics_port(self) -> int:
+        return self.layout.ports.connect_secure_metrics
 
     def install(self) -> None:
         super().install()
