@@ -391,6 +391,9 @@ class MonitoringSettings(_Model):
     replica_lag_max_bytes: int = Field(default=1024**3, ge=0)
     binlog_min_files_ahead: int = Field(default=1, ge=0)
     applier_silent_max_seconds: int = Field(default=300, ge=1)
+    debezium_behind_max_seconds: int = Field(default=120, ge=1)
+    """CdcLakeDebeziumStreamingBehind: a streaming connector reads changes this much after their commit
+    (Debezium's MilliSecondsBehindSource, from the Connect workers' JMX exporter)."""
     alert_for_seconds: int = Field(default=300, ge=0)
     runbook_base_url: str | None = Field(default=None, pattern=RUNBOOK_BASE_URL.pattern)
     """Where docs/runbooks is published (http/https): the rules' ``runbook_url`` is ``<this>/<page>.md``.

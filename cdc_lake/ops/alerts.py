@@ -7,7 +7,9 @@ rules file (``cdc-lake alerts render``); :func:`breaches` evaluates the very sam
 the samples ``cdc-lake lag`` measured, so ``lag`` exits non-zero exactly when a rule would fire
 (``for:`` aside).  One condition is not a threshold: :class:`Absent` fires when Prometheus has no
 ``cdc_lake_build_info`` at all (every cdc-lake endpoint gone, or never scraped), which ``lag``,
-being a measurement, cannot observe.
+being a measurement, cannot observe.  Nor does ``lag`` measure Debezium's own metrics, which the
+Connect workers' JMX exporter agent serves (rules in ``cdc_lake/stack/resources``): an
+:class:`External` condition is PromQL over them, rendered and never breached by ``lag``.
 
 Every alert has a runbook page in ``docs/runbooks/``; the rules carry ``summary``, ``description``
 and ``runbook_url`` annotations, the URL made of ``monitoring.runbook_base_url`` (where the
@@ -20,6 +22,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from string import Template
 from typing import Any
 
 import yaml
@@ -85,6 +88,22 @@ class Absent:
 
 
 @dataclass(frozen=True)
+class External:
+    """PromQL over another exporter's metrics, ``$threshold`` from the config; ``lag`` never sees them."""
+
+    expr: str
+    threshold: Threshold
+
+    def expressions(self, config: Config, tiers: Sequence[int]) -> list[str]:
+        """The one PromQL expression, its threshold filled in."""
+        return [Template(self.expr).substitute(threshold=_number(self.threshold(config, 0)))]
+
+    def holds(self, sample: Sample, config: Config) -> float | None:
+        """Never: ``lag`` measures none of these metrics."""
+        return None
+
+
+@dataclass(frozen=True)
 class Alert:
     """One alert: its conditions, severity, summary and description (Prometheus templates), runbook page."""
 
@@ -93,7 +112,7 @@ class Alert:
     summary: str
     description: str
     runbook: str
-    conditions: tuple[Condition | Absent, ...]
+    conditions: tuple[Condition | Absent | External, ...]
 
     def expr(self, config: Config, tiers: Sequence[int]) -> str:
         """The rule's PromQL expression."""
@@ -208,6 +227,26 @@ ALERTS: tuple[Alert, ...] = (
         (
             Condition("cdc_lake_connector_failed_tasks", ">", _const(0)),
             Condition("cdc_lake_connector_state", "==", _const(1), {"state": "FAILED|MISSING"}),
+        ),
+    ),
+    Alert(
+        "CdcLakeDebeziumStreamingBehind", "warning",
+        "{{ $labels.plugin }} connector {{ $labels.server }} reads changes {{ $value | humanizeDuration }}"
+        " after their commit",
+        "Debezium's streaming {{ $labels.plugin }} connector with topic prefix {{ $labels.server }} (the"
+        " source's name unless it sets topic_prefix) reads changes {{ $value | humanizeDuration }} after"
+        " they were committed (MilliSecondsBehindSource), over debezium_behind_max_seconds, while still"
+        " reading: capture is the slow part, not Kafka or the applier. The slot or binlog retains meanwhile.",
+        "debezium-streaming-behind",
+        (
+            # MilliSecondsBehindSource keeps the last change's lag while the source is quiet: only a
+            # connector that read a change within the threshold is behind now.
+            External(
+                'debezium_metrics_millisecondsbehindsource{context="streaming"} / 1000 > $threshold'
+                " and on(plugin, server, task)"
+                ' debezium_metrics_millisecondssincelastevent{context="streaming"} / 1000 < $threshold',
+                _monitoring("debezium_behind_max_seconds"),
+            ),
         ),
     ),
     Alert(

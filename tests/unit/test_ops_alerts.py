@@ -170,6 +170,7 @@ def _rule_test(tmp_path: Path, series: list[dict[str, str]], expected: Expected)
     bare = tmp_path / "bare.yml"
     bare.write_text(yaml.safe_dump(rules, sort_keys=False))
     severity = {rule["alert"]: rule["labels"]["severity"] for rule in rules["groups"][0]["rules"]}
+    assert set(expected) <= set(severity), set(expected) - set(severity)
     tests = {
         "rule_files": [str(bare)],
         "evaluation_interval": "1m",
@@ -200,8 +201,8 @@ def test_promtool_fires_exactly_what_lag_reports(tmp_path: Path, monkeypatch: py
     expected: Expected = {}
     for breach in breaches(lag_samples(report), _config()):
         expected.setdefault(breach.alert, []).append(breach.labels)
-    # Every threshold alert is provoked; the rule for vanished metrics is the one `lag` cannot see.
-    assert set(expected) == {alert.name for alert in ALERTS} - {"CdcLakeMetricsAbsent"}
+    # Every threshold alert is provoked; `lag` cannot see vanished metrics, nor Debezium's own.
+    assert set(expected) == {alert.name for alert in ALERTS} - {"CdcLakeMetricsAbsent", DEBEZIUM_BEHIND}
 
     _rule_test(tmp_path, _series(full_scrape(tmp_path, monkeypatch, report)), expected)
 
@@ -210,6 +211,38 @@ def test_an_alert_fires_when_the_metrics_vanish(tmp_path: Path) -> None:
     unrelated = [{"series": 'up{job="node"}', "values": "1+0x10"}]
 
     _rule_test(tmp_path, unrelated, {"CdcLakeMetricsAbsent": [{}]})
+
+
+DEBEZIUM_BEHIND = "CdcLakeDebeziumStreamingBehind"
+
+
+def _debezium(server: str, behind_ms: int, since_last_event_ms: int) -> list[dict[str, str]]:
+    """The JMX exporter's series of a streaming Postgres connector with topic prefix ``server``."""
+    labels = f'plugin="postgres",context="streaming",server="{server}"'
+    return [
+        {"series": f"debezium_metrics_millisecondsbehindsource{{{labels}}}", "values": f"{behind_ms}+0x10"},
+        {
+            "series": f"debezium_metrics_millisecondssincelastevent{{{labels}}}",
+            "values": f"{since_last_event_ms}+0x10",
+        },
+    ]
+
+
+def test_debezium_streaming_behind_fires_while_changes_stream_late(tmp_path: Path) -> None:
+    late = _debezium("late", behind_ms=200_000, since_last_event_ms=50)
+    # Caught up long ago and quiet since: the last change's lag stays in the bean, the source is not behind.
+    quiet = _debezium("quiet", behind_ms=200_000, since_last_event_ms=3_600_000)
+    current = _debezium("current", behind_ms=800, since_last_event_ms=50)
+    fired = {"plugin": "postgres", "context": "streaming", "server": "late"}
+
+    _rule_test(tmp_path, [*late, *quiet, *current], {DEBEZIUM_BEHIND: [fired], "CdcLakeMetricsAbsent": [{}]})
+
+
+def test_debezium_streaming_behind_takes_its_threshold_from_the_config() -> None:
+    expr = _rules(_config(debezium_behind_max_seconds=45))[DEBEZIUM_BEHIND]["expr"]
+
+    assert 'debezium_metrics_millisecondsbehindsource{context="streaming"} / 1000 > 45' in expr
+    assert breaches([], _config()) == []
 
 
 def test_alerts_render_names_the_missing_setting_or_takes_the_option(tmp_path: Path) -> None:
