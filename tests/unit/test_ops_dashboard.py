@@ -83,3 +83,14 @@ def test_the_new_states_have_panels() -> None:
         "cdc_lake_build_info",
     ):
         assert shown in exprs, shown
+
+
+def test_debeziums_streaming_lag_and_queue_have_panels_following_the_source_variable() -> None:
+    exprs = " ".join(t["expr"] for panel in _dashboard()["panels"] for t in panel["targets"])
+
+    # The exporter's `server` label is the topic prefix: the source's name unless topic_prefix is set.
+    for shown in (
+        'debezium_metrics_millisecondsbehindsource{context="streaming",server=~"$source"}',
+        'debezium_metrics_queueremainingcapacity{context="streaming",server=~"$source"}',
+    ):
+        assert shown in exprs, shown
