@@ -4,7 +4,8 @@ A request that fails for a reason that passes by itself is tried again, with exp
 (``backoff_seconds``, doubling up to ``max_backoff_seconds``) for at most ``attempts`` tries:
 
 - no answer: the connection is refused or drops (also in the middle of the body), or the request
-  times out;
+  times out (but not a failed TLS handshake: an untrusted or refused certificate stays so, and
+  :class:`requests.exceptions.SSLError` goes back to the caller at once);
 - HTTP 429 (slow down) and every 5xx (the server is starting, overloaded or failing over);
 - any status the caller adds for its own service (Kafka Connect answers 409 while its worker group
   rebalances).
@@ -94,6 +95,8 @@ def send(
         left = timeout if deadline is None else deadline - (time.monotonic() - started)
         try:
             response = session.request(method, url, json=json, timeout=max(min(timeout, left), 0.001))
+        except requests.exceptions.SSLError:
+            raise  # a ConnectionError, but a certificate problem does not pass by itself
         except _TRANSIENT_EXCEPTIONS as exc:
             raise Unavailable(type(exc).__name__, tried) from exc
         if policy.transient(response.status_code):

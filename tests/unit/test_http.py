@@ -6,6 +6,7 @@ import socket
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 import pytest
 import requests
@@ -112,3 +113,21 @@ def test_the_deadline_bounds_every_attempt_and_the_retries_together() -> None:
     assert elapsed < 1.5
     assert str(raised.value) == "ReadTimeout; the 0.6 s deadline passed"
     assert raised.value.attempts < policy.attempts
+
+
+class _Counting(requests.Session):
+    """A session counting the requests it sends."""
+
+    sent = 0
+
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:
+        self.sent += 1
+        return super().request(*args, **kwargs)
+
+
+def test_a_tls_failure_is_not_retried(server: Scripted) -> None:
+    # A certificate problem does not pass by itself: https:// against a plain HTTP server fails the handshake.
+    with _Counting() as session, pytest.raises(requests.exceptions.SSLError):
+        send(session, "GET", server.url.replace("http://", "https://"), QUICK, timeout=5)
+
+    assert session.sent == 1
