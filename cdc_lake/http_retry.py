@@ -20,6 +20,9 @@ A policy with ``deadline_seconds`` also bounds the whole call: each attempt's ti
 time left, and no attempt starts whose backoff would end past the deadline (the reason then says
 so).  requests' timeout bounds the connection and each wait for bytes, so a server that keeps
 sending a byte now and then can still hold one attempt past the deadline.
+
+The session's ``verify`` (a caller's CA bundle) is passed with every request: requests otherwise lets
+``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` from the environment replace it.
 """
 
 from __future__ import annotations
@@ -94,7 +97,10 @@ def send(
         tried += 1
         left = timeout if deadline is None else deadline - (time.monotonic() - started)
         try:
-            response = session.request(method, url, json=json, timeout=max(min(timeout, left), 0.001))
+            # The session's CA bundle named per request: else REQUESTS_CA_BUNDLE would replace it.
+            response = session.request(
+                method, url, json=json, timeout=max(min(timeout, left), 0.001), verify=session.verify
+            )
         except requests.exceptions.SSLError:
             raise  # a ConnectionError, but a certificate problem does not pass by itself
         except _TRANSIENT_EXCEPTIONS as exc:

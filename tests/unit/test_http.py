@@ -6,6 +6,7 @@ import socket
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,3 +132,14 @@ def test_a_tls_failure_is_not_retried(server: Scripted) -> None:
         send(session, "GET", server.url.replace("http://", "https://"), QUICK, timeout=5)
 
     assert session.sent == 1
+
+
+def test_the_sessions_ca_bundle_wins_over_the_environments(
+    server: Scripted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # requests lets REQUESTS_CA_BUNDLE replace a session's own bundle unless the request names it.
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", requests.certs.where())
+    missing = tmp_path / "configured-ca.pem"
+    with requests.Session() as session, pytest.raises(OSError, match=f"invalid path: {missing}"):
+        session.verify = str(missing)
+        send(session, "GET", server.url.replace("http://", "https://"), QUICK, timeout=5)
