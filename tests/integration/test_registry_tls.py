@@ -14,22 +14,22 @@ from __future__ import annotations
 
 import json
 import ssl
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 import requests
+from fixtures.http_server import serving
 
 from cdc_lake.config import Config, SchemaRegistrySettings
 from cdc_lake.decode.registry import registry_client
 from cdc_lake.exceptions import SchemaRegistryError
 from cdc_lake.onboard.preflight import check_registry
 from cdc_lake.stack.manager import LocalStack
-from cdc_lake.stack.service import HOST, StackLayout
+from cdc_lake.stack.service import StackLayout
 from cdc_lake.stack.tls import ServerCertificate, server_certificate, stack_ca
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -56,16 +56,8 @@ def https_front(upstream: str, certificate: ServerCertificate) -> Iterator[str]:
     context.load_cert_chain(certificate.certificate, certificate.key)
     context.load_verify_locations(certificate.ca)
     context.verify_mode = ssl.CERT_REQUIRED
-    server = ThreadingHTTPServer((HOST, 0), Forward)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"https://{HOST}:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(Forward, context) as url:
+        yield url
 
 
 @contextmanager
@@ -93,8 +85,12 @@ def registered(registry_url: str) -> Iterator[int]:
 
 
 def _config(url: str, ca: Path, client: ServerCertificate | None) -> Config:
-    tls = {} if client is None else {"client_cert": str(client.certificate), "client_key": str(client.key)}
-    settings = SchemaRegistrySettings(url=url, ca_cert=str(ca), **tls)
+    settings = SchemaRegistrySettings(
+        url=url,
+        ca_cert=str(ca),
+        client_cert=None if client is None else str(client.certificate),
+        client_key=None if client is None else str(client.key),
+    )
     return Config.default().model_copy(update={"schema_registry": settings})
 
 
