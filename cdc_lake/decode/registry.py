@@ -9,6 +9,17 @@ cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http_retry`), within an overall
 (:data:`DEADLINE_SECONDS`: a registry that does not answer fails the batch then, not after every
 attempt's timeout and backoff); the password is a :class:`~pydantic.SecretStr` and never appears in
 a message, a log line or ``repr``.
+
+TLS: ``ca_cert`` verifies an ``https://`` registry, ``client_cert`` (certificate and key) is presented
+for mutual TLS.  The paths travel with the pickled client and are opened on each host (driver and
+executors).  A failed handshake is not retried and is one line naming the setting to fix
+(:func:`tls_problem`, shared with the onboarding preflight).
+
+Why not ``confluent_kafka.schema_registry.SchemaRegistryClient`` (measured, docs/benchmarks.md): its
+reads have no overall deadline (and no timeout by default), it retries TLS failures, it cannot be
+pickled to the executors (it holds an ``SSLContext``), and its errors name no setting; it was a few
+milliseconds faster per uncached read (httpx against requests), paid once per schema id and executor
+process, and no faster on the cached path every message takes.
 """
 
 from __future__ import annotations
