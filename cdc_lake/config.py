@@ -66,6 +66,17 @@ PassthroughValue = Annotated[str, BeforeValidator(_scalar_to_str)]
 Secret = Annotated[SecretStr, BeforeValidator(_scalar_to_str)]
 
 
+def _is_a_file(value: str) -> str:
+    if not Path(value).expanduser().is_file():
+        raise PydanticCustomError("no_file", "no file at {path}", {"path": value})
+    return value
+
+
+LocalFile = Annotated[str, AfterValidator(_is_a_file)]
+"""A file cdc-lake reads itself (a CA bundle, a client certificate or key), used as written: it must
+exist when the config loads."""
+
+
 def _passthrough_hudi_options(value: dict[str, str]) -> dict[str, str]:
     for key in value:
         problem = passthrough_option_problem(key)
@@ -228,12 +239,18 @@ class SchemaRegistrySettings(_Model):
     ``connect_credentials_env`` names the environment variable ON THE CONNECT WORKERS that holds
     the converter's credentials (``user:password``, or a token when ``connect_credentials_kind``
     is ``bearer``): connector configs carry only ``${env:VAR}``.
+    ``ca_cert``: the CA bundle that verifies an ``https://`` registry (default: the system's);
+    ``client_cert`` and ``client_key`` (PEM, both or neither): mutual TLS.  They are cdc-lake's own
+    (driver and executors); the converter's TLS is configured on the Connect workers.
     """
 
     url: str = "http://127.0.0.1:18081/apis/ccompat/v7"
     user: str | None = None
     password: Secret | None = None
     bearer_token: Secret | None = None
+    ca_cert: LocalFile | None = None
+    client_cert: LocalFile | None = None
+    client_key: LocalFile | None = None
     converter: Literal["apicurio", "confluent"] = "apicurio"
     connect_credentials_env: str | None = None
     connect_credentials_kind: Literal["user_info", "bearer"] = "user_info"
@@ -249,6 +266,24 @@ class SchemaRegistrySettings(_Model):
         if self.bearer_token is None:
             return {}
         return {"Authorization": f"Bearer {self.bearer_token.get_secret_value()}"}
+
+    def client_certificate(self) -> tuple[str, str] | None:
+        """(certificate, key) for mutual TLS, when configured."""
+        if self.client_cert is None or self.client_key is None:
+            return None
+        return self.client_cert, self.client_key
+
+    @model_validator(mode="after")
+    def _client_certificate_needs_its_key(self) -> SchemaRegistrySettings:
+        pair = {"client_cert": self.client_cert, "client_key": self.client_key}
+        for given, missing in (("client_cert", "client_key"), ("client_key", "client_cert")):
+            if pair[given] is not None and pair[missing] is None:
+                raise PydanticCustomError(
+                    "registry_tls",
+                    "{given} is set but {missing} is not (mutual TLS needs both)",
+                    {"given": given, "missing": missing},
+                )
+        return self
 
     @model_validator(mode="after")
     def _one_way_to_authenticate(self) -> SchemaRegistrySettings:
@@ -277,7 +312,7 @@ class KafkaConnectSettings(_Model):
     url: str = "http://127.0.0.1:18083"
     user: str | None = None
     password: Secret | None = None
-    ca_cert: str | None = None
+    ca_cert: LocalFile | None = None
 
     @model_validator(mode="after")
     def _password_needs_user(self) -> KafkaConnectSettings:

@@ -4,7 +4,8 @@ A request that fails for a reason that passes by itself is tried again, with exp
 (``backoff_seconds``, doubling up to ``max_backoff_seconds``) for at most ``attempts`` tries:
 
 - no answer: the connection is refused or drops (also in the middle of the body), or the request
-  times out;
+  times out (but not a failed TLS handshake: an untrusted or refused certificate stays so, and
+  :class:`requests.exceptions.SSLError` goes back to the caller at once);
 - HTTP 429 (slow down) and every 5xx (the server is starting, overloaded or failing over);
 - any status the caller adds for its own service (Kafka Connect answers 409 while its worker group
   rebalances).
@@ -19,6 +20,9 @@ A policy with ``deadline_seconds`` also bounds the whole call: each attempt's ti
 time left, and no attempt starts whose backoff would end past the deadline (the reason then says
 so).  requests' timeout bounds the connection and each wait for bytes, so a server that keeps
 sending a byte now and then can still hold one attempt past the deadline.
+
+The session's ``verify`` (a caller's CA bundle) is passed with every request: requests otherwise lets
+``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` from the environment replace it.
 """
 
 from __future__ import annotations
@@ -93,7 +97,12 @@ def send(
         tried += 1
         left = timeout if deadline is None else deadline - (time.monotonic() - started)
         try:
-            response = session.request(method, url, json=json, timeout=max(min(timeout, left), 0.001))
+            # The session's CA bundle named per request: else REQUESTS_CA_BUNDLE would replace it.
+            response = session.request(
+                method, url, json=json, timeout=max(min(timeout, left), 0.001), verify=session.verify
+            )
+        except requests.exceptions.SSLError:
+            raise  # a ConnectionError, but a certificate problem does not pass by itself
         except _TRANSIENT_EXCEPTIONS as exc:
             raise Unavailable(type(exc).__name__, tried) from exc
         if policy.transient(response.status_code):

@@ -9,12 +9,24 @@ cdc-lake's one HTTP retry policy (:mod:`cdc_lake.http_retry`), within an overall
 (:data:`DEADLINE_SECONDS`: a registry that does not answer fails the batch then, not after every
 attempt's timeout and backoff); the password is a :class:`~pydantic.SecretStr` and never appears in
 a message, a log line or ``repr``.
+
+TLS: ``ca_cert`` verifies an ``https://`` registry, ``client_cert`` (certificate and key) is presented
+for mutual TLS.  The paths travel with the pickled client and are opened on each host (driver and
+executors).  A failed handshake is not retried and is one line naming the setting to fix
+(:func:`tls_problem`, shared with the onboarding preflight).
+
+Why not ``confluent_kafka.schema_registry.SchemaRegistryClient`` (measured, docs/benchmarks.md): its
+reads have no overall deadline (and no timeout by default), it retries TLS failures, it cannot be
+pickled to the executors (it holds an ``SSLContext``), and its errors name no setting; it was a few
+milliseconds faster per uncached read (httpx against requests), paid once per schema id and executor
+process, and no faster on the cached path every message takes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import ssl
 import threading
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
@@ -61,6 +73,8 @@ class SchemaRegistry:
         backoff_seconds: float = 0.5,
         max_backoff_seconds: float = 8.0,
         deadline_seconds: float = DEADLINE_SECONDS,
+        ca_cert: str | None = None,
+        client_cert: tuple[str, str] | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -74,6 +88,8 @@ class SchemaRegistry:
         self._password = password
         self._bearer_token = bearer_token
         self._timeout = timeout_seconds
+        self._ca_cert = ca_cert
+        self._client_cert = client_cert
         self._policy = RetryPolicy(
             attempts, backoff_seconds, max_backoff_seconds, deadline_seconds=deadline_seconds
         )
@@ -84,6 +100,8 @@ class SchemaRegistry:
     def _new_session(self) -> requests.Session:
         session = requests.Session()
         session.headers["Accept"] = _ACCEPT
+        session.verify = self._ca_cert or True
+        session.cert = self._client_cert
         if self._username is not None:
             secret = self._password.get_secret_value() if self._password is not None else ""
             session.auth = (self._username, secret)
@@ -153,10 +171,16 @@ class SchemaRegistry:
             raise SchemaRegistryError(
                 f"schema registry at {self.url} is unreachable after {exc.attempts} attempts: {exc}"
             ) from exc
+        except requests.exceptions.SSLError as exc:
+            what, fix = tls_problem(exc, client_certificate=self._client_cert is not None)
+            raise SchemaRegistryError(f"schema registry at {self.url}: {what}: {fix}") from exc
         except requests.RequestException as exc:
             raise SchemaRegistryError(
                 f"schema registry at {self.url} failed GET {path}: {type(exc).__name__}"
             ) from exc
+        except OSError as exc:
+            # requests opens the CA bundle and the client certificate per request, on this host.
+            raise SchemaRegistryError(f"schema registry at {self.url}: {self._unreadable(exc)}") from exc
         if response.status_code == 404:
             raise SchemaRegistryError(f"{not_found} at {self.url}")
         if response.status_code in (401, 403):
@@ -175,11 +199,28 @@ class SchemaRegistry:
             raise SchemaRegistryError(f"schema registry at {self.url} returned non-JSON for {path}") from exc
         return body
 
+    def _unreadable(self, exc: OSError) -> str:
+        """Which TLS file requests could not open (its messages name the kind, then the path)."""
+        text = str(exc)
+        cert, key = self._client_cert or ("", "")
+        named = [("ca_cert", self._ca_cert or ""), ("client_cert", cert), ("client_key", key)]
+        setting, path = next(((s, p) for s, p in named if p and p in text), ("ca_cert", ""))
+        if "key file" in text:
+            setting, path = "client_key", key
+        elif "certificate file" in text:
+            setting, path = "client_cert", cert
+        return (
+            f"cannot read schema_registry.{setting} {path} on this host (the TLS files must be readable "
+            "at the same paths by the driver and every executor)"
+        )
+
     def identity(self) -> tuple[str, str, str]:
-        """What makes two clients interchangeable: the URL, the user, and a digest of the secrets (so a
-        rotated password or token is a new client; the digest is a cache key, never shown)."""
+        """What makes two clients interchangeable: the URL, the user, and a digest of the secrets and
+        TLS files (so a rotated password or token is a new client; the digest is a cache key, never
+        shown)."""
         held = (self._password, self._bearer_token)
         secrets = [secret.get_secret_value() if secret is not None else "" for secret in held]
+        secrets += [self._ca_cert or "", *(self._client_cert or ("", ""))]
         digest = hashlib.sha256("\0".join(secrets).encode()).hexdigest()
         return self.url, self._username or "", digest
 
@@ -215,8 +256,52 @@ def registry_client(config: Config) -> SchemaRegistry:
     """The schema registry client of ``config`` (``schema_registry``), as the driver and executors use it."""
     settings = config.schema_registry
     return SchemaRegistry(
-        settings.url, username=settings.user, password=settings.password, bearer_token=settings.bearer_token
+        settings.url,
+        username=settings.user,
+        password=settings.password,
+        bearer_token=settings.bearer_token,
+        ca_cert=settings.ca_cert,
+        client_cert=settings.client_certificate(),
     )
+
+
+def tls_problem(exc: requests.exceptions.SSLError, *, client_certificate: bool) -> tuple[str, str]:
+    """What a failed TLS handshake with the registry was, and the setting to check (one line each)."""
+    failure = _ssl_failure(exc)
+    reason = (failure.reason or type(failure).__name__) if failure is not None else "SSLError"
+    if isinstance(failure, ssl.SSLCertVerificationError):
+        return (
+            f"the registry's certificate is not trusted ({failure.verify_message})",
+            "check schema_registry.ca_cert (the CA bundle that signed it)",
+        )
+    said = f"TLS handshake failed ({reason})"
+    if "ALERT" in reason or isinstance(failure, ssl.SSLEOFError):
+        # The server ended the handshake: the usual cause is a client certificate it wants or refuses.
+        if client_certificate:
+            return (
+                f"{said}, the registry refused the client certificate",
+                "check schema_registry.client_cert and schema_registry.client_key",
+            )
+        return (
+            f"{said}, the registry may require a client certificate",
+            "set schema_registry.client_cert and schema_registry.client_key",
+        )
+    return said, "check schema_registry.url (does the registry speak TLS there?)"
+
+
+def _ssl_failure(exc: BaseException) -> ssl.SSLError | None:
+    """The :class:`ssl.SSLError` under requests' and urllib3's wrappers (in ``args`` and ``reason``)."""
+    pending: list[object] = [exc]
+    seen: set[int] = set()
+    while pending:
+        item = pending.pop()
+        if not isinstance(item, BaseException) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, ssl.SSLError):
+            return item
+        pending += [*item.args, getattr(item, "reason", None), item.__cause__, item.__context__]
+    return None
 
 
 def _error_message(response: requests.Response) -> str:

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.connect.render import connector_class, registry_api_url
-from cdc_lake.decode.registry import CREDENTIALS_HINT
+from cdc_lake.decode.registry import CREDENTIALS_HINT, tls_problem
 from cdc_lake.exceptions import ConnectError, PreflightError
 from cdc_lake.sources.checks import CheckResult, name_list
 
@@ -97,8 +97,16 @@ def check_registry(config: Config) -> CheckResult:
     for url in urls:
         try:
             response = requests.get(
-                url, timeout=_SERVICE_TIMEOUT, auth=settings.basic_auth(), headers=settings.auth_headers()
+                url,
+                timeout=_SERVICE_TIMEOUT,
+                auth=settings.basic_auth(),
+                headers=settings.auth_headers(),
+                verify=settings.ca_cert or True,
+                cert=settings.client_certificate(),
             )
+        except requests.exceptions.SSLError as exc:
+            what, fix = tls_problem(exc, client_certificate=settings.client_certificate() is not None)
+            return CheckResult.fail(name, f"{shown_url(url)}: {what}", fix)
         except requests.RequestException as exc:
             return CheckResult.fail(
                 name,

@@ -511,6 +511,29 @@ def test_registry_takes_basic_auth_or_a_bearer_token_not_both(
     assert "set either user/password or bearer_token, not both" in error_of(write(tmp_path, both))
 
 
+@pytest.mark.parametrize("setting", ["ca_cert", "client_cert", "client_key"])
+def test_registry_tls_files_must_exist(tmp_path: Path, setting: str) -> None:
+    pem = tmp_path / "registry.pem"
+    pem.write_text("PEM", encoding="utf-8")
+    text = f"schema_registry:\n  ca_cert: {pem}\n  client_cert: {pem}\n  client_key: {pem}\n"
+    settings = load_config(write(tmp_path, text)).schema_registry
+    assert (settings.ca_cert, settings.client_certificate()) == (str(pem), (str(pem), str(pem)))
+
+    missing = tmp_path / "nowhere.pem"
+    message = error_of(write(tmp_path, text.replace(f"{setting}: {pem}", f"{setting}: {missing}")))
+
+    assert message.endswith(f"schema_registry.{setting}: no file at {missing}")
+
+
+def test_registry_client_certificate_and_key_go_together(tmp_path: Path) -> None:
+    pem = tmp_path / "client.pem"
+    pem.write_text("PEM", encoding="utf-8")
+    for given, missing in (("client_cert", "client_key"), ("client_key", "client_cert")):
+        message = error_of(write(tmp_path, f"schema_registry:\n  {given}: {pem}\n"))
+        expected = f"schema_registry: {given} is set but {missing} is not (mutual TLS needs both)"
+        assert message.endswith(expected)
+
+
 def test_two_sources_with_one_topic_prefix_are_refused(tmp_path: Path) -> None:
     text = PG_SOURCE + textwrap.indent(
         "pg2:\n  engine: postgres\n  topic_prefix: pg\n  primary: {port: 1, database: d, user: u}\n", "  "

@@ -6,6 +6,7 @@ import pickle
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from fixtures import debezium as dbz
@@ -163,6 +164,32 @@ def test_non_avro_and_invalid_schemas_are_refused(fake: FakeRegistry) -> None:
             registry.get_schema(5)
         with pytest.raises(SchemaRegistryError, match="schema id 6 is not an Avro record"):
             registry.get_schema(6)
+
+
+def test_a_registry_not_speaking_tls_fails_at_once_naming_the_url(fake: FakeRegistry) -> None:
+    with serve(fake):
+        url = fake.url.replace("http://", "https://")
+        with client(url) as registry, pytest.raises(SchemaRegistryError) as info:
+            registry.get_schema(1)
+    message = str(info.value)
+    assert message.startswith(f"schema registry at {url}: TLS handshake failed (WRONG_VERSION_NUMBER")
+    assert message.endswith("check schema_registry.url (does the registry speak TLS there?)")
+    assert "\n" not in message and fake.requests == []
+
+
+def test_a_tls_file_missing_on_this_host_is_named(fake: FakeRegistry, tmp_path: Path) -> None:
+    missing = tmp_path / "ca.pem"
+    with serve(fake):
+        url = fake.url.replace("http://", "https://")
+        with (
+            SchemaRegistry(url, ca_cert=str(missing), attempts=1) as registry,
+            pytest.raises(SchemaRegistryError) as info,
+        ):
+            registry.get_schema(1)
+    assert str(info.value) == (
+        f"schema registry at {url}: cannot read schema_registry.ca_cert {missing} on this host "
+        "(the TLS files must be readable at the same paths by the driver and every executor)"
+    )
 
 
 def test_bad_urls_are_config_errors() -> None:

@@ -6,6 +6,8 @@ import socket
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -112,3 +114,32 @@ def test_the_deadline_bounds_every_attempt_and_the_retries_together() -> None:
     assert elapsed < 1.5
     assert str(raised.value) == "ReadTimeout; the 0.6 s deadline passed"
     assert raised.value.attempts < policy.attempts
+
+
+class _Counting(requests.Session):
+    """A session counting the requests it sends."""
+
+    sent = 0
+
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:
+        self.sent += 1
+        return super().request(*args, **kwargs)
+
+
+def test_a_tls_failure_is_not_retried(server: Scripted) -> None:
+    # A certificate problem does not pass by itself: https:// against a plain HTTP server fails the handshake.
+    with _Counting() as session, pytest.raises(requests.exceptions.SSLError):
+        send(session, "GET", server.url.replace("http://", "https://"), QUICK, timeout=5)
+
+    assert session.sent == 1
+
+
+def test_the_sessions_ca_bundle_wins_over_the_environments(
+    server: Scripted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # requests lets REQUESTS_CA_BUNDLE replace a session's own bundle unless the request names it.
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", requests.certs.where())
+    missing = tmp_path / "configured-ca.pem"
+    with requests.Session() as session, pytest.raises(OSError, match=f"invalid path: {missing}"):
+        session.verify = str(missing)
+        send(session, "GET", server.url.replace("http://", "https://"), QUICK, timeout=5)
