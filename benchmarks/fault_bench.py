@@ -91,7 +91,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=3, help="SIGKILLs of apply --once (CI: 1)")
     parser.add_argument("--rows", type=int, default=220, help="backlog before the first run (CI: 220)")
-    parser.add_argument("--changes", type=int, default=170, help="redelivery test's source changes (CI: 100)")
+    parser.add_argument("--changes", type=int, default=170, help="redelivery test's source changes (CI: 60)")
     parser.add_argument("--resent", type=int, default=40, help="messages produced again (CI: 20)")
     parser.add_argument("--engine", choices=["postgres", "mariadb"], help="one engine only (default both)")
     parser.add_argument("--tests", nargs="+", choices=sorted(TESTS), default=sorted(TESTS))

@@ -40,7 +40,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(12
 
 RESENT = fault_size("RESENT", 20)
 """The topic's last messages produced again: more than one batch of 15, so they span batches."""
-CHANGES = fault_size("CHANGES", 100)
+CHANGES = fault_size("CHANGES", 60)
 """Source changes: a third before the Connect restart, half streaming across it, the rest after the
 re-sent suffix."""
 

@@ -153,8 +153,9 @@ def test_rebootstrap_policy_reboots_without_an_operator_and_freeze_hides_changes
         {"name": "auto", "schema_changes": "rebootstrap"},
         {"name": "frozen", "schema_changes": "freeze", "columns": FROZEN},
     ]
-    # The service applies tier-1 tables every 2 s (900 s by default).
-    intervals = {"default_interval_seconds": {1: 2, 2: 2}}
+    # The service applies tier-1 tables every 5 s (900 s by default): soon enough to see the change,
+    # and each table's commits (one per round while the writers run) leave the CPU to the re-bootstrap.
+    intervals = {"default_interval_seconds": {1: 5, 2: 5}}
     config_path = write_db_config(tmp_path, db, tables_config, str(tmp_path / "lake"), apply=intervals)
     onboard(config_path, db.source)
     config = load(config_path)
