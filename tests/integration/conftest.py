@@ -31,12 +31,16 @@ from cdc_lake.stack.service import LAKE_BUCKET
 
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[LocalStack]:
-    """The running local stack (started here if it was not running)."""
+    """The running local stack (started here if it was not running).
+
+    Stopped at the end only when no service at all ran before: a stack someone else started (another
+    test run, a developer), even with one service restarting at that moment, is theirs to stop.
+    """
     stack = LocalStack(Config.default(Path.cwd()).stack)
-    was_running = all(status.healthy for status in stack.status())
+    started_here = not any(status.running for status in stack.status())
     stack.up()
     yield stack
-    if not was_running and os.environ.get("CDC_LAKE_KEEP_STACK") != "1":
+    if started_here and os.environ.get("CDC_LAKE_KEEP_STACK") != "1":
         stack.down()
 
 
