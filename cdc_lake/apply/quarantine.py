@@ -55,14 +55,15 @@ def skipped_offsets(
     id (deleted and created again since) skips nothing.  A re-bootstrap's copy (``table~vN``) skips what
     its table's quarantine holds: a quarantined offset before the copy's watermark is never read by it
     (the snapshot holds that change), one after it stays missing in the copy too, and the switch keeps
-    its row and the possibly-diverged mark (:meth:`StateStore.switch_rebootstrap`).
+    its row and the possibly-diverged mark (:meth:`StateStore.switch_rebootstrap`).  A replayed row
+    skips nothing: its change is in the lake, and a copy reading the message again applies it.
     """
     if store is None:
         return frozenset()
     return frozenset(
         (q.partition, q.offset)
         for q in store.quarantined(table.partition("~")[0], topic)
-        if q.partition in end and start.get(q.partition, 0) <= q.offset < end[q.partition]
+        if q.missing and q.partition in end and start.get(q.partition, 0) <= q.offset < end[q.partition]
         and (q.topic_id is None or topic_id is None or q.topic_id == topic_id)
     )
 
