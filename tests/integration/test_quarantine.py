@@ -11,9 +11,9 @@ copy of one of its Debezium messages is put on the table's own topic; the table 
 offset, is quarantined under the documented procedure, and keeps applying: LIVE again and equal to the
 source (Spark+Hudi and hudi-rs), the message in the quarantine with its offset and bytes.
 
-The way out after a fix: a message quarantined because its value did not fit the table's
-``column_types`` override; a later change of its key and a change of another key are applied; the
-operator widens the override and runs ``quarantine --replay``: one Hudi commit at the message's original
+The way out after a fix: a message quarantined because it had no key (and the table no ``key``
+setting); a later change of its key and a change of another key are applied; the operator sets
+``key: [id]`` and runs ``quarantine --replay``: one Hudi commit at the message's original
 ordering value, so the later change it missed keeps winning, and the quarantine row records the replay.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -217,14 +218,12 @@ def test_a_quarantined_message_is_replayed_after_a_fix_and_a_later_change_of_its
     topic = SyntheticTopic(local_stack, f"qrep_{run}")
     topic.send([
         (topic.key(1), topic.change("c", 1, "a", (100, 2))),
-        (topic.key(1), topic.change("u", 1, "too precise", (12345, 4))),  # offset 1: 1.2345 in decimal(10,2)
+        (None, topic.change("u", 1, "keyless", (150, 2))),  # offset 1: no message key, no `key` configured
     ])
     config_path = tmp_path / "cdc-lake.yaml"
     data = config_dict(
         local_stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[topic]
     )
-    entry = data["sources"][topic.prefix]["tables"][0]
-    entry["column_types"] = {"ratio": "decimal(10,2)"}
     config = write_and_load(config_path, data)
     record_catching_up(config)
     table = f"qrep_{run}.s.t"
@@ -232,7 +231,7 @@ def test_a_quarantined_message_is_replayed_after_a_fix_and_a_later_change_of_its
     replay = [*base, "quarantine", "--replay", table, "--partition", "0", "--offset", "1"]
     runner = CliRunner()
     assert runner.invoke(cli, [*base, "apply", "--once"]).exit_code == 1
-    quarantine = [*base, "quarantine", table, "--partition", "0", "--offset", "1", "--reason", "too precise"]
+    quarantine = [*base, "quarantine", table, "--partition", "0", "--offset", "1", "--reason", "no key"]
     chosen = runner.invoke(cli, quarantine)
     assert chosen.exit_code == 0, chosen.output
     topic.send([
@@ -243,7 +242,7 @@ def test_a_quarantined_message_is_replayed_after_a_fix_and_a_later_change_of_its
     unfixed = runner.invoke(cli, replay)
     assert unfixed.exit_code == 1 and "still does not decode" in unfixed.output, unfixed.output
 
-    entry["column_types"] = {"ratio": "decimal(12,4)"}  # the operator's fix
+    data["sources"][topic.prefix]["tables"][0]["key"] = ["id"]  # the operator's fix
     write_and_load(config_path, data)
     replayed = runner.invoke(cli, [*replay, "--json"])
 
@@ -253,8 +252,8 @@ def test_a_quarantined_message_is_replayed_after_a_fix_and_a_later_change_of_its
     commit = latest_commit(spark, path)
     assert commit is not None and done["replay_commit"] == commit.instant and done["replayed_by"]
     rows = lake_rows(spark, path)  # Spark+Hudi and hudi-rs agree
-    expected = [(1, "later", "3.0000"), (2, "other", "2.0000")]
-    assert [(r["id"], r["name"], str(r["ratio"])) for r in rows] == expected
+    expected = [(1, "later", Decimal(3)), (2, "other", Decimal(2))]
+    assert [(r["id"], r["name"], r["ratio"]) for r in rows] == expected
     with StateStore.open(config.state_store.url) as store:
         assert store.require_table(table).possibly_diverged is None
         assert store.get_applied_offsets(table) == {0: 4}
