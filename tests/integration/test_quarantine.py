@@ -247,7 +247,7 @@ def test_a_quarantined_message_is_replayed_after_a_fix_and_a_later_change_of_its
     replayed = runner.invoke(cli, [*replay, "--json"])
 
     assert replayed.exit_code == 0, replayed.output
-    done = json.loads(replayed.output)
+    done = json.loads(replayed.stdout)  # the log lines go to stderr
     path = config.lake.table_base_path(table)
     commit = latest_commit(spark, path)
     assert commit is not None and done["replay_commit"] == commit.instant and done["replayed_by"]
