@@ -26,7 +26,8 @@ class BatchPlan:
 
     ``high`` holds the high watermarks seen when the batch was planned; partitions with nothing to read
     have ``start == end``.  ``topic_id`` is the topic's Kafka id then (None: not known), which the
-    batch's commit records with its offsets.
+    batch's commit records with its offsets.  A ``replay`` (``cdc-lake quarantine --replay``) reads
+    quarantined offsets below the checkpoint: its commit keeps the checkpoint's offsets.
     """
 
     topic: str
@@ -34,6 +35,7 @@ class BatchPlan:
     end: dict[int, int]
     high: dict[int, int]
     topic_id: str | None = None
+    replay: bool = False
 
     @property
     def ranges(self) -> list[OffsetRange]:

@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import reduce
@@ -27,6 +27,7 @@ from cdc_lake.apply.decoding import (
     BadMessage,
     BatchSummary,
     Decoded,
+    DecodedChange,
     DecodeSettings,
     decode_messages,
     summarize,
@@ -251,6 +252,22 @@ class TableApplier:
             result = self._apply(checkpoint, plan, result, before_commit, steps)
         return replace(result, seconds=time.monotonic() - began)
 
+    def replay(
+        self, changes: Sequence[DecodedChange], topic_id: str | None, before_commit: Callable[[], None]
+    ) -> BatchResult:
+        """Write quarantined ``changes`` (offsets below the checkpoint) as one commit, at their own
+        ordering values; the commit keeps the checkpoint's offsets and re-send marks
+        (:func:`cdc_lake.apply.quarantine.replay`).  A schema the lake cannot follow sets ``bad``."""
+        self.forget()
+        checkpoint = self.checkpoint()
+        start = {c.partition: c.offset for c in changes}
+        end = {c.partition: c.offset + 1 for c in changes}
+        plan = BatchPlan(self.target.topic, start, end, dict(end), topic_id, replay=True)
+        result = BatchResult(self.target.qualified_name, self.target.topic, start, end, dict(end))
+        records: list[Decoded] = list(changes)
+        summary = next(summarize(records))
+        return self._write(checkpoint, plan, result, before_commit, _Steps(), summary, records, frozenset())
+
     def _apply(
         self,
         checkpoint: Checkpoint,
@@ -318,9 +335,9 @@ class TableApplier:
         frame.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             positions = advance(checkpoint.positions, applied.marks)
+            offsets = dict(checkpoint.offsets) if plan.replay else {**checkpoint.offsets, **end}
             after = Checkpoint(
-                self.target.topic, {**checkpoint.offsets, **end}, newest, Origin.COMMIT, positions=positions,
-                topic_id=plan.topic_id,
+                self.target.topic, offsets, newest, Origin.COMMIT, positions=positions, topic_id=plan.topic_id
             )
             spec = self.target.spec(key_fields)
             metadata = {

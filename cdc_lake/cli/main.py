@@ -27,6 +27,7 @@ from cdc_lake.onboard import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from cdc_lake.apply.runner import TableOutcome
+    from cdc_lake.config import Config
     from cdc_lake.onboard.control import Action
     from cdc_lake.state.records import TableInfo
     from cdc_lake.state.store import StateStore
@@ -472,6 +473,9 @@ def alerts_render(
 @cli.command()
 @click.argument("table", metavar="[TABLE]", required=False)
 @click.option("--list", "listing", is_flag=True, help="List the quarantined messages (of TABLE if given).")
+@click.option(
+    "--replay", is_flag=True, help="Apply TABLE's quarantined message at --partition/--offset after a fix."
+)
 @click.option("--partition", type=click.IntRange(min=0), help="Kafka partition.")
 @click.option("--offset", type=click.IntRange(min=0), help="Kafka offset.")
 @click.option("--reason", help="Why it is skipped (recorded with the copy).")
@@ -482,6 +486,7 @@ def quarantine(
     ctx: click.Context,
     table: str | None,
     listing: bool,
+    replay: bool,
     partition: int | None,
     offset: int | None,
     reason: str | None,
@@ -496,7 +501,12 @@ def quarantine(
     `rebootstrap` (or a clean `validate`) clears it.
 
     `quarantine --list [TABLE]`: every quarantined message with the key it carried (decoded with the
-    schema registry, else its length), its reason and when.
+    schema registry, else its length), its reason and when, and its replay if it was replayed.
+
+    `quarantine --replay TABLE --partition P --offset O`: after fixing the cause (a column_types
+    override, ...), apply the quarantined message to the table's current copy as one Hudi commit at its
+    original ordering value (a later change of its key in the lake wins), under the apply lock, and
+    record the replay; refused in one line, nothing written, when it cannot (docs/schema-changes.md).
     """
     from cdc_lake.apply.quarantine import QuarantineRequest, describe, list_lines
 
@@ -513,6 +523,9 @@ def quarantine(
         else:
             click.echo("\n".join(list_lines(messages, lookup)) or "no quarantined messages")
         return
+    if replay:
+        _replay(config, table, partition, offset, reason, as_json)
+        return
     if table is None or partition is None or offset is None or reason is None:
         given = {"TABLE": table, "--partition": partition, "--offset": offset, "--reason": reason}
         missing = ", ".join(name for name, value in given.items() if value is None)
@@ -527,6 +540,28 @@ def quarantine(
         f"{kept.table}: quarantined topic {kept.topic!r} partition {kept.partition} offset {kept.offset}; "
         "the table is possibly diverged until `cdc-lake rebootstrap` or a clean `cdc-lake validate`"
     )
+
+
+def _replay(
+    config: Config, table: str | None, partition: int | None, offset: int | None, reason: str | None,
+    as_json: bool,
+) -> None:
+    """``quarantine --replay``: apply one quarantined message after a fix, or say in one line why not."""
+    from cdc_lake.apply.quarantine import ReplayRequest, describe, replay
+
+    if reason is not None:
+        raise ConfigError("quarantine --replay takes no --reason (the quarantine recorded it)")
+    if table is None or partition is None or offset is None:
+        given = {"TABLE": table, "--partition": partition, "--offset": offset}
+        missing = ", ".join(name for name, value in given.items() if value is None)
+        raise ConfigError(f"quarantine --replay needs {missing}")
+    done = replay(config, ReplayRequest(table, partition, offset))
+    if as_json:
+        emit_json({**describe([done.message])[0], "changes": done.changes})
+        return
+    kept = done.message
+    what = f"commit {kept.replay_commit}" if kept.replay_commit else "nothing written (key deleted later)"
+    click.echo(f"{kept.table}: replayed partition {kept.partition} offset {kept.offset}: {what}")
 
 
 def main() -> None:

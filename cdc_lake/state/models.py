@@ -131,7 +131,8 @@ class QuarantinedMessageRow(Base):
     """A message an operator chose to skip: a copy of it, where it was, and why (migration 0002).
 
     ``topic_id`` (the topic's Kafka id when it was quarantined) and ``lake_path`` (the copy that skips
-    it) bind the row (migration 0003; null on older rows).
+    it) bind the row (migration 0003; null on older rows).  ``replayed_at``, ``replayed_by`` and
+    ``replay_commit`` record ``cdc-lake quarantine --replay`` (migration 0004; null: not replayed).
     """
 
     __tablename__ = "quarantined_messages"
@@ -149,6 +150,9 @@ class QuarantinedMessageRow(Base):
     quarantined_at: Mapped[datetime] = mapped_column(UtcDateTime)
     topic_id: Mapped[str | None] = mapped_column(String(64))
     lake_path: Mapped[str | None] = mapped_column(Text)
+    replayed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    replayed_by: Mapped[str | None] = mapped_column(String(256))
+    replay_commit: Mapped[str | None] = mapped_column(Text)
 
 
 class RebootstrapRow(Base):

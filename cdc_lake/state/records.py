@@ -145,7 +145,9 @@ class QuarantinedMessage:
 
     ``topic_id`` is the Kafka id of the topic it was read from (None: not known, a row older than
     topic ids): a topic created again under the same name never skips it.  ``lake_path`` is the copy
-    of the table that lacks its change (None: not recorded).
+    of the table that lacks its change (None: not recorded).  ``replayed_at`` and ``replayed_by`` say
+    when and by whom ``cdc-lake quarantine --replay`` applied it after a fix (None: still missing), and
+    ``replay_commit`` the Hudi commit that did (None: the lake already held a later delete of its key).
     """
 
     id: int
@@ -159,6 +161,14 @@ class QuarantinedMessage:
     quarantined_at: datetime
     topic_id: str | None = None
     lake_path: str | None = None
+    replayed_at: datetime | None = None
+    replayed_by: str | None = None
+    replay_commit: str | None = None
+
+    @property
+    def missing(self) -> bool:
+        """Whether the lake still lacks the message's change (it was not replayed)."""
+        return self.replayed_at is None
 
 
 class RebootstrapPhase(enum.StrEnum):

@@ -398,9 +398,9 @@ class StateStore:
             return [_quarantined(row) for row in session.scalars(query.order_by(QuarantinedMessageRow.id))]
 
     def quarantine_counts(self) -> dict[str, int]:
-        """How many messages each table has in quarantine (tables with none are left out)."""
+        """How many messages each table has in quarantine, not replayed (tables with none are left out)."""
         name = QuarantinedMessageRow.table_name
-        query = select(name, func.count()).group_by(name)
+        query = select(name, func.count()).where(QuarantinedMessageRow.replayed_at.is_(None)).group_by(name)
         with self._transaction() as session:
             return {name: int(count) for name, count in session.execute(query)}
 
@@ -422,6 +422,32 @@ class StateStore:
             left = [r for r in rows if r not in gone]
             table_row.possibly_diverged = _diverged_text(left[-1]) if left else None
             table_row.updated_at = utcnow()
+            return _table_info(table_row)
+
+    def mark_replayed(
+        self, table: str, partition: int, offset: int, *, by: str, commit: str | None
+    ) -> TableInfo:
+        """Record that ``cdc-lake quarantine --replay`` applied the message at ``partition``/``offset``.
+
+        The row stays, with when, ``by`` whom and the Hudi ``commit`` that applied it (None: nothing was
+        written, the lake held a later delete of its key); the possibly-diverged mark then names the
+        table's next message still missing, or goes with the last.
+        """
+        with self._transaction() as session:
+            table_row = self._require_row(session, table)
+            rows = self._quarantine_rows(session, table)
+            found = [r for r in rows if (r.kafka_partition, r.kafka_offset) == (partition, offset)]
+            place = f"table {table}: partition {partition} offset {offset}"
+            if not found:
+                raise StateStoreError(f"{place}: no such quarantined message")
+            if any(r.replayed_at is not None for r in found):
+                raise StateStoreError(f"{place}: the quarantined message was already replayed")
+            now = utcnow()
+            for row in found:
+                row.replayed_at, row.replayed_by, row.replay_commit = now, by, commit
+            missing = [r for r in rows if r.replayed_at is None]
+            table_row.possibly_diverged = _diverged_text(missing[-1]) if missing else None
+            table_row.updated_at = now
             return _table_info(table_row)
 
     @staticmethod
@@ -764,6 +790,7 @@ def _quarantined(row: QuarantinedMessageRow) -> QuarantinedMessage:
         id=row.id, table=row.table_name, topic=row.topic, partition=row.kafka_partition,
         offset=row.kafka_offset, reason=row.reason, key=row.message_key, value=row.message_value,
         quarantined_at=row.quarantined_at, topic_id=row.topic_id, lake_path=row.lake_path,
+        replayed_at=row.replayed_at, replayed_by=row.replayed_by, replay_commit=row.replay_commit,
     )
 
 
@@ -785,8 +812,11 @@ def _still_missing(
     message): so a row is still missing when it is of the copy's topic (same name and, when both are
     known, same Kafka id) at or after the watermark's offset of its partition.  A row of another topic
     (a topic deleted and created again) concerns a stream the copy never read: it goes.  Without a
-    watermark nothing is known of the copy: every row stays.
+    watermark nothing is known of the copy: every row stays.  A replayed row is never missing: the
+    copy's snapshot holds its change or the copy reads the message (it skips only rows not replayed).
     """
+    if row.replayed_at is not None:
+        return False
     if topic_id is not None and row.topic_id is not None and row.topic_id != topic_id:
         return False
     if watermark is None:

@@ -10,6 +10,11 @@ On both engines (Postgres and MariaDB), with a writer changing the source table 
 copy of one of its Debezium messages is put on the table's own topic; the table stops FAILED at that
 offset, is quarantined under the documented procedure, and keeps applying: LIVE again and equal to the
 source (Spark+Hudi and hudi-rs), the message in the quarantine with its offset and bytes.
+
+The way out after a fix: a message quarantined because it had no key (and the table no ``key``
+setting); a later change of its key and a change of another key are applied; the operator sets
+``key: [id]`` and runs ``quarantine --replay``: one Hudi commit at the message's original
+ordering value, so the later change it missed keeps winning, and the quarantine row records the replay.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -203,3 +209,55 @@ def test_a_bad_message_of_a_changing_source_table_is_quarantined_and_the_table_k
         (kept,) = store.quarantined(table)
         assert (kept.topic, kept.partition, kept.offset) == (topic, 0, offset)
         assert (kept.key, kept.value, kept.reason) == (key, bad_value, "cut short")
+
+
+def test_a_quarantined_message_is_replayed_after_a_fix_and_a_later_change_of_its_key_still_wins(
+    spark: SparkSession, local_stack: LocalStack, tmp_path: Path
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    topic = SyntheticTopic(local_stack, f"qrep_{run}")
+    topic.send([
+        (topic.key(1), topic.change("c", 1, "a", (100, 2))),
+        (None, topic.change("u", 1, "keyless", (150, 2))),  # offset 1: no message key, no `key` configured
+    ])
+    config_path = tmp_path / "cdc-lake.yaml"
+    data = config_dict(
+        local_stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[topic]
+    )
+    config = write_and_load(config_path, data)
+    record_catching_up(config)
+    table = f"qrep_{run}.s.t"
+    base = ["--config", str(config_path)]
+    replay = [*base, "quarantine", "--replay", table, "--partition", "0", "--offset", "1"]
+    runner = CliRunner()
+    assert runner.invoke(cli, [*base, "apply", "--once"]).exit_code == 1
+    quarantine = [*base, "quarantine", table, "--partition", "0", "--offset", "1", "--reason", "no key"]
+    chosen = runner.invoke(cli, quarantine)
+    assert chosen.exit_code == 0, chosen.output
+    topic.send([
+        (topic.key(1), topic.change("u", 1, "later", (300, 2))),
+        (topic.key(2), topic.change("c", 2, "other", (200, 2))),
+    ])
+    assert runner.invoke(cli, [*base, "apply", "--once"]).exit_code == 0
+    unfixed = runner.invoke(cli, replay)
+    assert unfixed.exit_code == 1 and "still does not decode" in unfixed.output, unfixed.output
+
+    data["sources"][topic.prefix]["tables"][0]["key"] = ["id"]  # the operator's fix
+    write_and_load(config_path, data)
+    replayed = runner.invoke(cli, [*replay, "--json"])
+
+    assert replayed.exit_code == 0, replayed.output
+    done = json.loads(replayed.stdout)  # the log lines go to stderr
+    path = config.lake.table_base_path(table)
+    commit = latest_commit(spark, path)
+    assert commit is not None and done["replay_commit"] == commit.instant and done["replayed_by"]
+    rows = lake_rows(spark, path)  # Spark+Hudi and hudi-rs agree
+    expected = [(1, "later", Decimal(3)), (2, "other", Decimal(2))]
+    assert [(r["id"], r["name"], r["ratio"]) for r in rows] == expected
+    with StateStore.open(config.state_store.url) as store:
+        assert store.require_table(table).possibly_diverged is None
+        assert store.get_applied_offsets(table) == {0: 4}
+    again = runner.invoke(cli, replay)
+    assert again.exit_code == 1 and "already replayed" in again.output
+    listed = runner.invoke(cli, [*base, "quarantine", "--list", table, "--no-decode"])
+    assert f"commit {commit.instant}" in listed.output

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.apply.quarantine import skipped_offsets
+from cdc_lake.exceptions import StateStoreError
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore, versioned_path
 
@@ -115,3 +116,23 @@ def test_every_tables_rows_are_listed_and_counted(store: StateStore) -> None:
 
     assert [(q.table, q.partition) for q in store.quarantined()] == [(TABLE, 0), (TABLE, 1)]
     assert store.quarantine_counts() == {TABLE: 2}
+
+
+def test_a_replayed_row_stays_as_history_but_no_longer_marks_counts_or_skips(store: StateStore) -> None:
+    _quarantine(store, 0, 5)
+    _quarantine(store, 0, 8)
+
+    store.mark_replayed(TABLE, 0, 8, by="ops", commit="20260101000000000")
+    marked = store.require_table(TABLE).possibly_diverged
+    assert marked is not None and "offset 5" in marked
+    store.mark_replayed(TABLE, 0, 5, by="ops", commit=None)
+
+    rows = store.quarantined(TABLE)
+    assert [(q.offset, q.replayed_by, q.replay_commit, q.missing) for q in rows] == [
+        (5, "ops", None, False), (8, "ops", "20260101000000000", False)
+    ]
+    assert all(q.replayed_at is not None for q in rows)
+    assert store.require_table(TABLE).possibly_diverged is None and store.quarantine_counts() == {}
+    assert skipped_offsets(store, TABLE, TOPIC, {0: 0}, {0: 10}, OLD_ID) == frozenset()
+    with pytest.raises(StateStoreError, match="offset 5: the quarantined message was already replayed"):
+        store.mark_replayed(TABLE, 0, 5, by="ops", commit=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,3 +70,29 @@ def test_the_list_verb_reads_the_store_and_refuses_a_half_given_quarantine(tmp_p
     assert "  key: 2 bytes (not decoded)" in listed.output and "  reason: cut" in listed.output
     assert as_json.exit_code == 0 and json.loads(as_json.output) == []
     assert half.exit_code != 0 and "--partition" in half.output
+
+
+def test_a_replayed_message_is_listed_with_when_by_whom_and_its_commit() -> None:
+    replayed = dataclasses.replace(
+        _message(None), replayed_at=WHEN, replayed_by="ops", replay_commit="2026112523"
+    )
+
+    lines = list_lines([replayed, _message(None)])
+    (row, missing) = describe([replayed, _message(None)])
+
+    assert lines.count("  replayed: 2026-11-25 23:00:00Z by ops, commit 2026112523") == 1
+    assert row["replayed_at"] == WHEN.isoformat() and row["replayed_by"] == "ops"
+    assert row["replay_commit"] == "2026112523" and missing["replayed_at"] is None
+
+
+def test_the_replay_verb_refuses_a_half_given_request_and_a_reason(tmp_path: Path) -> None:
+    config = tmp_path / "cdc-lake.yaml"
+    config.write_text(f"state_store:\n  url: sqlite:///{tmp_path}/state.db\n")
+    runner = CliRunner()
+
+    half = runner.invoke(cli, ["--config", str(config), "quarantine", "--replay", "pg.public.orders"])
+    both = runner.invoke(cli, ["--config", str(config), "quarantine", "--replay", "pg.public.orders",
+                               "--partition", "0", "--offset", "3", "--reason", "x"])
+
+    assert half.exit_code != 0 and "--partition, --offset" in half.output
+    assert both.exit_code != 0 and "--reason" in both.output and "--replay" in both.output
