@@ -28,6 +28,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from cdc_lake.config import IntervalHandling
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.lake.schema import lake_type
 from cdc_lake.representation import STRING
@@ -61,10 +62,13 @@ def column_reads(
     names: Sequence[str],
     quote: Quote,
     column_types: Mapping[str, str] | None = None,
+    *,
+    interval_handling: IntervalHandling = "numeric",
 ) -> list[ColumnRead]:
     """How to read ``names`` of ``shape`` (in table order) into lake types; raises for unmappable types.
 
-    ``column_types`` is the table's per-column representation (``string``, ``decimal(p,s)``).
+    ``column_types`` is the table's per-column representation (``string``, ``decimal(p,s)``);
+    ``interval_handling`` the source's (Postgres ``interval`` as text or refused).
     """
     overrides = parsed_column_types(column_types or {})
     unknown = unknown_columns_problem(shape, column_types or {}, shape.name)
@@ -75,7 +79,8 @@ def column_reads(
     for column in shape.columns:
         if column.name not in wanted:
             continue
-        read = column_read(engine, column, quote(column.name), overrides.get(column.name))
+        override = overrides.get(column.name)
+        read = column_read(engine, column, quote(column.name), override, interval_handling=interval_handling)
         if isinstance(read, Refusal):
             raise BootstrapError(read.message(shape.name))
         reads.append(

@@ -249,7 +249,12 @@ class TableBootstrap:
         key = record_key(self.name, self.table, shape)
         names = selected_columns(self.name, self.table, shape, key)
         reads = column_reads(
-            self.source.engine, shape, names, engine.quote_identifier, self.table.column_types
+            self.source.engine,
+            shape,
+            names,
+            engine.quote_identifier,
+            self.table.column_types,
+            interval_handling=self.source.interval_handling,
         )
         reads, agreed = align_with_registry(
             self.registry, self.target.topic, reads, self.name, self.table.column_types

@@ -282,7 +282,14 @@ def _source_frame(
     shape = engine.table_shape(table.name, role)
     key = record_key(table_name, table, shape)
     names = selected_columns(table_name, table, shape, key)
-    reads = column_reads(source.engine, shape, names, engine.quote_identifier, table.column_types)
+    reads = column_reads(
+        source.engine,
+        shape,
+        names,
+        engine.quote_identifier,
+        table.column_types,
+        interval_handling=source.interval_handling,
+    )
     selected = ", ".join(f"{r.select} AS {engine.quote_identifier(r.name)}" for r in reads)
     where = "1 = 1"
     if options.older_than_seconds is not None and options.updated_column is not None:

@@ -52,6 +52,10 @@ _JAAS_OPTION = re.compile(r'([A-Za-z_][\w.-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+
 # slot names only allow lowercase letters, digits and underscores.
 _SOURCE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 
+IntervalHandling = Literal["numeric", "string"]
+"""A Postgres source's ``interval.handling.mode``: ``numeric`` (Debezium's default, lossy, so interval columns
+are refused) or ``string`` (exact text, ``docs/type-mapping.md``)."""
+
 
 def _scalar_to_str(value: object) -> object:
     """Let YAML numbers and booleans stand where a string is expected (``false`` becomes ``"false"``)."""
@@ -640,6 +644,7 @@ class Source(_Model):
     slot_name: str | None = None
     publication_name: str | None = None
     server_id: int | None = Field(default=None, ge=1, le=2**32 - 1)
+    interval_handling: IntervalHandling = "numeric"
     tables: list[Table] = Field(default_factory=list)
 
     @field_validator("name")
@@ -705,6 +710,8 @@ def _binlog_source_rules(source: Source) -> None:
         )
     if source.server_id is None:
         raise PydanticCustomError("engine_setting", "server_id is required for mysql/mariadb sources")
+    if source.interval_handling != "numeric":
+        raise PydanticCustomError("engine_setting", "interval_handling applies only to postgres sources")
 
 
 SOURCE_RULES: Final[Mapping[EngineName, Callable[[Source], None]]] = {

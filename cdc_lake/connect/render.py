@@ -116,7 +116,8 @@ class ConnectorParams:
     is the registry server's base URL (``http://host:port``); the API path is added to
     match the installed converter.  Postgres needs ``database``, ``slot_name``,
     ``publication_name`` and ``heartbeat_table`` (``schema.table``); MySQL/MariaDB need
-    ``server_id`` and ``kafka_bootstrap`` (for the schema history topic).
+    ``server_id`` and ``kafka_bootstrap`` (for the schema history topic).  ``interval_handling`` is the
+    Postgres connector's ``interval.handling.mode`` (the source's setting).
     ``database_settings`` are extra ``database.*`` connector settings (TLS), added as given.
     ``converter`` chooses the Avro converter (:class:`ConverterSettings`).
     ``schema_history_clients`` are Java Kafka client settings (security) for the MySQL/MariaDB
@@ -138,6 +139,7 @@ class ConnectorParams:
     server_id: int | None = None
     kafka_bootstrap: str | None = None
     heartbeat_interval_ms: int = 10_000
+    interval_handling: str = "numeric"
     topic_partitions: int = 1
     topic_replication_factor: int = 1
     database_settings: Mapping[str, str] = field(default_factory=dict)
@@ -168,6 +170,7 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
         "publication_name": params.publication_name,
         "heartbeat_action_query": _heartbeat_query(name, params.heartbeat_table),
         "heartbeat_interval_ms": str(params.heartbeat_interval_ms),
+        "interval_handling": params.interval_handling,
         # MySQL/MariaDB templates: the binlog client asks the server for heartbeat events at 0.8 times
         # connect.keep.alive.interval.ms, and on an idle server only those let the connector emit its
         # heartbeats; the default (60 s) would delay the proof of streaming by up to a minute.  Half

@@ -52,7 +52,13 @@ def check_column_types(engine: SourceEngine, source: Source, tables: Sequence[Ta
         unknown = unknown_columns_problem(shape, table.column_types, qualified)
         if unknown is not None:
             problems.append(unknown)
-        found = refusals(source.engine, shape, _selected(table, shape), table.column_types)
+        found = refusals(
+            source.engine,
+            shape,
+            _selected(table, shape),
+            table.column_types,
+            interval_handling=source.interval_handling,
+        )
         problems.extend(refusal.message(qualified) for refusal in found)
     results = []
     if keyless:
@@ -68,8 +74,8 @@ def check_column_types(engine: SourceEngine, source: Source, tables: Sequence[Ta
             CheckResult.fail(
                 CHECK,
                 "; ".join(problems),
-                "leave each column out of its table's columns list, or choose the fallback named "
-                "(docs/type-mapping.md)",
+                "leave each column out of its table's columns list, or choose the fallback or source "
+                "setting named (docs/type-mapping.md)",
             )
         )
     else:

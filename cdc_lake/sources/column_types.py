@@ -9,7 +9,9 @@ for every catalog type this module says, in one place:
   loss (times as microseconds of the day, dates, timestamps and numerics as text in a session set to
   ISO formats and UTC), and the :class:`Conversion` from it to the lake type; or
 - a :class:`Refusal`: why the type cannot be replicated exactly (Debezium's encoding loses information,
-  or Debezium drops the value), and the lossless fallback a table's ``column_types`` may choose.
+  or Debezium drops the value), and the lossless fallback a table's ``column_types`` may choose, or the
+  source setting that makes it exact (Postgres ``interval``: ``interval_handling: string``, a connector
+  setting and so one choice per source).
 
 Onboarding's preflight (:func:`refusals`) and the bootstrap (``bootstrap.lake_types``) both call
 :func:`column_read`, so a type onboarding accepts is one the bootstrap reads, and a column refused at
@@ -45,6 +47,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from cdc_lake.config import IntervalHandling
 from cdc_lake.representation import MAX_PRECISION as SPARK_MAX_PRECISION
 from cdc_lake.representation import STRING, VARIABLE_SCALE_DECIMAL_SCALE, ColumnType, parse_column_type
 from cdc_lake.sources.snapshot import SourceColumn, TableShape
@@ -80,16 +83,20 @@ class ColumnRead:
 
 @dataclass(frozen=True)
 class Refusal:
-    """A column that cannot be replicated exactly: why, and the ``column_types`` fallback if one exists."""
+    """A column that cannot be replicated exactly: why, and the ``column_types`` fallback or the source
+    ``setting`` that makes it exact, if one exists."""
 
     column: str
     declared: str
     reason: str
     fallback: str | None = None
+    setting: str | None = None
 
     def options(self) -> str:
         """What the user can do about it, as one clause."""
         leave_out = "leave it out of the table's columns list"
+        if self.setting is not None:
+            return f"{leave_out}, or set {self.setting} on its source"
         if self.fallback is None:
             return leave_out
         return f"{leave_out}, or set column_types: {{{self.column}: {self.fallback}}}"
@@ -153,11 +160,11 @@ _PG_SIMPLE: dict[str, DataType] = {
     "bytea": BinaryType(),
     "timestamptz": TimestampType(),
 }
+_PG_INTERVAL_NUMERIC = (
+    "Debezium's interval encoding (microseconds, a month counted as 30.4375 days, computed in floating "
+    "point) does not round-trip"
+)
 _PG_REFUSED: dict[str, str] = {
-    "interval": (
-        "Debezium's interval encoding (microseconds, a month counted as 30.4375 days, computed in "
-        "floating point) does not round-trip"
-    ),
     "hstore": "Debezium sends hstore as JSON text whose key order and spacing Postgres does not reproduce",
     "point": "Debezium sends a point as a struct with a WKB copy the bootstrap cannot build without PostGIS",
     "varbit": "Debezium sends bit varying as bytes without its length, so leading zero bits are lost",
@@ -179,6 +186,22 @@ def _pg_trimmed_numeric(quoted: str) -> str:
     """SQL for a numeric's text without trailing fractional zeros (Postgres 13's trim_scale, portably)."""
     trimmed = f"regexp_replace({quoted}::text, '([.][0-9]*[1-9])0+$', '\\1')"
     return f"regexp_replace({trimmed}, '[.]0+$', '')"
+
+
+def _pg_interval_text(quoted: str) -> str:
+    """SQL for Debezium's interval text (``interval.handling.mode=string``): ``P1Y2M3DT4H5M6.78S``.
+
+    Debezium parses Postgres' output text and writes every field, each with its own sign as Postgres
+    splits the interval: years and months from its months, days, then hours, minutes and seconds from
+    its time (``-1 year +2 mons -3 days 04:05:06.78`` is ``P0Y-10M-3DT4H5M6.78S``; zero is
+    ``P0Y0M0DT0H0M0S``), the seconds without trailing zeros.  ``extract`` gives the same fields (its
+    seconds are numeric since Postgres 14, a double before, hence the cast).  Debezium's seconds pass
+    through a double, which the decoder repairs (``cdc_lake.decode.types``).
+    """
+    fields = (("year", "Y"), ("month", "M"), ("day", "DT"), ("hour", "H"), ("minute", "M"))
+    parts = [f"extract({field} from {quoted})::bigint || '{unit}'" for field, unit in fields]
+    seconds = _pg_trimmed_numeric(f"extract(second from {quoted})::numeric")
+    return " || ".join(["'P'", *parts, seconds, "'S'"])
 
 
 def _pg_numeric(column: SourceColumn, quoted: str, override: ColumnType | None) -> Mapped:
@@ -215,7 +238,9 @@ def _pg_array(column: SourceColumn, quoted: str) -> Mapped:
     return Refusal(column.name, column.declared, f"arrays of {element or 'this type'} are not mapped")
 
 
-def _postgres(column: SourceColumn, quoted: str, override: ColumnType | None) -> Mapped:
+def _postgres(
+    column: SourceColumn, quoted: str, override: ColumnType | None, interval_handling: IntervalHandling
+) -> Mapped:
     name, kind, type_name = column.name, column.kind, column.type_name
     if type_name == "numeric" and kind == "base":
         return _pg_numeric(column, quoted, override)
@@ -235,6 +260,10 @@ def _postgres(column: SourceColumn, quoted: str, override: ColumnType | None) ->
         return _pg_array(column, quoted)
     if kind == "range" and type_name in _PG_RANGES:
         return ColumnRead(name, f"{quoted}::text", StringType())
+    if type_name == "interval" and kind == "base":
+        if interval_handling == "string":
+            return ColumnRead(name, _pg_interval_text(quoted), StringType())
+        return Refusal(name, column.declared, _PG_INTERVAL_NUMERIC, setting="interval_handling: string")
     if type_name in _PG_REFUSED:
         return Refusal(name, column.declared, _PG_REFUSED[type_name])
     if kind != "base":
@@ -365,16 +394,27 @@ def _mysql(column: SourceColumn, quoted: str, override: ColumnType | None) -> Ma
     return Refusal(name, column.declared, f"type {type_name} is not mapped")
 
 
-_FAMILIES: dict[str, Callable[[SourceColumn, str, ColumnType | None], Mapped]] = {
-    "postgres": _postgres,
+_BINLOG_FAMILIES: dict[str, Callable[[SourceColumn, str, ColumnType | None], Mapped]] = {
     "mysql": _mysql,
     "mariadb": _mysql,
 }
 
 
-def column_read(engine: str, column: SourceColumn, quoted: str, override: ColumnType | None = None) -> Mapped:
-    """How the bootstrap reads ``column`` (``quoted`` is its quoted name), or why it cannot exactly."""
-    return _FAMILIES[engine](column, quoted, override)
+def column_read(
+    engine: str,
+    column: SourceColumn,
+    quoted: str,
+    override: ColumnType | None = None,
+    *,
+    interval_handling: IntervalHandling = "numeric",
+) -> Mapped:
+    """How the bootstrap reads ``column`` (``quoted`` is its quoted name), or why it cannot exactly.
+
+    ``interval_handling`` is the source's setting (Postgres only).
+    """
+    if engine == "postgres":
+        return _postgres(column, quoted, override, interval_handling)
+    return _BINLOG_FAMILIES[engine](column, quoted, override)
 
 
 def parsed_column_types(column_types: Mapping[str, str]) -> dict[str, ColumnType]:
@@ -391,7 +431,12 @@ def unknown_columns_problem(shape: TableShape, column_types: Mapping[str, object
 
 
 def refusals(
-    engine: str, shape: TableShape, names: Sequence[str] | None, column_types: Mapping[str, str]
+    engine: str,
+    shape: TableShape,
+    names: Sequence[str] | None,
+    column_types: Mapping[str, str],
+    *,
+    interval_handling: IntervalHandling = "numeric",
 ) -> list[Refusal]:
     """The columns among ``names`` (all when None) of ``shape`` that cannot be replicated exactly.
 
@@ -402,7 +447,9 @@ def refusals(
     for column in shape.columns:
         if column.name not in wanted:
             continue
-        mapped = column_read(engine, column, '"x"', overrides.get(column.name))
+        mapped = column_read(
+            engine, column, '"x"', overrides.get(column.name), interval_handling=interval_handling
+        )
         if isinstance(mapped, Refusal):
             found.append(mapped)
     return found

@@ -11,6 +11,10 @@ A numeric ``NaN`` changed in at the end stops the connector naming the column, n
 
 Wall-clock timestamps (``timestamp``, lake ``timestamp_ntz``) are in a second table, compared the same
 way.
+
+``interval`` (refused above: the source keeps Debezium's lossy numeric encoding) replicates as text on a
+source with ``interval_handling: string``: its own small table, bootstrapped and then changed through the
+stream, must hold the same text from both, read by both readers.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
-from support.bootstrap import SourceDb, postgres_db, write_db_config
-from support.common import cli_run
+from support.bootstrap import SourceDb, apply_until_live, onboard, postgres_db, write_db_config
+from support.common import cli_run, load
 from support.compare import float32
+from support.second_reader import second_reader_rows
 from support.torture import (
     RefusedColumn,
     TortureColumn,
@@ -37,6 +42,7 @@ from support.torture import (
     trimmed_text_of_decimal,
 )
 
+from cdc_lake.hudi.writer import read_table
 from cdc_lake.stack.manager import LocalStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
@@ -243,6 +249,8 @@ def test_every_postgres_type_ends_equal_in_the_lake_through_both_readers(
     assert "column bt (bit(12)) cannot be replicated exactly" in check["detail"]
     assert "or set column_types: {bt: string}" in check["detail"]
     assert "column nfree_s" not in check["detail"]  # the unconstrained numeric's default is exact (or loud)
+    assert "column iv (interval) cannot" in check["detail"]
+    assert "or set interval_handling: string on its source" in check["detail"]
 
     # With the refused columns left out and the fallbacks chosen, onboarding passes.
     bootstrap_under_changes_and_compare(spark, tmp_path, torture, ROWS, ntz)
@@ -252,3 +260,62 @@ def test_every_postgres_type_ends_equal_in_the_lake_through_both_readers(
     db.execute("update public.torture set nfree = 'NaN' where id = (select min(id) from public.torture)")
     trace = failed_task_trace(db)
     assert "Failed to properly convert data value for 'public.torture.nfree'" in trace, trace[-3000:]
+
+
+# An interval literal and its lake text: Debezium's interval.handling.mode=string, every field with its own
+# sign as Postgres splits the value (months, days, time), seconds exact to the microsecond.
+INTERVALS = (
+    ("'1 year 2 mons 3 days 04:05:06.78'", "P1Y2M3DT4H5M6.78S"),
+    ("'-1 year -2 mons +3 days -04:05:06.78'", "P-1Y-2M3DT-4H-5M-6.78S"),
+    ("'-1 year +2 mons -3 days 04:05:06.78'", "P0Y-10M-3DT4H5M6.78S"),
+    ("'-1 day +23:59:59.999999'", "P0Y0M-1DT23H59M59.999999S"),
+    ("'0'", "P0Y0M0DT0H0M0S"),
+    ("'-0.000001 sec'", "P0Y0M0DT0H0M-0.000001S"),
+    ("'1.003691 sec'", "P0Y0M0DT0H0M1.003691S"),  # Debezium sends 1.003690999
+    ("'1000 hours'", "P0Y0M0DT1000H0M0S"),
+    ("'178956970 years 7 mons -2147483648 days'", "P178956970Y7M-2147483648DT0H0M0S"),
+    ("null", None),
+)
+
+
+def _lake_intervals(spark: SparkSession, base_path: str) -> tuple[dict[int, Any], dict[int, Any]]:
+    """``id -> iv`` of the lake table, read by Spark+Hudi and by the second reader."""
+    by_spark = {int(r["id"]): r["iv"] for r in read_table(spark, base_path).select("id", "iv").collect()}
+    by_second = {int(r["id"]): r["iv"] for r in second_reader_rows(base_path, ["id", "iv"])}
+    return by_spark, by_second
+
+
+def test_intervals_as_text_are_the_same_from_the_bootstrap_and_the_stream(
+    spark: SparkSession, local_stack: LocalStack, tmp_path: Path
+) -> None:
+    count = len(INTERVALS)
+    with postgres_db(local_stack) as db:
+        values = ", ".join(f"({key}, {literal})" for key, (literal, _) in enumerate(INTERVALS))
+        db.execute(
+            "create table public.intervals (id bigint primary key, iv interval)",
+            f"insert into public.intervals values {values}",
+        )
+        config_path = write_db_config(
+            tmp_path, db, [{"name": "intervals"}], str(tmp_path / "lake"), {"interval_handling": "string"}
+        )
+        onboard(config_path, db.source)
+        config = load(config_path)
+        table = db.qualified("intervals")
+        result = cli_run(config_path, "bootstrap", table)
+        assert result.exit_code == 0, result.stderr or result.output
+        apply_until_live(spark, config, table)
+        base = config.lake.table_base_path(table)
+
+        bootstrapped = {key: text for key, (_, text) in enumerate(INTERVALS)}
+        assert _lake_intervals(spark, base) == (bootstrapped, bootstrapped)
+
+        # Through the stream: every row takes the next value, and new rows take every value.
+        db.execute(
+            *(f"update public.intervals set iv = {INTERVALS[(key + 1) % count][0]} where id = {key}"
+              for key in range(count)),
+            f"insert into public.intervals select id + 100, iv from public.intervals where id < {count}",
+        )
+        apply_until_live(spark, config, table)
+        streamed = {key: INTERVALS[(key + 1) % count][1] for key in range(count)}
+        streamed |= {key + 100: text for key, text in streamed.items()}
+        assert _lake_intervals(spark, base) == (streamed, streamed)

@@ -132,7 +132,7 @@ def test_mysql_integers_are_cast_so_tinyint1_is_not_a_boolean() -> None:
 @pytest.mark.parametrize(
     ("engine", "column", "options"),
     [
-        ("postgres", _pg("interval"), "columns list$"),
+        ("postgres", _pg("interval"), "columns list, or set interval_handling: string on its source$"),
         ("postgres", _pg("hstore"), "columns list$"),
         ("postgres", _pg("point"), "columns list$"),
         ("postgres", _pg("varbit", "bit varying(8)"), "columns list$"),

@@ -390,11 +390,12 @@ class PostgresEngine(SourceEngine):
     def engine_connector_params(
         self, shared: ConnectorParams, capture: Capture, endpoints: ConnectorEndpoints
     ) -> ConnectorParams:
-        """The Postgres connector's database, slot, publication, heartbeat table and TLS settings."""
+        """The Postgres connector's database, slot, publication, heartbeat table, TLS and intervals."""
         primary = self.source.primary
         return replace(
             shared,
             database=self.database,
+            interval_handling=self.source.interval_handling,
             slot_name=capture.slot_name,
             publication_name=capture.publication_name,
             heartbeat_table=HEARTBEAT_TABLE,

@@ -189,9 +189,15 @@ def mariadb_db(stack: LocalStack) -> Iterator[SourceDb]:
 
 
 def write_db_config(
-    directory: Path, db: SourceDb, tables: list[dict[str, Any]], lake: str, **sections: Any
+    directory: Path,
+    db: SourceDb,
+    tables: list[dict[str, Any]],
+    lake: str,
+    source_settings: dict[str, Any] | None = None,
+    **sections: Any,
 ) -> Path:
-    """A config file in ``directory`` with its own SQLite state store, the lake at ``lake``, and ``db``."""
+    """A config file in ``directory`` with its own SQLite state store, the lake at ``lake``, and ``db``
+    (with ``source_settings`` added to its source entry)."""
     stack = db.stack
     lake_section: dict[str, Any] = {"base_path": lake}
     if lake.startswith("s3a://"):
@@ -209,7 +215,8 @@ def write_db_config(
         "kafka_connect": {"url": stack.connect.url},
         "bootstrap": {"replica_delay_seconds": 2, "replica_wait_timeout_seconds": 120},
     }
-    return write_config_in(directory, {db.source: db.source_config(tables)}, **{**defaults, **sections})
+    source = db.source_config(tables, **(source_settings or {}))
+    return write_config_in(directory, {db.source: source}, **{**defaults, **sections})
 
 
 def onboard(config: Path, source: str) -> None:
