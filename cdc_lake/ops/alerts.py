@@ -12,6 +12,9 @@ being a measurement, cannot observe.
 Every alert has a runbook page in ``docs/runbooks/``; the rules carry ``summary``, ``description``
 and ``runbook_url`` annotations, the URL made of ``monitoring.runbook_base_url`` (where the
 operator publishes docs/runbooks; rendering without it is refused: a pager link must resolve).
+The pages ship inside the package too (``cdc_lake/ops/runbooks`` links to ``docs/runbooks``, and
+the wheel holds the files), so an installed ``cdc-lake runbook NAME`` prints the page any message
+names (:func:`runbook_page`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
 import yaml
@@ -125,10 +129,31 @@ def _applier_silence(config: Config, tier: int) -> float:
 
 
 RUNBOOKS = "docs/runbooks"
+"""How messages name the runbook pages (the repository path; ``cdc-lake runbook`` accepts it)."""
+
+
+def runbook_names() -> list[str]:
+    """The runbook pages shipped with the package, without ``.md``."""
+    pages = resources.files("cdc_lake.ops").joinpath("runbooks")
+    return sorted(
+        p.name.removesuffix(".md")
+        for p in pages.iterdir()
+        if p.name.endswith(".md") and p.name != "README.md"
+    )
+
+
+def runbook_page(name: str) -> str:
+    """The shipped runbook page ``NAME``, ``NAME.md`` or ``docs/runbooks/NAME.md`` (as messages name it)."""
+    page = name.removeprefix(f"{RUNBOOKS}/").removesuffix(".md")
+    if page not in runbook_names():
+        raise ConfigError(f"no runbook '{name}'; the runbooks are: {', '.join(runbook_names())}")
+    return resources.files("cdc_lake.ops").joinpath("runbooks", f"{page}.md").read_text(encoding="utf-8")
+
 
 ALERTS: tuple[Alert, ...] = (
     Alert(
-        "CdcLakeWalRetainedHigh", "warning",
+        "CdcLakeWalRetainedHigh",
+        "warning",
         "{{ $labels.source }}: {{ $labels.connector }} holds {{ $value | humanize1024 }}B of WAL/binlog",
         "The primary of source {{ $labels.source }} keeps {{ $value | humanize1024 }}B of WAL or binlog for"
         " connector {{ $labels.connector }} (tier {{ $labels.tier }}), over the tier's"
@@ -138,7 +163,8 @@ ALERTS: tuple[Alert, ...] = (
         (Condition("cdc_lake_slot_retained_wal_bytes", ">", _tier("wal_retained_max_bytes"), per_tier=True),),
     ),
     Alert(
-        "CdcLakeSlotInactive", "warning",
+        "CdcLakeSlotInactive",
+        "warning",
         "{{ $labels.source }}: replication slot {{ $labels.slot }} has no active reader",
         "No process streams from replication slot {{ $labels.slot }} of source {{ $labels.source }}"
         " (connector {{ $labels.connector }} stopped, failed or disconnected): the slot retains WAL until"
@@ -147,7 +173,8 @@ ALERTS: tuple[Alert, ...] = (
         (Condition("cdc_lake_slot_active", "==", _const(0)),),
     ),
     Alert(
-        "CdcLakeSlotWalUnreserved", "critical",
+        "CdcLakeSlotWalUnreserved",
+        "critical",
         "{{ $labels.source }}: slot {{ $labels.slot }} needs WAL beyond max_slot_wal_keep_size",
         "Replication slot {{ $labels.slot }} of source {{ $labels.source }} needs WAL the primary no longer"
         " promises to keep (wal_status unreserved): at the next checkpoint the slot may be lost, and the"
@@ -156,7 +183,8 @@ ALERTS: tuple[Alert, ...] = (
         (Condition("cdc_lake_capture_status", "==", _const(1), {"status": "unreserved"}),),
     ),
     Alert(
-        "CdcLakeCapturePositionLost", "critical",
+        "CdcLakeCapturePositionLost",
+        "critical",
         "{{ $labels.source }}: {{ $labels.connector }} cannot resume: slot or binlog {{ $labels.status }}",
         "Connector {{ $labels.connector }} of source {{ $labels.source }} cannot resume where it stopped: its"
         " replication slot or binlog is {{ $labels.status }}. Changes made meanwhile are lost to the stream;"
@@ -165,19 +193,17 @@ ALERTS: tuple[Alert, ...] = (
         (Condition("cdc_lake_capture_status", "==", _const(1), {"status": "lost|missing|purged"}),),
     ),
     Alert(
-        "CdcLakeBinlogNearPurge", "warning",
+        "CdcLakeBinlogNearPurge",
+        "warning",
         "{{ $labels.source }}: the binlog {{ $labels.connector }} needs is next to be purged",
         "Only {{ $value }} older binlog files remain on the primary of source {{ $labels.source }} before the"
         " one connector {{ $labels.connector }} still needs: the next purge loses its position.",
         "binlog-near-purge",
-        (
-            Condition(
-                "cdc_lake_binlog_files_ahead_of_purge", "<", _monitoring("binlog_min_files_ahead")
-            ),
-        ),
+        (Condition("cdc_lake_binlog_files_ahead_of_purge", "<", _monitoring("binlog_min_files_ahead")),),
     ),
     Alert(
-        "CdcLakeReplicaLagging", "warning",
+        "CdcLakeReplicaLagging",
+        "warning",
         "{{ $labels.source }}: the read replica trails the primary or does not replay",
         "The read replica of source {{ $labels.source }} is behind the primary beyond"
         " replica_lag_max_seconds/_bytes or does not replay: bootstraps and validate, which read it, wait.",
@@ -189,7 +215,8 @@ ALERTS: tuple[Alert, ...] = (
         ),
     ),
     Alert(
-        "CdcLakeUnreachable", "critical",
+        "CdcLakeUnreachable",
+        "critical",
         "cdc-lake cannot measure part of the pipeline (source {{ $labels.source }})",
         "The last measurement could not reach part of the pipeline (a source database, Kafka Connect or"
         " Kafka): its other alerts cannot fire while it is unreachable. `cdc-lake lag` names what failed.",
@@ -200,7 +227,8 @@ ALERTS: tuple[Alert, ...] = (
         ),
     ),
     Alert(
-        "CdcLakeConnectorFailed", "critical",
+        "CdcLakeConnectorFailed",
+        "critical",
         "{{ $labels.source }}: connector {{ $labels.connector }} failed or is missing",
         "Kafka Connect reports connector {{ $labels.connector }} of source {{ $labels.source }} (or one of"
         " its tasks) FAILED, or no longer has it: no change of its tables reaches Kafka.",
@@ -211,7 +239,8 @@ ALERTS: tuple[Alert, ...] = (
         ),
     ),
     Alert(
-        "CdcLakeTableFailed", "critical",
+        "CdcLakeTableFailed",
+        "critical",
         "{{ $labels.table }} is FAILED: the applier stopped it (bad message or schema change)",
         "The applier stopped {{ $labels.table }} (source {{ $labels.source }}, tier {{ $labels.tier }}) at a"
         " batch it cannot apply; the lake copy stays at its last good commit. `cdc-lake status` prints the"
@@ -220,7 +249,8 @@ ALERTS: tuple[Alert, ...] = (
         (Condition("cdc_lake_table_failed", "==", _const(1)),),
     ),
     Alert(
-        "CdcLakeTableSchemaChanged", "critical",
+        "CdcLakeTableSchemaChanged",
+        "critical",
         "{{ $labels.table }} is SCHEMA_CHANGED: the applier stopped it at a source schema change",
         "The source table of {{ $labels.table }} (source {{ $labels.source }}, tier {{ $labels.tier }})"
         " changed in a way its schema_changes policy does not follow (a column dropped, narrowed or retyped,"
@@ -231,7 +261,8 @@ ALERTS: tuple[Alert, ...] = (
         (Condition("cdc_lake_table_state", "==", _const(1), {"state": "SCHEMA_CHANGED"}),),
     ),
     Alert(
-        "CdcLakeTablePossiblyDiverged", "warning",
+        "CdcLakeTablePossiblyDiverged",
+        "warning",
         "{{ $labels.table }} is possibly diverged: a quarantined message's change is missing from the lake",
         "A message of {{ $labels.table }} (source {{ $labels.source }}, tier {{ $labels.tier }}) was"
         " quarantined: the table applies on, but the change that message carried is missing from the lake"
@@ -240,20 +271,18 @@ ALERTS: tuple[Alert, ...] = (
         (Condition("cdc_lake_table_possibly_diverged", "==", _const(1)),),
     ),
     Alert(
-        "CdcLakeFreshnessBreached", "warning",
+        "CdcLakeFreshnessBreached",
+        "warning",
         "{{ $labels.table }} (tier {{ $labels.tier }}) is {{ $value | humanizeDuration }} behind its source",
         "The lake copy of {{ $labels.table }} (source {{ $labels.source }}) last matched its source"
         " {{ $value | humanizeDuration }} ago, over tier {{ $labels.tier }}'s freshness_max_seconds:"
         " its readers see old data. Look upstream first: capture, connector, Kafka, the applier.",
         "freshness-breached",
-        (
-            Condition(
-                "cdc_lake_table_freshness_seconds", ">", _tier("freshness_max_seconds"), per_tier=True
-            ),
-        ),
+        (Condition("cdc_lake_table_freshness_seconds", ">", _tier("freshness_max_seconds"), per_tier=True),),
     ),
     Alert(
-        "CdcLakeKafkaLagHigh", "warning",
+        "CdcLakeKafkaLagHigh",
+        "warning",
         "{{ $labels.table }}: {{ $value }} messages in Kafka not applied yet",
         "{{ $value }} messages of {{ $labels.table }} (source {{ $labels.source }}) wait in Kafka, over tier"
         " {{ $labels.tier }}'s kafka_lag_max_messages: the applier is slower than the source or not running.",
@@ -265,7 +294,8 @@ ALERTS: tuple[Alert, ...] = (
         ),
     ),
     Alert(
-        "CdcLakeApplierNotRunning", "critical",
+        "CdcLakeApplierNotRunning",
+        "critical",
         "{{ $labels.table }}: no applier has looked at it for {{ $value | humanizeDuration }}",
         "No applier (`cdc-lake run` or `apply --once`) has measured {{ $labels.table }} (source"
         " {{ $labels.source }}) for {{ $value | humanizeDuration }}, more than tier {{ $labels.tier }}'s"
@@ -274,7 +304,8 @@ ALERTS: tuple[Alert, ...] = (
         (Condition("cdc_lake_table_apply_checked_age_seconds", ">", _applier_silence, per_tier=True),),
     ),
     Alert(
-        "CdcLakeMetricsAbsent", "critical",
+        "CdcLakeMetricsAbsent",
+        "critical",
         "No cdc-lake metrics reach Prometheus",
         "Prometheus has no cdc_lake_build_info series: no `cdc-lake run` or `cdc-lake metrics` endpoint is"
         " scraped (stopped, crashed, moved, or the scrape config lost it), so no other cdc-lake alert can"
@@ -307,17 +338,19 @@ def render_rules(config: Config, runbook_base_url: str | None = None) -> str:
     tiers = rule_tiers(config)
     rules: list[dict[str, Any]] = []
     for alert in ALERTS:
-        rules.append({
-            "alert": alert.name,
-            "expr": alert.expr(config, tiers),
-            "for": f"{config.monitoring.alert_for_seconds}s",
-            "labels": {"severity": alert.severity},
-            "annotations": {
-                "summary": alert.summary,
-                "description": alert.description,
-                "runbook_url": f"{base.rstrip('/')}/{alert.runbook}.md",
-            },
-        })
+        rules.append(
+            {
+                "alert": alert.name,
+                "expr": alert.expr(config, tiers),
+                "for": f"{config.monitoring.alert_for_seconds}s",
+                "labels": {"severity": alert.severity},
+                "annotations": {
+                    "summary": alert.summary,
+                    "description": alert.description,
+                    "runbook_url": f"{base.rstrip('/')}/{alert.runbook}.md",
+                },
+            }
+        )
     header = "# Generated by `cdc-lake alerts render` from the config's monitoring thresholds.\n"
     return header + yaml.safe_dump(
         {"groups": [{"name": "cdc-lake", "rules": rules}]}, sort_keys=False, width=1000
