@@ -37,11 +37,6 @@ import yaml
 from click.testing import CliRunner
 from psycopg import sql
 
-from bootstrap.lake_types import column_reads
-from bootstrap.progress import COMMIT_RUN, LineView
-from bootstrap.read import SnapshotQuery, snapshot_rows
-from bootstrap.run import BootstrapRequest, bootstrap_tables
-from bootstrap.write import write_group
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
@@ -57,6 +52,11 @@ from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import BootstrapPartition
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap.lake_types import column_reads
+from cdc_lake_bootstrap.progress import COMMIT_RUN, LineView
+from cdc_lake_bootstrap.read import SnapshotQuery, snapshot_rows
+from cdc_lake_bootstrap.run import BootstrapRequest, bootstrap_tables
+from cdc_lake_bootstrap.write import write_group
 
 PASSWORD_REF = "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"
 PASSWORD_ENV = "CDC_LAKE_DB_PASSWORD"

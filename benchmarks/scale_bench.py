@@ -45,7 +45,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from psycopg import sql
 from pyspark.sql import SparkSession
 
-from bootstrap.progress import COMMIT_RUN, RUN
 from cdc_lake.apply.commands import service_for
 from cdc_lake.apply.runner import TableOutcome
 from cdc_lake.apply.table_applier import use_driver_python
@@ -56,6 +55,7 @@ from cdc_lake.lake.target import select_targets
 from cdc_lake.spark import get_spark
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap.progress import COMMIT_RUN, RUN
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))

@@ -1,6 +1,6 @@
 """What a validation of one table found: the result type ``cdc-lake validate`` computes and prints.
 
-The comparison itself runs in :mod:`bootstrap.validate` (Spark reads of the source and the lake); the
+The comparison itself runs in :mod:`cdc_lake_bootstrap.validate` (Spark reads of the source and the lake); the
 result lives here, in the core, so the command line can print it without importing the bootstrap stage
 (``cdc_lake`` never imports ``bootstrap/``).
 """

@@ -27,12 +27,13 @@ if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     exit 1
 fi
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
-# Reinstall only when pyproject.toml changed since the last successful install.
+# Reinstall only when pyproject.toml or the tested set (dev/constraints.txt) changed since the last
+# successful install.
 stamp=.venv/.cdc-lake-installed
-wanted=$(sha256sum pyproject.toml | cut -d' ' -f1)
+wanted=$(cat pyproject.toml dev/constraints.txt | sha256sum | cut -d' ' -f1)
 if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e ".[dev]"
+    .venv/bin/pip install -q -e ".[dev]" -c dev/constraints.txt
     echo "$wanted" > "$stamp"
 fi
 # promtool checks the generated alert rules in the tests; built once into the cache (needs the network).

@@ -471,6 +471,15 @@ def alerts_render(
 
 
 @cli.command()
+@click.argument("name", required=False)
+def runbook(name: str | None) -> None:
+    """Print the runbook page NAME (as messages name it: NAME.md, docs/runbooks/NAME.md), or list them."""
+    from cdc_lake.ops.alerts import runbook_names, runbook_page
+
+    click.echo(runbook_page(name) if name else "\n".join(runbook_names()))
+
+
+@cli.command()
 @click.argument("table", metavar="[TABLE]", required=False)
 @click.option("--list", "listing", is_flag=True, help="List the quarantined messages (of TABLE if given).")
 @click.option(

@@ -94,7 +94,7 @@ def render_lag(report: LagReport, found: Sequence[Breach], echo: Echo) -> None:
     if not found:
         echo("All thresholds met.")
         return
-    echo(f"Thresholds breached ({len(found)}); runbooks in {RUNBOOKS}/")
+    echo(f"Thresholds breached ({len(found)}); runbooks in {RUNBOOKS}/ (cdc-lake runbook NAME prints one)")
     for breach in found:
         echo(f"  {breach.alert}: {breach.measured()}")
         echo(f"    {breach.subject()}")

@@ -4,7 +4,7 @@
 The ``bootstrap`` package registers itself instead, in ``pyproject.toml``::
 
     [project.entry-points."cdc_lake.stages"]
-    bootstrap = "bootstrap.stage:stage"
+    bootstrap = "cdc_lake_bootstrap.stage:stage"
 
 and the CLI asks for it by that name: for its commands (``bootstrap``, ``validate``, ``rebootstrap``),
 for the automatic re-bootstrap ``run`` and ``apply`` start on a schema change, and for the bootstrap

@@ -14,6 +14,9 @@ Connect workers' JMX exporter agent serves (rules in ``cdc_lake/stack/resources`
 Every alert has a runbook page in ``docs/runbooks/``; the rules carry ``summary``, ``description``
 and ``runbook_url`` annotations, the URL made of ``monitoring.runbook_base_url`` (where the
 operator publishes docs/runbooks; rendering without it is refused: a pager link must resolve).
+The pages ship inside the package too (``cdc_lake/ops/runbooks`` links to ``docs/runbooks``, and
+the wheel holds the files), so an installed ``cdc-lake runbook NAME`` prints the page any message
+names (:func:`runbook_page`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from string import Template
 from typing import Any
 
@@ -144,6 +148,22 @@ def _applier_silence(config: Config, tier: int) -> float:
 
 
 RUNBOOKS = "docs/runbooks"
+"""How messages name the runbook pages (the repository path; ``cdc-lake runbook`` accepts it)."""
+
+
+def runbook_names() -> list[str]:
+    """The runbook pages shipped with the package, without ``.md``."""
+    pages = resources.files("cdc_lake.ops").joinpath("runbooks")
+    names = (p.name for p in pages.iterdir())
+    return sorted(n.removesuffix(".md") for n in names if n.endswith(".md") and n != "README.md")
+
+
+def runbook_page(name: str) -> str:
+    """The shipped runbook page ``NAME``, ``NAME.md`` or ``docs/runbooks/NAME.md`` (as messages name it)."""
+    page = name.removeprefix(f"{RUNBOOKS}/").removesuffix(".md")
+    if page not in runbook_names():
+        raise ConfigError(f"no runbook '{name}'; the runbooks are: {', '.join(runbook_names())}")
+    return resources.files("cdc_lake.ops").joinpath("runbooks", f"{page}.md").read_text(encoding="utf-8")
 
 ALERTS: tuple[Alert, ...] = (
     Alert(

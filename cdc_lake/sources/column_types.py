@@ -13,7 +13,7 @@ for every catalog type this module says, in one place:
   source setting that makes it exact (Postgres ``interval``: ``interval_handling: string``, a connector
   setting and so one choice per source).
 
-Onboarding's preflight (:func:`refusals`) and the bootstrap (``bootstrap.lake_types``) both call
+Onboarding's preflight (:func:`refusals`) and the bootstrap (``cdc_lake_bootstrap.lake_types``) both call
 :func:`column_read`, so a type onboarding accepts is one the bootstrap reads, and a column refused at
 onboarding is named there with its options: leave it out of the table's ``columns`` list, or, where a
 fallback exists, set ``column_types: {column: string}`` (or ``decimal(p,s)`` for an unconstrained

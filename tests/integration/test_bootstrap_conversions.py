@@ -11,9 +11,9 @@ import datetime as dt
 import pytest
 from pyspark.sql import SparkSession
 
-from bootstrap.lake_types import column_reads, to_lake_types
 from cdc_lake.sources.snapshot import SourceColumn, TableShape
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
+from cdc_lake_bootstrap.lake_types import column_reads, to_lake_types
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

@@ -77,7 +77,8 @@ def test_handoff_with_connect_unreachable_fails_without_publishing_then_resumes(
     assert error.endswith(f"run cdc-lake bootstrap {table} again (it resumes at the hand-off)")
     # The wait is logged, naming the table and the snapshot point.
     assert any(
-        f"WARNING bootstrap.handoff {table}: hand-off waits for Debezium past" in line for line in logged
+        f"WARNING cdc_lake_bootstrap.handoff {table}: hand-off waits for Debezium past" in line
+        for line in logged
     )
     assert state_of(config, table) is TableState.BOOTSTRAPPING
     status = json.loads(cli_run(config_path, "status", "--json").stdout)

@@ -28,9 +28,9 @@ from support.bootstrap import (
 )
 from support.common import cli_run, load
 
-from bootstrap.run import RUN
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap.run import RUN
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
 

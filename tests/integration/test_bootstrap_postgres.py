@@ -30,9 +30,6 @@ from support.bootstrap import (
 from support.common import cli_run, load
 from support.engines import POSTGRES
 
-from bootstrap import partitions
-from bootstrap import run as bootstrap_run
-from bootstrap.replica_wait import ReplicaWait, wait_for_replica
 from cdc_lake.config import Source
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.sources import engine_for
@@ -42,6 +39,9 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import Watermark
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap import partitions
+from cdc_lake_bootstrap import run as bootstrap_run
+from cdc_lake_bootstrap.replica_wait import ReplicaWait, wait_for_replica
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
 
@@ -93,7 +93,7 @@ def test_a_connection_dropped_mid_read_is_read_again(
     watcher = threading.Thread(target=drop_one_read, daemon=True)
     watcher.start()
     try:
-        with caplog.at_level(logging.INFO, logger="bootstrap.run"):
+        with caplog.at_level(logging.INFO, logger="cdc_lake_bootstrap.run"):
             result = cli_run(config_path, "bootstrap", table)
     finally:
         stop.set()

@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from bootstrap.validate import ValidateOptions, compare_rows
 from cdc_lake.validation import ValidateResult
+from cdc_lake_bootstrap.validate import ValidateOptions, compare_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 

@@ -44,8 +44,8 @@ _KILLABLE = """
 import sys
 from pathlib import Path
 
-from bootstrap import partitions, rebootstrap, run
-from bootstrap.progress import LineView
+from cdc_lake_bootstrap import partitions, rebootstrap, run
+from cdc_lake_bootstrap.progress import LineView
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import load_config
 

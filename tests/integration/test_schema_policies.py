@@ -40,7 +40,6 @@ from support.bootstrap import (
 from support.common import cli_run, load
 from support.second_reader import second_reader_rows
 
-from bootstrap.rebootstrap import AutoRebootstrap
 from cdc_lake.apply.commands import service_for
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import Config
@@ -51,6 +50,7 @@ from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import RebootstrapPhase
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap.rebootstrap import AutoRebootstrap
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from bootstrap import validate
-from bootstrap.watch import CatchUpWatch
 from cdc_lake.connect.client import ConnectorStatus, TaskStatus
 from cdc_lake.exceptions import BootstrapError, ConnectError
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import TableInfo
+from cdc_lake_bootstrap import validate
+from cdc_lake_bootstrap.watch import CatchUpWatch
 
 TRACE = (
     "org.apache.kafka.connect.errors.ConnectException: An exception occurred in the change event producer.\n"

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from bootstrap import handoff
-from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 from cdc_lake.connect.client import ConnectorStatus, TaskStatus
 from cdc_lake.exceptions import BootstrapError, ConnectError
 from cdc_lake.sources.positions import Lsn, MariaDbGtidPosition, MySqlGtidSet
+from cdc_lake_bootstrap import handoff
+from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bootstrap.keys import record_key, selected_columns
 from cdc_lake.config import Table
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.sources.snapshot import SourceColumn, TableShape
+from cdc_lake_bootstrap.keys import record_key, selected_columns
 
 SHAPE = TableShape(
     "s.t",

@@ -21,9 +21,16 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from bootstrap.lake_types import ColumnRead, Conversion, column_reads, lake_columns, refusal, spark_decimal
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.sources.snapshot import SourceColumn, TableShape
+from cdc_lake_bootstrap.lake_types import (
+    ColumnRead,
+    Conversion,
+    column_reads,
+    lake_columns,
+    refusal,
+    spark_decimal,
+)
 
 
 def _pg(type_name: str, declared: str | None = None, **extra: object) -> SourceColumn:

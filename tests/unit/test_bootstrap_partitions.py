@@ -11,7 +11,7 @@ import sqlite3
 
 import pytest
 
-from bootstrap.partitions import (
+from cdc_lake_bootstrap.partitions import (
     WHOLE_TABLE,
     PlanInputs,
     boundaries,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, LineView, TableProgress, bootstrap_status
 from cdc_lake.state import BootstrapPartition, RunOutcome, StateStore, TableState
+from cdc_lake_bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, LineView, TableProgress, bootstrap_status
 
 TABLE = "src.s.t"
 

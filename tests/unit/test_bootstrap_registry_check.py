@@ -15,9 +15,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from bootstrap.lake_types import ColumnRead
-from bootstrap.registry_check import align_with_registry
 from cdc_lake.exceptions import BootstrapError, SchemaRegistryError
+from cdc_lake_bootstrap.lake_types import ColumnRead
+from cdc_lake_bootstrap.registry_check import align_with_registry
 
 
 @dataclass

@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from bootstrap.replica_wait import ReplicaWait, wait_for_replica
 from cdc_lake.exceptions import BootstrapError, SourceEngineError
 from cdc_lake.state.records import Watermark
+from cdc_lake_bootstrap.replica_wait import ReplicaWait, wait_for_replica
 
 
 class FakeReplica:

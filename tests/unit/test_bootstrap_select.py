@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap.run import BootstrapRequest, select_tables
 from cdc_lake.config import Config
 from cdc_lake.exceptions import BootstrapError, UnknownTableError
 from cdc_lake.state import StateStore, TableState
+from cdc_lake_bootstrap.run import BootstrapRequest, select_tables
 
 
 @pytest.fixture

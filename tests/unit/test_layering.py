@@ -28,8 +28,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "cdc_lake"
 BOOTSTRAP = ROOT / "bootstrap"
-OUTSIDE = frozenset(p.name for p in ROOT.iterdir() if p.is_dir() and p.name[0] != ".") - {"cdc_lake"}
-"""The repository's other folders (``bootstrap``, ``tests``, ...): none is a module ``cdc_lake`` may load."""
+BOOTSTRAP_PACKAGE = "cdc_lake_bootstrap"
+"""The import name of the bootstrap stage, which lives in the repository's ``bootstrap/`` folder."""
+OUTSIDE = frozenset(p.name for p in ROOT.iterdir() if p.is_dir() and p.name[0] != ".") - {"cdc_lake"} | {
+    BOOTSTRAP_PACKAGE
+}
+"""The repository's other folders (``bootstrap``, ``tests``, ...) and the packages they hold: none is a
+module ``cdc_lake`` may load."""
 JVM_GATEWAY_USERS = ("cdc_lake/hudi/", "cdc_lake/spark/", "cdc_lake/catalog/hive.py")
 """Where Spark's JVM gateway (``_jvm``) may be used; everything else asks these modules."""
 
@@ -89,14 +94,18 @@ def test_core_never_imports_the_outer_packages() -> None:
         if module.split(".")[0] in OUTSIDE
     }
 
-    assert "bootstrap" in OUTSIDE
+    assert {"bootstrap", BOOTSTRAP_PACKAGE} <= OUTSIDE
+    assert (BOOTSTRAP / BOOTSTRAP_PACKAGE / "__init__.py").is_file()
     assert reverse == set(), f"cdc_lake must not import bootstrap/ or another folder: {sorted(reverse)}"
 
 
 @pytest.mark.parametrize(
     ("source", "imported"),
     [
-        ("def f() -> None:\n    from bootstrap.run import bootstrap_tables\n", "bootstrap.run"),
+        (
+            "def f() -> None:\n    from cdc_lake_bootstrap.run import bootstrap_tables\n",
+            "cdc_lake_bootstrap.run",
+        ),
         ("from importlib import resources\n\nTEXT = resources.files('connectors')\n", "connectors"),
         ("from cdc_lake import jvm\n", "cdc_lake.jvm"),
     ],
@@ -203,7 +212,7 @@ def test_bootstrap_never_imports_the_applier() -> None:
 
 
 def test_the_lake_contract_imports_neither_stage() -> None:
-    stages = ("cdc_lake.apply", "bootstrap")
+    stages = ("cdc_lake.apply", BOOTSTRAP_PACKAGE)
     found = {
         m for m in _imports_of_subpackage("lake") if any(m == s or m.startswith(f"{s}.") for s in stages)
     }
@@ -215,9 +224,7 @@ def test_jvm_calls_stay_behind_the_hudi_and_spark_packages() -> None:
     """A meta client or a ``hoodie.properties`` read outside ``cdc_lake/hudi`` duplicates what it has."""
     paths = [*CORE.rglob("*.py"), *BOOTSTRAP.rglob("*.py")]
     users = {
-        path.relative_to(ROOT).as_posix()
-        for path in paths
-        if "_jvm" in path.read_text(encoding="utf-8")
+        path.relative_to(ROOT).as_posix() for path in paths if "_jvm" in path.read_text(encoding="utf-8")
     }
 
     assert {u for u in users if not u.startswith(JVM_GATEWAY_USERS)} == set()
@@ -238,7 +245,7 @@ def test_no_top_level_module_of_cdc_lake_shadows_the_standard_library() -> None:
 
 STAGES = {
     "cdc_lake.onboard": CORE / "onboard",
-    "bootstrap": BOOTSTRAP,
+    BOOTSTRAP_PACKAGE: BOOTSTRAP,
     "cdc_lake.apply": CORE / "apply",
     "cdc_lake.ops": CORE / "ops",
 }

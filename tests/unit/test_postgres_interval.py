@@ -9,7 +9,6 @@ import pytest
 from fixtures import debezium as dbz
 from pyspark.sql.types import StringType
 
-from bootstrap.lake_types import Conversion, column_reads
 from cdc_lake.config import Source
 from cdc_lake.connect.render import render_connector
 from cdc_lake.decode.types import convert_row
@@ -18,6 +17,7 @@ from cdc_lake.sources import engine_for
 from cdc_lake.sources.base import Capture, ConnectorEndpoints
 from cdc_lake.sources.column_types import refusals
 from cdc_lake.sources.snapshot import SourceColumn, TableShape
+from cdc_lake_bootstrap.lake_types import Conversion, column_reads
 
 SHAPE = TableShape("s.t", (SourceColumn("iv", "interval", "interval", True),), (), 0, 0)
 

@@ -14,8 +14,6 @@ from fixtures.caught_up import CaughtUpApplier
 from moto import mock_aws
 from pyspark.sql.types import LongType, StructField, StructType
 
-from bootstrap import rebootstrap
-from bootstrap.rebootstrap import copy_target, remove_old_paths
 from cdc_lake.catalog.glue import GlueCatalog
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config, load_config
@@ -26,6 +24,8 @@ from cdc_lake.lake.checkpoint import Checkpoint, Origin
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import Rebootstrap, RebootstrapPhase
 from cdc_lake.state.store import StateStore, versioned_path
+from cdc_lake_bootstrap import rebootstrap
+from cdc_lake_bootstrap.rebootstrap import copy_target, remove_old_paths
 
 TABLE = "pg.public.orders"
 TOPIC = "pg.public.orders"

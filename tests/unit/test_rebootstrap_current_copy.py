@@ -16,9 +16,6 @@ from typing import Any
 import pytest
 from fixtures.caught_up import CaughtUpApplier
 
-from bootstrap import rebootstrap, validate
-from bootstrap.rebootstrap import copy_target, remove_old_paths
-from bootstrap.validate import ValidateOptions, validate_table
 from cdc_lake.config import Config, load_config
 from cdc_lake.hudi.timeline import CommitInfo
 from cdc_lake.kafka.offsets import TopicState
@@ -29,6 +26,9 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import Rebootstrap
 from cdc_lake.state.status import table_statuses
 from cdc_lake.state.store import StateStore, versioned_path
+from cdc_lake_bootstrap import rebootstrap, validate
+from cdc_lake_bootstrap.rebootstrap import copy_target, remove_old_paths
+from cdc_lake_bootstrap.validate import ValidateOptions, validate_table
 
 TABLE = "pg.public.orders"
 TOPIC = "pg.public.orders"

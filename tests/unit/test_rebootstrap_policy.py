@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap.rebootstrap import AutoRebootstrap
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import load_config
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.lake.schema_change import ChangeKind, SchemaPolicy, key_change
+from cdc_lake_bootstrap.rebootstrap import AutoRebootstrap
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "cdc-lake.example.yaml"
 

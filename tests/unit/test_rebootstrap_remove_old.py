@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap import rebootstrap
-from bootstrap.rebootstrap import remove_old_paths
 from cdc_lake.config import Config, LakeSettings, load_config
 from cdc_lake.exceptions import RebootstrapError
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import RebootstrapPhase
 from cdc_lake.state.store import StateStore, versioned_path
+from cdc_lake_bootstrap import rebootstrap
+from cdc_lake_bootstrap.rebootstrap import remove_old_paths
 
 TABLE = "pg.public.orders"
 

@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from bootstrap.watermark import describe_position
 from cdc_lake.decode.envelope import EnvelopeSource
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources import ENGINES
 from cdc_lake.sources.positions import LogPosition, Lsn, MariaDbGtidPosition, MySqlGtidSet
+from cdc_lake_bootstrap.watermark import describe_position
 
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 

@@ -29,8 +29,6 @@ from psycopg import sql
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType
 
-from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
-from bootstrap.progress import COMMIT_RUN
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import Config, load_config
 from cdc_lake.connect.client import KafkaConnectClient
@@ -43,6 +41,8 @@ from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
+from cdc_lake_bootstrap.progress import COMMIT_RUN
 from support.common import PASSWORD_REF, cli_run, suffix, write_config_in
 from support.compare import assert_rows_equal
 from support.onboard import delete_connectors, of_source
@@ -393,8 +393,8 @@ _KILLABLE = """
 import sys
 from pathlib import Path
 
-from bootstrap import partitions, run
-from bootstrap.progress import LineView
+from cdc_lake_bootstrap import partitions, run
+from cdc_lake_bootstrap.progress import LineView
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import load_config
 

@@ -21,7 +21,6 @@ from functools import reduce
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from bootstrap.lake_types import ColumnRead, lake_columns, to_lake_types
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
 from cdc_lake.lake.columns import (
     APPLIED_AT_COLUMN,
@@ -35,6 +34,7 @@ from cdc_lake.lake.columns import (
 )
 from cdc_lake.sources.snapshot import JdbcAccess
 from cdc_lake.state.records import BootstrapPartition
+from cdc_lake_bootstrap.lake_types import ColumnRead, lake_columns, to_lake_types
 
 SNAPSHOT_OP = "r"
 

@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.sql.types import BooleanType, IntegerType
 
-from bootstrap.lake_types import ColumnRead, Conversion
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.exceptions import BootstrapError, SchemaRegistryError
 from cdc_lake.lake.schema import lake_type
+from cdc_lake_bootstrap.lake_types import ColumnRead, Conversion
 
 _NOT_REGISTERED = "has no registered versions"
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bootstrap.cli import bootstrap, rebootstrap, validate
+from cdc_lake_bootstrap.cli import bootstrap, rebootstrap, validate
 
 if TYPE_CHECKING:
     from cdc_lake.config import Config
@@ -35,13 +35,13 @@ class _BootstrapStage:
         self, config: Config, applier: ApplierFactory
     ) -> Callable[[str, SchemaDiff], None]:
         """The automatic re-bootstrap of tables whose schema policy is ``rebootstrap``."""
-        from bootstrap.rebootstrap import AutoRebootstrap
+        from cdc_lake_bootstrap.rebootstrap import AutoRebootstrap
 
         return AutoRebootstrap(config, applier)
 
     def progress(self, store: StateStore, table: str, state: TableState) -> dict[str, Any] | None:
         """A JSON-ready view of ``table``'s current (or last) bootstrap; None if it was never bootstrapped."""
-        from bootstrap.progress import bootstrap_status
+        from cdc_lake_bootstrap.progress import bootstrap_status
 
         return bootstrap_status(store, table, state)
 

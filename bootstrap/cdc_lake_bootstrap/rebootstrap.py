@@ -39,8 +39,6 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from bootstrap.progress import LineView, ProgressView
-from bootstrap.run import APPLY_TIMEOUT_SECONDS, BUSY_RETRY_SECONDS, TableBootstrap
 from cdc_lake.capture.update import ConnectorUpdate
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
@@ -60,6 +58,8 @@ from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.models import utcnow
 from cdc_lake.state.records import Rebootstrap, RebootstrapPhase
 from cdc_lake.state.store import StateStore, versioned_path
+from cdc_lake_bootstrap.progress import LineView, ProgressView
+from cdc_lake_bootstrap.run import APPLY_TIMEOUT_SECONDS, BUSY_RETRY_SECONDS, TableBootstrap
 
 _LOG = logging.getLogger(__name__)
 

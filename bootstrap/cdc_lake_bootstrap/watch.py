@@ -15,11 +15,11 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from bootstrap.handoff import ConnectOffsets, capturing_connectors
 from cdc_lake.connect.client import connector_failure
 from cdc_lake.exceptions import ConnectError
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import TableInfo
+from cdc_lake_bootstrap.handoff import ConnectOffsets, capturing_connectors
 
 _LOG = logging.getLogger(__name__)
 

@@ -25,16 +25,6 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
 
-from bootstrap.progress import ProgressView
-from bootstrap.replica_wait import ReplicaWait, wait_for_replica
-from bootstrap.run import (
-    AWAITING,
-    BootstrapRequest,
-    TableBootstrap,
-    TableResult,
-    select_tables,
-)
-from bootstrap.watermark import take_watermarks
 from cdc_lake.config import Config
 from cdc_lake.decode.registry import SchemaRegistry, registry_client
 from cdc_lake.exceptions import BootstrapBusyError
@@ -44,6 +34,16 @@ from cdc_lake.spark import get_spark
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap.progress import ProgressView
+from cdc_lake_bootstrap.replica_wait import ReplicaWait, wait_for_replica
+from cdc_lake_bootstrap.run import (
+    AWAITING,
+    BootstrapRequest,
+    TableBootstrap,
+    TableResult,
+    select_tables,
+)
+from cdc_lake_bootstrap.watermark import take_watermarks
 
 _LOG = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """``cdc-lake validate``: reconcile a table's source (read replica) with its lake copy, down to keys.
 
-It reads the source as a bootstrap does (:mod:`bootstrap.lake_types`: the same queries and lake
+It reads the source as a bootstrap does (:mod:`cdc_lake_bootstrap.lake_types`: the same queries and lake
 types, so equal rows hash equal) and the lake with Spark, so tables larger than one process fit.  The
 lake side is the table's current copy (:meth:`cdc_lake.state.store.StateStore.current_copy`): after a
 re-bootstrap, the versioned path the table was switched to, not the configured one.
@@ -9,7 +9,7 @@ re-bootstrap, the versioned path the table was switched to, not the configured o
    and the lake is waited for until its applied offsets reach the topic's end offsets seen after
    that (``--catch-up-timeout``); both waits stop at once, naming the cause and its runbook, when the
    replica stops replicating, a connector capturing the table FAILED or the applier stopped the table
-   (:mod:`bootstrap.replica_wait`, :mod:`bootstrap.watch`).  A change the connector has not
+   (:mod:`cdc_lake_bootstrap.replica_wait`, :mod:`cdc_lake_bootstrap.watch`).  A change the connector has not
    published yet at that point (a paused connector) is, correctly, a difference.  With
    ``--older-than SECONDS`` and ``--updated-column COLUMN``, only rows untouched for that long are
    compared, for tables that never quiesce.
@@ -44,10 +44,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType
 
-from bootstrap.keys import record_key, selected_columns
-from bootstrap.lake_types import column_reads, to_lake_types
-from bootstrap.replica_wait import wait_replica_past
-from bootstrap.watch import CatchUpWatch
 from cdc_lake.capture.plan import table_topic, topic_prefix
 from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
@@ -59,6 +55,10 @@ from cdc_lake.sources import engine_for
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 from cdc_lake.validation import ValidateResult
+from cdc_lake_bootstrap.keys import record_key, selected_columns
+from cdc_lake_bootstrap.lake_types import column_reads, to_lake_types
+from cdc_lake_bootstrap.replica_wait import wait_replica_past
+from cdc_lake_bootstrap.watch import CatchUpWatch
 
 _LOG = logging.getLogger(__name__)
 

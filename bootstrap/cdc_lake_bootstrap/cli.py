@@ -1,6 +1,6 @@
 """The bootstrap stage's commands: ``bootstrap``, ``validate`` and ``rebootstrap``.
 
-They are registered with the ``cdc-lake`` command line through :mod:`bootstrap.stage` (the
+They are registered with the ``cdc-lake`` command line through :mod:`cdc_lake_bootstrap.stage` (the
 ``cdc_lake.stages`` entry point), so the CLI never imports this package.  Each command imports its
 stage modules only when it runs, so ``--help`` stays fast.
 """
@@ -58,9 +58,9 @@ def bootstrap(
     Debezium has streamed past the snapshot, and LIVE when the applier has caught up.  An interrupted
     or failed bootstrap resumes where it stopped when run again.
     """
-    from bootstrap.parallel import bootstrap_concurrently
-    from bootstrap.progress import BarView, LineView, ProgressView
-    from bootstrap.run import BootstrapRequest, bootstrap_tables
+    from cdc_lake_bootstrap.parallel import bootstrap_concurrently
+    from cdc_lake_bootstrap.progress import BarView, LineView, ProgressView
+    from cdc_lake_bootstrap.run import BootstrapRequest, bootstrap_tables
 
     config = get_config(ctx)
     request = BootstrapRequest(tables, source, all_pending, apply_backlog)
@@ -132,10 +132,10 @@ def validate(
     checksums over key ranges, bisects the ranges that differ, and names the missing, extra and
     different keys in them.  Exits 4 when any table differs.
     """
-    from bootstrap.validate import ValidateOptions, validate_table
     from cdc_lake.cli.ops_output import render_validation
     from cdc_lake.spark import get_spark
     from cdc_lake.state.store import StateStore
+    from cdc_lake_bootstrap.validate import ValidateOptions, validate_table
 
     if (older_than is None) != (updated_column is None):
         raise ConfigError("--older-than and --updated-column go together")
@@ -189,8 +189,8 @@ def rebootstrap(
     resume, or --abort to roll back. The old path is kept for lake.old_copy_keep_hours, then
     `rebootstrap --remove-old` removes it.
     """
-    from bootstrap.progress import LineView
-    from bootstrap.rebootstrap import abort_rebootstraps, rebootstrap_tables, remove_old_paths
+    from cdc_lake_bootstrap.progress import LineView
+    from cdc_lake_bootstrap.rebootstrap import abort_rebootstraps, rebootstrap_tables, remove_old_paths
 
     config = get_config(ctx)
     if remove_old == bool(tables):

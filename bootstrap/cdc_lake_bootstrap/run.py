@@ -6,7 +6,7 @@ order, each skipped when the state store says it is done: watermark, replica wai
 partitions not yet in the lake (a Hudi commit per group), then the hand-off.  A failure leaves the table
 BOOTSTRAPPING, which the applier does not touch, so nothing partial is ever published; running the
 bootstrap again continues where it stopped.  Here tables are bootstrapped one after the other, each
-using every Spark executor; :mod:`bootstrap.parallel` runs this same flow for many tables at once.
+using every Spark executor; :mod:`cdc_lake_bootstrap.parallel` runs this same flow for many tables at once.
 """
 
 from __future__ import annotations
@@ -23,17 +23,6 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
-from bootstrap.keys import record_key, selected_columns
-from bootstrap.lake_types import REFUSED_VALUE, column_reads
-from bootstrap.partitions import PlanInputs, partition_count, plan_partitions, sample_size
-from bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, ProgressView, TableProgress
-from bootstrap.read import SnapshotQuery, snapshot_rows
-from bootstrap.registry_check import align_with_registry
-from bootstrap.replica_wait import ReplicaWait, wait_for_replica
-from bootstrap.watch import CatchUpWatch
-from bootstrap.watermark import WatermarkPoint, take_watermark
-from bootstrap.write import attempt_id, check_fresh, lake_state, write_group
 from cdc_lake.capture.plan import topic_prefix
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import KafkaConnectClient
@@ -51,6 +40,17 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import BootstrapPartition, RunOutcome, Watermark
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
+from cdc_lake_bootstrap.keys import record_key, selected_columns
+from cdc_lake_bootstrap.lake_types import REFUSED_VALUE, column_reads
+from cdc_lake_bootstrap.partitions import PlanInputs, partition_count, plan_partitions, sample_size
+from cdc_lake_bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, ProgressView, TableProgress
+from cdc_lake_bootstrap.read import SnapshotQuery, snapshot_rows
+from cdc_lake_bootstrap.registry_check import align_with_registry
+from cdc_lake_bootstrap.replica_wait import ReplicaWait, wait_for_replica
+from cdc_lake_bootstrap.watch import CatchUpWatch
+from cdc_lake_bootstrap.watermark import WatermarkPoint, take_watermark
+from cdc_lake_bootstrap.write import attempt_id, check_fresh, lake_state, write_group
 
 _LOG = logging.getLogger(__name__)
 
