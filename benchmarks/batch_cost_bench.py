@@ -18,8 +18,9 @@ first copy; B, a plain DataFrame Hudi upsert of the very rows A wrote (collected
 cached and counted before the timer), with the same options and commit metadata, into the second copy.
 Per pair: the applier's steps (``BatchResult.steps``: plan, decode, schema, frame, write, offsets), the
 write split into the timeline reads around it, building the rows (the persisted frame counted before
-Hudi's write: the Window, the fill, the Python rows into Spark), and Hudi's write and commit; B's
-seconds; A/B.  Figures are min/median/max over the pairs.  Both copies are checked equal at the end.
+Hudi's write: the driver's per-key merge as local rows, the TOAST fill from the lake), and Hudi's write
+and commit; B's seconds; A/B.  Figures are min/median/max over the pairs.  Both copies are checked
+equal at the end.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """From decoded changes to the DataFrame of one Hudi commit: last change per key, TOAST fill, metadata.
 
-The steps, all in Spark:
+:func:`latest_frame` takes one of two paths to the batch's last change per key.  A batch decoded on the
+driver is merged there in plain Python (:func:`cdc_lake.apply.last_change.last_changes`, which states
+the merge's meaning) and enters Spark as one local DataFrame, one row per key: no shuffle, no Window
+job.  A larger batch, still on the executors, runs the same merge as Spark steps:
 
 1. :func:`change_frame`: every decoded change before the batch's cut-offs as a row of the merged lake
    columns plus its op, source time, ordering value, Kafka partition/offset and unavailable columns.
@@ -22,16 +25,21 @@ The steps, all in Spark:
    row; a chain of moves in one batch is resolved one link per pass.  A create whose delete is not
    in the batch (a batch cut between the two) cannot name its old key (the create carries no before
    image) and gets null: a documented limit (docs/applier.md, "Guarantees").
-3. :func:`fill_from_lake`: what is still unavailable comes from the stored row (a join on the key with a
-   snapshot read of the table, only when some row needs it).  A key the lake does not hold gets null:
-   the placeholder text is never written.
+
+Both paths leave each key's row with ``_cdc_missing`` (the columns still unavailable) and
+``_cdc_lookup`` (the record key whose stored row holds them: the key's own, or a moved row's old key).
+Then, on either path:
+
+3. :func:`fill_from_lake`: what is still unavailable comes from the stored row (a join on the lookup key
+   with a snapshot read of the table, only when some row needs it).  A key the lake does not hold gets
+   null: the placeholder text is never written.
 4. :func:`lake_frame`: the lake columns and metadata, with the delete flags.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyspark import RDD
@@ -40,6 +48,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
 from cdc_lake.apply.decoding import Decoded, DecodedChange
+from cdc_lake.apply.last_change import LastChange, last_changes
 from cdc_lake.lake.columns import (
     APPLIED_AT_COLUMN,
     DELETED_COLUMN,
@@ -57,10 +66,12 @@ UNAVAILABLE_COLUMN = "_cdc_unavailable"
 MOVED_FROM_COLUMN = "_cdc_moved_from"
 POSITION_COLUMN = "_cdc_position"
 MISSING_COLUMN = "_cdc_missing"
+LOOKUP_COLUMN = "_cdc_lookup"
 _SEGMENT = "_cdc_segment"
 _OLD_PREFIX = "_cdc_old_"
 _FILL_PREFIX = "_cdc_fill_"
 _STORED_PREFIX = "_cdc_stored_"
+_STORED_KEY = "_cdc_stored_key"
 
 
 def col(name: str) -> Column:
@@ -68,42 +79,59 @@ def col(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
+def _key_struct(columns: StructType, key_fields: Sequence[str]) -> StructType:
+    return StructType([StructField(k, columns[k].dataType, True) for k in key_fields])
+
+
+_META = (OP_COLUMN, SOURCE_TS_COLUMN, ORDERING_COLUMN)
+
+
 def change_struct(columns: StructType, key_fields: Sequence[str]) -> StructType:
     """Schema of :func:`change_frame`: the lake columns, then the change's metadata."""
     by_name = {f.name: f for f in lake_struct(columns).fields}
-    old_key = StructType([StructField(k, columns[k].dataType, True) for k in key_fields])
     return StructType([
         *columns.fields,
-        by_name[OP_COLUMN],
-        by_name[SOURCE_TS_COLUMN],
-        by_name[ORDERING_COLUMN],
+        *[by_name[name] for name in _META],
         StructField(KAFKA_PARTITION_COLUMN, IntegerType(), False),
         StructField(KAFKA_OFFSET_COLUMN, LongType(), False),
         StructField(UNAVAILABLE_COLUMN, ArrayType(StringType(), False), False),
-        StructField(MOVED_FROM_COLUMN, old_key, True),
+        StructField(MOVED_FROM_COLUMN, _key_struct(columns, key_fields), True),
         StructField(POSITION_COLUMN, StringType(), True),
     ])
 
 
-def change_frame(
-    spark: SparkSession,
-    decoded: RDD[Decoded] | list[Decoded],
-    columns: StructType,
-    cutoffs: Mapping[int, int],
-    key_fields: Sequence[str],
-) -> DataFrame:
-    """The decoded changes before ``cutoffs`` (first offset NOT to apply, per partition) as rows.
+def latest_struct(columns: StructType, key_fields: Sequence[str]) -> StructType:
+    """Schema of :func:`driver_latest`: the lake columns, the change's metadata, what is still missing."""
+    by_name = {f.name: f for f in lake_struct(columns).fields}
+    return StructType([
+        *columns.fields,
+        *[by_name[name] for name in _META],
+        StructField(MISSING_COLUMN, ArrayType(StringType(), False), False),
+        StructField(LOOKUP_COLUMN, _key_struct(columns, key_fields), True),
+    ])
 
-    ``decoded`` on the driver (a small batch) becomes one local DataFrame: its rows are converted in the
-    JVM, and no Python worker runs when Spark reads them.
-    """
-    names = [f.name for f in columns.fields]
+
+def before_cutoffs(cutoffs: Mapping[int, int]) -> Callable[[Decoded], bool]:
+    """Whether a record is a change before ``cutoffs`` (first offset NOT to apply, per partition)."""
     stops = dict(cutoffs)
 
     def wanted(record: Decoded) -> bool:
         if not isinstance(record, DecodedChange):
             return False
         return record.offset < stops.get(record.partition, record.offset + 1)
+
+    return wanted
+
+
+def change_frame(
+    spark: SparkSession,
+    decoded: RDD[Decoded],
+    columns: StructType,
+    cutoffs: Mapping[int, int],
+    key_fields: Sequence[str],
+) -> DataFrame:
+    """The decoded changes before ``cutoffs`` (first offset NOT to apply, per partition) as rows."""
+    names = [f.name for f in columns.fields]
 
     def as_tuple(record: Decoded) -> tuple[Any, ...]:
         assert isinstance(record, DecodedChange)
@@ -120,11 +148,59 @@ def change_frame(
             record.position,
         )
 
-    if isinstance(decoded, list):
-        local = [as_tuple(record) for record in decoded if wanted(record)]
-        return spark.createDataFrame(local, change_struct(columns, key_fields), verifySchema=False)
-    rows = decoded.filter(wanted).map(as_tuple)
+    rows = decoded.filter(before_cutoffs(cutoffs)).map(as_tuple)
     return spark.createDataFrame(rows, change_struct(columns, key_fields), verifySchema=False)
+
+
+def driver_latest(
+    spark: SparkSession,
+    records: Sequence[Decoded],
+    columns: StructType,
+    cutoffs: Mapping[int, int],
+    key_fields: Sequence[str],
+    fill_columns: Sequence[str],
+) -> DataFrame:
+    """The last change per key of a batch on the driver, merged in Python, as one local DataFrame.
+
+    Its rows are converted in the JVM, and no Python worker runs when Spark reads them.
+    """
+    names = [f.name for f in columns.fields]
+    wanted = before_cutoffs(cutoffs)
+    changes = [record for record in records if isinstance(record, DecodedChange) and wanted(record)]
+
+    def as_tuple(last: LastChange) -> tuple[Any, ...]:
+        change = last.change
+        return (
+            *(change.row.get(name) for name in names),
+            change.op,
+            source_time(change.source_ts_ms),
+            change.ordering,
+            list(last.missing),
+            last.lookup if last.missing else None,
+        )
+
+    rows = [as_tuple(last) for last in last_changes(changes, key_fields, fill_columns)]
+    return spark.createDataFrame(rows, latest_struct(columns, key_fields), verifySchema=False)
+
+
+def latest_frame(
+    spark: SparkSession,
+    records: RDD[Decoded] | list[Decoded],
+    columns: StructType,
+    cutoffs: Mapping[int, int],
+    key_fields: Sequence[str],
+    fill_columns: Sequence[str],
+    stored: DataFrame | None,
+    moves: int,
+) -> DataFrame:
+    """The batch's last change per key, filled from the batch: in Python for records on the driver, else
+    in Spark (``moves``: the moved rows with unavailable columns, the passes :func:`fill_moved` may take).
+    """
+    if isinstance(records, list):
+        return driver_latest(spark, records, columns, cutoffs, key_fields, fill_columns)
+    changes = change_frame(spark, records, columns, cutoffs, key_fields)
+    changes = fill_moved(changes, stored, key_fields, fill_columns, moves)
+    return latest_changes(changes, key_fields, fill_columns)
 
 
 _ORDER_NAMES = (ORDERING_COLUMN, KAFKA_PARTITION_COLUMN, KAFKA_OFFSET_COLUMN)
@@ -178,12 +254,7 @@ def fill_moved(
     if passes == 0 or not fill_columns:
         return changes
     changes = _pair_moves(changes, key_fields)
-    lookup = None
-    if stored is not None:
-        lookup = stored.select(
-            F.struct(*[col(k) for k in key_fields]).alias("_cdc_stored_key"),
-            *[col(n).alias(_STORED_PREFIX + n) for n in fill_columns if n in stored.columns],
-        )
+    lookup = None if stored is None else _stored_values(stored, key_fields, fill_columns)
     for _ in range(passes):
         changes = _fill_moved_once(changes, lookup, key_fields, fill_columns).localCheckpoint()
         if changes.where(_pending(fill_columns)).isEmpty():
@@ -228,7 +299,7 @@ def _fill_moved_once(
     matched = matched.select("*", rank).where(F.col("_cdc_rank") == 1)
     stored_names = set()
     if lookup is not None:
-        matched = matched.join(lookup, col(MOVED_FROM_COLUMN) == col("_cdc_stored_key"), "left")
+        matched = matched.join(lookup, col(MOVED_FROM_COLUMN) == col(_STORED_KEY), "left")
         stored_names = set(lookup.columns)
     found = col(_OLD_PREFIX + ORDERING_COLUMN).isNotNull()
     from_start = col(_OLD_PREFIX + _SEGMENT) == 0
@@ -279,7 +350,8 @@ def latest_changes(changes: DataFrame, key_fields: Sequence[str], fill_columns: 
     }
     missing = F.filter(unavailable, lambda name: _fill_missing(name, fill_columns))
     base = [filled.get(f, col(f)) for f in changes.columns if f != UNAVAILABLE_COLUMN]
-    return ranked.select(*base, missing.alias(MISSING_COLUMN))
+    lookup = F.struct(*[col(k) for k in key_fields])
+    return ranked.select(*base, missing.alias(MISSING_COLUMN), lookup.alias(LOOKUP_COLUMN))
 
 
 def _fill_missing(name: Column, fill_columns: Sequence[str]) -> Column:
@@ -293,19 +365,17 @@ def _fill_missing(name: Column, fill_columns: Sequence[str]) -> Column:
 def fill_from_lake(
     latest: DataFrame, stored: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]
 ) -> DataFrame:
-    """Fill the ``_cdc_missing`` columns of ``latest`` from ``stored`` (the lake table) by record key.
+    """Fill the ``_cdc_missing`` columns of ``latest`` from ``stored`` (the lake table): the row of the
+    ``_cdc_lookup`` key.
 
     Only the keys that need it are looked up; a key absent from the lake, or a column the lake does not
     have yet, leaves the column null.
     """
-    stored_names = set(stored.columns)
-    fill = [name for name in fill_columns if name in stored_names and name not in key_fields]
-    keys = [col(k) for k in key_fields]
-    needing = latest.where(F.size(col(MISSING_COLUMN)) > 0).select(*keys).distinct()
-    lookup = stored.select(*keys, *[col(name).alias(_STORED_PREFIX + name) for name in fill]).join(
-        needing, list(key_fields), "left_semi"
-    )
-    joined = latest.join(lookup, list(key_fields), "left")
+    needing = latest.where(F.size(col(MISSING_COLUMN)) > 0).select(col(LOOKUP_COLUMN).alias(_STORED_KEY))
+    values = _stored_values(stored, key_fields, fill_columns)
+    lookup = values.join(needing.distinct(), [_STORED_KEY], "left_semi")
+    joined = latest.join(lookup, col(LOOKUP_COLUMN) == col(_STORED_KEY), "left")
+    fill = [name for name in fill_columns if _STORED_PREFIX + name in lookup.columns]
     missing = col(MISSING_COLUMN)
     filled = {
         name: F.when(F.array_contains(missing, name), col(_STORED_PREFIX + name))
@@ -314,6 +384,15 @@ def fill_from_lake(
         for name in fill
     }
     return joined.select(*[filled.get(name, col(name)) for name in latest.columns])
+
+
+def _stored_values(stored: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:
+    """The lake's record key as one struct column, and the fill columns it has (prefixed)."""
+    names = set(stored.columns) - set(key_fields)
+    return stored.select(
+        F.struct(*[col(k) for k in key_fields]).alias(_STORED_KEY),
+        *[col(name).alias(_STORED_PREFIX + name) for name in fill_columns if name in names],
+    )
 
 
 def lake_frame(

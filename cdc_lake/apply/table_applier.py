@@ -3,8 +3,11 @@
 A batch: resume from the offsets of the last completed commit, plan a capped range up to the end offsets
 seen now, read and decode it on the executors, stop each partition before its first bad message, merge
 the writer schemas into the lake columns, keep the last change per key, fill unavailable columns, and
-write upserts and deletes with the new offsets in one commit.  Bad messages do not raise: the batch
-commits what precedes them and reports the first one, so the caller can stop the table with its name.
+write upserts and deletes with the new offsets in one commit.  A batch of at most :data:`DRIVER_BATCH`
+offsets comes back to the driver decoded: its last change per key is taken there in plain Python and
+enters Spark one row per key (no Window job); a larger one stays on the executors for Spark's merge.
+Bad messages do not raise: the batch commits what precedes them and reports the first one, so the
+caller can stop the table with its name.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from cdc_lake.apply.decoding import (
     decode_messages,
     summarize,
 )
-from cdc_lake.apply.frame import change_frame, fill_from_lake, fill_moved, lake_frame, latest_changes
+from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame
 from cdc_lake.apply.plan import BatchPlan, plan_batch
 from cdc_lake.apply.quarantine import commit_metadata, skipped_offsets, without_quarantined
 from cdc_lake.apply.redelivery import advance
@@ -66,8 +69,9 @@ _LOG = logging.getLogger(__name__)
 
 DRIVER_BATCH = 10_000
 """Batches of at most this many offsets are decoded in one Spark job that returns the records to the
-driver: the summary is made there and the rows enter Spark as one local DataFrame, so no RDD of pickled
-records is persisted and the write's jobs run no Python worker.  Larger batches stay on the executors
+driver: the summary and the last change per key are made there and the rows enter Spark as one local
+DataFrame, one per key, so no RDD of pickled records is persisted, no Window job runs and the write's
+jobs run no Python worker.  Larger batches stay on the executors
 (a batch may hold up to ``apply.batch_max_events`` changes, too many for the driver's memory)."""
 
 
@@ -322,15 +326,15 @@ class TableApplier:
             (t for t in (applied.newest_source_ts_ms, checkpoint.newest_source_ts_ms) if t is not None),
             default=None,
         )
-        changes = change_frame(self.spark, records, columns, cut, key_fields)
         fill = sorted(name for name in summary.unavailable if name in columns.fieldNames())
         stored = read_table(self.spark, self.target.base_path) if fill and self._exists else None
-        changes = fill_moved(changes, stored, key_fields, fill, summary.moves_unavailable)
-        latest = latest_changes(changes, key_fields, fill)
+        latest = latest_frame(
+            self.spark, records, columns, cut, key_fields, fill, stored, summary.moves_unavailable
+        )
         if stored is not None:
             latest = fill_from_lake(latest, stored, key_fields, fill)
         # Hudi's upsert reads its input several times (emptiness check, index tagging, write): keep the
-        # rows it gets instead of computing them (the per-key Window, the fill) again each time.
+        # rows it gets instead of computing them (the per-key merge of a large batch, the fill) again.
         frame = lake_frame(latest, columns, dt.datetime.now(tz=dt.UTC), self.target.soft_deletes)
         frame.persist(StorageLevel.MEMORY_AND_DISK)
         try:

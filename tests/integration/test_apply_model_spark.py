@@ -1,13 +1,15 @@
 """The in-memory merge of the property suite against real Spark and Hudi, on generated batches.
 
-``tests/unit/test_apply_model.py`` runs the production decode path in memory and models two steps it
-cannot run there: the per-key merge of :mod:`cdc_lake.apply.frame` (last change by ordering value,
-Kafka partition and offset; unavailable columns filled from the key's earlier changes, then from the
-stored row) and Hudi's event-time merge (:func:`fixtures.change_model.hudi_merge`).  Here generated
-Postgres workloads (``COPY`` pages, key changes, TOAST placeholders, deletes, re-sends) are decoded the
-same way, cut into two batches, and written by the production Spark path into a Hudi table; after
-each commit the table must hold exactly the model's rows and ordering values.  A few examples in CI
-(each is two Hudi commits).
+``tests/unit/test_apply_model.py`` runs the production decode path and the per-key merge of a batch on
+the driver (:func:`cdc_lake.apply.last_change.last_changes`: last change by ordering value, Kafka
+partition and offset; unavailable columns filled from the key's earlier changes, a moved row's from its
+old key, then from the stored row) in memory, and models Hudi's event-time merge
+(:func:`fixtures.change_model.hudi_merge`).  Here generated Postgres workloads (``COPY`` pages, key
+changes, TOAST placeholders, deletes, re-sends) are decoded the same way and cut into two batches; each
+batch's rows are built by both paths of :func:`cdc_lake.apply.frame.latest_frame` (the Spark steps of a
+large batch, and the driver's merge as a local DataFrame), which must give the same rows, and written
+into a Hudi table; after each commit the table must hold exactly the model's rows and ordering values.
+A few examples in CI (each is two Hudi commits).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from cdc_lake.apply.decoding import BadMessage, DecodedChange, DecodeSettings, decode_messages
-from cdc_lake.apply.frame import change_frame, fill_from_lake, fill_moved, lake_frame, latest_changes
+from cdc_lake.apply.decoding import BadMessage, Decoded, DecodedChange, DecodeSettings, decode_messages
+from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame
 from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
 from cdc_lake.hudi.writer import read_table, write_batch
@@ -65,15 +67,19 @@ def test_spark_and_hudi_merge_as_the_model_does(
         if not changes:
             continue
         expected = merge_batch(changes, expected, exists=exists)
-        frame = change_frame(spark, spark.sparkContext.parallelize(changes, 2), columns, {}, ("id",))
         fill = sorted({name for c in changes for name in c.unavailable})
         stored = read_table(spark, base_path) if fill and exists else None
         moves = sum(1 for c in changes if c.unavailable and (c.op == "c" or c.moved_from is not None))
-        frame = fill_moved(frame, stored, ("id",), fill, moves)
-        latest = latest_changes(frame, ("id",), fill)
-        if stored is not None:
-            latest = fill_from_lake(latest, stored, ("id",), fill)
-        rows = lake_frame(latest, columns, dt.datetime.now(tz=dt.UTC), soft_deletes=False)
+        applied_at = dt.datetime.now(tz=dt.UTC)
+        paths = []
+        decoded: list[Decoded] = list(changes)
+        for records in (spark.sparkContext.parallelize(decoded, 2), decoded):
+            latest = latest_frame(spark, records, columns, {}, ("id",), fill, stored, moves)
+            if stored is not None:
+                latest = fill_from_lake(latest, stored, ("id",), fill)
+            paths.append(lake_frame(latest, columns, applied_at, soft_deletes=False))
+        rows, on_driver = paths
+        assert sorted(rows.collect()) == sorted(on_driver.collect()), "the Spark and driver paths differ"
         write_batch(spark, spec, rows, WriteOperation.UPSERT, {})
         exists = True
         stored = read_table(spark, base_path)

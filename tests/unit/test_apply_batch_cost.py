@@ -1,4 +1,5 @@
-"""The batch's fixed cost: timeline reads per commit, and small batches decoded in one Spark job.
+"""The batch's fixed cost: timeline reads per commit, small batches decoded in one Spark job and merged
+per key on the driver.
 
 Stand-ins replace the Spark pieces (a list-backed RDD, a DataFrame writer that records the save), so
 what is checked is how often the timeline is read and which RDD calls a batch makes; the Spark path
@@ -11,8 +12,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from cdc_lake.apply import table_applier
+from cdc_lake.apply import frame, table_applier
 from cdc_lake.apply.decoding import BadMessage, BatchSummary, Decoded, DecodedChange
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi import writer
@@ -144,3 +146,38 @@ def test_the_summary_before_a_cut_is_the_same_either_way(offsets: int) -> None:
     with table_applier.decoded_batch(_Rdd(RECORDS, []), offsets=offsets) as (_, records):  # type: ignore[arg-type]
         before = table_applier.summary_before(records, {0: 1})
     assert isinstance(before, BatchSummary) and before.changes == 2
+
+
+class _Spark:
+    """Records ``createDataFrame``: the rows a batch on the driver hands to Spark."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+
+    def createDataFrame(self, rows: list[tuple[Any, ...]], schema: StructType, **_: Any) -> StructType:
+        self.rows.extend(rows)
+        return schema
+
+
+def _pg(offset: int, op: str, row: dict[str, Any], unavailable: tuple[str, ...] = ()) -> DecodedChange:
+    return DecodedChange(0, offset, op, 2, 1, f"{offset:020d}", 0, row, unavailable, str(offset))
+
+
+def test_a_small_batch_enters_spark_one_row_per_key_merged_on_the_driver() -> None:
+    """Key 1's unchanged TOASTed note comes from its earlier change; key 2's from its stored row (the
+    lookup); the change at the cut and the bad message stay out.  No Spark job, no Window."""
+    spark = _Spark()
+    records: list[Decoded] = [
+        _pg(0, "c", {"id": 1, "qty": 1, "note": "a"}),
+        _pg(1, "u", {"id": 2, "qty": 2, "note": None}, ("note",)),
+        _pg(2, "u", {"id": 1, "qty": 3, "note": None}, ("note",)),
+        _pg(3, "u", {"id": 1, "qty": 4, "note": "z"}),
+        BadMessage(0, 3, "bad", None, None),
+    ]
+    columns = StructType([StructField(name, IntegerType()) for name in ("id", "qty")])
+    columns.add(StructField("note", StringType()))
+    schema = frame.latest_frame(spark, records, columns, {0: 3}, ("id",), ["note"], None, 0)  # type: ignore[arg-type]
+    assert isinstance(schema, StructType)
+    named = [dict(zip(schema.fieldNames(), row, strict=True)) for row in spark.rows]
+    picked = [(r["id"], r["qty"], r["note"], r[frame.MISSING_COLUMN], r[frame.LOOKUP_COLUMN]) for r in named]
+    assert picked == [(1, 3, "a", [], None), (2, 2, None, ["note"], (2,))]

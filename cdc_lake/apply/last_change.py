@@ -1,0 +1,125 @@
+"""The last change of each record key with its unavailable columns resolved, in plain Python.
+
+This is the per-key merge's meaning, stated once: a batch decoded on the driver (at most
+:data:`cdc_lake.apply.table_applier.DRIVER_BATCH` offsets) is merged here and enters Spark one row per
+key, so no Window runs; a larger batch runs the same merge as Spark steps (:mod:`cdc_lake.apply.frame`:
+``fill_moved`` then ``latest_changes``).  The property suite (``tests/unit/test_apply_model.py``) runs
+this function as the applier's decision path, and ``tests/integration/test_apply_model_spark.py`` holds
+the Spark steps and the driver's frame equal to it on generated batches.
+
+In source order (ordering value, Kafka partition, offset), each change leaves its key in a *state*:
+every fill column either has a value, or comes from the stored row of one record key (the lake's row,
+read later by ``frame.fill_from_lake``; null when the lake has no such row or column).  A key starts
+from its own stored row.  A change takes its available columns from its row and each unavailable one
+(an unchanged TOAST value; with soft deletes, what a delete's before image lacks) from the state it
+follows:
+
+- an ordinary change follows its key's previous state (the key's earlier changes in the batch, then its
+  stored row);
+- a *moved* row follows its old key's state before the move: the old key's latest change whose ordering
+  value is strictly below the move's (the move's own delete shares its position and is excluded), else
+  the old key's stored row.  A moved row is an update that changed the configured key
+  (``DecodedChange.moved_from``), or a create carrying unavailable columns (a Postgres primary-key
+  update under REPLICA IDENTITY DEFAULT), paired with the delete at its stream position; unpaired (the
+  batch was cut between the two), its old key is unknown and the columns it lacks are null.
+
+Because every state names at most one stored row, the result needs one lookup per key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cdc_lake.apply.decoding import DecodedChange
+
+Key = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class LastChange:
+    """A key's last change of the batch, its row resolved as far as the batch can.
+
+    ``missing`` lists the fill columns to take from the stored row of ``lookup`` (the key's own, or for
+    a moved row an old key's); their values in ``change.row`` are None until then.
+    """
+
+    change: DecodedChange
+    missing: tuple[str, ...]
+    lookup: Key
+
+
+@dataclass(frozen=True)
+class _State:
+    values: Mapping[str, Any]
+    """Fill columns whose value is known."""
+    lookup: Key
+    """The key whose stored row gives the other fill columns."""
+
+
+def change_order(change: DecodedChange) -> tuple[str, int, int]:
+    """Source order of a key's changes: ordering value, then Kafka partition and offset."""
+    return change.ordering, change.partition, change.offset
+
+
+def record_key(change: DecodedChange, key_fields: Sequence[str]) -> Key:
+    """The change's record key."""
+    return tuple(change.row[name] for name in key_fields)
+
+
+def last_changes(
+    changes: Iterable[DecodedChange], key_fields: Sequence[str], fill_columns: Sequence[str]
+) -> list[LastChange]:
+    """The last change of each key (in the order keys first change), its ``fill_columns`` resolved."""
+    ordered = sorted(changes, key=change_order)
+    deletes: dict[str, Key] = {}
+    for change in ordered:
+        if change.op == "d" and change.position is not None:
+            deletes.setdefault(change.position, record_key(change, key_fields))
+    unknown = _State(dict.fromkeys(fill_columns), ())
+    history: dict[Key, list[tuple[str, _State]]] = {}
+    last: dict[Key, tuple[DecodedChange, _State]] = {}
+    for change in ordered:
+        key = record_key(change, key_fields)
+        states = history.setdefault(key, [])
+        old = _old_key(change, deletes)
+        if old is None:
+            base = states[-1][1] if states else _State({}, key)
+            values = dict(base.values)
+        else:
+            earlier = [state for at, state in history.get(old, []) if at < change.ordering]
+            base = unknown if not old else earlier[-1] if earlier else _State({}, old)
+            values = {}
+        for name in fill_columns:
+            if name not in change.unavailable:
+                values[name] = change.row.get(name)
+            elif name in base.values:
+                values[name] = base.values[name]
+        state = _State(values, base.lookup)
+        states.append((change.ordering, state))
+        last[key] = (change, state)
+    return [_resolved(change, state, fill_columns) for change, state in last.values()]
+
+
+def _old_key(change: DecodedChange, deletes: Mapping[str, Key]) -> Key | None:
+    """A moved row's old key (empty: unknown, the pairing delete is not in the batch); None otherwise."""
+    if change.moved_from is not None:
+        return change.moved_from
+    if change.op != "c" or not change.unavailable:
+        return None
+    return deletes.get(change.position, ()) if change.position is not None else ()
+
+
+def _resolved(change: DecodedChange, state: _State, fill_columns: Sequence[str]) -> LastChange:
+    row = dict(change.row)
+    missing = []
+    for name in fill_columns:
+        if name not in change.unavailable:
+            continue
+        if name in state.values:
+            row[name] = state.values[name]
+        else:
+            row[name] = None
+            missing.append(name)
+    return LastChange(change._replace(row=row), tuple(missing), state.lookup)
