@@ -111,7 +111,12 @@ def test_seeded_workload_through_bootstrap_run_sigkill_and_apply_ends_exact(
     batch = rng.randint(15, 40)
     tables = [{"name": TABLE, "tier": 0, "partition_by": ["region"]}]
     config_path = write_db_config(
-        tmp_path, db, tables, str(tmp_path / "lake"), apply={"batch_max_events": batch}
+        tmp_path,
+        db,
+        tables,
+        str(tmp_path / "lake"),
+        apply={"batch_max_events": batch},
+        monitoring={"metrics_port": 0},  # no metrics server: a fixed port would clash across tests
     )
     onboard(config_path, db.source)
     config = load(config_path)
