@@ -157,7 +157,7 @@ def _print(result: dict[str, Any]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--operations", type=int, default=40, help="workload operations per phase (CI: 20)")
+    parser.add_argument("--operations", type=int, default=40, help="workload operations per phase (CI: 16)")
     parser.add_argument("--changes", type=int, default=170, help="redelivery test's source changes (CI: 60)")
     parser.add_argument("--resent", type=int, default=40, help="messages produced again (CI: 20)")
     parser.add_argument("--engine", choices=["postgres", "mariadb"], help="one engine only (default both)")

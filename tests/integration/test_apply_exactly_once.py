@@ -51,7 +51,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(90
 
 SEED_ENV = "CDC_LAKE_TEST_SEED"
 WORKLOAD_DIR_ENV = "CDC_LAKE_WORKLOAD_DIR"
-OPERATIONS = fault_size("OPERATIONS", 20)
+OPERATIONS = fault_size("OPERATIONS", 16)
 """Operations at most in each phase (bootstrap, ``run``, ``apply --once``); as many before onboarding."""
 TABLE = "items"
 
@@ -108,7 +108,7 @@ def test_seeded_workload_through_bootstrap_run_sigkill_and_apply_ends_exact(
     workload = Workload(capture, seed, mixed=True)
     db.execute(SIMPLE_DDL[engine.name].format(table=workload.table))
     workload.run(OPERATIONS)  # the rows the bootstrap copies (no connector streams them)
-    batch = rng.randint(15, 40)
+    batch = rng.randint(20, 50)
     tables = [{"name": TABLE, "tier": 0, "partition_by": ["region"]}]
     config_path = write_db_config(
         tmp_path,

@@ -399,7 +399,7 @@ FAULT_SIZE_ENV = "CDC_LAKE_FAULT_{}"
 
 
 def fault_size(name: str, reduced: int) -> int:
-    """Fault test size ``name`` (KILLS, ROWS, CHANGES, RESENT): ``CDC_LAKE_FAULT_<name>``, or ``reduced``.
+    """Fault test size ``name`` (OPERATIONS, CHANGES, RESENT): ``CDC_LAKE_FAULT_<name>``, or ``reduced``.
 
     A bad value fails the test run at collection, naming the variable.
     """
