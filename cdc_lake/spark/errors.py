@@ -20,6 +20,8 @@ from cdc_lake.redaction import redact
 JVM_ERRORS: tuple[type[Exception], ...] = (Py4JError, PySparkException)
 """Exceptions a Spark or JVM call can raise; catch these and re-raise a CdcLakeError."""
 
+_TRACEBACK = "Traceback (most recent call last):"
+"""The header of a Python traceback, which Spark gives as the message of a Python worker's failure."""
 _CAUSED_BY = re.compile(r"^Caused by: (?:[\w$]+\.)*([\w$]+.*)$", re.MULTILINE)
 _LOST_TASK = re.compile(
     r"most recent failure: Lost task [^:]*?\): (?:[\w$]+\.)*([\w$]+(?:Exception|Error)\b.*)$", re.MULTILINE
@@ -40,13 +42,29 @@ def root_cause(exc: BaseException) -> str:
 
 def _text_root_cause(text: str) -> str:
     """From a JVM error's text: the last ``Caused by:``, else the task failure a job abort reports, else
-    the first line (class names without their package)."""
+    the first line (class names without their package).  A cause that is a Python worker's traceback
+    header is replaced by the traceback's exception line (:func:`_python_exception`)."""
     for pattern in (_CAUSED_BY, _LOST_TASK):
         found = pattern.findall(text)
         if found:
-            return str(found[-1]).strip()
+            cause = str(found[-1]).strip()
+            if cause.endswith(_TRACEBACK):
+                cause = cause.removesuffix(_TRACEBACK) + _python_exception(text)
+            return cause
     lines = text.strip().splitlines()
     return lines[0] if lines else ""
+
+
+def _python_exception(text: str) -> str:
+    """The exception line ending the Python traceback in ``text`` (of the last exception of a chain):
+    the last unindented line after the first ``Traceback`` header, before the JVM frames that follow."""
+    last = _TRACEBACK
+    for line in text[text.find(_TRACEBACK) + len(_TRACEBACK) :].splitlines():
+        if line.startswith("\tat ") or line.startswith("Driver stacktrace:"):
+            break
+        if line.strip() and not line[0].isspace() and not line.startswith(_TRACEBACK):
+            last = line.strip()
+    return last
 
 
 def describe_failure(exc: BaseException) -> str:

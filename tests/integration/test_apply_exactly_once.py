@@ -1,11 +1,22 @@
-"""Exactly once: ``cdc-lake apply --once`` killed with SIGKILL at random points, restarted, ends exact.
+"""Exactly once, end to end: a seeded random workload through bootstrap, ``cdc-lake run`` killed by
+SIGKILL, and ``apply --once``, ends with the lake equal to the source.
 
-Each engine gets a backlog of changes; ``apply --once`` runs in its own process group (Python, the Spark
-JVM and its Python workers) with small batches, and the whole group is SIGKILLed, each time at a
-random moment after the run completed a commit, while more changes keep arriving.  A last run
-completes; the lake must equal the source with no duplicate key, and the offsets in the last commit
-must be the topic's end.  CI kills once (each kill costs a Spark start); ``benchmarks/fault_bench.py``
-runs the full size (``--kills``, ``--rows``).
+Per engine, a table of the stack's primary is filled by a random :class:`support.apply.Workload` with
+every shape that shares stream positions or carries TOAST placeholders (COPY / LOAD DATA bulk loads,
+primary-key updates, multi-statement transactions, a delete, re-insert and update of one key,
+INSERT … SELECT, updates of the TOASTed column, single-row changes), onboarded for real and
+bootstrapped while the workload keeps writing.  Then ``cdc-lake run`` applies it as tier 0, in its own
+process group (Python, the Spark JVM and its workers), with batches of a seeded size, and the whole
+group is SIGKILLed at a random moment after it committed while changes still arrive.  ``apply --once``
+runs twice more under the workload, and once the workload stops, until the topic's end.  The lake must
+equal the source in every column, read with Spark+Hudi and with the second reader (hudi-rs), with no
+duplicate key; the offsets of the last commit must be the topic's end; the table must be LIVE.
+
+The seed is ``CDC_LAKE_TEST_SEED`` when set, else random; it is printed.  It fixes the operations in
+order (the thread's timing decides how many fall in each phase) and the batch size.  On a failure the
+test writes the operations made as a replayable SQL script (``Workload.write_script``) to
+``CDC_LAKE_WORKLOAD_DIR`` (default: the test's temporary directory) and names it in the assertion.
+CI runs one seed per engine; ``benchmarks/fault_bench.py --seeds N`` runs N.
 """
 
 from __future__ import annotations
@@ -17,45 +28,48 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from support.apply import (
-    Capture,
-    Workload,
-    assert_lake_matches,
-    fault_size,
-    per_engine_capture,
-    record_catching_up,
-    workload_config,
-)
-from support.common import wait_until
+from support.apply import SIMPLE_DDL, Capture, Workload, assert_lake_matches, fault_size
+from support.bootstrap import SourceDb, onboard, state_of, wait_for_schema, wait_streamed, write_db_config
+from support.common import cli_run, load, wait_until
+from support.compare import assert_rows_equal
+from support.engines import StackEngine
 
 from cdc_lake.config import Config
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.hudi.writer import read_table
 from cdc_lake.lake.checkpoint import OFFSETS_KEY
 from cdc_lake.stack.manager import LocalStack
+from cdc_lake.state.lifecycle import TableState
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 
-KILLS = fault_size("KILLS", 1)
-BACKLOG = fault_size("ROWS", 220)
-"""Changes waiting before the first run: at 50 a batch, that run is still busy when it is killed."""
-ARRIVING = 40
-"""Changes made after each kill."""
-
-capture = per_engine_capture()
+SEED_ENV = "CDC_LAKE_TEST_SEED"
+WORKLOAD_DIR_ENV = "CDC_LAKE_WORKLOAD_DIR"
+OPERATIONS = fault_size("OPERATIONS", 16)
+"""Operations at most in each phase (bootstrap, ``run``, ``apply --once``); as many before onboarding."""
+TABLE = "items"
 
 
-def _start_apply(config_path: Path, log: Path) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "cdc_lake", "-v", "--config", str(config_path), "apply", "--once"]
+@pytest.fixture
+def db(engine: StackEngine, local_stack: LocalStack) -> Iterator[SourceDb]:
+    with engine.database(local_stack) as created:
+        yield created
+
+
+def _start(config_path: Path, verb: str, log: Path) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "cdc_lake", "-v", "--config", str(config_path), verb]
     with log.open("ab") as out:
         return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _applied(spark: SparkSession, config: Config, capture: Capture) -> int:
+    """Offsets in the table's last completed commit (bootstrap or apply), summed over partitions."""
     try:
         commit = latest_commit(spark, config.lake.table_base_path(capture.qualified_name))
     except HudiWriteError:  # the applier is creating the table right now
@@ -63,58 +77,98 @@ def _applied(spark: SparkSession, config: Config, capture: Capture) -> int:
     return 0 if commit is None else sum(json.loads(commit.metadata[OFFSETS_KEY]).values())
 
 
-def _wait_for_commit(
-    spark: SparkSession, config: Config, capture: Capture, before: int, process: subprocess.Popen[bytes]
+def _apply_once(config_path: Path) -> None:
+    result = cli_run(config_path, "apply", "--once")
+    assert result.exit_code == 0, result.stderr or result.output
+
+
+def _mismatches(spark: SparkSession, capture: Capture, base_path: str) -> int:
+    """Keys whose Spark+Hudi row differs from the source's (missing, extra or another value)."""
+    frame = read_table(spark, base_path)
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    lake = {row["id"]: row for row in (r.asDict(recursive=True) for r in frame.collect())}
+    source = {row["id"]: row for row in capture.rows()}
+    count = len(set(lake) ^ set(source))
+    for key in set(lake) & set(source):
+        try:
+            assert_rows_equal(capture.qualified_name, [source[key]], [lake[key]], types, capture.key)
+        except AssertionError:
+            count += 1
+    return count
+
+
+def test_seeded_workload_through_bootstrap_run_sigkill_and_apply_ends_exact(
+    engine: StackEngine, spark: SparkSession, db: SourceDb, local_stack: LocalStack, tmp_path: Path
 ) -> None:
-    def committed() -> bool:
-        return _applied(spark, config, capture) > before or process.poll() is not None
+    seed = int(os.environ.get(SEED_ENV) or random.randrange(10**6))
+    print(f"random seed {seed} (repeat with {SEED_ENV}={seed})")
+    rng = random.Random(seed)
+    schema = db.schema_of(TABLE).split(".")[0]
+    capture = Capture(engine.name, db.source, schema, TABLE, db.source, local_stack, database=db.database)
+    workload = Workload(capture, seed, mixed=True)
+    db.execute(SIMPLE_DDL[engine.name].format(table=workload.table))
+    workload.run(OPERATIONS)  # the rows the bootstrap copies (no connector streams them)
+    batch = rng.randint(20, 50)
+    tables = [{"name": TABLE, "tier": 0, "partition_by": ["region"]}]
+    config_path = write_db_config(
+        tmp_path,
+        db,
+        tables,
+        str(tmp_path / "lake"),
+        apply={"batch_max_events": batch},
+        monitoring={"metrics_port": 0},  # no metrics server: a fixed port would clash across tests
+    )
+    onboard(config_path, db.source)
+    config = load(config_path)
+    table = db.qualified(TABLE)
+    base_path = config.lake.table_base_path(table)
+    log = tmp_path / "run.log"
+    rows: list[dict[str, object]] = []
+    try:
+        with workload.running(OPERATIONS, pause=0.3):
+            wait_for_schema(config, table)  # the bootstrap checks its types against Debezium's schema
+            result = cli_run(config_path, "bootstrap", table)
+            assert result.exit_code == 0, result.stderr or result.output
+        bootstrapped = _applied(spark, config, capture)
 
-    wait_until(committed, 300, "a commit by the applier")
+        with workload.running(OPERATIONS, pause=1.0):
+            service = _start(config_path, "run", log)
+            try:
+                wait_until(
+                    lambda: _applied(spark, config, capture) > bootstrapped or service.poll() is not None,
+                    300,
+                    "a commit by cdc-lake run",
+                )
+                time.sleep(rng.uniform(0.0, 4.0))  # inside a later batch's read, write or commit
+                assert service.poll() is None, f"run ended before the kill:\n{log.read_text()[-3000:]}"
+            finally:
+                os.killpg(service.pid, signal.SIGKILL)
+                service.wait()
+        killed_at = _applied(spark, config, capture)
 
-
-def test_sigkill_during_batches_then_restart_ends_exact(
-    spark: SparkSession, capture: Capture, local_stack: LocalStack, tmp_path: Path
-) -> None:
-    rng = random.Random()
-    seed = rng.randrange(10**6)
-    print(f"random seed {seed}")
-    rng.seed(seed)
-    config_path = tmp_path / "cdc-lake.yaml"
-    config = workload_config(config_path, local_stack, capture, batch_max_events=50)
-    record_catching_up(config)
-    workload = Workload(capture, seed)
-    workload.run(BACKLOG)
-    capture.wait_for(workload.messages)
-    log = tmp_path / "apply.log"
-
-    progress = []
-    for _ in range(KILLS):
-        before = _applied(spark, config, capture)
-        process = _start_apply(config_path, log)
-        # Kill at a random moment after this run completed a commit: inside a later batch's read,
-        # decode, write, commit or state-store update.
-        _wait_for_commit(spark, config, capture, before, process)
-        time.sleep(rng.uniform(0.0, 8.0))
-        assert process.poll() is None, f"apply ended before the kill; see {log}:\n{log.read_text()[-3000:]}"
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        progress.append(_applied(spark, config, capture))
-        workload.run(ARRIVING)
-    assert progress == sorted(progress) and progress[0] > 0
-
-    capture.wait_for(workload.messages)
-    for _ in range(2):  # a second run only if the first stopped at ends it saw while changes still arrived
-        if _applied(spark, config, capture) == capture.end_offset():
-            break
-        finished = subprocess.run(
-            [sys.executable, "-m", "cdc_lake", "--config", str(config_path), "apply", "--once"],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert finished.returncode == 0, finished.stderr[-3000:]
-    assert _applied(spark, config, capture) == capture.end_offset()
-    assert_lake_matches(spark, capture, config.lake.table_base_path(capture.qualified_name))
-    timeline = Path(config.lake.table_base_path(capture.qualified_name), ".hoodie", "timeline")
-    print(f"offsets applied after each kill: {progress}; rollbacks: {len(list(timeline.glob('*.rollback')))}")
+        with workload.running(OPERATIONS, pause=0.3):
+            _apply_once(config_path)
+            _apply_once(config_path)
+        wait_streamed(config, table)
+        for _ in range(3):  # another run only if one stopped at ends it saw while changes arrived
+            if _applied(spark, config, capture) == capture.end_offset():
+                break
+            _apply_once(config_path)
+        assert _applied(spark, config, capture) == capture.end_offset()
+        assert state_of(config, table) is TableState.LIVE
+        try:
+            rows = assert_lake_matches(spark, capture, base_path)
+        except AssertionError:
+            compared, mismatched = len(capture.rows()), _mismatches(spark, capture, base_path)
+            print(f"seed {seed}: rows compared {compared}, mismatches {mismatched}")
+            raise
+    except AssertionError as failure:
+        script = workload.write_script(Path(os.environ.get(WORKLOAD_DIR_ENV) or tmp_path))
+        raise AssertionError(f"seed {seed}: {failure}\nthe workload's statements: {script}") from failure
+    assert bootstrapped < killed_at <= capture.end_offset()
+    timeline = Path(base_path, ".hoodie", "timeline")
+    print(
+        f"seed {seed}: rows compared {len(rows)}, mismatches 0; batch {batch}, {len(workload.done)} "
+        f"operations, {capture.end_offset()} messages; offsets after bootstrap {bootstrapped}, "
+        f"at the kill {killed_at}; rollbacks {len(list(timeline.glob('*.rollback')))}"
+    )

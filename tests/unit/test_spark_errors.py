@@ -110,3 +110,35 @@ def test_a_jvm_failure_is_reduced_to_its_root_cause_in_one_line() -> None:
     assert describe_failure(Py4JError(RECORDED_DROPPED_READ)) == (
         "PSQLException: An I/O error occurred while sending to the backend."
     )
+
+
+# A Python worker's failure as Spark reports it (shape of pyspark 3.5.7's job abort text; frames cut):
+# the JVM names the Python traceback's first line, the exception is its last line before the JVM frames.
+RECORDED_PYTHON_WORKER = (
+    "An error occurred while calling o210.save.\n"
+    ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 7.0 failed 1 "
+    "times, most recent failure: Lost task 0.0 in stage 7.0 (TID 9) (127.0.0.1 executor driver): "
+    "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+    '  File "/venv/pyspark/python/lib/pyspark.zip/pyspark/worker.py", line 1247, in main\n'
+    "    process()\n"
+    '  File "/work/cdc_lake/kafka/ranges.py", line 88, in read_range\n'
+    "    raise RuntimeError(str(exc))\n"
+    "RuntimeError: KafkaError{code=_TRANSPORT,val=-195}\n"
+    "\n"
+    "During handling of the above exception, another exception occurred:\n"
+    "\n"
+    "Traceback (most recent call last):\n"
+    '  File "/work/cdc_lake/decode/envelope.py", line 12, in decode\n'
+    "    row[name]\n"
+    "KeyError: 'region'\n"
+    "\n"
+    "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException("
+    "PythonRunner.scala:572)\n"
+    "\tat java.base/java.lang.Thread.run(Thread.java:840)\n"
+    "Driver stacktrace:\n"
+    "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2856)\n"
+)
+
+
+def test_a_python_worker_failure_is_named_by_its_exception_not_the_traceback_header() -> None:
+    assert describe_failure(Py4JError(RECORDED_PYTHON_WORKER)) == "PythonException: KeyError: 'region'"

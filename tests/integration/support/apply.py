@@ -15,13 +15,16 @@ import io
 import json
 import os
 import random
+import tempfile
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 import requests
 from confluent_kafka import Producer
@@ -64,6 +67,8 @@ class Capture:
     server_id: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     promoted: bool = False
+    database: str = DEMO_DATABASE
+    """The Postgres database holding ``schema`` (on MariaDB the schema is the database)."""
 
     @property
     def topic_prefix(self) -> str:
@@ -87,7 +92,7 @@ class Capture:
     def execute(self, *statements: str | tuple[str, Sequence[Any]]) -> None:
         """Run statements (each SQL, or SQL with parameters) on the primary, autocommitted one by one."""
         if self.engine == "postgres":
-            with self.stack.postgres_primary.connect(DEMO_DATABASE) as conn:
+            with self.stack.postgres_primary.connect(self.database) as conn:
                 for statement in statements:
                     sql, params = statement if isinstance(statement, tuple) else (statement, ())
                     conn.execute(sql, params)  # type: ignore[arg-type]
@@ -101,7 +106,7 @@ class Capture:
         """Every row of the source table, ordered by key."""
         order = ", ".join(self.key)
         if self.engine == "postgres":
-            with self.stack.postgres_primary.connect(DEMO_DATABASE) as conn:
+            with self.stack.postgres_primary.connect(self.database) as conn:
                 cur = conn.execute(f'select * from "{self.schema}"."{self.table}" order by {order}')
                 names = [d.name for d in cur.description or ()]
                 return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
@@ -394,7 +399,7 @@ FAULT_SIZE_ENV = "CDC_LAKE_FAULT_{}"
 
 
 def fault_size(name: str, reduced: int) -> int:
-    """Fault test size ``name`` (KILLS, ROWS, CHANGES, RESENT): ``CDC_LAKE_FAULT_<name>``, or ``reduced``.
+    """Fault test size ``name`` (OPERATIONS, CHANGES, RESENT): ``CDC_LAKE_FAULT_<name>``, or ``reduced``.
 
     A bad value fails the test run at collection, naming the variable.
     """
@@ -407,51 +412,97 @@ def fault_size(name: str, reduced: int) -> int:
     return int(value)
 
 
+@dataclass(frozen=True)
+class Operation:
+    """One source transaction of a :class:`Workload`: statements with parameters, or a bulk load of
+    ``rows`` (id, region, amount, note, big) by COPY (Postgres) or LOAD DATA (MariaDB)."""
+
+    statements: tuple[tuple[str, tuple[object, ...]], ...] = ()
+    rows: tuple[tuple[object, ...], ...] = ()
+
+
+_BULK_COLUMNS = "(id, region, amount, note, big)"
+
+
+def _tsv(row: Sequence[object]) -> str:
+    """A row as COPY text and LOAD DATA read it: tab-separated, ``\\N`` for null."""
+    return "\t".join("\\N" if value is None else str(value) for value in row)
+
+
 class Workload:
-    """Random inserts, updates (value and partition changes), deletes and re-inserts of a simple table.
+    """Random changes of a :data:`SIMPLE_DDL` table, each operation one source transaction, logged.
+
+    The single-row changes (:meth:`step`): inserts, updates of values and of the partition column,
+    deletes, re-inserts of deleted keys.  ``mixed=True`` adds the shapes that share stream positions or
+    carry TOAST placeholders: bulk loads (COPY, whose rows of one heap page share one change LSN; LOAD
+    DATA, one GTID), primary-key updates (delete + tombstone + create with one position), multi-statement
+    transactions (among them a delete, re-insert and update of one key), INSERT … SELECT, and updates
+    of the Postgres TOASTed column ``big`` (every other update leaves it unchanged: a placeholder).  On
+    Postgres a row whose ``big`` is TOASTed is never moved to another key: under REPLICA IDENTITY DEFAULT
+    a batch cut between such a move's delete and create leaves ``big`` null, a documented limit
+    (docs/applier.md, "Postgres TOAST").
 
     Every update changes the row (MySQL/MariaDB log nothing for an update that changes nothing), so the
-    number of Kafka messages each call produces is known: 1 per insert or update, 2 per delete.
+    number of Kafka messages is known: 1 per inserted or updated row, 2 per deleted row (with its
+    tombstone), 3 per moved key.  :meth:`write_script` writes every operation made so far as a script
+    that replays them (psql, or the mysql client with ``--local-infile``).
     """
 
     REGIONS = ("eu", "us", "apac")
 
-    def __init__(self, capture: Capture, seed: int) -> None:
+    def __init__(self, capture: Capture, seed: int, mixed: bool = False) -> None:
         self.capture = capture
+        self.seed = seed
+        self.mixed = mixed
         self.rng = random.Random(seed)
         self.live: set[int] = set()
         self.deleted: set[int] = set()
+        self.toasted: set[int] = set()  # live keys whose ``big`` is long (TOASTed on Postgres)
         self.next_key = 1
         self.version = 0
         self.messages = 0
         self.tombstones = 0  # of those messages: the tombstone after each delete (not a change event)
+        self.done: list[Operation] = []
         quote = '"' if capture.engine == "postgres" else "`"
         self.table = f"{quote}{capture.schema}{quote}.{quote}{capture.table}{quote}"
 
     def _big(self, key: int) -> str:
         return "".join(f"{key}-{self.version}-{i:04d}|" for i in range(500))
 
-    def _insert(self, key: int) -> tuple[str, list[object]]:
+    def _values(self, key: int, long: bool = True) -> list[object]:
+        """A new row of ``key`` (``long``: its ``big`` is TOASTed on Postgres)."""
         self.live.add(key)
         self.deleted.discard(key)
+        (self.toasted.add if long else self.toasted.discard)(key)
         amount = f"{self.rng.randint(-(10**8), 10**8) / 100:.2f}"
-        return (
-            f"insert into {self.table} values (%s, %s, %s, %s, %s)",
-            [key, self.rng.choice(self.REGIONS), amount, f"n{self.version}", self._big(key)],
-        )
+        big = self._big(key) if long else f"b{key}-{self.version}"
+        return [key, self.rng.choice(self.REGIONS), amount, f"n{self.version}", big]
+
+    def _insert(self, key: int) -> tuple[str, list[object]]:
+        return f"insert into {self.table} values (%s, %s, %s, %s, %s)", self._values(key)
+
+    def _delete(self, key: int) -> tuple[str, list[object]]:
+        self.live.discard(key)
+        self.toasted.discard(key)
+        self.deleted.add(key)
+        self.messages += 2
+        self.tombstones += 1
+        return f"delete from {self.table} where id = %s", [key]
+
+    def _new_key(self) -> int:
+        key, self.next_key = self.next_key, self.next_key + 1
+        return key
 
     def step(self) -> tuple[str, list[object]]:
-        """One random change, as SQL with parameters."""
+        """One random single-row change, as SQL with parameters."""
         self.version += 1
         roll = self.rng.random()
         if roll < 0.3 or not self.live:
-            key, self.next_key = self.next_key, self.next_key + 1
             self.messages += 1
-            return self._insert(key)
+            return self._insert(self._new_key())
         if roll < 0.9 and self.deleted and roll > 0.82:
-            key = self.rng.choice(sorted(self.deleted))
             self.messages += 1
-            return self._insert(key)
+            return self._insert(self.rng.choice(sorted(self.deleted)))
         key = self.rng.choice(sorted(self.live))
         if roll < 0.72:
             self.messages += 1
@@ -465,15 +516,224 @@ class Workload:
                 f"u{self.version}",
                 key,
             ]
-        self.live.discard(key)
-        self.deleted.add(key)
-        self.messages += 2
-        self.tombstones += 1
-        return f"delete from {self.table} where id = %s", [key]
+        return self._delete(key)
+
+    def _bulk(self) -> Operation:
+        """A bulk load of new keys, mostly short rows (many to a heap page), some TOASTed."""
+        count = self.rng.randint(5, 60)
+        self.messages += count
+        rows = [self._values(self._new_key(), long=self.rng.random() < 0.1) for _ in range(count)]
+        return Operation(rows=tuple(tuple(row) for row in rows))
+
+    def _move(self) -> Operation:
+        """Primary-key updates of one to three rows in one statement (TOASTed Postgres rows stay put)."""
+        movable = self.live - self.toasted if self.capture.engine == "postgres" else self.live
+        if not movable:
+            return self._transaction()
+        old = self.rng.sample(sorted(movable), min(len(movable), self.rng.randint(1, 3)))
+        new = [self._new_key() for _ in old]
+        for before, after in zip(old, new, strict=True):
+            self.live.discard(before)
+            self.deleted.add(before)
+            self.live.add(after)
+        self.messages += 3 * len(old)
+        self.tombstones += len(old)
+        cases = " ".join("when %s then %s" for _ in old)
+        where = ", ".join("%s" for _ in old)
+        params = [v for pair in zip(old, new, strict=True) for v in pair] + old
+        return Operation(
+            ((f"update {self.table} set id = case id {cases} end where id in ({where})", tuple(params)),)
+        )
+
+    def _transaction(self) -> Operation:
+        """Two to four changes in one transaction, or a delete, re-insert and update of one key."""
+        if self.live and self.rng.random() < 0.4:
+            key = self.rng.choice(sorted(self.live))
+            self.version += 1
+            delete = self._delete(key)
+            insert = self._insert(key)
+            update = (f"update {self.table} set note = %s where id = %s", [f"t{self.version}", key])
+            self.messages += 2
+            return Operation(tuple((sql, tuple(params)) for sql, params in (delete, insert, update)))
+        return Operation(
+            tuple(
+                (sql, tuple(params)) for sql, params in (self.step() for _ in range(self.rng.randint(2, 4)))
+            )
+        )
+
+    def _insert_select(self) -> Operation:
+        """Copies of one to five live rows under new keys, in one INSERT … SELECT."""
+        if not self.live:
+            return self._bulk()
+        sources = sorted(self.rng.sample(sorted(self.live), min(len(self.live), self.rng.randint(1, 5))))
+        first = self.next_key
+        for source in sources:
+            key = self._new_key()
+            self.live.add(key)
+            if source in self.toasted:
+                self.toasted.add(key)
+        self.messages += len(sources)
+        where = ", ".join("%s" for _ in sources)
+        statement = (
+            f"insert into {self.table} {_BULK_COLUMNS} select %s + row_number() over (order by id), "
+            f"region, amount, concat('copy of ', id), big from {self.table} where id in ({where})"
+        )
+        return Operation(((statement, (first - 1, *sources)),))
+
+    def _toast(self) -> Operation:
+        """An update of ``big``: a new long (TOASTed) value, or a short one."""
+        key = self.rng.choice(sorted(self.live))
+        long = self.rng.random() < 0.6
+        (self.toasted.add if long else self.toasted.discard)(key)
+        self.version += 1
+        self.messages += 1
+        big = self._big(key) if long else f"s{key}-{self.version}"
+        return Operation(((f"update {self.table} set big = %s where id = %s", (big, key)),))
+
+    def operation(self) -> Operation:
+        """The next random operation: a single change, or (``mixed``) any shape of the class docstring."""
+        roll = self.rng.random() if self.mixed and self.live else 1.0
+        if roll < 0.08:
+            return self._bulk()
+        if roll < 0.2:
+            return self._move()
+        if roll < 0.32:
+            return self._transaction()
+        if roll < 0.4:
+            return self._insert_select()
+        if roll < 0.5:
+            return self._toast()
+        sql, params = self.step()
+        return Operation(((sql, tuple(params)),))
+
+    @contextmanager
+    def _session(self) -> Iterator[Callable[[Operation], None]]:
+        """A connection to the writing server, as a function making one operation a transaction."""
+        capture = self.capture
+        if capture.engine == "postgres":
+            with capture.stack.postgres_primary.connect(capture.database) as pg:
+
+                def on_postgres(operation: Operation) -> None:
+                    with pg.transaction(), pg.cursor() as cur:
+                        if operation.rows:
+                            with cur.copy(f"copy {self.table} {_BULK_COLUMNS} from stdin") as copy:  # type: ignore[arg-type]
+                                for row in operation.rows:
+                                    copy.write_row(row)
+                        for sql, params in operation.statements:
+                            cur.execute(sql, params)  # type: ignore[arg-type]
+
+                yield on_postgres
+            return
+        server = capture.mariadb_writer()
+        creds = capture.stack.layout.credentials
+        maria = pymysql.connect(
+            host=HOST,
+            port=server.port,
+            user=creds.db_user,
+            password=creds.db_password,
+            database=capture.schema,
+            local_infile=True,
+        )
+
+        def on_mariadb(operation: Operation) -> None:
+            with maria.cursor() as cur, tempfile.NamedTemporaryFile("w", suffix=".tsv") as data:
+                if operation.rows:
+                    data.write("".join(f"{_tsv(row)}\n" for row in operation.rows))
+                    data.flush()
+                    cur.execute(
+                        f"load data local infile %s into table {self.table} {_BULK_COLUMNS}", (data.name,)
+                    )
+                for sql, params in operation.statements:
+                    cur.execute(sql, params)
+            maria.commit()
+
+        try:
+            yield on_mariadb
+        finally:
+            maria.close()
 
     def run(self, count: int) -> None:
-        """Make ``count`` changes, each committed on its own."""
-        self.capture.execute(*[self.step() for _ in range(count)])
+        """Make ``count`` operations, each committed on its own."""
+        with self._session() as execute:
+            for _ in range(count):
+                operation = self.operation()
+                execute(operation)
+                self.done.append(operation)
+
+    @contextmanager
+    def running(self, limit: int, pause: float) -> Iterator[None]:
+        """Make up to ``limit`` operations, ``pause`` seconds apart, in a thread while the block runs.
+
+        The thread stops at the end of the block (after the operation it is making); what it raised is
+        raised there.
+        """
+        stop = threading.Event()
+        failures: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                with self._session() as execute:
+                    for _ in range(limit):
+                        operation = self.operation()
+                        execute(operation)
+                        self.done.append(operation)
+                        if stop.wait(pause):
+                            return
+            except BaseException as exc:  # raised by the block's exit
+                failures.append(exc)
+
+        thread = threading.Thread(target=write, name="workload", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=120)
+        if failures:
+            raise failures[0]
+
+    def _literal(self, value: object) -> str:
+        if value is None:
+            return "null"
+        if isinstance(value, int):
+            return str(value)
+        text = str(value).replace("'", "''")
+        return f"'{text.replace(chr(92), chr(92) * 2)}'" if self.capture.engine != "postgres" else f"'{text}'"
+
+    def write_script(self, directory: Path) -> Path:
+        """Write the operations made so far to ``directory`` as a replayable SQL script; returns its path.
+
+        The script creates the table, then makes each operation as one transaction in order.  Postgres:
+        ``psql -v ON_ERROR_STOP=1 -f FILE`` (bulk loads as ``COPY … FROM stdin``).  MariaDB:
+        ``mysql --local-infile=1 < FILE`` (bulk loads read data files written beside it).
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        engine = self.capture.engine
+        script = directory / f"workload-{engine}-{self.seed}.sql"
+        schema = self.table.rsplit(".", 1)[0]
+        lines = [
+            f"-- cdc-lake test workload: {engine}, seed {self.seed}, {len(self.done)} operations",
+            f"create {'schema' if engine == 'postgres' else 'database'} if not exists {schema};",
+            f"{SIMPLE_DDL[engine].format(table=self.table)};",
+        ]
+        for number, operation in enumerate(self.done):
+            lines.append("begin;" if engine == "postgres" else "start transaction;")
+            if operation.rows and engine == "postgres":
+                lines.append(f"copy {self.table} {_BULK_COLUMNS} from stdin;")
+                lines += [_tsv(row) for row in operation.rows] + ["\\."]
+            elif operation.rows:
+                data = directory / f"{script.stem}-{number}.tsv"
+                data.write_text("".join(f"{_tsv(row)}\n" for row in operation.rows), encoding="utf-8")
+                lines.append(f"load data local infile '{data}' into table {self.table} {_BULK_COLUMNS};")
+            for sql, params in operation.statements:
+                parts = sql.split("%s")
+                rendered = parts[0] + "".join(
+                    self._literal(value) + part for value, part in zip(params, parts[1:], strict=True)
+                )
+                lines.append(f"{rendered};")
+            lines.append("commit;")
+        script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return script
 
 
 def debezium_postgres_schemas(
