@@ -195,6 +195,8 @@ def test_a_switch_keeps_the_copys_own_apply_commits(
     metadata = Checkpoint(TOPIC, {0: 44, 1: 7}, 2000, Origin.COMMIT).commit_metadata()
     commit = CommitInfo(COPY_COMMIT, "commit", None, "UPSERT", metadata)
     monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commit)
+    # A unit test: no Kafka (it read the real broker's topic state when the stack ran, failed otherwise).
+    monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
 
     target = copy_target(config, TABLE, copying)
     rebootstrap._switch(config, store, None, TABLE, copying, target, CaughtUpApplier)  # type: ignore[arg-type]
