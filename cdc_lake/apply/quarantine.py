@@ -273,8 +273,8 @@ def plan_replay(
     keys = {_record_key(settings, schemas, change) for change in changes}
     last: dict[tuple[Any, ...], DecodedChange] = {}
     for record in decode_messages(unmarked, later):
-        if isinstance(record, DecodedChange) and _record_key(settings, schemas, record) in keys:
-            last[_record_key(settings, schemas, record)] = record
+        if isinstance(record, DecodedChange) and (key := _record_key(settings, schemas, record)) in keys:
+            last[key] = record
     deleted = {
         key: change.offset for key, change in last.items() if change.op == "d" and not settings.soft_deletes
     }
