@@ -230,7 +230,7 @@ def plan_onboarding(config: Config, request: OnboardRequest) -> OnboardPlan:
             names_check, registered = check_connector_names(connect, configs)
             service_checks.append(names_check)
             if source.server_id is not None:
-                in_use = _server_ids_in_use(connect, source, names)
+                in_use = server_ids_in_use(connect, source, names)
     options = PreflightOptions(
         registered=frozenset(registered),
         replica_required=not config.bootstrap.allow_primary_reads,
@@ -254,13 +254,16 @@ def plan_onboarding(config: Config, request: OnboardRequest) -> OnboardPlan:
     )
 
 
-def _server_ids_in_use(connect: KafkaConnectClient, source: Source, ours: set[str]) -> dict[int, str]:
-    """Server ids of the other connectors that read this source's primary."""
+def server_ids_in_use(connect: KafkaConnectClient, source: Source, ours: set[str]) -> dict[int, str]:
+    """Server ids of the other connectors that read this source's primary.
+
+    One request reads every config (``GET /connectors?expand=info``): a list followed by a
+    read per connector failed when another client deleted a connector in between.
+    """
     in_use = {}
-    for name in connect.list_connectors():
+    for name, config in connect.list_configs().items():
         if name in ours:
             continue
-        config = connect.get_config(name)
         same_server = config.get("database.hostname") == source.primary.host and config.get(
             "database.port"
         ) == str(source.primary.port)

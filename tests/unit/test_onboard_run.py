@@ -10,7 +10,7 @@ from cdc_lake.config import Connection, Source, Table
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConnectError, UnknownTableError
 from cdc_lake.onboard.reconcile import Journal
-from cdc_lake.onboard.run import planned_tables
+from cdc_lake.onboard.run import planned_tables, server_ids_in_use
 from cdc_lake.sources import ENGINES, engine_for
 from cdc_lake.sources.base import Change
 
@@ -89,3 +89,39 @@ def test_every_engine_name_has_one_class_and_one_connector_template() -> None:
     }
     assert set(ENGINES) == set(ENGINE_NAMES)
     assert templates == set(ENGINE_NAMES)
+
+
+class _ConnectorsVanishing:
+    """A Connect worker group where another client deletes ``gone`` between a list and a read."""
+
+    def __init__(self) -> None:
+        self.configs = {
+            "other.maria": {"database.hostname": "db", "database.port": "3306", "database.server.id": "7"},
+            "elsewhere": {"database.hostname": "db2", "database.port": "3306", "database.server.id": "8"},
+            "pg.shop": {"database.hostname": "db", "database.port": "3306", "database.server.id": "9"},
+        }
+
+    def list_connectors(self) -> list[str]:
+        return [*self.configs, "gone"]
+
+    def get_config(self, name: str) -> dict[str, str]:
+        if name not in self.configs:
+            raise ConnectError(f"connector {name!r} at http://c: not found")
+        return self.configs[name]
+
+    def list_configs(self) -> dict[str, dict[str, str]]:
+        return dict(self.configs)
+
+
+def test_server_ids_in_use_ignore_a_connector_deleted_meanwhile_and_our_own() -> None:
+    source = Source(
+        name="m",
+        engine="mysql",
+        primary=Connection(host="db", port=3306, database="app", user="cdc"),
+        tables=[Table(name="app.a")],
+        server_id=5,
+    )
+
+    in_use = server_ids_in_use(_ConnectorsVanishing(), source, {"pg.shop"})  # type: ignore[arg-type]
+
+    assert in_use == {7: "connector other.maria"}
