@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
-from support.apply import SyntheticTopic, config_dict, lake_rows, record_catching_up
+from support.apply import SyntheticTopic, config_dict, lake_rows, record_catching_up, synthetic_config
 from support.common import write_and_load
 
 from cdc_lake.cli.main import cli
@@ -80,14 +80,7 @@ def test_a_bad_message_stops_its_table_there_and_the_other_table_goes_on(
         + [make_bad(bad)]
         + [(bad.key(4), bad.change("c", 4, "after"))]
     )
-    config_path = tmp_path / "cdc-lake.yaml"
-    config = write_and_load(
-        config_path,
-        config_dict(
-            local_stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[good, bad]
-        ),
-    )
-    record_catching_up(config)
+    config_path, config = synthetic_config(local_stack, tmp_path, [good, bad])
     good_table, bad_table = f"good_{run}.s.t", f"bad_{run}.s.t"
 
     code, output = _apply(config_path)

@@ -27,6 +27,7 @@ from support.apply import (
     config_dict,
     record_catching_up,
     simple_capture,
+    synthetic_config,
 )
 from support.common import wait_until, write_and_load
 
@@ -134,14 +135,7 @@ def test_apply_once_with_nothing_new_starts_no_spark(
 ) -> None:
     topic = SyntheticTopic(local_stack, f"idle_{uuid.uuid4().hex[:8]}")
     topic.send([(topic.key(1), topic.change("c", 1, "a"))])
-    config_path = tmp_path / "cdc-lake.yaml"
-    config = write_and_load(
-        config_path,
-        config_dict(
-            local_stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[topic]
-        ),
-    )
-    record_catching_up(config)
+    config_path, _ = synthetic_config(local_stack, tmp_path, [topic])
     first = CliRunner().invoke(cli, ["--config", str(config_path), "apply", "--once"])
     assert first.exit_code == 0, first.output
 

@@ -21,8 +21,7 @@ from click.testing import CliRunner
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
-from support.apply import SyntheticTopic, config_dict, lake_rows, record_catching_up
-from support.common import write_and_load
+from support.apply import SyntheticTopic, lake_rows, synthetic_config
 
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.cli.main import cli
@@ -44,14 +43,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(90
 def _setup(local_stack: LocalStack, tmp_path: Path) -> tuple[SyntheticTopic, Config, Path, str]:
     prefix = f"writers_{uuid.uuid4().hex[:8]}"
     topic = SyntheticTopic(local_stack, prefix)
-    config_path = tmp_path / "cdc-lake.yaml"
-    config = write_and_load(
-        config_path,
-        config_dict(
-            local_stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[topic]
-        ),
-    )
-    record_catching_up(config)
+    config_path, config = synthetic_config(local_stack, tmp_path, [topic])
     return topic, config, config_path, f"{prefix}.s.t"
 
 

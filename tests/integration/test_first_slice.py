@@ -15,20 +15,18 @@ import datetime as dt
 import json
 import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from support.apply import Capture, mariadb_capture, postgres_capture
 from support.second_reader import s3_storage_options, second_reader_rows
 
 from cdc_lake import jvm
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.config import S3Settings
-from cdc_lake.connect.client import KafkaConnectClient
-from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl, render_connector
-from cdc_lake.connect.streaming import heartbeat_count, wait_streaming
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.hudi.options import CompactionSpec, IndexType, TableType
 from cdc_lake.hudi.timeline import latest_commit
@@ -41,7 +39,6 @@ from cdc_lake.lake.columns import OP_COLUMN
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.stack.java import classpath_argv
 from cdc_lake.stack.manager import LocalStack
-from cdc_lake.stack.service import DEMO_DATABASE, HOST
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 
@@ -50,115 +47,43 @@ RUN = uuid.uuid4().hex[:8]
 EXPECTED_MESSAGES = 5
 
 
-def _postgres_changes(stack: LocalStack, schema: str) -> Callable[[], None]:
-    def run() -> None:
-        with stack.postgres_primary.connect(DEMO_DATABASE) as conn:
-            conn.execute(f"insert into \"{schema}\".items values (1, 10.50, '{{\"k\": 1}}', now(), 'keep')")
-            conn.execute(f"insert into \"{schema}\".items values (2, 20.00, null, now(), 'gone')")
-            conn.execute(f'update "{schema}".items set amount = 11.25, doc = \'{{"k": 2}}\' where id = 1')
-            conn.execute(f'delete from "{schema}".items where id = 2')
-
-    return run
+CHANGES = (
+    "insert into {table} values (1, 10.50, '{{\"k\": 1}}', {now}, 'keep')",
+    "insert into {table} values (2, 20.00, null, {now}, 'gone')",
+    "update {table} set amount = 11.25, doc = '{{\"k\": 2}}' where id = 1",
+    "delete from {table} where id = 2",
+)
 
 
-def _mariadb_changes(stack: LocalStack, database: str) -> Callable[[], None]:
-    def run() -> None:
-        with stack.mariadb_primary.connect(database) as conn, conn.cursor() as cur:
-            cur.execute("insert into items values (1, 10.50, '{\"k\": 1}', now(6), 'keep')")
-            cur.execute("insert into items values (2, 20.00, null, now(6), 'gone')")
-            cur.execute("update items set amount = 11.25, doc = '{\"k\": 2}' where id = 1")
-            cur.execute("delete from items where id = 2")
-
-    return run
+def _make_changes(capture: Capture) -> None:
+    """The four changes, in one autocommit each, on the captured table."""
+    if capture.engine == "postgres":
+        table, now = f'"{capture.schema}"."{capture.table}"', "now()"
+    else:
+        table, now = f"`{capture.table}`", "now(6)"
+    capture.execute(*(change.format(table=table, now=now) for change in CHANGES))
 
 
 @pytest.fixture
-def connect(local_stack: LocalStack) -> KafkaConnectClient:
-    return KafkaConnectClient(local_stack.connect.url)
-
-
-@pytest.fixture
-def postgres_source(
-    local_stack: LocalStack, connect: KafkaConnectClient
-) -> Iterator[tuple[str, Callable[[], None]]]:
-    """A captured Postgres table; yields its topic and the function that changes it."""
-    schema, name = f"slice_{RUN}", f"slice-pg-{RUN}"
-    slot, publication = f"slice_{RUN}", f"slice_{RUN}"
-    with local_stack.postgres_primary.connect(DEMO_DATABASE) as conn:
-        conn.execute(f'create schema "{schema}"')
-        conn.execute(
-            f'create table "{schema}".items (id int primary key, amount numeric(10,2), doc jsonb, '
-            "changed_at timestamptz, note text)"
-        )
-        conn.execute(heartbeat_table_ddl(f"{schema}.heartbeat"))
-        conn.execute(f'create publication "{publication}" for table "{schema}".items, "{schema}".heartbeat')
-    creds = local_stack.layout.credentials
-    params = ConnectorParams(
-        host=HOST,
-        port=local_stack.layout.ports.postgres_primary,
-        user=creds.db_user,
-        password_env="CDC_LAKE_DB_PASSWORD",
-        topic_prefix=name,
-        tables=[f"{schema}.items"],
-        registry_url=local_stack.registry.base_url,
-        database=DEMO_DATABASE,
-        slot_name=slot,
-        publication_name=publication,
-        heartbeat_table=f"{schema}.heartbeat",
-        heartbeat_interval_ms=1000,
+def postgres_source(local_stack: LocalStack) -> Iterator[Capture]:
+    """A captured Postgres table."""
+    ddl = (
+        "create table {table} (id int primary key, amount numeric(10,2), doc jsonb, "
+        "changed_at timestamptz, note text)"
     )
-    _start_connector(local_stack, connect, "postgres", name, params)
-    yield f"{name}.{schema}.items", _postgres_changes(local_stack, schema)
-    connect.delete(name)
-    with local_stack.postgres_primary.connect(DEMO_DATABASE) as conn:
-        conn.execute(
-            "select pg_drop_replication_slot(slot_name) from pg_replication_slots "
-            "where slot_name = %s and not active",
-            (slot,),
-        )
-        conn.execute(f'drop schema "{schema}" cascade')
-        conn.execute(f'drop publication "{publication}"')
+    with postgres_capture(local_stack, ddl) as capture:
+        yield capture
 
 
 @pytest.fixture
-def mariadb_source(
-    local_stack: LocalStack, connect: KafkaConnectClient
-) -> Iterator[tuple[str, Callable[[], None]]]:
-    """A captured MariaDB table; yields its topic and the function that changes it."""
-    database, name = f"slice_{RUN}", f"slice-maria-{RUN}"
-    with local_stack.mariadb_primary.connect() as conn, conn.cursor() as cur:
-        cur.execute(f"create database `{database}`")
-        cur.execute(
-            f"create table `{database}`.items (id int primary key, amount decimal(10,2), doc json, "
-            "changed_at timestamp(6) null, note text)"
-        )
-    creds = local_stack.layout.credentials
-    params = ConnectorParams(
-        host=HOST,
-        port=local_stack.layout.ports.mariadb_primary,
-        user=creds.db_user,
-        password_env="CDC_LAKE_DB_PASSWORD",
-        topic_prefix=name,
-        tables=[f"{database}.items"],
-        registry_url=local_stack.registry.base_url,
-        server_id=7000 + int(RUN[:4], 16) % 1000,
-        kafka_bootstrap=local_stack.kafka.address(),
-        heartbeat_interval_ms=1000,
+def mariadb_source(local_stack: LocalStack) -> Iterator[Capture]:
+    """A captured MariaDB table."""
+    ddl = (
+        "create table {table} (id int primary key, amount decimal(10,2), doc json, "
+        "changed_at timestamp(6) null, note text)"
     )
-    _start_connector(local_stack, connect, "mariadb", name, params)
-    yield f"{name}.{database}.items", _mariadb_changes(local_stack, database)
-    connect.delete(name)
-    with local_stack.mariadb_primary.connect() as conn, conn.cursor() as cur:
-        cur.execute(f"drop database `{database}`")
-
-
-def _start_connector(
-    stack: LocalStack, connect: KafkaConnectClient, engine: str, name: str, params: ConnectorParams
-) -> None:
-    baseline = heartbeat_count(stack.kafka.address(), name)
-    connect.create_or_update(name, render_connector(engine, name, params))
-    connect.wait_running(name, timeout=120)
-    wait_streaming(stack.kafka.address(), name, name, baseline=baseline, timeout=120)
+    with mariadb_capture(local_stack, ddl) as capture:
+        yield capture
 
 
 def _wait_for_changes(stack: LocalStack, topic: str) -> None:
@@ -252,13 +177,13 @@ def _check_slice(spark: SparkSession, stack: LocalStack, engine: str, base_path:
 
 def test_postgres_changes_reach_hudi_on_s3(
     spark: SparkSession,
-    postgres_source: tuple[str, Callable[[], None]],
+    postgres_source: Capture,
     local_stack: LocalStack,
     s3_lake_root: str,
 ) -> None:
-    topic, make_changes = postgres_source
-    make_changes()
-    _check_slice(spark, local_stack, "postgres", f"{s3_lake_root}/slice/{RUN}/postgres", topic)
+    _make_changes(postgres_source)
+    base_path = f"{s3_lake_root}/slice/{RUN}/postgres"
+    _check_slice(spark, local_stack, "postgres", base_path, postgres_source.topic)
     listed = local_stack.object_store.client().list_objects_v2(
         Bucket="lake", Prefix=f"tests/slice/{RUN}/postgres/"
     )
@@ -267,11 +192,10 @@ def test_postgres_changes_reach_hudi_on_s3(
 
 def test_mariadb_changes_reach_hudi_on_local_fs(
     spark: SparkSession,
-    mariadb_source: tuple[str, Callable[[], None]],
+    mariadb_source: Capture,
     local_stack: LocalStack,
     tmp_path: Path,
 ) -> None:
-    topic, make_changes = mariadb_source
-    make_changes()
-    _check_slice(spark, local_stack, "mariadb", str(tmp_path / "mariadb"), topic)
+    _make_changes(mariadb_source)
+    _check_slice(spark, local_stack, "mariadb", str(tmp_path / "mariadb"), mariadb_source.topic)
     assert (tmp_path / "mariadb" / ".hoodie").is_dir()

@@ -29,7 +29,7 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from pyspark.sql import SparkSession
-from support.apply import SyntheticTopic, config_dict, lake_rows, record_catching_up
+from support.apply import SyntheticTopic, config_dict, lake_rows, record_catching_up, synthetic_config
 from support.bootstrap import (
     ChangeWriter,
     SourceDb,
@@ -92,14 +92,7 @@ def test_a_quarantined_message_is_kept_with_its_offset_and_the_table_keeps_apply
         [(topic.key(k), topic.change("c", k, f"v{k}")) for k in (1, 2, 3)]
         + [(topic.key(9), bad_value), (topic.key(4), topic.change("c", 4, "after"))]
     )
-    config_path = tmp_path / "cdc-lake.yaml"
-    config = write_and_load(
-        config_path,
-        config_dict(
-            local_stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=[topic]
-        ),
-    )
-    record_catching_up(config)
+    config_path, config = synthetic_config(local_stack, tmp_path, [topic])
     table = f"quar_{run}.s.t"
     base = ["--config", str(config_path)]
     runner = CliRunner()

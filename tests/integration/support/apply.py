@@ -309,6 +309,20 @@ def record_catching_up(config: Config) -> None:
                 store.transition(qualified, TableState.CATCHING_UP)
 
 
+def synthetic_config(
+    stack: LocalStack, tmp_path: Path, topics: Sequence[SyntheticTopic]
+) -> tuple[Path, Config]:
+    """``tmp_path/cdc-lake.yaml`` for ``topics`` (lake and SQLite state under ``tmp_path``), loaded,
+    its tables recorded CATCHING_UP: the applier tests' usual start."""
+    path = tmp_path / "cdc-lake.yaml"
+    config = write_and_load(
+        path,
+        config_dict(stack, [], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db", synthetic=topics),
+    )
+    record_catching_up(config)
+    return path, config
+
+
 def lake_rows(spark: SparkSession, base_path: str, key: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
     """Every row of the lake table (all columns, metadata included), ordered by key.
 
