@@ -99,7 +99,9 @@ class EngineCapabilities:
     change event; ``positions`` reads those events' positions; ``replication_slots`` says the source
     keeps a replication slot (and a publication) per connector, which onboarding creates, checks and
     releases; ``source_rules`` checks a source of this engine in the config and fills its defaults;
-    ``engine_module``/``engine_class`` locate the engine class (which imports the Python driver).
+    ``engine_module``/``engine_class`` locate the engine class (which imports the Python driver);
+    ``column_module`` is the module whose ``column_read`` tells how the bootstrap reads each catalog
+    type (a :data:`~cdc_lake.sources.column_types.ColumnReader`; it imports pyspark).
     """
 
     name: str
@@ -109,3 +111,4 @@ class EngineCapabilities:
     source_rules: Callable[[Source], None]
     engine_module: str
     engine_class: str
+    column_module: str

@@ -4,8 +4,9 @@ This module declares both engines' facts (:data:`MYSQL`, :data:`MARIADB`) and im
 :mod:`cdc_lake.sources.mysql.codec` reads their change events' positions (the decode path's hook),
 :mod:`cdc_lake.sources.mysql.config_rules` checks a source's settings (the config's hook),
 :mod:`cdc_lake.sources.mysql.engine` holds the engines (they import pymysql),
-:mod:`cdc_lake.sources.mysql.checks` their preflight checks and :mod:`cdc_lake.sources.mysql.tls`
-their TLS settings for every client.
+:mod:`cdc_lake.sources.mysql.checks` their preflight checks, :mod:`cdc_lake.sources.mysql.tls`
+their TLS settings for every client and :mod:`cdc_lake.sources.mysql.column_types` the bootstrap's
+read of each catalog type.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ MYSQL: Final = EngineCapabilities(
     source_rules=source_rules,
     engine_module="cdc_lake.sources.mysql.engine",
     engine_class="MySqlEngine",
+    column_module="cdc_lake.sources.mysql.column_types",
 )
 
 MARIADB: Final = replace(

@@ -4,7 +4,8 @@ This module declares the engine's facts (:data:`CAPABILITIES`) and imports no dr
 :mod:`cdc_lake.sources.postgres.codec` reads its change events' positions (the decode path's hook),
 :mod:`cdc_lake.sources.postgres.config_rules` checks a source's settings (the config's hook),
 :mod:`cdc_lake.sources.postgres.engine` is the engine (it imports psycopg) and
-:mod:`cdc_lake.sources.postgres.checks` its preflight checks, judged on recorded facts.
+:mod:`cdc_lake.sources.postgres.checks` its preflight checks, judged on recorded facts, and
+:mod:`cdc_lake.sources.postgres.column_types` the bootstrap's read of each catalog type.
 """
 
 from __future__ import annotations
@@ -23,4 +24,5 @@ CAPABILITIES: Final = EngineCapabilities(
     source_rules=source_rules,
     engine_module="cdc_lake.sources.postgres.engine",
     engine_class="PostgresEngine",
+    column_module="cdc_lake.sources.postgres.column_types",
 )
