@@ -14,16 +14,25 @@ Hudi ordering value) and into its place in the connector's change stream, the ke
 marks (:mod:`cdc_lake.apply.redelivery`).  The rules every engine shares stay there: snapshot reads
 sort below every streamed change and have no stream position; an event strictly below its
 partition's mark is skipped.
+
+An engine's hook into the config is its ``source_rules``: called with a source of that engine once the
+source's fields have validated, it refuses the settings the engine does not take, requires the ones it
+needs and fills its defaults (Postgres: slot and publication names), raising ``PydanticCustomError``,
+which the config reports as one line under ``sources.<name>``.  The config finds an engine, and its
+rules, in the registry by the source's ``engine``, so no engine falls into another's rules.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from cdc_lake.exceptions import DecodeError
+
+if TYPE_CHECKING:
+    from cdc_lake.config import Source
 
 ORDERING_WIDTH: Final = 40
 """Digits of every ordering value, so string order is numeric order (a Hudi ordering field, a string)."""
@@ -84,17 +93,22 @@ class PositionCodec(ABC):
 
 @dataclass(frozen=True)
 class EngineCapabilities:
-    """One source engine's facts: its names, change positions and the objects it keeps.
+    """One source engine's facts: its names, change positions, the objects it keeps and its config rules.
 
     ``connector_values`` are the ``source.connector`` values its Debezium connector writes into every
     change event; ``positions`` reads those events' positions; ``replication_slots`` says the source
     keeps a replication slot (and a publication) per connector, which onboarding creates, checks and
-    releases; ``engine_module``/``engine_class`` locate the engine class (which imports the Python driver).
+    releases; ``source_rules`` checks a source of this engine in the config and fills its defaults;
+    ``engine_module``/``engine_class`` locate the engine class (which imports the Python driver);
+    ``column_module`` is the module whose ``column_read`` tells how the bootstrap reads each catalog
+    type (a :data:`~cdc_lake.sources.column_types.ColumnReader`; it imports pyspark).
     """
 
     name: str
     connector_values: frozenset[str]
     positions: PositionCodec
     replication_slots: bool
+    source_rules: Callable[[Source], None]
     engine_module: str
     engine_class: str
+    column_module: str

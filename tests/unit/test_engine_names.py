@@ -21,8 +21,6 @@ ALLOWED: dict[str, str] = {
     "cdc_lake/sources/mysql/": "the MySQL family's own package (MySQL and MariaDB)",
     "cdc_lake/engines.py": "the one list of engine names, below everything that reads them",
     "cdc_lake/jvm.py": "each engine's JDBC driver and Debezium plugin by name: below the engines (layering)",
-    "cdc_lake/config.py": "the source model's engine rules (slot names, server_id, TLS settings per engine)",
-    "cdc_lake/sources/column_types.py": "the bootstrap's column-read families by engine (still shared code)",
     "cdc_lake/stack/": "the local stack runs the real servers (Postgres, MariaDB)",
     "cdc_lake/state/locks.py": "SQLAlchemy dialect names of the state store's own database, not engines",
     "cdc_lake/state/migrate.py": "SQLAlchemy dialect names of the state store's own database, not engines",

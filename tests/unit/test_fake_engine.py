@@ -1,14 +1,15 @@
-"""A new engine is its declaration: the made-up ``fakedb`` engine passes decode, ordering and re-send.
+"""A new engine is its declaration: the made-up ``fakedb`` engine passes config, decode, ordering and re-send.
 
 The engine (``fixtures/fake_engine.py``) is registered for these tests only, by adding its
 capabilities to :data:`cdc_lake.sources.ENGINES`; nothing else of ``cdc_lake`` knows it.  What runs
-is production code: the envelope decoder, the ordering value, the applier's decode path with its
-re-send skip and the marks a commit stores.
+is production code: the config loader with the engine's own source rules, the envelope decoder, the
+ordering value, the applier's decode path with its re-send skip and the marks a commit stores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,9 +28,10 @@ from cdc_lake.apply.decoding import (
     summarize,
 )
 from cdc_lake.apply.redelivery import advance
+from cdc_lake.config import load_config
 from cdc_lake.decode.envelope import ChangeEvent, decode_message
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
-from cdc_lake.exceptions import DecodeError
+from cdc_lake.exceptions import ConfigError, DecodeError
 from cdc_lake.kafka.reader import RawMessage
 
 KEY_ID, VALUE_ID = 1, 2
@@ -61,6 +63,41 @@ def test_the_registry_finds_the_engine_by_name_connector_and_mark_kind() -> None
     assert sources.capabilities_for(fake.NAME) is fake.CAPABILITIES
     assert sources.capabilities_for_connector(fake.NAME) is fake.CAPABILITIES
     assert sources.codec_for_mark("fake") is fake.CAPABILITIES.positions
+
+
+def _config_file(tmp_path: Path, primary: str) -> Path:
+    path = tmp_path / "cdc-lake.yaml"
+    source = f"  fk:\n    engine: {fake.NAME}\n    primary: {primary}\n    tables: [{{name: shop.items}}]\n"
+    path.write_text("sources:\n" + source, encoding="utf-8")
+    return path
+
+
+def test_a_source_of_the_engine_loads_with_its_own_rules_only(tmp_path: Path) -> None:
+    config = load_config(_config_file(tmp_path, "{port: 7000, user: u, database: shop}"))
+
+    fk = config.source("fk")
+    assert (fk.engine, fk.topic_prefix, fk.table("shop.items").tier) == (fake.NAME, "fk", 1)
+    assert (fk.server_id, fk.slot_name, fk.publication_name) == (None, None, None), "no other engine's rules"
+
+
+def test_the_engines_own_source_rules_apply(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as missing:
+        load_config(_config_file(tmp_path, "{port: 7000, user: u}"))
+
+    assert str(missing.value).endswith("sources.fk: primary.database (the cluster) is required for fakedb")
+
+
+def test_an_unregistered_engine_is_refused_with_the_known_engines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(sources.ENGINES, fake.NAME)
+
+    with pytest.raises(ConfigError) as refused:
+        load_config(_config_file(tmp_path, "{port: 7000, user: u, database: shop}"))
+
+    known = ", ".join(sorted(sources.ENGINES))
+    expected = f"{tmp_path}/cdc-lake.yaml: sources.fk.engine: unknown source engine 'fakedb' ({known})"
+    assert str(refused.value) == expected
 
 
 def test_events_decode_into_the_engines_positions_and_ordering_values() -> None:

@@ -2,9 +2,11 @@
 
 This module declares both engines' facts (:data:`MYSQL`, :data:`MARIADB`) and imports no driver;
 :mod:`cdc_lake.sources.mysql.codec` reads their change events' positions (the decode path's hook),
+:mod:`cdc_lake.sources.mysql.config_rules` checks a source's settings (the config's hook),
 :mod:`cdc_lake.sources.mysql.engine` holds the engines (they import pymysql),
-:mod:`cdc_lake.sources.mysql.checks` their preflight checks and :mod:`cdc_lake.sources.mysql.tls`
-their TLS settings for every client.
+:mod:`cdc_lake.sources.mysql.checks` their preflight checks, :mod:`cdc_lake.sources.mysql.tls`
+their TLS settings for every client and :mod:`cdc_lake.sources.mysql.column_types` the bootstrap's
+read of each catalog type.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ from typing import Final
 
 from cdc_lake.sources.capabilities import EngineCapabilities
 from cdc_lake.sources.mysql.codec import CODEC
+from cdc_lake.sources.mysql.config_rules import source_rules
 
 MYSQL: Final = EngineCapabilities(
     name="mysql",
     connector_values=frozenset({"mysql"}),
     positions=CODEC,
     replication_slots=False,
+    source_rules=source_rules,
     engine_module="cdc_lake.sources.mysql.engine",
     engine_class="MySqlEngine",
+    column_module="cdc_lake.sources.mysql.column_types",
 )
 
 MARIADB: Final = replace(

@@ -2,8 +2,10 @@
 
 This module declares the engine's facts (:data:`CAPABILITIES`) and imports no driver;
 :mod:`cdc_lake.sources.postgres.codec` reads its change events' positions (the decode path's hook),
+:mod:`cdc_lake.sources.postgres.config_rules` checks a source's settings (the config's hook),
 :mod:`cdc_lake.sources.postgres.engine` is the engine (it imports psycopg) and
-:mod:`cdc_lake.sources.postgres.checks` its preflight checks, judged on recorded facts.
+:mod:`cdc_lake.sources.postgres.checks` its preflight checks, judged on recorded facts, and
+:mod:`cdc_lake.sources.postgres.column_types` the bootstrap's read of each catalog type.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from typing import Final
 
 from cdc_lake.sources.capabilities import EngineCapabilities
 from cdc_lake.sources.postgres.codec import CODEC
+from cdc_lake.sources.postgres.config_rules import source_rules
 
 CAPABILITIES: Final = EngineCapabilities(
     name="postgres",
     connector_values=frozenset({"postgresql"}),
     positions=CODEC,
     replication_slots=True,
+    source_rules=source_rules,
     engine_module="cdc_lake.sources.postgres.engine",
     engine_class="PostgresEngine",
+    column_module="cdc_lake.sources.postgres.column_types",
 )
