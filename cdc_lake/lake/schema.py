@@ -6,9 +6,12 @@ batch is written with the union of the lake table's columns and every version's 
 - a column the lake lacks is added (nullable; Hudi evolves the table in place);
 - a column with the same type, or a type the stored one holds exactly (int into bigint, float into
   double, a decimal into a wider decimal), keeps the stored type (an older writer version);
-- a column whose new type holds every stored value (the source widened it: int to bigint, float to
-  double, a decimal with more digits) takes the new type: Hudi promotes the column on write;
-- a column whose type changes otherwise is a :class:`SchemaChangeError`;
+- a column whose new type holds every stored value and that Hudi promotes in place (the source widened
+  it: int to bigint, float to double; :func:`promotes`) takes the new type on write;
+- a column whose type changes otherwise is a :class:`SchemaChangeError`, a decimal's precision or scale
+  too even when every value still fits: Hudi writes a decimal as an Avro ``fixed`` sized by its
+  precision, and a write with another one fails mid-batch (``MISSING_UNION_BRANCH``), so the table is
+  re-bootstrapped instead (:mod:`cdc_lake.lake.schema_change` stops it first);
 - a lake column missing from a writer schema is fine if that schema is an older version (its events
   predate the column and write null); the caller checks that against the latest registered version.
 
@@ -92,6 +95,15 @@ def holds(stored: DataType, incoming: DataType) -> bool:
     return False
 
 
+def promotes(stored: DataType, incoming: DataType) -> bool:
+    """Whether Hudi takes a column of type ``stored`` to ``incoming`` in place, keeping every value:
+    ``incoming`` holds every stored value and is not another decimal (its precision sizes the Avro
+    ``fixed`` Hudi writes, which no write changes)."""
+    if isinstance(stored, DecimalType) and isinstance(incoming, DecimalType):
+        return stored == incoming
+    return holds(incoming, stored)
+
+
 @dataclass(frozen=True)
 class Evolution:
     """The columns after merging one writer schema: which it added and which lake columns it lacks."""
@@ -114,7 +126,7 @@ def merge_columns(current: StructType | None, incoming: StructType) -> Evolution
     for stored in current.fields:
         new_type = incoming_types.get(stored.name)
         if new_type is not None and not holds(stored.dataType, new_type):
-            if not holds(new_type, stored.dataType):
+            if not promotes(stored.dataType, new_type):
                 raise SchemaChangeError(
                     f"column {stored.name!r} changes type from {stored.dataType.simpleString()} to "
                     f"{new_type.simpleString()}"

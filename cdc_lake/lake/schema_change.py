@@ -5,20 +5,22 @@ Each change between the lake table's columns (and record key) and the newest wri
 
 - ``ADDED``: a new column without a default (nullable): the source's existing rows hold NULL in it, as
   the lake's do once it has the column, so the lake stays exact;
-- ``WIDENED``: a new type that holds every value of the lake column's (int to bigint, float to double,
-  a decimal with more digits that still fits; a longer varchar is the same string type, no change):
-  the lake column takes the wider type (Hudi promotes it on write).
+- ``WIDENED``: a new type that holds every value of the lake column's and that Hudi promotes in place
+  (int to bigint, float to double; a longer varchar is the same string type, no change): the lake
+  column takes the wider type on write (:func:`cdc_lake.lake.schema.promotes`).
 
 Every other kind stops the table in SCHEMA_CHANGED with :meth:`SchemaDiff.report`, whose one-line
 summary names the command that resolves it (``cdc-lake rebootstrap <table>``): ``ADDED_WITH_DEFAULT``
 (a new column whose Avro field has a non-null default: Debezium puts the source column's default
 there, and no ``ADD COLUMN`` emits row events, so the source's existing rows hold a value the lake
 cannot know), ``DROPPED``, ``RENAMED`` (a column gone and one of the same type added in its place),
-``NARROWED``, ``TYPE_CHANGED`` (incompatible), ``NOT_NULL_ADDED`` (a NOT NULL column without default),
-``KEY_CHANGED``, ``PARTITION_CHANGED`` (a partition column dropped or retyped) and ``NOT_COPIED``: a
-column new to the lake that was outside the columns the lake table was copied and applied with (a
-frozen ``columns`` list that grew, a list removed, ``freeze`` switched to ``evolve``): it may have held
-values in the source all along, so only a re-bootstrap makes the lake exact.  Each apply commit records
+``NARROWED``, ``TYPE_CHANGED`` (incompatible, or a decimal's precision or scale changed even when the
+new one holds every value: Hudi cannot change a decimal column in place), ``NOT_NULL_ADDED`` (a NOT
+NULL column without default), ``KEY_CHANGED``, ``PARTITION_CHANGED`` (a partition column dropped or
+retyped) and ``NOT_COPIED``: a column new to the lake that was outside the columns the lake table was
+copied and applied with (a frozen ``columns`` list that grew, a list removed, ``freeze`` switched to
+``evolve``): it may have held values in the source all along, so only a re-bootstrap makes the lake
+exact.  Each apply commit records
 the columns its policy compared (:func:`compared_metadata`); under a frozen list every listed column the
 lake lacks counts as not copied.
 
@@ -47,7 +49,7 @@ from pyspark.sql.types import DataType, StructType
 from cdc_lake.decode.schema import RegisteredSchema
 from cdc_lake.decode.types import row_schema
 from cdc_lake.exceptions import SchemaChangeError
-from cdc_lake.lake.schema import holds, lake_type
+from cdc_lake.lake.schema import holds, lake_type, promotes
 
 
 class SchemaPolicy(enum.StrEnum):
@@ -251,11 +253,14 @@ def classify(
         if new_type is None or _type_name(new_type) == _type_name(old_type):
             continue
         detail = f"{_type_name(old_type)} -> {_type_name(new_type)}"
-        if holds(new_type, old_type):
+        if promotes(old_type, new_type):
             changes.append(Change(ChangeKind.WIDENED, name, detail))
             continue
         if holds(old_type, new_type):
             changes.append(Change(ChangeKind.NARROWED, name, detail))
+        elif holds(new_type, old_type):
+            held = f"{detail} (a decimal's precision or scale: Hudi cannot change it in place)"
+            changes.append(Change(ChangeKind.TYPE_CHANGED, name, held))
         else:
             changes.append(Change(ChangeKind.TYPE_CHANGED, name, f"{detail} (incompatible)"))
         if name in partitions:

@@ -1,11 +1,13 @@
 """Source schema changes on both engines while the source keeps changing.
 
-Four LIVE tables: one gains a nullable column without a default (it evolves in place and loses no row,
+Five LIVE tables: one gains a nullable column without a default (it evolves in place and loses no row,
 under concurrent writes: the source's existing rows hold NULL in it, as the lake's do), one drops a
-column, one changes a column's type incompatibly and one gains ``NOT NULL DEFAULT 'eu'`` (the source's
-existing rows hold 'eu' and no row event says so): each of those three stops alone in SCHEMA_CHANGED
-with a readable report naming ``cdc-lake rebootstrap TABLE``, while the first keeps applying;
-``cdc-lake rebootstrap`` is the way out and ends equal to the source.
+column, one changes a column's type incompatibly, one widens a decimal (``numeric(12,2)`` to
+``numeric(14,2)``: Hudi cannot change a decimal column's precision in place and failed the write
+mid-batch) and one gains ``NOT NULL DEFAULT 'eu'`` (the source's existing rows hold 'eu' and no row
+event says so): each of those four stops alone in SCHEMA_CHANGED with a readable report naming
+``cdc-lake rebootstrap TABLE``, while the first keeps applying; ``cdc-lake rebootstrap`` is the way out
+and ends equal to the source (the widened decimal in the new copy's type).
 """
 
 from __future__ import annotations
@@ -46,12 +48,14 @@ CHANGES = {
         "grows": "alter table public.grows add column note text",
         "drops": "alter table public.drops drop column val",
         "retypes": "alter table public.retypes alter column grp type text",
+        "widens": "alter table public.widens alter column amount type numeric(14, 2)",
         "regional": "alter table public.regional add column region text not null default 'eu'",
     },
     "mariadb": {
         "grows": "alter table grows add column note varchar(40)",
         "drops": "alter table drops drop column val",
         "retypes": "alter table retypes modify grp varchar(20) not null",
+        "widens": "alter table widens modify amount decimal(14, 2)",
         "regional": "alter table regional add column region varchar(8) not null default 'eu'",
     },
 }
@@ -77,7 +81,7 @@ def assert_second_reader_agrees(db: SourceDb, name: str, base_path: str, column:
 def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
-    names = ["grows", "drops", "retypes", "regional"]
+    names = ["grows", "drops", "retypes", "widens", "regional"]
     for name in names:
         engine.aware_items(db, name, ROWS)
     config_path = write_db_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
@@ -114,6 +118,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     expected = {
         "drops": "column 'val' dropped",
         "retypes": "column 'grp' type changed: int -> string",
+        "widens": "column 'amount' type changed: decimal(12,2) -> decimal(14,2)",
         "regional": "column 'region' added with a default: 'eu'",
     }
     with StateStore.open(config.state_store.url) as store:
@@ -129,11 +134,14 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     status = json.loads(cli_run(config_path, "status", "--json").stdout)
     assert {r["name"]: r["state"] for r in status}[tables["drops"]] == "SCHEMA_CHANGED"
 
-    rebooted = cli_run(config_path, "rebootstrap", tables["drops"], "--reason", "dropped val")
+    rebooted = cli_run(config_path, "rebootstrap", tables["drops"], tables["widens"], "--reason", "the DDL")
 
     assert rebooted.exit_code == 0, rebooted.stderr
-    new_path = config.lake.table_base_path(tables["drops"]) + "__v2"
-    assert assert_lake_equals_source(spark, config, db, "drops", base_path=new_path) == ROWS
-    assert_second_reader_agrees(db, "drops", new_path, "amount")
-    with StateStore.open(config.state_store.url) as store:
-        assert store.require_table(tables["drops"]).state is TableState.LIVE
+    for name in ("drops", "widens"):
+        new_path = config.lake.table_base_path(tables[name]) + "__v2"
+        assert assert_lake_equals_source(spark, config, db, name, base_path=new_path) == ROWS
+        assert_second_reader_agrees(db, name, new_path, "amount")
+        with StateStore.open(config.state_store.url) as store:
+            assert store.require_table(tables[name]).state is TableState.LIVE
+    widened = read_table(spark, config.lake.table_base_path(tables["widens"]) + "__v2").schema["amount"]
+    assert widened.dataType.simpleString() == "decimal(14,2)"

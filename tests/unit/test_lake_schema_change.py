@@ -6,12 +6,15 @@ import pytest
 from pyspark.sql.types import (
     DataType,
     DecimalType,
+    DoubleType,
     FloatType,
     IntegerType,
     LongType,
     StringType,
     StructField,
     StructType,
+    TimestampNTZType,
+    TimestampType,
 )
 
 from cdc_lake.decode.schema import RegisteredSchema
@@ -43,7 +46,7 @@ def _kinds(writer: StructType, required: frozenset[str] = frozenset(), **kw: obj
 
 def test_added_nullable_and_widened_columns_evolve() -> None:
     writer = _struct(
-        id=LongType(), name=StringType(), qty=LongType(), price=DecimalType(12, 3), note=StringType()
+        id=LongType(), name=StringType(), qty=LongType(), price=DecimalType(10, 2), note=StringType()
     )
 
     diff = classify(7, LAKE, WriterColumns(writer, frozenset()), table=TABLE)
@@ -51,9 +54,72 @@ def test_added_nullable_and_widened_columns_evolve() -> None:
     assert not diff.breaking
     assert sorted((c.kind, c.column) for c in diff.changes) == [
         (ChangeKind.ADDED, "note"),
-        (ChangeKind.WIDENED, "price"),
         (ChangeKind.WIDENED, "qty"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("stored", "incoming"),
+    [(IntegerType(), LongType()), (FloatType(), DoubleType()), (IntegerType(), DoubleType())],
+    ids=["int-to-bigint", "real-to-double", "int-to-double"],
+)
+def test_a_value_preserving_widening_evolves(stored: DataType, incoming: DataType) -> None:
+    """``ALTER ... TYPE bigint`` of an int column keeps every value: the lake column is widened."""
+    diff = classify(
+        7,
+        _struct(id=LongType(), c=stored),
+        WriterColumns(_struct(id=LongType(), c=incoming), frozenset()),
+        table=TABLE,
+    )
+
+    assert [(c.kind, c.column) for c in diff.changes] == [(ChangeKind.WIDENED, "c")]
+    assert not diff.breaking
+
+
+@pytest.mark.parametrize(
+    ("stored", "incoming", "detail"),
+    [
+        (DecimalType(10, 2), DecimalType(14, 2), "decimal(10,2) -> decimal(14,2) (a decimal's precision"),
+        (DecimalType(10, 2), DecimalType(12, 4), "decimal(10,2) -> decimal(12,4) (a decimal's precision"),
+        (DecimalType(10, 2), DecimalType(10, 4), "decimal(10,2) -> decimal(10,4) (incompatible)"),
+        (StringType(), IntegerType(), "string -> int (incompatible)"),
+        (TimestampNTZType(), TimestampType(), "timestamp_ntz -> timestamp (incompatible)"),
+        (IntegerType(), StringType(), "int -> string (incompatible)"),
+    ],
+    ids=[
+        "numeric-more-digits",
+        "numeric-scale-and-digits",
+        "numeric-scale",
+        "text-to-int",
+        "timestamp-to-timestamptz",
+        "int-to-text",
+    ],
+)
+def test_a_type_change_that_is_not_provably_value_preserving_stops_the_table(
+    stored: DataType, incoming: DataType, detail: str
+) -> None:
+    """Issue 21: a decimal's precision or scale, even widened (``ALTER ... TYPE numeric(14,2)`` of a
+    numeric(10,2), or a ``column_types`` override changed), is no in-place change: Hudi stores a decimal
+    as an Avro fixed sized by its precision and failed the write mid-batch (MISSING_UNION_BRANCH)."""
+    lake = _struct(id=LongType(), amount=stored)
+
+    diff = classify(7, lake, WriterColumns(_struct(id=LongType(), amount=incoming), frozenset()), table=TABLE)
+
+    assert [(c.kind, c.column) for c in diff.breaking] == [(ChangeKind.TYPE_CHANGED, "amount")]
+    assert f"column 'amount' type changed: {detail}" in diff.summary()
+    assert diff.summary().endswith("; re-bootstrap the table: cdc-lake rebootstrap pg.public.orders")
+    assert all(len(line) <= 80 for line in diff.report())
+
+
+def test_an_older_writer_with_a_narrower_decimal_is_no_change_once_the_lake_has_the_wider_one() -> None:
+    """After the re-bootstrap that took numeric(14,2) in, a message of the older numeric(10,2) version
+    is an older version's, not a change (the lake column holds its values)."""
+    lake = _struct(id=LongType(), amount=DecimalType(14, 2))
+    older = _struct(id=LongType(), amount=DecimalType(10, 2))
+
+    diff = classify(3, lake, WriterColumns(older, frozenset()), table=TABLE)
+
+    assert not diff.without_older_version_gaps([(3, older), (4, lake)], lake).breaking
 
 
 @pytest.mark.parametrize(
