@@ -17,6 +17,14 @@ The offsets compare exactly, as the source engine's position type says
 has a lower commit LSN and was streamed earlier, in commit order), MariaDB GTIDs per domain, MySQL GTID
 sets by containment.
 
+An offset short of the point is then judged on the source (``HandoffWait.streamed_through``, the
+engine's :meth:`~cdc_lake.sources.snapshot.SnapshotSource.streamed_through`).  Debezium adds a GTID to
+its offset only once the next event group starts, so on a MySQL/MariaDB source left idle after a group
+without rows (a DDL or a GRANT, in any database, captured or not) its committed GTIDs never reach the
+point.  MariaDB reads its binlog from the offset's ``file``/``pos`` (where the connector would restart):
+the GTID position there plus the standalone, row-free groups right after it; those hold no change to
+stream, so a position that covers the point that way is past it.  MySQL has no such reading yet.
+
 There is no fallback: the hand-off publishes nothing on a guess.  Kafka Connect is asked through
 :class:`cdc_lake.connect.client.KafkaConnectClient` (each request retried with backoff); while it is
 unreachable, or its connectors have not committed past the point, the bootstrap keeps polling (each
@@ -34,13 +42,14 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cdc_lake.connect.client import ConnectorStatus, connector_failure
-from cdc_lake.exceptions import BootstrapError, ConnectError
+from cdc_lake.exceptions import BootstrapError, ConnectError, SourceEngineError
 from cdc_lake.sources.positions import LogPosition
+from cdc_lake.sources.snapshot import SnapshotSource
 
 _LOG = logging.getLogger(__name__)
 
@@ -90,11 +99,21 @@ def capturing_connectors(connect: ConnectOffsets, topic_prefix: str, table: str)
 
 @dataclass(frozen=True)
 class HandoffWait:
-    """Where to look and how long to wait (``bootstrap.handoff_timeout_seconds``)."""
+    """Where to look and how long to wait (``bootstrap.handoff_timeout_seconds``).
+
+    ``streamed_through`` is the engine's :meth:`~cdc_lake.sources.snapshot.SnapshotSource.streamed_through`:
+    how far an offset that stops short of the point has streamed, read on the source.
+    """
 
     position_type: type[LogPosition]
     topic_prefix: str
     timeout_seconds: float
+    streamed_through: Callable[[Mapping[str, Any]], str | None]
+
+    @classmethod
+    def of(cls, engine: SnapshotSource, topic_prefix: str, timeout_seconds: float) -> HandoffWait:
+        """The wait for a table of ``engine``'s source."""
+        return cls(engine.position_type, topic_prefix, timeout_seconds, engine.streamed_through)
 
 
 def wait_until_streamed(
@@ -115,8 +134,8 @@ def wait_until_streamed(
     while True:
         try:
             found = _pending(table, connect, source_table, point, wait)
-        except ConnectError as exc:
-            seen = f"Kafka Connect unreachable: {exc}"
+        except (ConnectError, SourceEngineError) as exc:
+            seen = f"Kafka Connect unreachable: {exc}" if isinstance(exc, ConnectError) else str(exc)
             _LOG.warning("%s: hand-off waits for Debezium past %s: %s", table, point.position, seen)
         else:
             if isinstance(found, str):
@@ -152,12 +171,33 @@ def _pending(
             f"streams again, run cdc-lake bootstrap {table} again (it resumes at the hand-off)"
         )
     behind: dict[str, list[dict[str, Any]]] = {}
+    read_on_source: list[str] = []
     for name in connectors:
         offsets = connect.offsets(name)
-        if not offsets or not all(wait.position_type.offset_covers(o, point.position) for o in offsets):
-            behind[name] = offsets
+        if offsets and all(wait.position_type.offset_covers(o, point.position) for o in offsets):
+            continue
+        if offsets and all(_streamed_past(wait, o, point.position) for o in offsets):
+            read_on_source.append(name)
+            continue
+        behind[name] = offsets
     if connectors and not behind:
+        how = (
+            f"; {', '.join(read_on_source)} past it in the source's log (only groups without rows after "
+            "its committed GTIDs)"
+            if read_on_source
+            else ""
+        )
         return (
             f"Debezium ({', '.join(connectors)}) committed offsets past the snapshot point {point.position}"
+            + how
         )
     return behind if connectors else {}
+
+
+def _streamed_past(wait: HandoffWait, offset: Mapping[str, Any], position: str) -> bool:
+    """Whether ``offset`` covers ``position`` by its own position or by what the source's log says."""
+    if wait.position_type.offset_covers(offset, position):
+        return True
+    through = wait.streamed_through(offset)
+    parse = wait.position_type.parse
+    return through is not None and parse(through).covers(parse(position))

@@ -294,10 +294,8 @@ class TableBootstrap:
         # Every partition read a snapshot at or before what the server it read has replayed by now.
         position = engine.replica_position() if role == "replica" else engine.current_position()
         point = SnapshotPoint(position, engine.primary_clock_ms())
-        handoff = HandoffWait(
-            position_type=engine.position_type,
-            topic_prefix=topic_prefix(self.source),
-            timeout_seconds=self.config.bootstrap.handoff_timeout_seconds,
+        handoff = HandoffWait.of(
+            engine, topic_prefix(self.source), self.config.bootstrap.handoff_timeout_seconds
         )
         with KafkaConnectClient.for_settings(self.config.kafka_connect) as connect:
             how = wait_until_streamed(self.name, self.table.name, point, handoff, connect)

@@ -12,8 +12,9 @@ caller names (the read replica, unless the config allows reading the primary).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from cdc_lake.sources.positions import LogPosition
 
@@ -142,3 +143,12 @@ class SnapshotSource(ABC):
     @abstractmethod
     def replica_lag(self, position: str) -> str:
         """How far the replica is behind ``position``, in words (bytes, seconds, GTIDs)."""
+
+    @abstractmethod
+    def streamed_through(self, offset: Mapping[str, Any]) -> str | None:
+        """A position up to which a connector whose committed source offset is ``offset`` has streamed
+        every row change, read on the primary; None when the offset's own position is all there is.
+
+        The hand-off asks only when that position (:meth:`LogPosition.from_connector_offset`) stops
+        short of the snapshot point.
+        """

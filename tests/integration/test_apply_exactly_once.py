@@ -125,9 +125,8 @@ def test_seeded_workload_through_bootstrap_run_sigkill_and_apply_ends_exact(
     log = tmp_path / "run.log"
     rows: list[dict[str, object]] = []
     try:
-        # Writes go on until the bootstrap returns: a live source.  On an idle MariaDB whose last
-        # transaction was one Debezium skips (another database's DDL), its committed offset cannot pass
-        # the snapshot point (docs/bootstrap.md, hand-off); that limit is not what this test is about.
+        # Writes go on until the bootstrap returns: a live source (the hand-off on an idle one is
+        # test_handoff_idle_mariadb.py's).
         with workload.running(OPERATIONS * 50, pause=1.0):
             wait_for_schema(config, table)  # the bootstrap checks its types against Debezium's schema
             result = cli_run(config_path, "bootstrap", table)

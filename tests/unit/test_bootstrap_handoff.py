@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from cdc_lake.connect.client import ConnectorStatus, TaskStatus
-from cdc_lake.exceptions import BootstrapError, ConnectError
+from cdc_lake.exceptions import BootstrapError, ConnectError, SourceEngineError
 from cdc_lake.sources.positions import Lsn, MariaDbGtidPosition, MySqlGtidSet
 from cdc_lake_bootstrap import handoff
 from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
@@ -76,8 +77,12 @@ def _captures(*names: str) -> dict[str, dict[str, str]]:
     return {name: {"topic.prefix": "shop", "table.include.list": r"s\.t"} for name in names}
 
 
+def _offset_only(offset: Mapping[str, Any]) -> str | None:
+    return None
+
+
 def _wait(timeout: float = 5.0) -> HandoffWait:
-    return HandoffWait(Lsn, "shop", timeout_seconds=timeout)
+    return HandoffWait(Lsn, "shop", timeout, _offset_only)
 
 
 class Clock:
@@ -98,6 +103,78 @@ class Clock:
 def _run(connect: FakeConnect, clock: Clock, timeout: float = 5.0) -> str:
     point = SnapshotPoint("0/20", 0)
     return wait_until_streamed("src.s.t", "s.t", point, _wait(timeout), connect, clock.sleep, clock.monotonic)
+
+
+class SourceLog:
+    """The engine's ``streamed_through``, scripted: what the source's log says of each offset in turn.
+
+    An answer that is an exception is raised (the source unreachable).
+    """
+
+    def __init__(self, *answers: str | SourceEngineError | None) -> None:
+        self.answers = list(answers)
+        self.asked: list[Mapping[str, Any]] = []
+
+    def __call__(self, offset: Mapping[str, Any]) -> str | None:
+        self.asked.append(offset)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, SourceEngineError):
+            raise answer
+        return answer
+
+
+def _run_mariadb(connect: FakeConnect, source_log: SourceLog, clock: Clock, timeout: float = 5.0) -> str:
+    point = SnapshotPoint("1-1-7,2-2-100", 0)
+    wait = HandoffWait(MariaDbGtidPosition, "shop", timeout, source_log)
+    return wait_until_streamed("src.s.t", "s.t", point, wait, connect, clock.sleep, clock.monotonic)
+
+
+# Debezium's committed offset after a DDL (GTID 1-1-7) on an idle MariaDB: its GTIDs stop before it.
+AFTER_DDL = {"file": "mysql-bin.000012", "pos": 1038, "gtids": "1-1-6,2-2-100", "server_id": 1, "event": 9}
+
+
+def test_an_offset_short_of_the_point_hands_off_once_the_source_log_shows_it_past() -> None:
+    connect = FakeConnect(_captures("a"), {"a": [[AFTER_DDL]]})
+    source_log = SourceLog(None, "1-1-7,2-2-100")
+    clock = Clock()
+
+    how = _run_mariadb(connect, source_log, clock)
+
+    assert source_log.asked == [AFTER_DDL, AFTER_DDL]
+    assert clock.sleeps == [handoff.POLL_SECONDS]
+    assert how == (
+        "Debezium (a) committed offsets past the snapshot point 1-1-7,2-2-100; a past it in the source's "
+        "log (only groups without rows after its committed GTIDs)"
+    )
+
+
+def test_the_source_log_is_not_read_for_an_offset_past_the_point() -> None:
+    connect = FakeConnect(_captures("a"), {"a": [[{**AFTER_DDL, "gtids": "1-1-8,2-2-100"}]]})
+    source_log = SourceLog(None)
+
+    how = _run_mariadb(connect, source_log, Clock())
+
+    assert source_log.asked == []
+    assert how == "Debezium (a) committed offsets past the snapshot point 1-1-7,2-2-100"
+
+
+def test_a_source_log_short_of_the_point_keeps_the_handoff_waiting() -> None:
+    connect = FakeConnect(_captures("a"), {"a": [[AFTER_DDL]]})
+
+    with pytest.raises(BootstrapError, match=r"past the snapshot point 1-1-7,2-2-100 within 3s \(a: "):
+        _run_mariadb(connect, SourceLog("1-1-6,2-2-100"), Clock(), timeout=3)
+
+
+def test_a_source_unreachable_is_waited_out_like_connect(caplog: pytest.LogCaptureFixture) -> None:
+    connect = FakeConnect(_captures("a"), {"a": [[AFTER_DDL]]})
+    down = SourceEngineError("source src: primary 127.0.0.1:13306: Lost connection to server")
+    clock = Clock()
+
+    how = _run_mariadb(connect, SourceLog(down, down, "1-1-7,2-2-100"), clock, timeout=60)
+
+    assert clock.sleeps == [handoff.POLL_SECONDS] * 2
+    assert how.startswith("Debezium (a) committed offsets past")
+    assert "src.s.t: hand-off waits for Debezium past 1-1-7,2-2-100: source src: primary" in caplog.text
 
 
 def test_waits_for_every_capturing_connector() -> None:

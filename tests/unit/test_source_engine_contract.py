@@ -47,6 +47,8 @@ CONTRACT: dict[str, Callable[..., Any] | property] = {
         "primary_clock_ms",
         "replica_replay_time_ms",
         "replica_lag",
+        # the hand-off
+        "streamed_through",
         # operations
         "capture_lag",
         "replica_delay",

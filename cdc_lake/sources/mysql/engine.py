@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -67,6 +68,10 @@ _WAIT_ANSWER_SECONDS = 30
 """A replica wait's answer may take this long after its own wait time."""
 _ACCESS_DENIED = (1142, 1143)  # table / column access denied
 _NO_SUCH_TABLE = 1146
+BINLOG_SCAN_EVENTS = 1000
+"""How many binlog events after a connector's offset :meth:`MariaDbEngine.streamed_through` reads."""
+_STANDALONE_GTID = re.compile(r"^GTID (\d+-\d+-\d+)(?:\s|$)")
+_FILE_END = ("Rotate", "Stop")  # events that end a binlog file: the group before them is whole
 
 
 def quote(identifier: str) -> str:
@@ -429,6 +434,10 @@ class MySqlEngine(SourceEngine):
         delay = "unknown" if behind in (None, "") else f"{behind}s"
         return f"applied {self.replica_position() or 'nothing'}, not {position}; reported delay {delay}"
 
+    def streamed_through(self, offset: Mapping[str, Any]) -> str | None:
+        """Nothing beyond the offset's GTID set (docs/bootstrap.md, hand-off: the MySQL limit)."""
+        return None
+
     # Lag (cdc-lake lag, metrics)
 
     def capture_lag(
@@ -510,6 +519,61 @@ class MariaDbEngine(MySqlEngine):
         if result is None or int(result) != 0:
             self._timed_out(position, timeout)
         return self.replica_position()
+
+    def streamed_through(self, offset: Mapping[str, Any]) -> str | None:
+        """The GTID position at the offset's binlog ``file`` and ``pos``, with the row-free groups after it.
+
+        Debezium adds a GTID to its offset's ``gtids`` only once the next event group starts, so after a
+        group without rows (a DDL or a GRANT, in any database) its committed GTIDs stop short of the
+        primary's for as long as the server stays idle.  The offset's ``file`` and ``pos`` are where the
+        connector would restart (every change before them is streamed); ``BINLOG_GTID_POS`` gives the
+        GTID position there, and the groups right after it that hold no row (:func:`row_free_gtids`)
+        have nothing to stream.  None when this primary does not know that binlog position, or its GTID
+        position there does not include the offset's own GTIDs (a binlog of another server).
+        """
+        file, pos = offset.get("file"), offset.get("pos")
+        committed = MariaDbGtidPosition.from_connector_offset(offset)
+        if not file or pos is None:
+            return None
+        with self._connect("primary") as conn, conn.cursor() as cur:
+            cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (str(file), int(pos)))
+            row = cur.fetchone()
+            if row is None or row[0] is None:
+                return None
+            there = str(row[0])
+            cur.execute(
+                "SHOW BINLOG EVENTS IN %s FROM %s LIMIT %s", (str(file), int(pos), BINLOG_SCAN_EVENTS)
+            )
+            events = [(str(event[2]), str(event[5])) for event in cur.fetchall()]
+        if committed is not None and not MariaDbGtidPosition.parse(there).covers(committed):
+            return None
+        return ",".join([there, *row_free_gtids(events, len(events) < BINLOG_SCAN_EVENTS)])
+
+
+def row_free_gtids(events: Sequence[tuple[str, str]], to_the_end: bool) -> list[str]:
+    """The GTIDs of the leading event groups of ``events`` that hold no row change.
+
+    ``events`` are ``SHOW BINLOG EVENTS`` rows (type, info) from the start of a group.  A group counts
+    when its GTID event is standalone (``GTID d-s-n``: no BEGIN, so no transaction: DDL, GRANT) and
+    every other event of it is a Query; the first other group (``BEGIN GTID``, a Table_map, rows, XA)
+    ends the list.  The last group counts only once the file ends after it (Rotate, Stop) or when
+    ``to_the_end`` says the listing reached the binlog's end, so none of its events is unseen.
+    """
+    found: list[str] = []
+    group: str | None = None
+    for event_type, info in events:
+        if event_type == "Gtid":
+            if group is not None:
+                found.append(group)
+            standalone = _STANDALONE_GTID.match(info)
+            if standalone is None:
+                return found
+            group = standalone.group(1)
+        elif event_type in _FILE_END:
+            return found if group is None else [*found, group]
+        elif group is not None and event_type != "Query":
+            return found
+    return [*found, group] if group is not None and to_the_end else found
 
 
 # Below this many rows (by the statistics) a table is counted exactly when planning its bootstrap.

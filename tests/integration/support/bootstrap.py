@@ -339,7 +339,7 @@ def wait_streamed(config: Config, table: str, timeout: float = 120.0) -> None:
     engine = cast(SnapshotSource, engine_for(source))
     point = SnapshotPoint(engine.current_position(), engine.primary_clock_ms())
     prefix = source.topic_prefix or source.name
-    wait = HandoffWait(engine.position_type, prefix, timeout)
+    wait = HandoffWait.of(engine, prefix, timeout)
     with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
         how = wait_until_streamed(table, entry.name, point, wait, connect)
     assert how.startswith("Debezium"), how
