@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from fixtures.processes import descendants
 
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.mariadb import APPLICATION_PRIVILEGES
@@ -28,25 +29,6 @@ pytestmark = [pytest.mark.integration]
 
 _LISTEN = "0A"
 """The TCP state of a listening socket in ``/proc/net/tcp``."""
-
-
-def _descendants(root: int) -> set[int]:
-    """``root`` and every process below it (a launcher script's JVM holds the socket, not the script)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        found.add(pid)
-        todo.extend(children.get(pid, []))
-    return found
 
 
 def _socket_inodes(pids: set[int]) -> set[str]:
@@ -91,7 +73,7 @@ def test_every_stack_service_listens_on_loopback_only(local_stack: LocalStack) -
     for service in local_stack.services:
         pid = service.process.pid()
         assert pid is not None, f"{service.name} is not running"
-        listening[service.name] = _listening(_descendants(pid))
+        listening[service.name] = _listening({pid, *descendants(pid)})
 
     exposed = {
         name: [(address, port) for address, port in sockets if not ipaddress.ip_address(address).is_loopback]
