@@ -30,6 +30,7 @@ import psycopg
 
 from cdc_lake.config import Config, load_config
 from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.redaction import private_directory
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.service import DEMO_DATABASE, HOST
 
@@ -118,9 +119,10 @@ class DemoRun:
             conn.execute("drop schema if exists demo cascade")
         shutil.rmtree(self.work_dir, ignore_errors=True)
 
-    def prepare(self, settings: DemoSettings) -> None:
-        """Write the config and create and fill the source table."""
-        self.work_dir.mkdir(parents=True, exist_ok=True)
+    def write_config(self) -> None:
+        """Make the work directory, private to its user (it holds the state store and the lake), and
+        write the demo's config into it."""
+        private_directory(self.work_dir)
         layout = self.stack.layout
         self.config_path.write_text(
             CONFIG_TEMPLATE.format(
@@ -133,6 +135,10 @@ class DemoRun:
             )
         )
         load_config(self.config_path)
+
+    def prepare(self, settings: DemoSettings) -> None:
+        """Write the config and create and fill the source table."""
+        self.write_config()
         with self.connect() as conn:
             conn.execute("create schema demo")
             conn.execute(
@@ -211,9 +217,7 @@ def run_demo(
             None if message.startswith(("installing", "waiting")) else say(f"   {message}")
         )
     )
-    say(
-        f"   stack healthy after {time.monotonic() - began:.0f}s (see `cdc-lake stack status`)"
-    )
+    say(f"   stack healthy after {time.monotonic() - began:.0f}s (see `cdc-lake stack status`)")
     say(f"2. creating demo.orders with {settings.seed_rows} rows on the Postgres primary")
     demo.reset()
     demo.prepare(settings)

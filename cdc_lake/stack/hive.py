@@ -4,11 +4,19 @@ pyspark ships Hive 2.3.9's metastore, its Derby and DataNucleus jars (``pyspark/
 metastore runs from them with no download and no Docker: one small JVM on loopback, its Derby
 database and warehouse directory under the stack's data dir (``hive-metastore/``).  Its tables
 survive ``stack down``/``up``; deleting the data dir forgets them.
+
+Local-only: Hive 2.3's ``HiveMetaStore.main`` binds the wildcard address (its ``startMetaStore`` asks
+``HiveAuthUtils.getServerSocket`` for no host, and 2.3 has no bind-host setting; Hive 3's standalone
+metastore has ``metastore.thrift.bind.host``). The stack therefore starts a small launcher,
+``resources/LoopbackHiveMetaStore.java``, that serves the same handler, processor, transport and
+protocol on :data:`~cdc_lake.stack.service.HOST` only. A Java runtime has no compiler, so Janino
+(in pyspark's jars) compiles it when the JVM loads it (``AbstractJavaSourceClassLoader``).
 """
 
 from __future__ import annotations
 
 import socket
+from importlib import resources
 from pathlib import Path
 
 import pyspark
@@ -16,7 +24,10 @@ import pyspark
 from cdc_lake.stack.java import classpath_argv
 from cdc_lake.stack.service import HOST, Service
 
-MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+SOURCE_LOADER = "org.codehaus.commons.compiler.AbstractJavaSourceClassLoader"
+"""Janino's class loader that compiles ``-sourcepath``'s Java sources as it loads them, then runs
+the named class's ``main``."""
+LAUNCHER = "LoopbackHiveMetaStore"
 _HEAP = "256m"
 # Hive 2.3 and DataNucleus reflect into the JDK; Java 17 needs these packages opened (as Spark does).
 _OPENS = tuple(
@@ -45,6 +56,23 @@ def _site_xml(derby_dir: Path, warehouse: Path) -> str:
     return f"<configuration>\n{body}</configuration>\n"
 
 
+def _argv(conf_dir: Path, port: int) -> list[str]:
+    """The metastore's JVM: the launcher compiled from the shipped source, serving on ``HOST:port``."""
+    sources = Path(str(resources.files("cdc_lake.stack").joinpath("resources")))
+    argv = classpath_argv(
+        _HEAP,
+        [conf_dir, pyspark_jars() / "*"],
+        SOURCE_LOADER,
+        "-sourcepath",
+        str(sources),
+        LAUNCHER,
+        HOST,
+        str(port),
+    )
+    argv[1:1] = _OPENS
+    return argv
+
+
 class HiveMetastore(Service):
     """Hive's metastore thrift service on loopback (Derby-backed)."""
 
@@ -66,15 +94,10 @@ class HiveMetastore(Service):
     def start(self) -> None:
         if self.process.pid() is not None:
             return
-        argv = classpath_argv(
-            _HEAP,
-            [self.layout.path(self.name, "conf"), pyspark_jars() / "*"],
-            MAIN_CLASS,
-            "-p",
-            str(self.layout.ports.hive_metastore),
+        self.process.start(
+            _argv(self.layout.path(self.name, "conf"), self.layout.ports.hive_metastore),
+            cwd=self.layout.path(self.name),
         )
-        argv[1:1] = _OPENS
-        self.process.start(argv, cwd=self.layout.path(self.name))
 
     def healthy(self) -> bool:
         with socket.create_connection((HOST, self.layout.ports.hive_metastore), timeout=3):

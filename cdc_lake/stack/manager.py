@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdc_lake.config import StackSettings
+from cdc_lake.redaction import private_directory
 from cdc_lake.stack.glue import GlueCatalog
 from cdc_lake.stack.hive import HiveMetastore
 from cdc_lake.stack.kafka import KafkaBroker, KafkaConnect, SecureKafkaConnect
@@ -80,8 +81,14 @@ class LocalStack:
         return [service for wave in self.waves for service in wave]
 
     def up(self, progress: Callable[[str], None] = lambda _: None) -> StackTimings:
-        """Install what is missing, start what is not running, and wait until everything is healthy."""
+        """Install what is missing, start what is not running, and wait until everything is healthy.
+
+        A new data directory is made private to its user (0700): it holds the databases, the
+        object store, the CA's key and the Connect users file (a service running as another user,
+        Postgres, gets the traverse bit only, :func:`cdc_lake.stack.system.own`).
+        """
         began = time.monotonic()
+        private_directory(self.layout.path())
         for service in self.services:
             progress(f"installing {service.name}")
             service.install()

@@ -7,6 +7,12 @@ Both servers log replicated transactions (``log-slave-updates``) with ``gtid-str
 own GTID domain (``gtid-domain-id`` = ``server-id``, see docs/applier.md "Failover"), so either can
 be promoted and the other made to follow it by GTID (:meth:`_MariaDbServer.promote`,
 :meth:`_MariaDbServer.follow`): what a failover test needs, and how it puts the stack back.
+
+Least privilege: the application users (``cdc``, and the secured mode's ``cdc_tls``) hold
+:data:`APPLICATION_PRIVILEGES` and nothing else: no FILE (server-side file reads and writes), no
+GRANT OPTION, no SUPER or replication administration. Administration (replication set-up, failover,
+binlog purges, users) goes through ``root`` over the Unix socket (:meth:`_MariaDbServer.root_connection`),
+which only the OS root reaches (``unix_socket`` authentication).
 """
 
 from __future__ import annotations
@@ -24,6 +30,60 @@ from cdc_lake.stack.system import ensure_debian_packages, which_or_none
 from cdc_lake.stack.tls import server_certificate
 
 SERVER_BINARY_DIRS = ("/usr/sbin", "/usr/bin")
+
+
+CAPTURE_PRIVILEGES = (
+    "SELECT",
+    "RELOAD",
+    "SHOW DATABASES",
+    "REPLICATION SLAVE",
+    "BINLOG MONITOR",
+    "LOCK TABLES",
+    "SLAVE MONITOR",
+)
+"""What Debezium's MySQL/MariaDB connector needs (its documented SELECT, RELOAD, SHOW DATABASES,
+REPLICATION SLAVE, REPLICATION CLIENT, which MariaDB 10.5+ names BINLOG MONITOR; LOCK TABLES for a
+snapshot without the global read lock), and what cdc-lake's preflight, bootstrap and lag read:
+``SHOW SLAVE STATUS`` on the replica needs SLAVE MONITOR since MariaDB 10.5.9. REPLICATION SLAVE
+also lets the replica follow the primary as this user. Spelled as the server reports them."""
+
+WRITE_PRIVILEGES = (
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "CREATE",
+    "DROP",
+    "ALTER",
+    "INDEX",
+    "REFERENCES",
+    "CREATE TEMPORARY TABLES",
+    "CREATE VIEW",
+    "SHOW VIEW",
+)
+"""What the demo and the tests do as the application, as any application's own user would: create
+databases and tables, change their rows and shape."""
+
+APPLICATION_PRIVILEGES = (*CAPTURE_PRIVILEGES, *WRITE_PRIVILEGES)
+
+
+def _grant_only(cur: pymysql.cursors.Cursor, account: str) -> None:
+    """Leave ``account`` (``'user'@'host'``) holding exactly :data:`APPLICATION_PRIVILEGES` on ``*.*``,
+    without GRANT OPTION.
+
+    A stack made before held ALL PRIVILEGES (``cdc`` WITH GRANT OPTION): the extras are revoked
+    after the grant, so a client of a running stack never misses a privilege it needs.
+    """
+    cur.execute(f"grant {', '.join(APPLICATION_PRIVILEGES)} on *.* to {account}")
+    cur.execute(
+        "select privilege_type, is_grantable from information_schema.user_privileges where grantee = %s",
+        (account,),
+    )
+    held = cur.fetchall()
+    extra = sorted({str(name) for name, _ in held} - set(APPLICATION_PRIVILEGES))
+    if extra:
+        cur.execute(f"revoke {', '.join(extra)} on *.* from {account}")
+    if any(grantable == "YES" for _, grantable in held):
+        cur.execute(f"revoke grant option on *.* from {account}")
 
 
 def _quote_literal(value: str) -> str:
@@ -191,7 +251,7 @@ class MariaDbPrimary(_MariaDbServer):
         user = f"{_quote_literal(creds.db_user)}@{_quote_literal('%')}"
         with self.root_connection() as conn, conn.cursor() as cur:
             cur.execute(f"create user if not exists {user} identified by {_quote_literal(creds.db_password)}")
-            cur.execute(f"grant all privileges on *.* to {user} with grant option")
+            _grant_only(cur, user)
             cur.execute(f"create database if not exists `{DEMO_DATABASE}`")
             # The secured mode's user connects over TLS only; created here, replicated to the replica.
             tls_user = f"{_quote_literal(creds.tls_db_user)}@{_quote_literal('%')}"
@@ -199,7 +259,7 @@ class MariaDbPrimary(_MariaDbServer):
                 f"create user if not exists {tls_user} identified by {_quote_literal(creds.db_password)} "
                 "require ssl"
             )
-            cur.execute(f"grant all privileges on *.* to {tls_user}")
+            _grant_only(cur, tls_user)
 
 
 class MariaDbReplica(_MariaDbServer):

@@ -1,9 +1,17 @@
-"""PostgreSQL 15 from Debian: a logical-decoding primary and a streaming read replica."""
+"""PostgreSQL 15 from Debian: a logical-decoding primary and a streaming read replica.
+
+Local-only and least-privileged: both servers listen on loopback only, and no connection is let in
+without a password, the Unix socket included (``initdb --auth-local=scram-sha-256``; a data
+directory made before that is fixed when the server starts, see :func:`_no_trust`). The socket
+directory and the socket are the server user's alone (0700): every client of the stack, its tests
+and the demo connects over TCP with the stack credentials.
+"""
 
 from __future__ import annotations
 
 import os
 import pwd
+import re
 import signal
 import tempfile
 from abc import abstractmethod
@@ -35,6 +43,7 @@ def _settings(port: int, socket_dir: Path, tls: ServerCertificate) -> list[str]:
         "listen_addresses": HOST,
         "port": str(port),
         "unix_socket_directories": str(socket_dir),
+        "unix_socket_permissions": "0700",
         "wal_level": "logical",
         "max_wal_senders": "20",
         "max_replication_slots": "20",
@@ -67,6 +76,40 @@ def _include_wal_keep_settings(data_dir: Path, user: pwd.struct_passwd | None) -
     if include not in main.read_text():
         with main.open("a") as conf:
             conf.write(include)
+
+
+LOCAL_AUTH = "scram-sha-256"
+"""How ``pg_hba.conf`` authenticates connections over the Unix socket: with the password, never
+``trust`` (which lets any local user who can reach the socket in as any role)."""
+
+_TRUST = re.compile(r"^(?P<rule>\s*(?:local|host\w*)\s.*?\s)trust(?P<rest>\s*(?:#.*)?)$", re.MULTILINE)
+
+
+def _no_trust(data_dir: Path) -> None:
+    """Replace every ``trust`` rule of ``pg_hba.conf`` by :data:`LOCAL_AUTH` (a data directory that an
+    older stack initialised with ``--auth-local=trust``); read at the server's next start."""
+    hba = data_dir / "pg_hba.conf"
+    current = hba.read_text()
+    hardened = _TRUST.sub(lambda match: f"{match['rule']}{LOCAL_AUTH}{match['rest']}", current)
+    if hardened != current:
+        hba.write_text(hardened)
+
+
+def _initdb_argv(data_dir: Path, superuser: str, pwfile: str) -> list[str]:
+    """``initdb`` of the primary: the superuser with its password, and password authentication on
+    the socket and on TCP."""
+    return [
+        str(PG_BIN / "initdb"),
+        "-D",
+        str(data_dir),
+        "-U",
+        superuser,
+        f"--pwfile={pwfile}",
+        f"--auth-local={LOCAL_AUTH}",
+        "--auth-host=scram-sha-256",
+        "--encoding=UTF8",
+        "--locale=C.UTF-8",
+    ]
 
 
 _TLS_ONLY_MARK = "# cdc-lake secured mode: this role connects over TLS only\n"
@@ -142,9 +185,11 @@ class _PostgresServer(Service):
         if self.process.pid() is not None:
             return
         self.socket_dir.mkdir(parents=True, exist_ok=True)
+        self.socket_dir.chmod(0o700)
         own(self.socket_dir, self.user)
         tls = server_certificate(self.layout, "postgres", self.user)
         _include_wal_keep_settings(self.data_dir, self.user)
+        _no_trust(self.data_dir)
         _require_tls_for(self.data_dir, self.layout.credentials.tls_db_user)
         self.process.start(
             [str(PG_BIN / "postgres"), "-D", str(self.data_dir), *_settings(self.port, self.socket_dir, tls)],
@@ -179,19 +224,7 @@ class PostgresPrimary(_PostgresServer):
             pwfile.flush()
             own(Path(pwfile.name), self.user)
             self._run_as_server_user(
-                [
-                    str(PG_BIN / "initdb"),
-                    "-D",
-                    str(self.data_dir),
-                    "-U",
-                    creds.db_user,
-                    f"--pwfile={pwfile.name}",
-                    "--auth-local=trust",
-                    "--auth-host=scram-sha-256",
-                    "--encoding=UTF8",
-                    "--locale=C.UTF-8",
-                ],
-                "initdb of the Postgres primary",
+                _initdb_argv(self.data_dir, creds.db_user, pwfile.name), "initdb of the Postgres primary"
             )
         with (self.data_dir / "pg_hba.conf").open("a") as hba:
             hba.write(f"host replication all {HOST}/32 scram-sha-256\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +50,5 @@ def test_demo_ends_with_the_lake_equal_to_the_source(tmp_path: Path) -> None:
         assert f"$ {step}" in proc.stdout
     assert "The lake equals the source." in proc.stdout
     assert "state LIVE" in proc.stdout
+    # Its config, state store and lake are the user's alone (docs/security.md).
+    assert stat.S_IMODE((tmp_path / "demo").stat().st_mode) == 0o700

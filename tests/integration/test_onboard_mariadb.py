@@ -100,7 +100,7 @@ def test_user_without_replication_grants(
     user = f"onb_{maria.suffix}"
     password = f"limited-{maria.suffix}"
     maria.users.append(user)
-    maria.execute(
+    maria.administer(
         f"create user '{user}'@'%' identified by '{password}'",
         f"grant select on `{maria.database}`.* to '{user}'@'%'",
     )

@@ -200,7 +200,8 @@ def test_mariadb_binlog_near_purge_then_purged_fails_the_connector(
     connector = f"cdc-lake.{maria.source}"
     labels = f'connector="{connector}",slot="",source="{maria.source}"'
 
-    primary = local_stack.mariadb_primary.connect()
+    # Purging binlogs is administration (BINLOG ADMIN): root, not the application user.
+    primary = local_stack.mariadb_primary.root_connection()
     connect = KafkaConnectClient(local_stack.connect.url)
     try:
         _stop(connect, connector)

@@ -73,7 +73,8 @@ def test_binlog_position_and_replica_show_in_lag_metrics_and_rule(
     firing, report, _ = alerts_everywhere(near, tmp_path)
     assert "CdcLakeBinlogNearPurge" in firing, report["breaches"]
 
-    replica = local_stack.mariadb_replica.connect()
+    # Stopping replication is administration (REPLICATION SLAVE ADMIN): root, not the application user.
+    replica = local_stack.mariadb_replica.root_connection()
     try:
         with replica.cursor() as cur:
             cur.execute("STOP SLAVE SQL_THREAD")

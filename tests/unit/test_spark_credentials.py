@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fixtures.processes import descendants
 from fixtures.spark_settings import S3, Lake, Spark
 from pydantic import SecretStr
 
@@ -20,27 +21,6 @@ from cdc_lake.spark.session import get_spark, stop_spark
 
 ACCESS_KEY = "AKIA-FAKE-7f3c1e"
 SECRET_KEY = "fake-secret-9b1d44a0c2"
-
-
-def _descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (children, their children, ...)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")".
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    found, pending = [], [root]
-    while pending:
-        for child in children.get(pending.pop(), []):
-            found.append(child)
-            pending.append(child)
-    return found
 
 
 def _cmdline(pid: int) -> str:
@@ -59,7 +39,7 @@ def check_in_this_process(scratch: Path) -> None:
     settings = Spark(conf=conf, master="local[1]", app_name="cdc-lake-credentials-test", driver_memory="512m")
     driver = get_spark(settings, Lake(s3=s3))
     try:
-        lines = {pid: _cmdline(pid) for pid in _descendants(os.getpid())}
+        lines = {pid: _cmdline(pid) for pid in descendants(os.getpid())}
         assert any("java" in line and "spark" in line.lower() for line in lines.values()), lines
         leaking = {pid: line for pid, line in lines.items() if SECRET_KEY in line or ACCESS_KEY in line}
         assert leaking == {}, leaking

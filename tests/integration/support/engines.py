@@ -442,6 +442,12 @@ class MariaEnv:
             for statement in statements:
                 cur.execute(statement)
 
+    def administer(self, *statements: str) -> None:
+        """Run ``statements`` as the primary's root: users and grants are not the application user's."""
+        with self.stack.mariadb_primary.root_connection() as conn, conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement)
+
     def source(self, tables: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
         """The source entry for ``tables`` named in config form (see :meth:`name`)."""
         ports = self.stack.layout.ports
@@ -483,8 +489,7 @@ def maria_env(stack: LocalStack) -> Iterator[MariaEnv]:
     delete_connectors(stack, lambda name: env.suffix in name)
     with stack.mariadb_primary.connect() as conn, conn.cursor() as cur:
         cur.execute(f"drop database if exists `{env.database}`")
-        for user in env.users:
-            cur.execute(f"drop user if exists '{user}'@'%'")
+    env.administer(*(f"drop user if exists '{user}'@'%'" for user in env.users))
 
 
 OnboardEnv = PgEnv | MariaEnv
