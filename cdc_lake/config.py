@@ -51,6 +51,21 @@ _JAAS_OPTION = re.compile(r'([A-Za-z_][\w.-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+
 # slot names only allow lowercase letters, digits and underscores.
 _SOURCE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 
+ENGINE_SOURCE_SETTINGS: Final = frozenset({"slot_name", "publication_name", "server_id", "interval_handling"})
+"""The settings of a source that only some engines take: each engine declares the ones it takes
+(``EngineCapabilities.settings``), and a source that sets another is refused."""
+ENGINE_CONNECTION_SETTINGS: Final = frozenset(
+    {
+        "sslmode",
+        "sslrootcert",
+        "ssl_ca",
+        "ssl_verify_identity",
+        "ssl_truststore",
+        "ssl_truststore_password_env",
+    }
+)
+"""The settings of a source's connection that only some engines take (TLS), declared the same way."""
+
 IntervalHandling = Literal["numeric", "string"]
 """A Postgres source's ``interval.handling.mode``: ``numeric`` (Debezium's default, lossy, so interval columns
 are refused) or ``string`` (exact text, ``docs/type-mapping.md``)."""
@@ -633,9 +648,10 @@ class Source(_Model):
     """One source database: its primary (CDC), its read replica (bootstrap) and its tables.
 
     ``name`` comes from the key under ``sources``; connector names and defaults derive from it.
-    ``engine`` names a registered engine (:data:`cdc_lake.sources.ENGINES`), whose declared
-    ``source_rules`` check the engine's settings and fill its defaults: the engines, not this module,
-    know which settings each takes.
+    ``engine`` names a registered engine (:data:`cdc_lake.sources.ENGINES`).  A source may set only
+    the engine-specific settings (:data:`ENGINE_SOURCE_SETTINGS`, :data:`ENGINE_CONNECTION_SETTINGS`)
+    its engine declares, then the engine's declared ``source_rules`` require its settings and fill its
+    defaults: the engines, not this module, know which settings each takes.
     """
 
     name: str
@@ -661,12 +677,20 @@ class Source(_Model):
     @field_validator("engine")
     @classmethod
     def _registered(cls, value: str) -> str:
-        _source_rules(value)
+        _engine_rules(value)
         return value
 
     @model_validator(mode="after")
     def _engine_rules_and_defaults(self) -> Source:
-        _source_rules(self.engine)(self)
+        settings, rules = _engine_rules(self.engine)
+        for setting, where, alternatives in self._engine_settings(settings):
+            if setting not in settings:
+                raise PydanticCustomError(
+                    "engine_setting",
+                    "{where} applies only to {engines} sources{alternatives}",
+                    {"where": where, "engines": _engines_taking(setting), "alternatives": alternatives},
+                )
+        rules(self)
         self.topic_prefix = self.topic_prefix or self.name
         seen: set[str] = set()
         for table in self.tables:
@@ -677,6 +701,19 @@ class Source(_Model):
             seen.add(table.name)
         return self
 
+    def _engine_settings(self, taken: frozenset[str]) -> Iterator[tuple[str, str, str]]:
+        """(setting, where, hint) for each engine-specific setting this source sets, ``where`` its path
+        (``server_id``, ``primary.ssl_ca``); a connection setting's hint names those of ``taken`` (the
+        settings its engine takes) that a connection can set instead."""
+        for setting in sorted(ENGINE_SOURCE_SETTINGS & self.model_fields_set):
+            yield setting, setting, ""
+        own = ", ".join(sorted(taken & ENGINE_CONNECTION_SETTINGS))
+        hint = f" ({self.engine}: {own})" if own else ""
+        for role, connection in (("primary", self.primary), ("replica", self.replica)):
+            if connection is not None:
+                for setting in sorted(ENGINE_CONNECTION_SETTINGS & connection.model_fields_set):
+                    yield setting, f"{role}.{setting}", hint
+
     def table(self, name: str) -> Table:
         """The table called ``schema.table`` in this source."""
         for table in self.tables:
@@ -685,17 +722,27 @@ class Source(_Model):
         raise UnknownTableError(f"table {self.name}.{name} is not in the config")
 
 
-def _source_rules(engine: str) -> Callable[[Source], None]:
-    """The source rules the registered engine ``engine`` declares; one line listing the known engines
-    when no engine of that name is registered."""
+def _engine_rules(engine: str) -> tuple[frozenset[str], Callable[[Source], None]]:
+    """The settings and the source rules the registered engine ``engine`` declares; one line listing the
+    known engines when no engine of that name is registered."""
     # Imported here, not at module level: the engines' rules take this module's Source, so the registry
     # sits above the config (tests/unit/test_layering.py); it imports no database driver.
     from cdc_lake.sources import capabilities_for
 
     try:
-        return capabilities_for(engine).source_rules
+        capabilities = capabilities_for(engine)
     except SourceEngineError as exc:
         raise PydanticCustomError("engine", "{problem}", {"problem": str(exc)}) from None
+    return capabilities.settings, capabilities.source_rules
+
+
+def _engines_taking(setting: str) -> str:
+    """The registered engines that declare engine-specific ``setting``, as ``mariadb/mysql``."""
+    from cdc_lake.sources import ENGINES
+
+    return "/".join(
+        sorted(name for name, capabilities in ENGINES.items() if setting in capabilities.settings)
+    )
 
 
 class Config(_Model):

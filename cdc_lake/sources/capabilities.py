@@ -15,11 +15,14 @@ marks (:mod:`cdc_lake.apply.redelivery`).  The rules every engine shares stay th
 sort below every streamed change and have no stream position; an event strictly below its
 partition's mark is skipped.
 
-An engine's hook into the config is its ``source_rules``: called with a source of that engine once the
-source's fields have validated, it refuses the settings the engine does not take, requires the ones it
-needs and fills its defaults (Postgres: slot and publication names), raising ``PydanticCustomError``,
-which the config reports as one line under ``sources.<name>``.  The config finds an engine, and its
-rules, in the registry by the source's ``engine``, so no engine falls into another's rules.
+An engine's hooks into the config are its ``settings`` and its ``source_rules``.  ``settings`` names
+the engine-specific settings it takes (of those the config lists in ``ENGINE_SOURCE_SETTINGS`` and
+``ENGINE_CONNECTION_SETTINGS``); the config refuses any other of them a source of the engine sets, in
+one line naming the engines that take it.  ``source_rules``, called with a source of that engine once
+its fields and settings have validated, requires the settings the engine needs and fills its defaults
+(Postgres: slot and publication names), raising ``PydanticCustomError``, which the config reports as
+one line under ``sources.<name>``.  The config finds an engine in the registry by the source's
+``engine``, so no engine falls into another's rules.
 """
 
 from __future__ import annotations
@@ -98,8 +101,10 @@ class EngineCapabilities:
     ``connector_values`` are the ``source.connector`` values its Debezium connector writes into every
     change event; ``positions`` reads those events' positions; ``replication_slots`` says the source
     keeps a replication slot (and a publication) per connector, which onboarding creates, checks and
-    releases; ``source_rules`` checks a source of this engine in the config and fills its defaults;
-    ``engine_module``/``engine_class`` locate the engine class (which imports the Python driver);
+    releases; ``settings`` are the engine-specific settings of a source or of its connections that the
+    engine takes (field names: ``server_id``, ``sslmode``); ``source_rules`` checks a source of this
+    engine in the config and fills its defaults; ``engine_module``/``engine_class`` locate the engine
+    class (which imports the Python driver);
     ``column_module`` is the module whose ``column_read`` tells how the bootstrap reads each catalog
     type (a :data:`~cdc_lake.sources.column_types.ColumnReader`; it imports pyspark).
     """
@@ -108,6 +113,7 @@ class EngineCapabilities:
     connector_values: frozenset[str]
     positions: PositionCodec
     replication_slots: bool
+    settings: frozenset[str]
     source_rules: Callable[[Source], None]
     engine_module: str
     engine_class: str

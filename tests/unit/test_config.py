@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.config import Config, find_config, load_config, resolve_config
+from cdc_lake.config import (
+    ENGINE_CONNECTION_SETTINGS,
+    ENGINE_SOURCE_SETTINGS,
+    Config,
+    Connection,
+    Source,
+    find_config,
+    load_config,
+    resolve_config,
+)
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
 from cdc_lake.sources import ENGINES
@@ -254,11 +263,11 @@ def test_table_rules(tmp_path: Path, table_yaml: str, expected: str) -> None:
         ("my:\n    engine: mysql\n    primary: {port: 1, user: u}", "sources.my: server_id is required"),
         (
             "pg:\n    engine: postgres\n    server_id: 5\n    primary: {port: 1, database: d, user: u}",
-            "sources.pg: server_id applies only to mysql/mariadb",
+            "sources.pg: server_id applies only to mariadb/mysql sources",
         ),
         (
             "my:\n    engine: mariadb\n    server_id: 5\n    slot_name: s\n    primary: {port: 1, user: u}",
-            "sources.my: slot_name and publication_name apply only to postgres",
+            "sources.my: slot_name applies only to postgres sources",
         ),
         (
             "pg:\n    engine: oracle\n    primary: {port: 1, user: u}",
@@ -278,6 +287,14 @@ def test_every_engine_declares_its_own_source_rules() -> None:
     # An engine name without its own entry used to fall into the MySQL family's rules (server_id).
     rules = {name: ENGINES[name].source_rules for name in ENGINE_NAMES}
     assert rules["mysql"] is rules["mariadb"] is not rules["postgres"]
+
+
+def test_the_engine_specific_settings_are_fields_each_taken_by_an_engine() -> None:
+    declared = set().union(*(ENGINES[name].settings for name in ENGINE_NAMES))
+
+    assert declared == ENGINE_SOURCE_SETTINGS | ENGINE_CONNECTION_SETTINGS
+    assert set(Source.model_fields) >= ENGINE_SOURCE_SETTINGS
+    assert set(Connection.model_fields) >= ENGINE_CONNECTION_SETTINGS
 
 
 def test_source_defaults_derive_from_its_name(tmp_path: Path) -> None:
@@ -445,9 +462,11 @@ def test_tls_settings_are_refused_for_mysql_sources(tmp_path: Path) -> None:
         server_id: 7
         primary: {port: 13306, user: cdc, sslmode: require}
     """
-    assert "primary.sslmode and primary.sslrootcert apply only to postgres sources" in error_of(
-        write(tmp_path, text)
+    expected = (
+        "sources.maria: primary.sslmode applies only to postgres sources "
+        "(mariadb: ssl_ca, ssl_truststore, ssl_truststore_password_env, ssl_verify_identity)"
     )
+    assert expected in error_of(write(tmp_path, text))
 
 
 def test_connection_options_key_is_unknown(tmp_path: Path) -> None:

@@ -87,6 +87,29 @@ def test_the_engines_own_source_rules_apply(tmp_path: Path) -> None:
     assert str(missing.value).endswith("sources.fk: primary.database (the cluster) is required for fakedb")
 
 
+@pytest.mark.parametrize(
+    ("setting", "primary", "expected"),
+    [
+        ("server_id: 5", "", "server_id applies only to mariadb/mysql sources"),
+        ("slot_name: s", "", "slot_name applies only to postgres sources"),
+        ("interval_handling: string", "", "interval_handling applies only to postgres sources"),
+        ("", ", sslmode: require", "primary.sslmode applies only to postgres sources"),
+        ("", ", ssl_ca: /ca.crt", "primary.ssl_ca applies only to mariadb/mysql sources"),
+    ],
+)
+def test_settings_of_other_engines_are_refused_naming_them(
+    tmp_path: Path, setting: str, primary: str, expected: str
+) -> None:
+    path = _config_file(tmp_path, f"{{port: 7000, user: u, database: shop{primary}}}")
+    if setting:
+        path.write_text(path.read_text(encoding="utf-8") + f"    {setting}\n", encoding="utf-8")
+
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+
+    assert str(refused.value) == f"{path}: sources.fk: {expected}"
+
+
 def test_an_unregistered_engine_is_refused_with_the_known_engines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

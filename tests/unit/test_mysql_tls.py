@@ -71,7 +71,10 @@ def test_ssl_ca_is_accepted_for_mariadb_and_refused_for_postgres(tmp_path: Path)
         engine: postgres
         primary: {port: 15432, database: app, user: cdc, ssl_ca: /ca.crt}
     """
-    assert "primary.ssl_ca applies only to mysql/mariadb sources" in _config_error(tmp_path, postgres)
+    expected = (
+        "sources.pg: primary.ssl_ca applies only to mariadb/mysql sources (postgres: sslmode, sslrootcert)"
+    )
+    assert expected in _config_error(tmp_path, postgres)
 
 
 def test_verify_identity_without_a_ca_is_refused(tmp_path: Path) -> None:

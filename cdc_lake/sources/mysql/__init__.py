@@ -23,6 +23,9 @@ MYSQL: Final = EngineCapabilities(
     connector_values=frozenset({"mysql"}),
     positions=CODEC,
     replication_slots=False,
+    settings=frozenset(
+        {"server_id", "ssl_ca", "ssl_verify_identity", "ssl_truststore", "ssl_truststore_password_env"}
+    ),
     source_rules=source_rules,
     engine_module="cdc_lake.sources.mysql.engine",
     engine_class="MySqlEngine",

@@ -21,6 +21,7 @@ CAPABILITIES: Final = EngineCapabilities(
     connector_values=frozenset({"postgresql"}),
     positions=CODEC,
     replication_slots=True,
+    settings=frozenset({"slot_name", "publication_name", "interval_handling", "sslmode", "sslrootcert"}),
     source_rules=source_rules,
     engine_module="cdc_lake.sources.postgres.engine",
     engine_class="PostgresEngine",
