@@ -134,8 +134,8 @@ def wait_until_streamed(
     while True:
         try:
             found = _pending(table, connect, source_table, point, wait)
-        except (ConnectError, SourceEngineError) as exc:
-            seen = f"Kafka Connect unreachable: {exc}" if isinstance(exc, ConnectError) else str(exc)
+        except ConnectError as exc:
+            seen = f"Kafka Connect unreachable: {exc}"
             _LOG.warning("%s: hand-off waits for Debezium past %s: %s", table, point.position, seen)
         else:
             if isinstance(found, str):
@@ -176,7 +176,7 @@ def _pending(
         offsets = connect.offsets(name)
         if offsets and all(wait.position_type.offset_covers(o, point.position) for o in offsets):
             continue
-        if offsets and all(_streamed_past(wait, o, point.position) for o in offsets):
+        if offsets and all(_streamed_past(table, wait, o, point.position) for o in offsets):
             read_on_source.append(name)
             continue
         behind[name] = offsets
@@ -194,10 +194,19 @@ def _pending(
     return behind if connectors else {}
 
 
-def _streamed_past(wait: HandoffWait, offset: Mapping[str, Any], position: str) -> bool:
-    """Whether ``offset`` covers ``position`` by its own position or by what the source's log says."""
+def _streamed_past(table: str, wait: HandoffWait, offset: Mapping[str, Any], position: str) -> bool:
+    """Whether ``offset`` covers ``position`` by its own position or by what the source's log says.
+
+    The source's log is a refinement: when it cannot be read (the primary unreachable, the binlog
+    listing refused), the offset's own position decides and the wait goes on; an offset the engine
+    cannot parse still fails at once.
+    """
     if wait.position_type.offset_covers(offset, position):
         return True
-    through = wait.streamed_through(offset)
+    try:
+        through = wait.streamed_through(offset)
+    except SourceEngineError as exc:
+        _LOG.warning("%s: hand-off cannot read the source's log past the connector's offset: %s", table, exc)
+        return False
     parse = wait.position_type.parse
     return through is not None and parse(through).covers(parse(position))

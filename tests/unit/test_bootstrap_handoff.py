@@ -174,7 +174,18 @@ def test_a_source_unreachable_is_waited_out_like_connect(caplog: pytest.LogCaptu
 
     assert clock.sleeps == [handoff.POLL_SECONDS] * 2
     assert how.startswith("Debezium (a) committed offsets past")
-    assert "src.s.t: hand-off waits for Debezium past 1-1-7,2-2-100: source src: primary" in caplog.text
+    assert "src.s.t: hand-off cannot read the source's log past the connector's offset: source src" in (
+        caplog.text
+    )
+
+
+def test_an_offset_the_engine_cannot_read_fails_at_once() -> None:
+    connect = FakeConnect(_captures("a"), {"a": [[{**AFTER_DDL, "gtids": "not-a-gtid"}]]})
+    clock = Clock()
+
+    with pytest.raises(SourceEngineError, match="not a MariaDB GTID position"):
+        _run_mariadb(connect, SourceLog("1-1-7,2-2-100"), clock, timeout=60)
+    assert clock.sleeps == []
 
 
 def test_waits_for_every_capturing_connector() -> None:

@@ -5,7 +5,10 @@ The listings are ``SHOW BINLOG EVENTS`` rows (type, info) as MariaDB 10.11 print
 
 from __future__ import annotations
 
-from cdc_lake.sources.mysql.engine import row_free_gtids
+import pytest
+
+from cdc_lake.config import Source
+from cdc_lake.sources.mysql.engine import MariaDbEngine, row_free_gtids
 
 DDL = [("Gtid", "GTID 1-1-7"), ("Query", "create table `other`.`elsewhere` (id int primary key)")]
 GRANT = [("Gtid", "GTID 1-1-8"), ("Query", "grant select on *.* to 'reader'@'%'")]
@@ -51,3 +54,73 @@ def test_events_between_groups_are_skipped() -> None:
     listing = [("Binlog_checkpoint", "mysql-bin.000012"), *DDL]
 
     assert row_free_gtids(listing, to_the_end=True) == ["1-1-7"]
+
+
+def test_row_events_before_the_first_group_count_nothing() -> None:
+    """A listing that starts inside a group (not at its GTID) cannot say that group is row-free."""
+    inside = [("Table_map", "table_id: 40 (bts.items)"), ("Write_rows_v1", "table_id: 40"), ("Xid", "COMMIT")]
+
+    assert row_free_gtids([*inside, *DDL], to_the_end=True) == []
+    assert row_free_gtids([("Query", "drop table t"), *DDL], to_the_end=True) == []
+
+
+class _Binlog:
+    """A primary answering ``BINLOG_GTID_POS`` with ``there`` and ``SHOW BINLOG EVENTS`` with ``events``."""
+
+    def __init__(self, there: str | None, events: list[tuple[str, str]]) -> None:
+        self.there, self.events, self.queries = there, events, []  # type: ignore[var-annotated]
+        self._last = ""
+
+    def __enter__(self) -> _Binlog:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def cursor(self) -> _Binlog:
+        return self
+
+    def execute(self, query: str, args: tuple[object, ...]) -> None:
+        self.queries.append(query)
+        self._last = query
+
+    def fetchone(self) -> tuple[str | None]:
+        return (self.there,)
+
+    def fetchall(self) -> list[tuple[object, ...]]:
+        return [("mysql-bin.000012", 100 + i, t, 1, 200 + i, info) for i, (t, info) in enumerate(self.events)]
+
+
+def _streamed(monkeypatch: pytest.MonkeyPatch, offset: dict[str, object], binlog: _Binlog) -> str | None:
+    source = {"port": 3306, "user": "cdc"}
+    engine = MariaDbEngine(
+        Source.model_validate({"name": "maria", "engine": "mariadb", "server_id": 9, "primary": source})
+    )
+    monkeypatch.setattr(engine, "_connect", lambda *_, **__: binlog)
+    return engine.streamed_through(offset)
+
+
+OFFSET = {"file": "mysql-bin.000012", "pos": 1038, "gtids": "0-1-5,1-1-16635"}
+
+
+def test_the_offsets_own_position_and_the_ddl_after_it_are_streamed(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _streamed(monkeypatch, OFFSET, _Binlog("1-1-16635,0-1-5", DDL)) == "1-1-16635,0-1-5,1-1-7"
+
+
+@pytest.mark.parametrize(
+    "there",
+    ["0-1-5,1-1-16640", "0-1-9,1-1-16640", "0-1-5,1-1-16635,2-7-3", None],
+    ids=["ahead-in-one-domain", "ahead-in-every-domain", "another-domain", "unknown-position"],
+)
+def test_a_binlog_position_not_exactly_the_offsets_reads_as_nothing(
+    monkeypatch: pytest.MonkeyPatch, there: str | None
+) -> None:
+    """After a failover the new primary may hold the same file name and position further on."""
+    assert _streamed(monkeypatch, OFFSET, _Binlog(there, DDL)) is None
+
+
+def test_an_offset_without_gtids_reads_as_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    binlog = _Binlog("0-1-5,1-1-16635", DDL)
+
+    assert _streamed(monkeypatch, {"file": "mysql-bin.000012", "pos": 1038}, binlog) is None
+    assert binlog.queries == []

@@ -72,6 +72,9 @@ BINLOG_SCAN_EVENTS = 1000
 """How many binlog events after a connector's offset :meth:`MariaDbEngine.streamed_through` reads."""
 _STANDALONE_GTID = re.compile(r"^GTID (\d+-\d+-\d+)(?:\s|$)")
 _FILE_END = ("Rotate", "Stop")  # events that end a binlog file: the group before them is whole
+# What a binlog file holds before its first group; any other event first means the listing starts
+# inside a group, which then cannot be judged row-free.
+_FILE_START = ("Format_desc", "Gtid_list", "Binlog_checkpoint", "Start_encryption")
 
 
 def quote(identifier: str) -> str:
@@ -528,12 +531,14 @@ class MariaDbEngine(MySqlEngine):
         primary's for as long as the server stays idle.  The offset's ``file`` and ``pos`` are where the
         connector would restart (every change before them is streamed); ``BINLOG_GTID_POS`` gives the
         GTID position there, and the groups right after it that hold no row (:func:`row_free_gtids`)
-        have nothing to stream.  None when this primary does not know that binlog position, or its GTID
-        position there does not include the offset's own GTIDs (a binlog of another server).
+        have nothing to stream.  None when the offset carries no GTIDs, when this primary does not know
+        that binlog position, or when its GTID position there is not exactly the offset's own: after a
+        failover the new primary may hold a binlog of the same name, further on at the same ``pos``, and
+        right after a rotation the two differ too (the wait then ends with the next captured write).
         """
         file, pos = offset.get("file"), offset.get("pos")
         committed = MariaDbGtidPosition.from_connector_offset(offset)
-        if not file or pos is None:
+        if not file or pos is None or committed is None:
             return None
         with self._connect("primary") as conn, conn.cursor() as cur:
             cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (str(file), int(pos)))
@@ -545,7 +550,7 @@ class MariaDbEngine(MySqlEngine):
                 "SHOW BINLOG EVENTS IN %s FROM %s LIMIT %s", (str(file), int(pos), BINLOG_SCAN_EVENTS)
             )
             events = [(str(event[2]), str(event[5])) for event in cur.fetchall()]
-        if committed is not None and not MariaDbGtidPosition.parse(there).covers(committed):
+        if MariaDbGtidPosition.parse(there) != committed:
             return None
         return ",".join([there, *row_free_gtids(events, len(events) < BINLOG_SCAN_EVENTS)])
 
@@ -556,8 +561,10 @@ def row_free_gtids(events: Sequence[tuple[str, str]], to_the_end: bool) -> list[
     ``events`` are ``SHOW BINLOG EVENTS`` rows (type, info) from the start of a group.  A group counts
     when its GTID event is standalone (``GTID d-s-n``: no BEGIN, so no transaction: DDL, GRANT) and
     every other event of it is a Query; the first other group (``BEGIN GTID``, a Table_map, rows, XA)
-    ends the list.  The last group counts only once the file ends after it (Rotate, Stop) or when
-    ``to_the_end`` says the listing reached the binlog's end, so none of its events is unseen.
+    ends the list, and so does any event but a file's opening ones before the first GTID (the listing
+    would start inside a group).  The last group counts only once the file ends after it (Rotate,
+    Stop) or when ``to_the_end`` says the listing reached the binlog's end, so none of its events is
+    unseen.
     """
     found: list[str] = []
     group: str | None = None
@@ -571,7 +578,7 @@ def row_free_gtids(events: Sequence[tuple[str, str]], to_the_end: bool) -> list[
             group = standalone.group(1)
         elif event_type in _FILE_END:
             return found if group is None else [*found, group]
-        elif group is not None and event_type != "Query":
+        elif event_type not in (_FILE_START if group is None else ("Query",)):
             return found
     return [*found, group] if group is not None and to_the_end else found
 

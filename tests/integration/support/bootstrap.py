@@ -333,8 +333,9 @@ class ChangeWriter:
             self.error = exc
 
 
-def wait_streamed(config: Config, table: str, timeout: float = 120.0) -> None:
-    """Wait until Debezium has committed offsets past the primary's position now (all changes so far)."""
+def wait_streamed(config: Config, table: str, timeout: float = 120.0) -> str:
+    """Wait until Debezium has committed offsets past the primary's position now (all changes so far);
+    the hand-off's sentence saying how it saw that."""
     source, entry = config.table(table)
     engine = cast(SnapshotSource, engine_for(source))
     point = SnapshotPoint(engine.current_position(), engine.primary_clock_ms())
@@ -343,6 +344,7 @@ def wait_streamed(config: Config, table: str, timeout: float = 120.0) -> None:
     with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
         how = wait_until_streamed(table, entry.name, point, wait, connect)
     assert how.startswith("Debezium"), how
+    return how
 
 
 def apply_until_live(spark: SparkSession, config: Config, table: str, timeout: float = 600.0) -> None:
