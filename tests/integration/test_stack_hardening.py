@@ -6,8 +6,9 @@ refuse a password-less connection over their socket and keep it to their own use
 application users hold neither FILE nor GRANT OPTION, and the stack's data directory is private.
 
 These hold for a stack created by this version (``initdb``, the data directory and the MariaDB
-users are made once; Postgres' ``trust`` rules and the MariaDB grants are also fixed on the next
-``stack up``, the Hive metastore on its next start).
+users are made once).  A stack made before is fixed in part when each server next starts
+(``cdc-lake stack down`` then ``stack up``): Postgres' ``trust`` rules, the MariaDB grants, the Hive
+metastore's address; its data directory keeps its mode until changed by hand (docs/security.md).
 """
 
 from __future__ import annotations
