@@ -19,14 +19,14 @@ if [[ $stack_was_up -eq 0 && "${CDC_LAKE_KEEP_STACK:-0}" != 1 ]]; then
 fi
 echo "== stack up"; .venv/bin/cdc-lake stack up
 
-# Most tests wait on services more than they compute (CI's load average stayed about 1.1 on 2 cores
-# with two processes): they run in three, a test module per process at a time (each has its own
-# SparkSession, 1 GB driver). CDC_LAKE_TEST_PROCESSES=2 is the quieter choice on a busier machine.
+# Tests run in two processes, a test module per process at a time (each has its own SparkSession).
+# Three gained nothing (2026-11-26 rehearsal: parallel phase 2,257 s with three against 2,274-2,287 s
+# with two; each slow test took 40-60% longer, the load average stayed 6-7): the run is CPU-bound.
 # The `serial` tests stop, pause, promote or reconfigure a service every test shares; they run alone after.
 export CDC_LAKE_FORBID_SKIPS=1 CDC_LAKE_REQUIRE_RECORDED=1 CDC_LAKE_KEEP_STACK=1
 status=0
 echo "== pytest (parallel: everything but the serial tests)"
-.venv/bin/pytest tests -p no:cacheprovider -q --durations=30 -n "${CDC_LAKE_TEST_PROCESSES:-3}" \
+.venv/bin/pytest tests -p no:cacheprovider -q --durations=30 -n "${CDC_LAKE_TEST_PROCESSES:-2}" \
     --dist loadfile -m "not serial" "$@" || status=$?
 echo "== pytest (serial: tests that change a shared service)"
 .venv/bin/pytest tests -p no:cacheprovider -q --durations=10 -m serial "$@" || status=$?
