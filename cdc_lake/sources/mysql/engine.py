@@ -546,12 +546,12 @@ class MariaDbEngine(MySqlEngine):
             if row is None or row[0] is None:
                 return None
             there = str(row[0])
+            if MariaDbGtidPosition.parse(there) != committed:
+                return None
             cur.execute(
                 "SHOW BINLOG EVENTS IN %s FROM %s LIMIT %s", (str(file), int(pos), BINLOG_SCAN_EVENTS)
             )
             events = [(str(event[2]), str(event[5])) for event in cur.fetchall()]
-        if MariaDbGtidPosition.parse(there) != committed:
-            return None
         return ",".join([there, *row_free_gtids(events, len(events) < BINLOG_SCAN_EVENTS)])
 
 
