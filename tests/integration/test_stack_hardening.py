@@ -80,6 +80,8 @@ def test_every_stack_service_listens_on_loopback_only(local_stack: LocalStack) -
         name: [(address, port) for address, port in sockets if not ipaddress.ip_address(address).is_loopback]
         for name, sockets in listening.items()
     }
+    silent = sorted(name for name, sockets in listening.items() if not sockets)
+    assert not silent, f"no listening socket found for {silent}: the check above would pass unseen"
     assert not any(exposed.values()), {name: sockets for name, sockets in exposed.items() if sockets}
     assert ("127.0.0.1", local_stack.layout.ports.hive_metastore) in listening["hive-metastore"]
 
