@@ -81,7 +81,7 @@ class Reader(threading.Thread):
                 # Every failure to resolve or read is what the test looks for, hudi-rs panics included
                 # (pyo3's PanicException is a BaseException).
                 except BaseException as exc:
-                    self.errors.append(f"{catalog}: {type(exc).__catalog_name_}: {exc}"[:300])
+                    self.errors.append(f"{catalog}: {type(exc).__name__}: {exc}"[:300])
             self.stop.wait(0.2)
 
 

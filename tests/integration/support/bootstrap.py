@@ -145,6 +145,7 @@ def postgres_db(stack: LocalStack) -> Iterator[SourceDb]:
     with stack.postgres_primary.connect() as admin:
         admin.autocommit = True
         admin.execute(sql.SQL("create database {}").format(sql.Identifier(db.database)))
+    wait_for_replica_database(stack, db.database)
     try:
         yield db
     finally:
@@ -153,6 +154,18 @@ def postgres_db(stack: LocalStack) -> Iterator[SourceDb]:
             admin.autocommit = True
             drop_released_slots(admin, unique)
             admin.execute(sql.SQL("drop database {} with (force)").format(sql.Identifier(db.database)))
+
+
+def wait_for_replica_database(stack: LocalStack, database: str, timeout: float = 60) -> None:
+    """Wait until the streaming replica replayed ``create database``: onboarding's preflight connects
+    to the replica's copy of the database, which lags the primary by a moment."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with stack.postgres_replica.connect() as replica:
+            if replica.execute("select 1 from pg_database where datname = %s", (database,)).fetchone():
+                return
+        assert time.monotonic() < deadline, f"the replica has no database {database} after {timeout:.0f} s"
+        time.sleep(0.2)
 
 
 def drop_released_slots(

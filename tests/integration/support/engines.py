@@ -26,7 +26,13 @@ import pymysql
 from psycopg import sql
 
 from cdc_lake.stack.manager import LocalStack
-from support.bootstrap import SourceDb, drop_released_slots, mariadb_db, postgres_db
+from support.bootstrap import (
+    SourceDb,
+    drop_released_slots,
+    mariadb_db,
+    postgres_db,
+    wait_for_replica_database,
+)
 from support.common import PASSWORD_REF, suffix
 from support.onboard import connectors_of, delete_connectors
 
@@ -398,6 +404,7 @@ def pg_env(stack: LocalStack) -> Iterator[PgEnv]:
     env = PgEnv(stack=stack, database=f"onb_{unique}", suffix=unique)
     with stack.postgres_primary.connect() as admin:
         admin.execute(sql.SQL("create database {}").format(sql.Identifier(env.database)))
+    wait_for_replica_database(stack, env.database)
     with env.connect() as conn:
         conn.execute(ONBOARD_PG_SCHEMA)  # type: ignore[arg-type]
     yield env

@@ -27,6 +27,7 @@ import os
 import shutil
 import struct
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +105,7 @@ def second_reader_rows(
     """
     with tempfile.TemporaryDirectory(prefix="second-reader-") as scratch:
         root = _local_table(base_path, storage_options or {}, Path(scratch) / "table")
-        table = _hudi_rs_view(root, Path(scratch) / "view")
+        table = _hudi_rs_view_of_a_changing_table(root, Path(scratch))
         known = {f["name"] for f in json.loads(table.get_schema_in_avro_str())["fields"]}
         unknown = sorted(set(columns) - known - {DELETED})
         assert not unknown, f"{base_path}: the table has no columns {unknown}"
@@ -154,6 +155,17 @@ def _local_table(base_path: str, storage_options: Mapping[str, str], scratch: Pa
     return scratch
 
 
+def _hudi_rs_view_of_a_changing_table(root: Path, scratch: Path, attempts: int = 5) -> Any:
+    """:func:`_hudi_rs_view`, built again when a timeline file vanished while it was copied (a writer
+    archiving or replacing instants under a concurrent reader); the last attempt's error is raised."""
+    for attempt in range(1, attempts):
+        try:
+            return _hudi_rs_view(root, scratch / f"view-{attempt}")
+        except FileNotFoundError:
+            time.sleep(0.1)
+    return _hudi_rs_view(root, scratch / f"view-{attempts}")
+
+
 def _hudi_rs_view(root: Path, view: Path) -> Any:
     """hudi-rs over a copy of ``root/.hoodie`` whose ``local-timestamp-*`` types read as ``timestamp-*``
     (the metadata table, data files and partitions linked, not copied)."""
@@ -164,6 +176,8 @@ def _hudi_rs_view(root: Path, view: Path) -> Any:
             continue
         (view / ".hoodie" / relative).mkdir(parents=True, exist_ok=True)
         for name in files:
+            if name.endswith(".crc"):  # Hadoop's local checksums: no reader needs them
+                continue
             _copy_without_local_timestamps(Path(directory) / name, view / ".hoodie" / relative / name)
     if (source / "metadata").exists():
         os.symlink((source / "metadata").resolve(), view / ".hoodie" / "metadata")
