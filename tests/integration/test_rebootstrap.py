@@ -125,6 +125,7 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     writer.stop()
     assert writer.transactions > 20
     apply_until_live(spark, config, table)
+    assert reader.is_alive(), "the reader thread died: its last reads were not checked"
     reader.stop.set()
     reader.join()
     assert not reader.errors, reader.errors[:3]
