@@ -128,6 +128,21 @@ def test_server_id_of_the_primary(maria: MariaEnv, tmp_path: Path) -> None:
     assert connectors_of(source) == []
 
 
+def test_server_ids_warn_when_the_user_may_not_list_replicas(maria: MariaEnv, tmp_path: Path) -> None:
+    """The stack's ``cdc`` user lacks REPLICATION MASTER ADMIN (least privilege, docs/security.md), so
+    the primary refuses SHOW SLAVE HOSTS: the server-id check says what it could not compare."""
+    source = f"onb_maria_{maria.suffix}_hosts"
+    config = write_config_in(tmp_path, {source: maria.source([{"name": maria.name("products")}])})
+
+    dry = run_json(config, "onboard", source, "--dry-run")
+
+    [server_id] = [check for check in dry["checks"] if check["check"] == "server id"]
+    assert server_id["outcome"] == "warn", server_id
+    assert "replicas registered with the primary not checked: SHOW SLAVE HOSTS refused" in server_id["detail"]
+    assert "GRANT REPLICATION MASTER ADMIN" in server_id["fix"]
+    assert connectors_of(source) == []
+
+
 def test_positions_of_the_primary_and_the_replica(maria: MariaEnv) -> None:
     ports = maria.stack.layout.ports
     password = maria.stack.layout.credentials.db_password

@@ -158,6 +158,24 @@ def test_server_id_used_by_a_server_or_another_connector_fails() -> None:
     assert connector.detail == "already used by 5401 (connector other)"
 
 
+def test_server_ids_warn_when_the_primary_refused_to_list_its_replicas() -> None:
+    refused = replace(MARIADB, replicas_unlisted="SHOW SLAVE HOSTS refused: (1227, 'Access denied')")
+
+    result = check("server id", refused)
+
+    assert result.outcome is Outcome.WARN
+    assert result.detail == (
+        "5401 unused by the servers and connectors seen; replicas registered with the primary not "
+        "checked: SHOW SLAVE HOSTS refused: (1227, 'Access denied')"
+    )
+    assert result.fix is not None and "REPLICATION MASTER ADMIN" in result.fix
+    assert check("server id", replace(refused, flavor="mysql")).fix == (
+        "GRANT REPLICATION SLAVE ON *.* TO cdc@% (SHOW REPLICAS), or make sure no other replica of the "
+        "primary uses this server id"
+    )
+    assert check("server id", replace(refused), capture=replace(CAPTURE, server_id=1)).failed
+
+
 def test_missing_or_unreadable_tables_fail() -> None:
     missing = replace(MARIADB, tables={"app.products": MyTableFacts(name="app.products")})
     unreadable = replace(MARIADB, tables={"app.products": replace(PRODUCTS, can_select=False)})

@@ -68,6 +68,8 @@ class MySqlFacts:
     tables: Mapping[str, MyTableFacts]
     server_ids_in_use: Mapping[int, str]
     replica: MyReplicaFacts
+    replicas_unlisted: str | None = None
+    """Why the replicas registered with the primary could not be listed (None: they were)."""
 
 
 def evaluate(facts: MySqlFacts, captures: Sequence[Capture], options: PreflightOptions) -> list[CheckResult]:
@@ -82,7 +84,7 @@ def evaluate(facts: MySqlFacts, captures: Sequence[Capture], options: PreflightO
         check_binlog_retention(facts),
         check_zero_dates(facts),
         check_grants(facts),
-        check_server_ids(in_use, captures),
+        check_server_ids(facts, in_use, captures),
         check_tables(facts, keys),
         check_primary_keys(facts.tables, keys, "add a primary key, or set tables[].key in the config"),
         check_replica(facts.replica, options.replica_required),
@@ -222,8 +224,18 @@ def check_grants(facts: MySqlFacts) -> CheckResult:
     return CheckResult.ok("grants", f"{facts.user} has {', '.join(_NEEDED_PRIVILEGES)}")
 
 
-def check_server_ids(in_use: Mapping[int, str], captures: Sequence[Capture]) -> CheckResult:
-    """Each connector's server id differs from every server and binlog client of this source."""
+_LIST_REPLICAS = {
+    "mariadb": ("REPLICATION MASTER ADMIN", "SHOW SLAVE HOSTS"),
+    "mysql": ("REPLICATION SLAVE", "SHOW REPLICAS"),
+}
+"""The privilege that lets the user list the replicas registered with the primary, per flavor."""
+
+
+def check_server_ids(
+    facts: MySqlFacts, in_use: Mapping[int, str], captures: Sequence[Capture]
+) -> CheckResult:
+    """Each connector's server id differs from every server and binlog client of this source; a warning
+    when the primary refused to list its registered replicas (their ids were not compared)."""
     clashes = [
         f"{capture.server_id} ({in_use[capture.server_id]})"
         for capture in captures
@@ -236,6 +248,15 @@ def check_server_ids(in_use: Mapping[int, str], captures: Sequence[Capture]) -> 
             "set server_id in the source config to an id no server or connector of this source uses",
         )
     ids = ", ".join(str(capture.server_id) for capture in captures)
+    if facts.replicas_unlisted is not None:
+        privilege, query = _LIST_REPLICAS[facts.flavor]
+        return CheckResult.warn(
+            "server id",
+            f"{ids} unused by the servers and connectors seen; replicas registered with the primary not "
+            f"checked: {facts.replicas_unlisted}",
+            f"GRANT {privilege} ON *.* TO {facts.user} ({query}), or make sure no other replica of the "
+            "primary uses this server id",
+        )
     return CheckResult.ok("server id", f"{ids} unused")
 
 

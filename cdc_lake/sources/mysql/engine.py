@@ -180,7 +180,8 @@ class MySqlEngine(SourceEngine):
             privileges = frozenset(str(row[0]).upper() for row in cur.fetchall())
             tables = _table_facts(cur, names)
             in_use = {int(variables.get("server_id", "0")): "the primary"}
-            in_use.update(_replica_hosts(cur, self.replica_hosts_query))
+            hosts, unlisted = _replica_hosts(cur, self.replica_hosts_query)
+            in_use.update(hosts)
         replica, replica_server_id = self._replica_facts()
         if replica_server_id is not None:
             in_use[replica_server_id] = f"the replica {replica.address}"
@@ -192,6 +193,7 @@ class MySqlEngine(SourceEngine):
             tables=tables,
             server_ids_in_use=in_use,
             replica=replica,
+            replicas_unlisted=unlisted,
         )
 
     def _replica_facts(self) -> tuple[MyReplicaFacts, int | None]:
@@ -672,10 +674,11 @@ def _can_select(cur: Any, qualified: str) -> bool:
     return True
 
 
-def _replica_hosts(cur: Any, query: str) -> dict[int, str]:
-    """Server ids of replicas registered with the primary (empty when the user may not list them)."""
+def _replica_hosts(cur: Any, query: str) -> tuple[dict[int, str], str | None]:
+    """Server ids of replicas registered with the primary, and why they could not be listed (None when
+    they were: the user may lack the privilege)."""
     try:
         cur.execute(query)
-    except pymysql.MySQLError:
-        return {}
-    return {int(row[0]): f"the replica {row[1]}:{row[2]}" for row in cur.fetchall()}
+    except pymysql.MySQLError as exc:
+        return {}, f"{query} refused: {exc}"
+    return {int(row[0]): f"the replica {row[1]}:{row[2]}" for row in cur.fetchall()}, None
