@@ -8,12 +8,22 @@ INSERT … SELECT, updates of the TOASTed column, single-row changes), onboarded
 bootstrapped while the workload keeps writing.  Then ``cdc-lake run`` applies it as tier 0, in its own
 process group (Python, the Spark JVM and its workers), with batches of a seeded size, and the whole
 group is SIGKILLed at a random moment after it committed while changes still arrive.  ``apply --once``
-runs twice more under the workload, and once the workload stops, until the topic's end.  The lake must
-equal the source in every column, read with Spark+Hudi and with the second reader (hudi-rs), with no
-duplicate key; the offsets of the last commit must be the topic's end; the table must be LIVE.
+runs twice more under the workload, and once the workload stops, until the topic's end.
+
+Schema changes on the way: once the bootstrap is done, the workload adds one or two columns at seeded
+places among its next ``OPERATIONS`` operations (``ALTER TABLE … ADD COLUMN`` of an int and a text
+column, nullable with no default: the one DDL kind the applier evolves in place; every other kind
+stops the table or needs a re-bootstrap, docs/schema-changes.md, so none is made here), and later
+inserts and updates write them (values and NULLs; older and bulk-loaded rows keep NULL).  So the DDL
+lands while ``run`` applies or under the ``apply --once`` runs, possibly in a batch the SIGKILL cuts.
+
+The lake must equal the source in every column, the added ones included, read with Spark+Hudi and with
+the second reader (hudi-rs), with no duplicate key; the offsets of the last commit must be the topic's
+end; the table must be LIVE (the added columns never stop it).
 
 The seed is ``CDC_LAKE_TEST_SEED`` when set, else random; it is printed.  It fixes the operations in
-order (the thread's timing decides how many fall in each phase) and the batch size.  On a failure the
+order, the DDL steps' places counted from the end of the bootstrap, and the batch size (the thread's
+timing decides how many operations fall in each phase).  On a failure the
 test writes the operations made as a replayable SQL script (``Workload.write_script``) to
 ``CDC_LAKE_WORKLOAD_DIR`` (default: the test's temporary directory) and names it in the assertion.
 CI runs one seed per engine; ``benchmarks/fault_bench.py --seeds N`` runs N.
@@ -105,7 +115,7 @@ def test_seeded_workload_through_bootstrap_run_sigkill_and_apply_ends_exact(
     rng = random.Random(seed)
     schema = db.schema_of(TABLE).split(".")[0]
     capture = Capture(engine.name, db.source, schema, TABLE, db.source, local_stack, database=db.database)
-    workload = Workload(capture, seed, mixed=True)
+    workload = Workload(capture, seed, mixed=True, ddl_window=OPERATIONS)
     db.execute(SIMPLE_DDL[engine.name].format(table=workload.table))
     workload.run(OPERATIONS)  # the rows the bootstrap copies (no connector streams them)
     batch = rng.randint(20, 50)
@@ -133,7 +143,7 @@ def test_seeded_workload_through_bootstrap_run_sigkill_and_apply_ends_exact(
             assert result.exit_code == 0, result.stderr or result.output
         bootstrapped = _applied(spark, config, capture)
 
-        with workload.running(OPERATIONS, pause=1.0):
+        with workload.running(OPERATIONS, pause=1.0, ddl=True):
             service = _start(config_path, "run", log)
             try:
                 wait_until(
@@ -148,9 +158,10 @@ def test_seeded_workload_through_bootstrap_run_sigkill_and_apply_ends_exact(
                 service.wait()
         killed_at = _applied(spark, config, capture)
 
-        with workload.running(OPERATIONS, pause=0.3):
+        with workload.running(OPERATIONS, pause=0.3, ddl=True):
             _apply_once(config_path)
             _apply_once(config_path)
+        assert len(workload.added) == len(workload.ddl_at), f"DDL steps made: {workload.added}"
         wait_streamed(config, table)
         for _ in range(3):  # another run only if one stopped at ends it saw while changes arrived
             if _applied(spark, config, capture) == capture.end_offset():
@@ -171,6 +182,7 @@ def test_seeded_workload_through_bootstrap_run_sigkill_and_apply_ends_exact(
     timeline = Path(base_path, ".hoodie", "timeline")
     print(
         f"seed {seed}: rows compared {len(rows)}, mismatches 0; batch {batch}, {len(workload.done)} "
-        f"operations, {capture.end_offset()} messages; offsets after bootstrap {bootstrapped}, "
+        f"operations (columns added {workload.added} at {workload.ddl_at}), {capture.end_offset()} "
+        f"messages; offsets after bootstrap {bootstrapped}, "
         f"at the kill {killed_at}; rollbacks {len(list(timeline.glob('*.rollback')))}"
     )

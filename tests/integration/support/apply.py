@@ -437,6 +437,10 @@ class Operation:
 
 _BULK_COLUMNS = "(id, region, amount, note, big)"
 
+ADDED_COLUMNS = (("added_int", "int"), ("added_text", "text"))
+"""The columns a :class:`Workload`'s DDL steps add, in order: types both engines capture alike (Avro
+int and string), nullable with no default."""
+
 
 def _tsv(row: Sequence[object]) -> str:
     """A row as COPY text and LOAD DATA read it: tab-separated, ``\\N`` for null."""
@@ -456,19 +460,35 @@ class Workload:
     a batch cut between such a move's delete and create leaves ``big`` null, a documented limit
     (docs/applier.md, "Postgres TOAST").
 
+    ``ddl_window=N`` adds DDL steps: one or two ``ALTER TABLE … ADD COLUMN`` of :data:`ADDED_COLUMNS`
+    (nullable, no default: the kind the applier evolves in place, docs/schema-changes.md; a default,
+    a drop or a type change stops the table, so none is made here), each at a place drawn from the seed
+    among the first N operations made by :meth:`running` with ``ddl=True`` (the caller picks the phase,
+    e.g. while the applier streams, and lets changes follow them).  From then on single-row inserts
+    and updates write the added columns (a value or NULL); bulk loads, INSERT … SELECT and rows not
+    changed since keep NULL there.  The added columns' values are drawn whether the column exists yet or
+    not, so the seed fixes every other value whatever the timing.
+
     Every update changes the row (MySQL/MariaDB log nothing for an update that changes nothing), so the
     number of Kafka messages is known: 1 per inserted or updated row, 2 per deleted row (with its
-    tombstone), 3 per moved key.  :meth:`write_script` writes every operation made so far as a script
-    that replays them (psql, or the mysql client with ``--local-infile``).
+    tombstone), 3 per moved key, none for an ``ADD COLUMN``.  :meth:`write_script` writes every
+    operation made so far (the DDL steps included) as a script that replays them (psql, or the mysql
+    client with ``--local-infile``).
     """
 
     REGIONS = ("eu", "us", "apac")
 
-    def __init__(self, capture: Capture, seed: int, mixed: bool = False) -> None:
+    def __init__(self, capture: Capture, seed: int, mixed: bool = False, ddl_window: int = 0) -> None:
         self.capture = capture
         self.seed = seed
         self.mixed = mixed
         self.rng = random.Random(seed)
+        self.add_columns = ddl_window > 0
+        count = self.rng.randint(1, len(ADDED_COLUMNS)) if self.add_columns else 0
+        self.ddl_at = sorted(self.rng.sample(range(ddl_window), count))
+        """Places of the DDL steps, counted in operations made by ``running(…, ddl=True)``."""
+        self.ddl_counted = 0
+        self.added: list[str] = []  # the columns of ADDED_COLUMNS added so far, in order
         self.live: set[int] = set()
         self.deleted: set[int] = set()
         self.toasted: set[int] = set()  # live keys whose ``big`` is long (TOASTed on Postgres)
@@ -477,8 +497,31 @@ class Workload:
         self.messages = 0
         self.tombstones = 0  # of those messages: the tombstone after each delete (not a change event)
         self.done: list[Operation] = []
-        quote = '"' if capture.engine == "postgres" else "`"
-        self.table = f"{quote}{capture.schema}{quote}.{quote}{capture.table}{quote}"
+        self.quote = '"' if capture.engine == "postgres" else "`"
+        self.table = f"{self._name(capture.schema)}.{self._name(capture.table)}"
+
+    def _name(self, identifier: str) -> str:
+        """``identifier`` quoted for the engine."""
+        return f"{self.quote}{identifier}{self.quote}"
+
+    def _added_values(self) -> dict[str, object]:
+        """Values for the columns added so far (a fourth of them NULL): drawn for every column of
+        :data:`ADDED_COLUMNS` when there are DDL steps, added yet or not, so the draws do not depend on
+        where the DDL steps fell."""
+        if not self.add_columns:
+            return {}
+        drawn: dict[str, object] = {}
+        for name, kind in ADDED_COLUMNS:
+            null = self.rng.random() < 0.25
+            value = self.rng.randint(-(10**6), 10**6) if kind == "int" else f"a{self.version}"
+            drawn[name] = None if null else value
+        return {name: drawn[name] for name in self.added}
+
+    def _ddl(self) -> Operation:
+        """The next DDL step: ``ADD COLUMN`` of the next of :data:`ADDED_COLUMNS` (no row message)."""
+        name, kind = ADDED_COLUMNS[len(self.added)]
+        self.added.append(name)
+        return Operation(((f"alter table {self.table} add column {self._name(name)} {kind}", ()),))
 
     def _big(self, key: int) -> str:
         return "".join(f"{key}-{self.version}-{i:04d}|" for i in range(500))
@@ -493,7 +536,15 @@ class Workload:
         return [key, self.rng.choice(self.REGIONS), amount, f"n{self.version}", big]
 
     def _insert(self, key: int) -> tuple[str, list[object]]:
-        return f"insert into {self.table} values (%s, %s, %s, %s, %s)", self._values(key)
+        values, added = self._values(key), self._added_values()
+        columns = ", ".join(["id", "region", "amount", "note", "big", *map(self._name, added)])
+        marks = ", ".join("%s" for _ in range(len(values) + len(added)))
+        return f"insert into {self.table} ({columns}) values ({marks})", [*values, *added.values()]
+
+    def _set_added(self) -> tuple[str, list[object]]:
+        """An update's ``SET`` items for the added columns (``, "c" = %s`` each), and their values."""
+        added = self._added_values()
+        return "".join(f", {self._name(name)} = %s" for name in added), list(added.values())
 
     def _delete(self, key: int) -> tuple[str, list[object]]:
         self.live.discard(key)
@@ -520,14 +571,18 @@ class Workload:
         key = self.rng.choice(sorted(self.live))
         if roll < 0.72:
             self.messages += 1
+            sets, added = self._set_added()
             if self.rng.random() < 0.3:
                 region = "case region when 'eu' then 'us' when 'us' then 'apac' else 'eu' end"
-                return f"update {self.table} set region = {region}, note = %s where id = %s", [
+                return f"update {self.table} set region = {region}, note = %s{sets} where id = %s", [
                     f"m{self.version}",
+                    *added,
                     key,
                 ]
-            return f"update {self.table} set amount = coalesce(amount, 0) + 1, note = %s where id = %s", [
+            amount = "amount = coalesce(amount, 0) + 1"
+            return f"update {self.table} set {amount}, note = %s{sets} where id = %s", [
                 f"u{self.version}",
+                *added,
                 key,
             ]
         return self._delete(key)
@@ -604,8 +659,13 @@ class Workload:
         big = self._big(key) if long else f"s{key}-{self.version}"
         return Operation(((f"update {self.table} set big = %s where id = %s", (big, key)),))
 
-    def operation(self) -> Operation:
-        """The next random operation: a single change, or (``mixed``) any shape of the class docstring."""
+    def operation(self, ddl: bool = False) -> Operation:
+        """The next random operation: a single change, or (``mixed``) any shape of the class docstring;
+        ``ddl``: this operation counts towards the DDL steps' places (:attr:`ddl_at`), and is one if due."""
+        if ddl and self.add_columns:
+            self.ddl_counted += 1
+            if self.ddl_counted - 1 in self.ddl_at:
+                return self._ddl()
         roll = self.rng.random() if self.mixed and self.live else 1.0
         if roll < 0.08:
             return self._bulk()
@@ -675,11 +735,11 @@ class Workload:
                 self.done.append(operation)
 
     @contextmanager
-    def running(self, limit: int, pause: float) -> Iterator[None]:
+    def running(self, limit: int, pause: float, ddl: bool = False) -> Iterator[None]:
         """Make up to ``limit`` operations, ``pause`` seconds apart, in a thread while the block runs.
 
-        The thread stops at the end of the block (after the operation it is making); what it raised is
-        raised there.
+        ``ddl``: the operations count towards the DDL steps' places (``ddl_window``).  The thread stops
+        at the end of the block (after the operation it is making); what it raised is raised there.
         """
         stop = threading.Event()
         failures: list[BaseException] = []
@@ -688,7 +748,7 @@ class Workload:
             try:
                 with self._session() as execute:
                     for _ in range(limit):
-                        operation = self.operation()
+                        operation = self.operation(ddl)
                         execute(operation)
                         self.done.append(operation)
                         if stop.wait(pause):

@@ -132,7 +132,8 @@ def assert_rows_equal(
     naive_utc_columns: Collection[str] = (),
 ) -> None:
     """``actual`` (read from ``table`` by ``reader``) holds the keys of ``expected``, each once, and the
-    same values in ``columns`` (default: every column of the expected rows).
+    same values in ``columns`` (default: every column of the expected rows, columns added to the source
+    since included: one the lake lacks fails the comparison, naming it).
 
     ``expected_from_source``: the expected rows are the source's (else another reader's lake rows);
     ``json_columns`` compare as parsed JSON; ``naive_utc_columns`` are naive source timestamps in UTC.
@@ -144,6 +145,8 @@ def assert_rows_equal(
     missing = sorted(expected_keys - set(by_key))[:10]
     extra = sorted(set(by_key) - expected_keys)[:10]
     assert not missing and not extra, f"{reader}, {table}: keys missing {missing}, extra {extra}"
+    absent = sorted({c for row in expected for c in (row if columns is None else columns)} - set(types))
+    assert not absent, f"{reader}, {table}: the lake has no columns {absent}"
     for row in expected:
         found = by_key[tuple(row[k] for k in key)]
         for column in row if columns is None else columns:
