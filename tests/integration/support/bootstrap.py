@@ -43,7 +43,7 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 from cdc_lake_bootstrap.progress import COMMIT_RUN
-from support.common import PASSWORD_REF, cli_run, suffix, write_config_in
+from support.common import PASSWORD_REF, cli_run, suffix, wait_until, write_config_in
 from support.compare import assert_rows_equal
 from support.onboard import delete_connectors, of_source
 from support.second_reader import s3_storage_options, second_reader_rows
@@ -159,13 +159,13 @@ def postgres_db(stack: LocalStack) -> Iterator[SourceDb]:
 def wait_for_replica_database(stack: LocalStack, database: str, timeout: float = 60) -> None:
     """Wait until the streaming replica replayed ``create database``: onboarding's preflight connects
     to the replica's copy of the database, which lags the primary by a moment."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with stack.postgres_replica.connect() as replica:
-            if replica.execute("select 1 from pg_database where datname = %s", (database,)).fetchone():
-                return
-        assert time.monotonic() < deadline, f"the replica has no database {database} after {timeout:.0f} s"
-        time.sleep(0.2)
+    query = "select 1 from pg_database where datname = %s"
+    with stack.postgres_replica.connect() as replica:
+        wait_until(
+            lambda: replica.execute(query, (database,)).fetchone() is not None,
+            timeout,
+            f"the replica to replay create database {database}",
+        )
 
 
 def drop_released_slots(
