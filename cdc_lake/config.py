@@ -40,6 +40,11 @@ from cdc_lake.representation import parse_column_type
 
 DEFAULT_CONFIG_NAME = "cdc-lake.yaml"
 DEFAULT_STATE_DIR = ".cdc-lake"
+DEFAULT_HEARTBEAT_SECONDS = 2.0
+"""A source's default heartbeat interval.  On an idle Postgres table the hand-off waits for two
+heartbeats (the first writes the heartbeat row, the next commits the offset past it): 2 s keeps that
+near 5 s, where 10 s cost about 17 s per table (docs/benchmarks.md, goal 4); its cost is one row
+upsert and one Kafka record per connector per interval."""
 
 _ENV_REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _CONNECT_ENV_REFERENCE = re.compile(r"^env:[A-Za-z_][A-Za-z0-9_]*$")
@@ -615,9 +620,9 @@ class Table(_Model):
             try:
                 parse_column_type(spec)
             except ValueError as exc:
-                raise PydanticCustomError("column_type", "column {column}: {problem}", {
-                    "column": column, "problem": str(exc)
-                }) from exc
+                raise PydanticCustomError(
+                    "column_type", "column {column}: {problem}", {"column": column, "problem": str(exc)}
+                ) from exc
         return value
 
     @field_validator("name")
@@ -663,6 +668,10 @@ class Source(_Model):
     publication_name: str | None = None
     server_id: int | None = Field(default=None, ge=1, le=2**32 - 1)
     interval_handling: IntervalHandling = "numeric"
+    heartbeat_interval_seconds: float = Field(default=DEFAULT_HEARTBEAT_SECONDS, ge=0.5, le=3600)
+    """Debezium's ``heartbeat.interval.ms`` for this source's connectors: how often an idle connector
+    commits an offset (and, on Postgres, writes its heartbeat row).  The bootstrap's hand-off and
+    onboarding wait for those on an idle table, so it bounds their wait (docs/onboarding.md)."""
     tables: list[Table] = Field(default_factory=list)
 
     @field_validator("name")

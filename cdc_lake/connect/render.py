@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from cdc_lake import jvm
+from cdc_lake.config import DEFAULT_HEARTBEAT_SECONDS
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError
 
@@ -138,7 +139,7 @@ class ConnectorParams:
     heartbeat_table: str | None = None
     server_id: int | None = None
     kafka_bootstrap: str | None = None
-    heartbeat_interval_ms: int = 10_000
+    heartbeat_interval_ms: int = round(DEFAULT_HEARTBEAT_SECONDS * 1000)
     interval_handling: str = "numeric"
     topic_partitions: int = 1
     topic_replication_factor: int = 1

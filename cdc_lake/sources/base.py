@@ -271,6 +271,7 @@ class SourceEngine(SnapshotSource):
             registry_url=endpoints.registry_url,
             converter=endpoints.converter,
             columns={t.name: t.columns for t in capture.tables if t.columns},
+            heartbeat_interval_ms=round(self.source.heartbeat_interval_seconds * 1000),
         )
         return self.engine_connector_params(shared, capture, endpoints)
 

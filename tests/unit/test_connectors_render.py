@@ -10,6 +10,7 @@ from importlib import resources
 import pytest
 
 from cdc_lake import jvm
+from cdc_lake.config import Source
 from cdc_lake.connect import render
 from cdc_lake.connect.render import (
     ConnectorParams,
@@ -21,6 +22,8 @@ from cdc_lake.connect.render import (
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.redaction import MASK, mask_mapping
+from cdc_lake.sources import engine_for
+from cdc_lake.sources.base import Capture, ConnectorEndpoints
 
 REGISTRY = "http://127.0.0.1:18081"
 
@@ -80,7 +83,7 @@ def test_every_template_renders_with_common_settings(engine: str) -> None:
     assert config["event.converting.failure.handling.mode"] == "fail"
     assert config["time.precision.mode"] == "adaptive_time_microseconds"
     assert config["tombstones.on.delete"] == "true"
-    assert config["heartbeat.interval.ms"] == "10000"
+    assert config["heartbeat.interval.ms"] == "2000"
     assert config["topic.prefix"] == _params(engine).topic_prefix
     assert config["database.hostname"] == _params(engine).host
     assert config["database.port"] == str(_params(engine).port)
@@ -90,10 +93,35 @@ def test_every_template_renders_with_common_settings(engine: str) -> None:
 
 def test_binlog_templates_ask_for_server_heartbeats_at_half_the_heartbeat_interval() -> None:
     for engine in ("mysql", "mariadb"):
-        assert render_connector(engine, "c1", BINLOG)["connect.keep.alive.interval.ms"] == "5000"
+        slow = replace(BINLOG, heartbeat_interval_ms=10_000)
+        assert render_connector(engine, "c1", slow)["connect.keep.alive.interval.ms"] == "5000"
         fast = replace(BINLOG, heartbeat_interval_ms=1500)
         assert render_connector(engine, "c1", fast)["connect.keep.alive.interval.ms"] == "1000"
     assert "connect.keep.alive.interval.ms" not in render_connector("postgres", "c1", PG)
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_a_sources_heartbeat_interval_reaches_its_connectors(engine: str) -> None:
+    primary: dict[str, object] = {"port": 1, "user": "u", "database": "d"}
+    extra = {} if engine == "postgres" else {"server_id": 7}
+    if engine != "postgres":
+        del primary["database"]
+    source = Source.model_validate(
+        {"name": "src", "engine": engine, "primary": primary, "tables": [{"name": "s.t"}], **extra}
+    )
+    capture = Capture("cdc-lake.src", tuple(source.tables), slot_name="s", publication_name="p", server_id=7)
+    endpoints = ConnectorEndpoints("PW", "http://registry", "k:9092")
+
+    def rendered(seconds: float | None) -> dict[str, str]:
+        update = {} if seconds is None else {"heartbeat_interval_seconds": seconds}
+        params = engine_for(source.model_copy(update=update)).connector_params(capture, endpoints)
+        return render_connector(engine, "cdc-lake.src", params)
+
+    assert rendered(None)["heartbeat.interval.ms"] == "2000"
+    assert rendered(0.5)["heartbeat.interval.ms"] == "500"
+    assert rendered(30)["heartbeat.interval.ms"] == "30000"
+    with pytest.raises(ValueError, match="heartbeat_interval_seconds"):
+        Source.model_validate({**source.model_dump(exclude_unset=True), "heartbeat_interval_seconds": 0})
 
 
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
@@ -341,7 +369,7 @@ def test_registry_credentials_with_the_apicurio_converter_are_refused() -> None:
 
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_schema_history_clients_get_the_connector_client_settings(engine: str) -> None:
-    clients = {"security.protocol": "SASL_SSL", "sasl.jaas.config": "x password=\"${env:KAFKA_PW}\";"}
+    clients = {"security.protocol": "SASL_SSL", "sasl.jaas.config": 'x password="${env:KAFKA_PW}";'}
     config = render_connector(engine, "c1", replace(_params(engine), schema_history_clients=clients))
 
     rendered = {k: v for k, v in config.items() if k.startswith("schema.history.internal.")}
