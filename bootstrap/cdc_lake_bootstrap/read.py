@@ -14,8 +14,8 @@ watermark time as source time, and the lowest ordering value, so any replayed ch
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import reduce
 
 from pyspark.sql import DataFrame, SparkSession
@@ -48,6 +48,8 @@ class SnapshotQuery:
     quoted_names: tuple[str, ...]
     key: tuple[str, ...]
     """The record key's columns (a refused value's error names its row by them)."""
+    char_lengths: Mapping[str, int] = field(default_factory=dict)
+    """The registered character lengths of the columns, recorded in the copy's commits."""
 
     def sql(self, predicate: str) -> str:
         """The SELECT of one partition."""

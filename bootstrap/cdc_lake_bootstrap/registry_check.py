@@ -12,6 +12,9 @@ column is compared with the registered schema:
 
 A column the registered schema lacks is fine (added since Debezium's last event: the applier adds it
 when it comes), and a topic with no schema yet (no event so far) has nothing to compare with.
+
+The registered schema's character lengths (:func:`cdc_lake.lake.schema_change.char_lengths`)
+are what the copy's commits record, so the applier sees a ``varchar`` narrowed after it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pyspark.sql.types import BooleanType, IntegerType
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.exceptions import BootstrapError, SchemaRegistryError
 from cdc_lake.lake.schema import lake_type
+from cdc_lake.lake.schema_change import char_lengths
 from cdc_lake_bootstrap.lake_types import ColumnRead, Conversion
 
 _NOT_REGISTERED = "has no registered versions"
@@ -45,8 +49,9 @@ def align_with_registry(
     reads: Sequence[ColumnRead],
     table: str,
     column_types: Mapping[str, str] | None = None,
-) -> tuple[list[ColumnRead], str]:
-    """``reads`` with Debezium's registered types where they legitimately differ, and a note for the log.
+) -> tuple[list[ColumnRead], str, dict[str, int]]:
+    """``reads`` with Debezium's registered types where they legitimately differ, a note for the log,
+    and the registered character lengths of the read columns (empty without a registered schema).
 
     Raises BootstrapError when a column's type differs otherwise.
     """
@@ -55,7 +60,7 @@ def align_with_registry(
         registered = registry.latest(subject)
     except SchemaRegistryError as exc:
         if _NOT_REGISTERED in str(exc):
-            return list(reads), f"no value schema registered for {topic} yet: types not cross-checked"
+            return list(reads), f"no value schema registered for {topic} yet: types not cross-checked", {}
         raise
     if column_types:
         registered = registered.with_column_types(column_types)
@@ -74,4 +79,6 @@ def align_with_registry(
                 "the bootstrap and the applier must agree (see docs/type-mapping.md)"
             )
     compared = sum(1 for read in reads if read.name in decoded)
-    return aligned, f"{compared} column types agree with Debezium's schema id {registered.schema_id}"
+    names = {read.name for read in reads}
+    lengths = {name: n for name, n in char_lengths(registered).items() if name in names}
+    return aligned, f"{compared} column types agree with Debezium's schema id {registered.schema_id}", lengths

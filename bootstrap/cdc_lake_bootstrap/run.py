@@ -256,7 +256,7 @@ class TableBootstrap:
             self.table.column_types,
             interval_handling=self.source.interval_handling,
         )
-        reads, agreed = align_with_registry(
+        reads, agreed, lengths = align_with_registry(
             self.registry, self.target.topic, reads, self.name, self.table.column_types
         )
         _LOG.info("%s: %s", self.name, agreed)
@@ -287,6 +287,7 @@ class TableBootstrap:
             tuple(reads),
             tuple(engine.quote_identifier(read.name) for read in reads),
             key,
+            lengths,
         )
         self._copy(spark, engine, role, query, watermark, key)
 
@@ -459,7 +460,7 @@ class TableBootstrap:
                 rows = snapshot_rows(
                     spark, access, query, group, self.config.bootstrap.fetch_size, self.name, source_ts
                 )
-                return write_group(spark, spec, rows, watermark, indexes)
+                return write_group(spark, spec, rows, watermark, indexes, query.char_lengths)
             except _FAILURES as exc:
                 cause = describe_failure(exc)
                 # The whole trace (Spark's, Hudi's) only in the log: -v shows it.

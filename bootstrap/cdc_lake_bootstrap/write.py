@@ -14,6 +14,7 @@ partitions are read again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -23,6 +24,7 @@ from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
 from cdc_lake.hudi.timeline import latest_commit, table_exists
 from cdc_lake.hudi.writer import write_batch
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
+from cdc_lake.lake.schema_change import lengths_metadata
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 from cdc_lake.state.records import Watermark
 
@@ -35,8 +37,11 @@ def attempt_id(watermark: Watermark) -> str:
     return watermark.created_at.isoformat()
 
 
-def commit_metadata(watermark: Watermark, partitions: list[int]) -> dict[str, str]:
-    """The metadata of one bootstrap commit: the watermark checkpoint, the attempt and its partitions."""
+def commit_metadata(
+    watermark: Watermark, partitions: list[int], lengths: Mapping[str, int]
+) -> dict[str, str]:
+    """The metadata of one bootstrap commit: the watermark checkpoint, the attempt and its partitions,
+    and the character lengths of the registered schema the copy was aligned with."""
     checkpoint = Checkpoint(
         watermark.topic, dict(watermark.offsets), watermark.ts_source_ms, Origin.WATERMARK
     )
@@ -44,6 +49,7 @@ def commit_metadata(watermark: Watermark, partitions: list[int]) -> dict[str, st
         **checkpoint.commit_metadata(),
         ATTEMPT_KEY: attempt_id(watermark),
         PARTITIONS_KEY: ",".join(str(index) for index in sorted(partitions)),
+        **lengths_metadata(lengths),
     }
 
 
@@ -88,7 +94,13 @@ def lake_state(spark: SparkSession, base_path: str, table: str, watermark: Water
 
 
 def write_group(
-    spark: SparkSession, spec: HudiTableSpec, rows: DataFrame, watermark: Watermark, partitions: list[int]
+    spark: SparkSession,
+    spec: HudiTableSpec,
+    rows: DataFrame,
+    watermark: Watermark,
+    partitions: list[int],
+    lengths: Mapping[str, int],
 ) -> str:
     """Bulk-insert ``rows`` (the lake rows of ``partitions``) as one commit; returns its instant."""
-    return write_batch(spark, spec, rows, WriteOperation.BULK_INSERT, commit_metadata(watermark, partitions))
+    metadata = commit_metadata(watermark, partitions, lengths)
+    return write_batch(spark, spec, rows, WriteOperation.BULK_INSERT, metadata)

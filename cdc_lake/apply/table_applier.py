@@ -60,7 +60,10 @@ from cdc_lake.lake.schema_change import (
     compared_metadata,
     copied_columns,
     key_change,
+    lengths_metadata,
     policy_columns,
+    recorded_lengths,
+    widest_lengths,
 )
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.store import StateStore
@@ -166,6 +169,8 @@ class TableApplier:
         self._checkpoint: Checkpoint | None = None
         self._seen_commit: str | None = None
         self._columns: StructType | None = None
+        self._lengths: dict[str, int] = {}
+        """The character lengths the latest commit records (read with the checkpoint)."""
         self._record_key: tuple[str, ...] | None = None
         self._exists = False
         self.schema_change: SchemaDiff | None = None
@@ -192,6 +197,7 @@ class TableApplier:
                 self.target.base_path, self.target.topic, self.target.qualified_name, self.store, commit
             )
             self._seen_commit = None if commit is None else commit.instant
+            self._lengths = {} if commit is None else recorded_lengths(commit.metadata)
             _LOG.info(
                 "%s resumes from %s %s", self.target.qualified_name, self._checkpoint.origin.value,
                 self._checkpoint.offsets,
@@ -308,7 +314,7 @@ class TableApplier:
         """Cut the batch before its first bad message and write the rest as one commit."""
         bad = dict(summary.first_bad)
         self._refresh_lake()
-        columns = self._merge_schemas(summary, bad)
+        columns, lengths = self._merge_schemas(summary, bad)
         key_fields = self._key_fields(summary, bad)
         cut = {p: b.offset for p, b in bad.items()}
         end = {p: min(plan.end[p], cut.get(p, plan.end[p])) for p in plan.end}
@@ -346,7 +352,7 @@ class TableApplier:
             spec = self.target.spec(key_fields)
             metadata = {
                 **after.commit_metadata(), **commit_metadata(skipped, end),
-                **compared_metadata(self._compared(columns)),
+                **compared_metadata(self._compared(columns)), **lengths_metadata(lengths),
             }
             steps.done("frame")
             if before_commit is not None:
@@ -368,6 +374,7 @@ class TableApplier:
         self._checkpoint = replace(after, commit_instant=instant)
         self._seen_commit = instant
         self._columns = columns
+        self._lengths = lengths
         self._record_key = key_fields
         self._exists = True
         return replace(
@@ -384,24 +391,28 @@ class TableApplier:
                 self._record_key = record_key_fields(self.spark, self.target.base_path)
                 self._exists = True
 
-    def _merge_schemas(self, summary: BatchSummary, bad: dict[int, BadMessage]) -> StructType | None:
-        """The lake columns after this batch; a schema that cannot be merged cuts the batch before it."""
-        columns = self._columns
+    def _merge_schemas(
+        self, summary: BatchSummary, bad: dict[int, BadMessage]
+    ) -> tuple[StructType | None, dict[str, int]]:
+        """The lake columns and recorded character lengths after this batch; a schema that cannot be
+        merged cuts the batch before it."""
+        columns, lengths = self._columns, self._lengths
         for schema_id in sorted(summary.value_schemas):
             firsts = _before_cut(summary.value_schemas[schema_id], bad)
             if not firsts:
                 continue
             try:
                 writer = self._restricted_writer(schema_id)
-                self._classify(schema_id, writer)
+                self._classify(schema_id, writer, lengths)
                 evolution = merge_columns(columns, writer.struct)
                 if evolution.added and columns is not None:
                     _LOG.info("%s: schema id %d adds columns %s", self.target.qualified_name, schema_id,
                               list(evolution.added))
                 columns = evolution.columns
+                lengths = widest_lengths(lengths, writer.lengths)
             except CdcLakeError as exc:
                 _cut(bad, firsts, f"value schema id {schema_id}: {exc}")
-        return columns
+        return columns, lengths
 
     def _restricted_writer(self, schema_id: int) -> WriterColumns:
         """The writer schema's columns the table's policy compares and writes (frozen list, freeze)."""
@@ -424,9 +435,10 @@ class TableApplier:
         commit = latest_commit(self.spark, self.target.base_path)
         return None if commit is None else copied_columns(commit.metadata)
 
-    def _classify(self, schema_id: int, writer: WriterColumns) -> None:
+    def _classify(self, schema_id: int, writer: WriterColumns, lengths: dict[str, int]) -> None:
         """Stop before a writer schema the lake table cannot follow (columns versions older than the lake's
-        lack are fine; the subject's history is read only when something would stop the table)."""
+        lack are fine; the subject's history is read only when something would stop the table);
+        ``lengths``: the character lengths the lake holds values of so far."""
         if self._columns is None:
             return
         lake = self._columns
@@ -434,11 +446,12 @@ class TableApplier:
         diff = classify(
             schema_id, lake, writer, table=self.target.qualified_name,
             partition_fields=self.target.partition_fields, copied=self._copied(lake) if new else None,
+            lengths=lengths,
         )
         if diff.breaking:
             versions = self.registry.versions(f"{self.target.topic}-value")
-            history = [(v.schema_id, self._restricted_writer(v.schema_id).struct) for v in versions]
-            diff = diff.without_older_version_gaps(history, lake)
+            history = [(v.schema_id, self._restricted_writer(v.schema_id)) for v in versions]
+            diff = diff.without_older_version_gaps(history, lake, lengths)
         if diff.breaking:
             self.schema_change = diff
             raise IncompatibleSchemaChange(diff)

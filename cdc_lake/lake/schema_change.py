@@ -9,6 +9,15 @@ Each change between the lake table's columns (and record key) and the newest wri
   (int to bigint, float to double; a longer varchar is the same string type, no change): the lake
   column takes the wider type on write (:func:`cdc_lake.lake.schema.promotes`).
 
+Character lengths are not in the lake's types (every ``varchar(n)``/``char(n)`` is a ``string``): the
+connectors propagate the source type of character columns (``datatype.propagate.source.type``), so the
+writer schema's field carries ``__debezium.source.column.length`` (:attr:`WriterColumns.lengths`), and
+each commit records the lengths the lake was written with (:func:`lengths_metadata`: the bootstrap's
+from the registered schema it aligned with, the applier's the widest it applied).  A writer length
+below the recorded one is ``NARROWED`` (the source may have truncated values, or refused them, without
+a row event); a longer one is no change.  A length missing on either side (an older writer version, a
+commit from before the connectors propagated it) is no change.
+
 Every other kind stops the table in SCHEMA_CHANGED with :meth:`SchemaDiff.report`, whose one-line
 summary names the command that resolves it (``cdc-lake rebootstrap <table>``): ``ADDED_WITH_DEFAULT``
 (a new column whose Avro field has a non-null default: Debezium puts the source column's default
@@ -42,7 +51,7 @@ import json
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql.types import DataType, StructType
 
@@ -79,6 +88,10 @@ class ChangeKind(enum.StrEnum):
 EVOLVABLE = frozenset({ChangeKind.ADDED, ChangeKind.WIDENED})
 _GONE = frozenset({ChangeKind.DROPPED, ChangeKind.RENAMED})
 _OLDER_VERSION = _GONE | {ChangeKind.NARROWED, ChangeKind.PARTITION_CHANGED}
+
+
+LENGTH_PARAMETER = "__debezium.source.column.length"
+"""The Connect schema parameter Debezium puts the source column's length in."""
 
 
 @dataclass(frozen=True)
@@ -121,26 +134,33 @@ class SchemaDiff:
         )
 
     def without_older_version_gaps(
-        self, history: Sequence[tuple[int, StructType]], lake: StructType
+        self,
+        history: Sequence[tuple[int, WriterColumns]],
+        lake: StructType,
+        lengths: Mapping[str, int] | None = None,
     ) -> SchemaDiff:
         """Without what only an older writer version differs in: columns it lacks, or has narrower,
         while the newest registered version has them as the lake does (or wider) and no version
         registered before the writer's (its last registration) had them so.
 
         ``history`` is the subject's versions in registration order, ``(schema id, columns)`` restricted
-        like the writer.  A writer that lacks a column some earlier version had is a real change (a
-        column dropped, then maybe re-added: the source's rows lost their values), whatever came after;
-        a writer outside the history cannot be placed, so nothing is forgiven.
+        like the writer; ``lengths`` the character lengths the lake was written with (a version has a
+        column "as the lake does" only with at least that length).  A writer that lacks a column some
+        earlier version had is a real change (a column dropped, then maybe re-added: the source's rows
+        lost their values), whatever came after; a writer outside the history cannot be placed, so
+        nothing is forgiven.
         """
         ids = [schema_id for schema_id, _ in history]
         if self.schema_id not in ids:
             return self
         position = len(ids) - 1 - ids[::-1].index(self.schema_id)
         stored = {f.name: f.dataType for f in lake.fields}
+        recorded = lengths or {}
 
-        def as_lake(columns: StructType, name: str) -> bool:
-            found = [lake_type(f.dataType) for f in columns.fields if f.name == name]
-            return bool(found) and holds(found[0], stored[name])
+        def as_lake(columns: WriterColumns, name: str) -> bool:
+            found = [lake_type(f.dataType) for f in columns.struct.fields if f.name == name]
+            long_enough = name not in recorded or columns.lengths.get(name, -1) >= recorded[name]
+            return bool(found) and holds(found[0], stored[name]) and long_enough
 
         newest = history[-1][1]
         earlier = [columns for _, columns in history[:position]]
@@ -171,13 +191,15 @@ class SchemaDiff:
 
 @dataclass(frozen=True)
 class WriterColumns:
-    """The columns of a writer schema: lake types, which are NOT NULL without a default, and the
+    """The columns of a writer schema: lake types, which are NOT NULL without a default, the
     non-null Avro defaults (as Debezium wrote them: the source column's current default, or a
-    placeholder such as 0 or the epoch for a function default like ``now()``)."""
+    placeholder such as 0 or the epoch for a function default like ``now()``), and the source lengths
+    of the character columns whose field carries one (:data:`LENGTH_PARAMETER`)."""
 
     struct: StructType
     required_without_default: frozenset[str]
     defaults: Mapping[str, object] = field(default_factory=dict)
+    lengths: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, schema: RegisteredSchema) -> WriterColumns:
@@ -187,17 +209,40 @@ class WriterColumns:
             str(f["name"]) for f in fields if not _nullable(f.get("type")) and "default" not in f
         )
         defaults = {str(f["name"]): f["default"] for f in fields if f.get("default") is not None}
-        return cls(schema.struct_type, required, defaults)
+        return cls(schema.struct_type, required, defaults, char_lengths(schema))
 
     def restricted(self, keep: frozenset[str]) -> WriterColumns:
         """Only the columns in ``keep`` (a frozen column list): changes elsewhere are invisible."""
         struct = StructType([f for f in self.struct.fields if f.name in keep])
         defaults = {name: value for name, value in self.defaults.items() if name in keep}
-        return WriterColumns(struct, self.required_without_default & keep, defaults)
+        lengths = {name: n for name, n in self.lengths.items() if name in keep}
+        return WriterColumns(struct, self.required_without_default & keep, defaults, lengths)
 
 
 def _nullable(avro_type: Any) -> bool:
     return isinstance(avro_type, list) and "null" in avro_type
+
+
+def char_lengths(schema: RegisteredSchema) -> dict[str, int]:
+    """The source lengths of the row columns whose field carries one (character columns)."""
+    fields: Sequence[Mapping[str, Any]] = row_schema(schema.schema).get("fields", [])
+    return {str(f["name"]): n for f in fields if (n := _char_length(f.get("type"))) is not None}
+
+
+def _char_length(avro_type: Any) -> int | None:
+    """The source length of a string field's column, when Debezium propagated it."""
+    for branch in avro_type if isinstance(avro_type, list) else [avro_type]:
+        if isinstance(branch, dict) and branch.get("type") == "string":
+            parameters = cast(Mapping[str, str], branch.get("connect.parameters") or {})
+            if LENGTH_PARAMETER in parameters:
+                return int(parameters[LENGTH_PARAMETER])
+    return None
+
+
+def widest_lengths(recorded: Mapping[str, int], writer: Mapping[str, int]) -> dict[str, int]:
+    """The lengths a commit records after applying ``writer`` over ``recorded``: the longer of each."""
+    both = {**recorded, **writer}
+    return {name: max(recorded.get(name, n), writer.get(name, n)) for name, n in both.items()}
 
 
 def _type_name(data_type: DataType) -> str:
@@ -212,9 +257,12 @@ def classify(
     table: str,
     partition_fields: Iterable[str] = (),
     copied: frozenset[str] | None = None,
+    lengths: Mapping[str, int] | None = None,
 ) -> SchemaDiff:
     """The differences between the lake columns of ``table`` and the writer's (both already restricted
-    by policy); ``copied``: the columns the lake was copied and applied with, when not every column."""
+    by policy); ``copied``: the columns the lake was copied and applied with, when not every column;
+    ``lengths``: the character lengths the lake was written with (:func:`recorded_lengths`)."""
+    recorded = lengths or {}
     incoming = {f.name: lake_type(f.dataType) for f in writer.struct.fields}
     stored = {f.name: f.dataType for f in lake.fields}
     changes: list[Change] = []
@@ -250,7 +298,13 @@ def classify(
             changes.append(Change(ChangeKind.ADDED, name, _type_name(incoming[name])))
     for name, old_type in stored.items():
         new_type = incoming.get(name)
-        if new_type is None or _type_name(new_type) == _type_name(old_type):
+        if new_type is None:
+            continue
+        if _type_name(new_type) == _type_name(old_type):
+            old_length, new_length = recorded.get(name), writer.lengths.get(name)
+            if old_length is not None and new_length is not None and new_length < old_length:
+                detail = f"character length {old_length} -> {new_length}"
+                changes.append(Change(ChangeKind.NARROWED, name, detail))
             continue
         detail = f"{_type_name(old_type)} -> {_type_name(new_type)}"
         if promotes(old_type, new_type):
@@ -294,6 +348,20 @@ def copied_columns(metadata: Mapping[str, str]) -> frozenset[str] | None:
     """The columns a commit's metadata says its policy compared (None: every column, or not recorded)."""
     raw = metadata.get(COMPARED_KEY)
     return None if raw is None else frozenset(str(name) for name in json.loads(raw))
+
+
+LENGTHS_KEY = "schema.char_lengths"
+
+
+def lengths_metadata(lengths: Mapping[str, int]) -> dict[str, str]:
+    """The commit metadata recording the character lengths the lake was written with (none: nothing)."""
+    return {LENGTHS_KEY: json.dumps(dict(sorted(lengths.items())))} if lengths else {}
+
+
+def recorded_lengths(metadata: Mapping[str, str]) -> dict[str, int]:
+    """The character lengths a commit's metadata records (empty: none recorded, e.g. an older commit)."""
+    raw = metadata.get(LENGTHS_KEY)
+    return {} if raw is None else {str(name): int(n) for name, n in json.loads(raw).items()}
 
 
 def policy_columns(

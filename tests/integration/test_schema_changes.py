@@ -1,13 +1,15 @@
 """Source schema changes on both engines while the source keeps changing.
 
-Five LIVE tables: one gains a nullable column without a default (it evolves in place and loses no row,
+Six LIVE tables: one gains a nullable column without a default (it evolves in place and loses no row,
 under concurrent writes: the source's existing rows hold NULL in it, as the lake's do), one drops a
 column, one changes a column's type incompatibly, one widens a decimal (``numeric(12,2)`` to
 ``numeric(14,2)``: Hudi cannot change a decimal column's precision in place and failed the write
-mid-batch) and one gains ``NOT NULL DEFAULT 'eu'`` (the source's existing rows hold 'eu' and no row
-event says so): each of those four stops alone in SCHEMA_CHANGED with a readable report naming
-``cdc-lake rebootstrap TABLE``, while the first keeps applying; ``cdc-lake rebootstrap`` is the way out
-and ends equal to the source (the widened decimal in the new copy's type).
+mid-batch), one gains ``NOT NULL DEFAULT 'eu'`` (the source's existing rows hold 'eu' and no row
+event says so) and one narrows a ``varchar(200)`` to ``varchar(20)`` (a string in the lake either way:
+only the length the connector propagates shows it; the bootstrap's commits recorded 200): each of those
+five stops alone in SCHEMA_CHANGED with a readable report naming ``cdc-lake rebootstrap TABLE``, while
+the first keeps applying; ``cdc-lake rebootstrap`` is the way out and ends equal to the source (the
+widened decimal in the new copy's type).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ CHANGES = {
         "retypes": "alter table public.retypes alter column grp type text",
         "widens": "alter table public.widens alter column amount type numeric(14, 2)",
         "regional": "alter table public.regional add column region text not null default 'eu'",
+        "narrows": "alter table public.narrows alter column val type varchar(20)",
     },
     "mariadb": {
         "grows": "alter table grows add column note varchar(40)",
@@ -57,8 +60,11 @@ CHANGES = {
         "retypes": "alter table retypes modify grp varchar(20) not null",
         "widens": "alter table widens modify amount decimal(14, 2)",
         "regional": "alter table regional add column region varchar(8) not null default 'eu'",
+        "narrows": "alter table narrows modify val varchar(20)",
     },
 }
+# ``val`` is a varchar(200) before onboarding (MariaDB's items table has it so already).
+PREPARE = {"postgres": ["alter table public.narrows alter column val type varchar(200)"], "mariadb": []}
 TOUCH = {
     "postgres": "update public.{name} set amount = amount + 1 where id <= 5",
     "mariadb": "update {name} set amount = amount + 1 where id <= 5",
@@ -81,9 +87,10 @@ def assert_second_reader_agrees(db: SourceDb, name: str, base_path: str, column:
 def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
-    names = ["grows", "drops", "retypes", "widens", "regional"]
+    names = ["grows", "drops", "retypes", "widens", "regional", "narrows"]
     for name in names:
         engine.aware_items(db, name, ROWS)
+    db.execute(*PREPARE[db.engine])
     config_path = write_db_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
     onboard(config_path, db.source)
     config = load(config_path)
@@ -120,6 +127,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
         "retypes": "column 'grp' type changed: int -> string",
         "widens": "column 'amount' type changed: decimal(12,2) -> decimal(14,2)",
         "regional": "column 'region' added with a default: 'eu'",
+        "narrows": "column 'val' narrowed: character length 200 -> 20",
     }
     with StateStore.open(config.state_store.url) as store:
         for name, fragment in expected.items():

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
+from fixtures.debezium import PG_TOPIC, POSTGRES_SOURCE, character, envelope, optional, required
 from pyspark.sql.types import (
     BooleanType,
     IntegerType,
@@ -24,6 +26,15 @@ from cdc_lake_bootstrap.registry_check import align_with_registry
 class Registered:
     schema_id: int
     struct_type: StructType
+    schema: dict[str, Any]
+
+
+# What Debezium registered: a varchar(40) ``label`` besides the read columns; ``added`` is not in it.
+SCHEMA = envelope(
+    PG_TOPIC,
+    [required("id", "long"), optional("label", character(40)), optional("gone", character(9, "BPCHAR"))],
+    POSTGRES_SOURCE,
+)
 
 
 class FakeRegistry:
@@ -35,7 +46,7 @@ class FakeRegistry:
             raise SchemaRegistryError(
                 f"schema registry at http://r: subject {subject!r} has no registered versions"
             )
-        return Registered(42, self.struct)
+        return Registered(42, self.struct, SCHEMA)
 
 
 ROW = StructType(
@@ -50,26 +61,29 @@ READS = [
     ColumnRead("small", "CAST(`small` AS SIGNED)", IntegerType()),
     ColumnRead("flag", "CAST(`flag` AS SIGNED)", IntegerType()),
     ColumnRead("added", "`added`", StringType()),
+    ColumnRead("label", "`label`", StringType()),
 ]
 
 
 def test_agreeing_types_and_registered_booleans_are_kept() -> None:
-    aligned, note = align_with_registry(FakeRegistry(ROW), "t", READS, "s.d.t")  # type: ignore[arg-type]
+    aligned, note, lengths = align_with_registry(FakeRegistry(ROW), "t", READS, "s.d.t")  # type: ignore[arg-type]
 
     assert [(r.name, r.lake_type) for r in aligned] == [
         ("id", LongType()),
         ("small", IntegerType()),
         ("flag", BooleanType()),
         ("added", StringType()),
+        ("label", StringType()),
     ]
     assert aligned[2].select == "CAST(`flag` AS SIGNED)"
     assert note == "3 column types agree with Debezium's schema id 42"
+    assert lengths == {"label": 40}, "the copy's commits record the registered lengths of its columns"
 
 
 def test_no_registered_schema_leaves_the_catalog_types() -> None:
-    aligned, note = align_with_registry(FakeRegistry(None), "t", READS, "s.d.t")  # type: ignore[arg-type]
+    aligned, note, lengths = align_with_registry(FakeRegistry(None), "t", READS, "s.d.t")  # type: ignore[arg-type]
 
-    assert aligned == READS
+    assert aligned == READS and lengths == {}
     assert "no value schema registered for t yet" in note
 
 

@@ -215,6 +215,28 @@ def test_binlog_specific_settings(engine: str) -> None:
     assert "slot.name" not in config
 
 
+@pytest.mark.parametrize(
+    ("engine", "char_types", "other_types"),
+    [
+        ("postgres", ["VARCHAR", "BPCHAR", "varchar"], ["TEXT", "INT4", "NUMERIC", "_VARCHAR", "mood"]),
+        ("mysql", ["VARCHAR", "CHAR"], ["TEXT", "TINYTEXT", "ENUM", "VARBINARY", "DECIMAL"]),
+        ("mariadb", ["VARCHAR", "CHAR"], ["TEXT", "TINYTEXT", "ENUM", "VARBINARY", "DECIMAL"]),
+    ],
+)
+def test_only_character_columns_carry_their_source_type_and_length(
+    engine: str, char_types: list[str], other_types: list[str]
+) -> None:
+    """Issue 21: the length in the writer schema is how the applier sees a varchar narrowed; Debezium
+    matches each regex case-insensitively against ``<table id>.<type name>`` (ColumnMappers)."""
+    patterns = render_connector(engine, "c1", _params(engine))["datatype.propagate.source.type"].split(",")
+
+    def propagated(type_name: str) -> bool:
+        return any(re.fullmatch(p, f"shop.public.orders.{type_name}", re.IGNORECASE) for p in patterns)
+
+    assert all(propagated(t) for t in char_types)
+    assert not any(propagated(t) for t in other_types)
+
+
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_column_include_list_only_when_columns_are_frozen(engine: str) -> None:
     assert "column.include.list" not in render_connector(engine, "c1", _params(engine))

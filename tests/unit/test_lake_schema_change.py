@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fixtures.debezium import PG_TOPIC, POSTGRES_SOURCE, character, envelope, optional, required
 from pyspark.sql.types import (
     DataType,
     DecimalType,
@@ -27,7 +28,10 @@ from cdc_lake.lake.schema_change import (
     compared_metadata,
     copied_columns,
     key_change,
+    lengths_metadata,
     policy_columns,
+    recorded_lengths,
+    widest_lengths,
 )
 
 
@@ -37,6 +41,11 @@ def _struct(**columns: DataType) -> StructType:
 
 TABLE = "pg.public.orders"
 LAKE = _struct(id=LongType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2))
+
+
+def _history(*versions: tuple[int, StructType]) -> list[tuple[int, WriterColumns]]:
+    """A subject's history of versions without character lengths."""
+    return [(schema_id, WriterColumns(columns, frozenset())) for schema_id, columns in versions]
 
 
 def _kinds(writer: StructType, required: frozenset[str] = frozenset(), **kw: object) -> list[tuple[str, str]]:
@@ -119,7 +128,7 @@ def test_an_older_writer_with_a_narrower_decimal_is_no_change_once_the_lake_has_
 
     diff = classify(3, lake, WriterColumns(older, frozenset()), table=TABLE)
 
-    assert not diff.without_older_version_gaps([(3, older), (4, lake)], lake).breaking
+    assert not diff.without_older_version_gaps(_history((3, older), (4, lake)), lake).breaking
 
 
 @pytest.mark.parametrize(
@@ -188,9 +197,9 @@ def test_what_only_an_older_writer_version_lacks_is_no_change() -> None:
     diff = classify(3, LAKE, WriterColumns(older, frozenset()), table=TABLE)
 
     assert sorted(c.column for c in diff.breaking) == ["id", "price"]
-    assert not diff.without_older_version_gaps([(3, older), (4, LAKE)], LAKE).breaking
-    assert diff.without_older_version_gaps([(3, older)], LAKE).breaking
-    assert diff.without_older_version_gaps([(4, LAKE)], LAKE).breaking, "a writer outside the history"
+    assert not diff.without_older_version_gaps(_history((3, older), (4, LAKE)), LAKE).breaking
+    assert diff.without_older_version_gaps(_history((3, older)), LAKE).breaking
+    assert diff.without_older_version_gaps(_history((4, LAKE)), LAKE).breaking, "a writer outside the history"
 
 
 def test_a_column_dropped_and_re_added_stays_a_change() -> None:
@@ -200,12 +209,12 @@ def test_a_column_dropped_and_re_added_stays_a_change() -> None:
     re_added = _struct(id=LongType(), name=StringType(), price=DecimalType(10, 2), qty=IntegerType())
     diff = classify(2, LAKE, WriterColumns(dropped, frozenset()), table=TABLE)
 
-    kept = diff.without_older_version_gaps([(1, LAKE), (2, dropped), (3, re_added)], LAKE)
+    kept = diff.without_older_version_gaps(_history((1, LAKE), (2, dropped), (3, re_added)), LAKE)
 
     assert [(c.kind, c.column) for c in kept.breaking] == [(ChangeKind.DROPPED, "qty")]
     assert [
         (c.kind, c.column)
-        for c in diff.without_older_version_gaps([(1, LAKE), (2, dropped), (1, LAKE)], LAKE).breaking
+        for c in diff.without_older_version_gaps(_history((1, LAKE), (2, dropped), (1, LAKE)), LAKE).breaking
     ] == [(ChangeKind.DROPPED, "qty")]
 
 
@@ -213,10 +222,10 @@ def test_a_column_narrowed_and_widened_again_stays_a_change() -> None:
     narrowed = _struct(id=IntegerType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2))
     diff = classify(2, LAKE, WriterColumns(narrowed, frozenset()), table=TABLE)
 
-    kept = diff.without_older_version_gaps([(1, LAKE), (2, narrowed), (3, LAKE)], LAKE)
+    kept = diff.without_older_version_gaps(_history((1, LAKE), (2, narrowed), (3, LAKE)), LAKE)
 
     assert [(c.kind, c.column) for c in kept.breaking] == [(ChangeKind.NARROWED, "id")]
-    assert not diff.without_older_version_gaps([(2, narrowed), (3, LAKE)], LAKE).breaking
+    assert not diff.without_older_version_gaps(_history((2, narrowed), (3, LAKE)), LAKE).breaking
 
 
 def test_the_frozen_list_and_freeze_hide_changes_outside_them() -> None:
@@ -327,3 +336,72 @@ def test_commits_record_the_columns_a_policy_compared() -> None:
     assert copied_columns(compared_metadata(frozen)) == frozenset(LAKE.fieldNames())
     assert copied_columns(compared_metadata(None)) is None
     assert copied_columns({}) is None
+
+
+def _writer(**lengths: int | None) -> WriterColumns:
+    """The columns of a Debezium envelope with ``id`` and one string column per keyword (a length: the
+    source's, propagated; None: a plain string, as before the connectors propagated lengths)."""
+    columns = [required("id", "long")]
+    columns += [optional(n, "string" if n_ is None else character(n_)) for n, n_ in lengths.items()]
+    return WriterColumns.of(RegisteredSchema(5, envelope(PG_TOPIC, columns, POSTGRES_SOURCE)))
+
+
+CHAR_LAKE = _struct(id=LongType(), val=StringType(), note=StringType())
+
+
+def test_a_shorter_character_length_stops_the_table_naming_the_column_and_the_lengths() -> None:
+    """Issue 21: ``ALTER ... TYPE varchar(20)`` of a varchar(200) (MySQL ``MODIFY val varchar(20)``) may
+    have truncated values without a row event; both are strings in the lake, so only the length Debezium
+    propagates shows it."""
+    writer = _writer(val=20, note=None)
+
+    diff = classify(8, CHAR_LAKE, writer, table=TABLE, lengths={"val": 200})
+
+    assert writer.lengths == {"val": 20}
+    assert [(c.kind, c.column) for c in diff.breaking] == [(ChangeKind.NARROWED, "val")]
+    assert diff.summary() == (
+        "schema change (writer schema id 8): column 'val' narrowed: character length 200 -> 20; "
+        "re-bootstrap the table: cdc-lake rebootstrap pg.public.orders"
+    )
+    assert all(len(line) <= 80 for line in diff.report())
+
+
+@pytest.mark.parametrize(
+    ("writer", "recorded"),
+    [
+        (_writer(val=400, note=None), {"val": 200}),
+        (_writer(val=200, note=None), {"val": 200}),
+        (_writer(val=None, note=None), {"val": 200}),
+        (_writer(val=20, note=None), {}),
+        (_writer(val=20, note=None), {"note": 200}),
+    ],
+    ids=["longer", "same", "writer-without-length", "lake-without-length", "other-column"],
+)
+def test_a_longer_or_unknown_character_length_is_no_change(
+    writer: WriterColumns, recorded: dict[str, int]
+) -> None:
+    """A longer varchar holds every value; a length missing on either side (an older writer version,
+    a commit from before the connectors propagated lengths) is no change."""
+    assert not classify(8, CHAR_LAKE, writer, table=TABLE, lengths=recorded).changes
+
+
+def test_commits_record_the_widest_character_length_applied() -> None:
+    recorded = widest_lengths({"val": 200, "note": 10}, _writer(val=300, note=None, extra=5).lengths)
+
+    assert recorded == {"val": 300, "note": 10, "extra": 5}
+    assert recorded_lengths(lengths_metadata(recorded)) == recorded
+    assert lengths_metadata({}) == {} and recorded_lengths({}) == {}
+    assert _writer(val=20, note=30).restricted(frozenset({"id", "note"})).lengths == {"note": 30}
+
+
+def test_an_older_writer_with_a_shorter_length_is_no_change_once_a_newer_version_is_longer() -> None:
+    """A message of the varchar(20) version arriving after the lake applied the widened varchar(200)
+    one (another partition) is an older version's; narrowed after being longer, it stays a change."""
+    short, long = _writer(val=20, note=None), _writer(val=200, note=None)
+    unknown = _writer(val=None, note=None)
+    diff = classify(2, CHAR_LAKE, short, table=TABLE, lengths={"val": 200})
+
+    forgiven = diff.without_older_version_gaps([(1, unknown), (2, short), (3, long)], CHAR_LAKE, {"val": 200})
+    assert not forgiven.breaking
+    kept = diff.without_older_version_gaps([(1, long), (2, short), (3, long)], CHAR_LAKE, {"val": 200})
+    assert [(c.kind, c.column) for c in kept.breaking] == [(ChangeKind.NARROWED, "val")]
