@@ -45,6 +45,8 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 from support.bootstrap import (  # noqa: E402
@@ -55,7 +57,7 @@ from support.bootstrap import (  # noqa: E402
     wait_streamed,
     write_db_config,
 )
-from support.common import cli_run  # noqa: E402
+from support.common import cli_run, write_config  # noqa: E402
 from support.compare import assert_rows_equal  # noqa: E402
 from support.second_reader import s3_storage_options, second_reader_rows  # noqa: E402
 
@@ -316,8 +318,9 @@ def run_pass(
         for _, _, name in cells:
             db.execute(*(s.format(t=_quoted(engine, name), rows=ROWS) for s in CREATE[engine]))
         entries = [{"name": name, "schema_changes": policy} for _, policy, name in cells]
-        lake = {"base_path": str(Path(scratch) / "lake"), "table_type": table_type}
-        config_path = write_db_config(Path(scratch), db, entries, lake["base_path"], lake=lake)
+        config_path = write_db_config(Path(scratch), db, entries, str(Path(scratch) / "lake"))
+        data = yaml.safe_load(config_path.read_text())
+        write_config(config_path, {**data, "lake": {**data["lake"], "table_type": table_type}})
         config = load_config(config_path)
         tables = [db.qualified(name) for _, _, name in cells]
         _log(f"{engine} {table_type}: onboarding and bootstrapping {len(cells)} tables")
