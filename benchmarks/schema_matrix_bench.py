@@ -92,7 +92,7 @@ CREATE = {
 }
 # Written after every DDL (valid whatever the DDL did to ``val`` or ``grp``).
 WRITES = (
-    "insert into {t} (id, grp, amount, flag) values ({id}, '1', 1.50, true)",
+    "insert into {t} (id, grp, amount, flag{extra_column}) values ({id}, '1', 1.50, true{extra_value})",
     "update {t} set amount = amount + 1 where id <= 3",
 )
 
@@ -105,6 +105,8 @@ class Kind:
     then: dict[str, tuple[str, ...]]
     expected: dict[str, tuple[str, str, str]]
     """Per engine: the outcome under ``evolve``, ``freeze``, ``rebootstrap`` (docs/schema-changes.md)."""
+    insert: tuple[str, str] = ("", "")
+    """A column the inserts after the DDL must fill, and its value (``", req"``, ``", 3"``)."""
 
 
 def _both(*statements: str) -> dict[str, tuple[str, ...]]:
@@ -195,6 +197,7 @@ KINDS: dict[str, Kind] = {
         },
         _both("update {t} set req = 7 where id = 4"),
         _same("stopped", "exact", "stopped -> exact"),
+        (", req", ", 3"),
     ),
     "drop_readd": Kind(
         _both("alter table {t} drop column val"),
@@ -310,6 +313,7 @@ def run_pass(
     kinds: Sequence[str],
     policies: Sequence[str],
     rebootstrap: bool,
+    parallel: int,
 ) -> list[dict[str, Any]]:
     """One engine and table type: every kind x policy cell; one result per cell."""
     cells = [(kind, policy, f"{kind}_{policy[:2]}") for kind in kinds for policy in policies]
@@ -328,17 +332,23 @@ def run_pass(
         db.execute(*(WRITES[1].format(t=_quoted(engine, name)) for _, _, name in cells))
         for table in tables:
             wait_for_schema(config, table)
-        _cli(config_path, "bootstrap", *tables, "--apply")
+        _cli(config_path, "bootstrap", *tables, "--apply", "--parallel", str(parallel))
         bootstrapped = time.monotonic()
         _log(f"{engine} {table_type}: DDLs and writes")
+        refused: dict[str, str] = {}
         for number, (kind, _, name) in enumerate(cells):
-            values = {"t": _quoted(engine, name), "name": name, "id": 1000 + number, "id2": 2000 + number}
             spec = KINDS[kind]
-            db.execute(*(s.format(**values) for s in spec.ddl[engine]))
-            db.execute(*(s.format(**values) for s in (*WRITES, *spec.then[engine])))
+            values = {"t": _quoted(engine, name), "name": name, "id": 1000 + number, "id2": 2000 + number}
+            values.update(extra_column=spec.insert[0], extra_value=spec.insert[1])
+            try:
+                db.execute(*(s.format(**values) for s in spec.ddl[engine]))
+                db.execute(*(s.format(**values) for s in (*WRITES, *spec.then[engine])))
+            except Exception as exc:  # the cell is FAILED, the others go on
+                refused[db.qualified(name)] = f"the source refused a statement: {exc}".splitlines()[0]
+                _log(f"{name}: {refused[db.qualified(name)]}")
         wait_streamed(config, tables[0])
         _log(f"{engine} {table_type}: applying")
-        errors = _apply_until_idle(config, tables)
+        errors = {**_apply_until_idle(config, tables), **refused}
         applied = time.monotonic()
         results = []
         for kind, policy, name in cells:
@@ -420,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-rebootstrap", action="store_true", help="leave stopped rebootstrap tables stopped"
     )
+    parser.add_argument("--parallel", type=int, default=4, help="the bootstrap's --parallel")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
@@ -427,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     for engine in args.engines:
         for table_type in args.table_types:
-            results += run_pass(stack, engine, table_type, args.kinds, args.policies, not args.no_rebootstrap)
+            results += run_pass(
+                stack, engine, table_type, args.kinds, args.policies, not args.no_rebootstrap, args.parallel
+            )
     table = markdown(results)
     print(table)
     for cell in results:
