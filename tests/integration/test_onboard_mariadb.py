@@ -84,7 +84,6 @@ def test_onboard_streams_every_table_reruns_without_change_and_adds_tables(
     maria.execute("insert into orders values (9, 1.25)", "insert into products values (3, 'd')")
     wait_for_keys(maria.topic(source, "orders"), {9})
     wait_for_keys(maria.topic(source, "products"), {3})
-    assert len(written) > 20
     wait_for_keys(maria.topic(source, "inventory"), written)
 
     offboarded = run_json(config, "offboard", source)

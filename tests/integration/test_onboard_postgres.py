@@ -102,7 +102,6 @@ def test_onboard_streams_every_table_reruns_without_change_and_adds_tables(pg: P
     pg.execute("insert into shop.events values (7, 'click'); insert into shop.customers values (3, 'dee')")
     wait_for_keys(f"{source}.shop.events", {7})
     wait_for_keys(f"{source}.shop.customers", {3})
-    assert len(written) > 20
     wait_for_keys(f"{source}.shop.orders", written)
 
     offboarded = run_json(config, "offboard", f"{source}.shop.orders")

@@ -21,6 +21,8 @@ from support.common import run_json
 
 KAFKA = "127.0.0.1:19092"
 CONNECT = "http://127.0.0.1:18083"
+WRITES_AROUND = 5
+"""Writes :func:`onboard_while_writing` makes before the command and after it returns."""
 
 
 def connectors_of(source: str) -> list[str]:
@@ -81,8 +83,10 @@ def wait_for_keys(topic: str, expected: Iterable[int], timeout: float = 90.0) ->
 def onboard_while_writing(config: Path, source: str, write: Callable[[int], object]) -> tuple[Any, list[int]]:
     """Run ``onboard SOURCE --json`` while a thread calls ``write(key)`` for keys 100, 101, ... every 0.1 s.
 
-    Returns the onboard report and the keys written: a table added while another one changes must lose
-    none of its events.
+    The writes start before the command and go on for :data:`WRITES_AROUND` keys after it returns, and
+    some land while it runs (asserted here, not left to how long onboarding happens to take): a table
+    added while another one changes must lose none of the events written before, during and after the
+    connector update.  Returns the onboard report and the keys written.
     """
     written: list[int] = []
     stop = threading.Event()
@@ -95,11 +99,23 @@ def onboard_while_writing(config: Path, source: str, write: Callable[[int], obje
             key += 1
             time.sleep(0.1)
 
-    writer = threading.Thread(target=keep_writing)
+    def wait_for_writes(count: int) -> None:
+        deadline = time.monotonic() + 60
+        while len(written) < count:
+            assert writer.is_alive(), "the writer thread died"
+            assert time.monotonic() < deadline, f"only {len(written)} of {count} writes in 60 s"
+            time.sleep(0.05)
+
+    writer = threading.Thread(target=keep_writing, daemon=True)
     writer.start()
     try:
+        wait_for_writes(WRITES_AROUND)
+        before = len(written)
         added = run_json(config, "onboard", source)
+        during = len(written) - before
+        wait_for_writes(len(written) + WRITES_AROUND)
     finally:
         stop.set()
         writer.join()
+    assert during > 0, "no write landed while onboard ran"
     return added, written
