@@ -4,7 +4,6 @@ is an answer naming why, and the column it concerns stops the table (never evolv
 from __future__ import annotations
 
 import socket
-from typing import Any
 
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -19,7 +18,7 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _config(allow_primary_reads: bool, **source: Any) -> Config:
+def _config(allow_primary_reads: bool) -> Config:
     return Config.model_validate({
         "bootstrap": {"allow_primary_reads": allow_primary_reads},
         "sources": {
@@ -27,7 +26,6 @@ def _config(allow_primary_reads: bool, **source: Any) -> Config:
                 "engine": "postgres",
                 "primary": {"host": "127.0.0.1", "port": _closed_port(), "database": "app", "user": "cdc"},
                 "tables": [{"name": "public.items"}],
-                **source,
             }
         },
     })
