@@ -147,10 +147,12 @@ KINDS: dict[str, Kind] = {
             "mariadb": ("alter table {t} add column tag varchar(36) default (uuid())",),
         },
         _both("update {t} set tag = null where id = 5"),
-        # MariaDB's expression default is the documented gap: Debezium carries no default, it evolves.
+        # MariaDB's expression default reaches the schema without a default: the source's catalog shows it.
+        # The replica runs the DDL itself and draws UUIDs of its own, so a copy read from it differs from
+        # the primary (docs/schema-changes.md, "Defaults").
         {
             "postgres": ("stopped", "exact", "stopped -> exact"),
-            "mariadb": ("DIVERGED", "exact", "DIVERGED"),
+            "mariadb": ("stopped", "exact", "stopped -> DIVERGED"),
         },
     ),
     "drop": Kind(_both("alter table {t} drop column val"), _both(), STOPS),

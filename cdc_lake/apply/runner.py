@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from cdc_lake import applier_metrics
+from cdc_lake.apply.source_defaults import SourceCatalog
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
@@ -73,7 +74,10 @@ def applier_options(
 ) -> ApplierOptions:
     """Batch options from the config's ``kafka`` and ``apply`` sections."""
     kafka = KafkaReadSettings(config.kafka.bootstrap_servers, dict(config.kafka.consumer))
-    return ApplierOptions(kafka=kafka, max_events=config.apply.batch_max_events, reader=reader, slices=slices)
+    return ApplierOptions(
+        kafka=kafka, max_events=config.apply.batch_max_events, reader=reader, slices=slices,
+        source_defaults=SourceCatalog(config).defaults,
+    )
 
 
 def skip_reason(store: StateStore, target: TableTarget) -> str | None:

@@ -55,6 +55,7 @@ from cdc_lake.lake.schema import merge_columns, row_columns
 from cdc_lake.lake.schema_change import (
     IncompatibleSchemaChange,
     SchemaDiff,
+    SourceDefaults,
     WriterColumns,
     classify,
     compared_metadata,
@@ -88,6 +89,10 @@ class ApplierOptions:
     slices: int = 4
     board: OffsetBoard | None = None
     """Where batch plans take end offsets from (the ``run`` service's batched reads); None: read alone."""
+    source_defaults: Callable[[str, Sequence[str]], SourceDefaults] | None = None
+    """Asks a table's source for the defaults of columns a writer schema adds without an Avro default
+    (:class:`cdc_lake.apply.source_defaults.SourceCatalog`); None: not asked, such columns evolve (only
+    where no config names the sources: a benchmark of the apply path)."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,8 @@ class TableApplier:
         self._exists = False
         self.schema_change: SchemaDiff | None = None
         """The breaking schema change the last batch stopped at, if it stopped at one."""
+        self._source_answers: dict[int, SourceDefaults] = {}
+        """The source's answer about the columns each writer schema id adds (asked once per schema id)."""
 
     @property
     def lake_columns(self) -> StructType | None:
@@ -448,6 +455,8 @@ class TableApplier:
             partition_fields=self.target.partition_fields, copied=self._copied(lake) if new else None,
             lengths=lengths,
         )
+        if diff.added():
+            diff = diff.with_source_defaults(self._source_defaults(schema_id, diff.added()))
         if diff.breaking:
             versions = self.registry.versions(f"{self.target.topic}-value")
             history = [(v.schema_id, self._restricted_writer(v.schema_id)) for v in versions]
@@ -455,6 +464,21 @@ class TableApplier:
         if diff.breaking:
             self.schema_change = diff
             raise IncompatibleSchemaChange(diff)
+
+    def _source_defaults(self, schema_id: int, added: tuple[str, ...]) -> SourceDefaults:
+        """What the source says of the columns writer schema ``schema_id`` adds without an Avro default:
+        an answer naming every column is kept for the schema id; a failure, or a column the catalog lacks
+        (the replica may catch up), is asked again on the next batch."""
+        ask = self.options.source_defaults
+        if ask is None:
+            return SourceDefaults(dict.fromkeys(added))
+        known = self._source_answers.get(schema_id)
+        if known is not None:
+            return known
+        answer = ask(self.target.qualified_name, added)
+        if answer.error is None and set(added) <= set(answer.defaults):
+            self._source_answers[schema_id] = answer
+        return answer
 
     def _key_fields(self, summary: BatchSummary, bad: dict[int, BadMessage]) -> tuple[str, ...] | None:
         if self.target.key_fields:

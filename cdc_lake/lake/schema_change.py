@@ -18,6 +18,14 @@ below the recorded one is ``NARROWED`` (the source may have truncated values, or
 a row event); a longer one is no change.  A length missing on either side (an older writer version, a
 commit from before the connectors propagated it) is no change.
 
+A new nullable column whose Avro field has no default is ``ADDED`` only once the source's catalog says
+it has no default (:meth:`SchemaDiff.with_source_defaults`): Debezium carries no default for MySQL/MariaDB
+expression defaults (``DEFAULT (uuid())``), a nullable ``TIMESTAMP DEFAULT CURRENT_TIMESTAMP`` nor Postgres
+types without a default parser (``bytea``, arrays), so the writer schema alone cannot tell such a column
+from one without a default.  The applier asks the source (:class:`SourceDefaults`, read outside this
+module, which does no I/O); a column with a default there, missing there, or a source that could not be
+asked, is ``ADDED_WITH_DEFAULT``.
+
 Every other kind stops the table in SCHEMA_CHANGED with :meth:`SchemaDiff.report`, whose one-line
 summary names the command that resolves it (``cdc-lake rebootstrap <table>``): ``ADDED_WITH_DEFAULT``
 (a new column whose Avro field has a non-null default: Debezium puts the source column's default
@@ -177,6 +185,20 @@ class SchemaDiff:
         kept = tuple(c for c in self.changes if not (c.column in gaps and c.kind in _OLDER_VERSION))
         return SchemaDiff(self.table, self.schema_id, kept)
 
+    def added(self) -> tuple[str, ...]:
+        """The new columns that would evolve the table: what :meth:`with_source_defaults` asks about."""
+        return tuple(c.column for c in self.changes if c.kind is ChangeKind.ADDED)
+
+    def with_source_defaults(self, source: SourceDefaults) -> SchemaDiff:
+        """Each added column the source's catalog does not show without a default (it has one there, it is
+        not there, or the source could not be asked) as ``ADDED_WITH_DEFAULT`` instead."""
+        changes = []
+        for change in self.changes:
+            held = source.held(change.column) if change.kind is ChangeKind.ADDED else None
+            stop = None if held is None else Change(ChangeKind.ADDED_WITH_DEFAULT, change.column, held)
+            changes.append(stop or change)
+        return SchemaDiff(self.table, self.schema_id, tuple(changes))
+
     def report(self) -> list[str]:
         """Lines of at most 80 columns, breaking changes first, for the run's detail and the docs."""
         ordered = sorted(self.changes, key=lambda c: (c.evolvable, c.column))
@@ -187,6 +209,26 @@ class SchemaDiff:
                 change.describe(), 80, initial_indent=f"{head}  ", subsequent_indent=" " * 9
             )
         return lines
+
+
+@dataclass(frozen=True)
+class SourceDefaults:
+    """What the source's catalog says of the columns a writer schema adds: each column's default as the
+    catalog spells it (None: no default), a column it lacks absent; ``error``: why it could not be asked."""
+
+    defaults: Mapping[str, str | None]
+    error: str | None = None
+
+    def held(self, column: str) -> str | None:
+        """Why the source's existing rows may hold a value in ``column`` (None: they hold NULL)."""
+        if self.error is not None:
+            return f"its default at the source is unknown ({self.error})"
+        if column not in self.defaults:
+            return "not in the source table's catalog, its default unknown"
+        default = self.defaults[column]
+        if default is None:
+            return None
+        return f"{default} at the source (the source's existing rows hold it, the lake cannot know them)"
 
 
 @dataclass(frozen=True)

@@ -290,3 +290,10 @@ class SourceEngine(SnapshotSource):
     @abstractmethod
     def replica_delay(self) -> ReplicaDelay:
         """How far the read replica trails the primary now."""
+
+    @abstractmethod
+    def column_defaults(self, table: str, columns: Sequence[str], role: str) -> dict[str, str | None]:
+        """The defaults of ``columns`` of ``table`` as ``role``'s catalog spells them (None: no default,
+        so a column added without one holds NULL in the existing rows; identity, auto-increment and
+        generated columns have one); a column the table lacks is absent.  The applier asks before a new
+        column evolves the lake, since Debezium's schema drops some defaults (docs/schema-changes.md)."""

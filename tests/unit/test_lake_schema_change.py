@@ -23,6 +23,7 @@ from cdc_lake.lake.schema_change import (
     EVOLVABLE,
     ChangeKind,
     SchemaPolicy,
+    SourceDefaults,
     WriterColumns,
     classify,
     compared_metadata,
@@ -300,6 +301,38 @@ def test_a_column_added_with_a_default_stops_the_table_naming_the_default_and_th
     )
     assert ChangeKind.ADDED_WITH_DEFAULT not in EVOLVABLE
     assert all(len(line) <= 80 for line in diff.report())
+
+
+def test_a_nullable_column_whose_default_only_the_source_knows_stops_the_table() -> None:
+    """Issue 21's remaining gap: Debezium carries no default for MariaDB's ``DEFAULT (uuid())`` (nor
+    Postgres ``bytea``/array defaults), so the writer schema shows a plain nullable add; the source's
+    catalog shows the default, and the table stops naming it.  A column without a default there evolves;
+    one the catalog lacks, or a source that could not be asked, stops too."""
+    writer = WriterColumns(
+        _struct(id=LongType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2),
+                u=StringType(), note=StringType()),
+        frozenset(),
+    )
+    diff = classify(7, LAKE, writer, table=TABLE)
+
+    assert diff.added() == ("u", "note")
+    asked = diff.with_source_defaults(SourceDefaults({"u": "uuid()", "note": None}))
+
+    assert [(c.kind, c.column) for c in asked.breaking] == [(ChangeKind.ADDED_WITH_DEFAULT, "u")]
+    assert [c.column for c in asked.changes if c.evolvable] == ["note"]
+    assert asked.summary() == (
+        "schema change (writer schema id 7): column 'u' added with a default: uuid() at the source (the "
+        "source's existing rows hold it, the lake cannot know them); re-bootstrap the table: "
+        "cdc-lake rebootstrap pg.public.orders"
+    )
+    assert all(len(line) <= 80 for line in asked.report())
+    gone = diff.with_source_defaults(SourceDefaults({"note": None}))
+    assert [(c.column, c.detail) for c in gone.breaking] == [
+        ("u", "not in the source table's catalog, its default unknown")
+    ]
+    unasked = diff.with_source_defaults(SourceDefaults({}, error="source pg: replica down"))
+    assert sorted(c.column for c in unasked.breaking) == ["note", "u"]
+    assert "(source pg: replica down)" in unasked.summary()
 
 
 def test_freeze_ignores_a_column_added_with_a_default_like_any_new_column() -> None:

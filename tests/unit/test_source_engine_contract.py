@@ -52,6 +52,7 @@ CONTRACT: dict[str, Callable[..., Any] | property] = {
         # operations
         "capture_lag",
         "replica_delay",
+        "column_defaults",
     )
 } | {"row_comparisons": property(_unused)}
 """Every method of the contract, each implemented by a stub."""

@@ -123,6 +123,8 @@ class MySqlEngine(SourceEngine):
     primary_connection_fix = "check host, port, user and the password variable"
     position_type: ClassVar[type[LogPosition]] = MySqlGtidSet
     flavor = "mysql"
+    no_default: ClassVar[frozenset[str]] = frozenset()
+    """How ``information_schema.COLUMNS.COLUMN_DEFAULT`` spells "no default" besides SQL NULL."""
     replica_status_query = "SHOW REPLICA STATUS"
     replica_hosts_query = "SHOW REPLICAS"
     position_query = "SELECT @@GLOBAL.gtid_executed"
@@ -381,6 +383,30 @@ class MySqlEngine(SourceEngine):
                 rows = int(cur.fetchone()[0])
         return TableShape(table, columns, primary_key, rows, int(found[1] or 0))
 
+    def column_defaults(self, table: str, columns: Sequence[str], role: str) -> dict[str, str | None]:
+        """``COLUMN_DEFAULT`` of ``information_schema.COLUMNS`` (MariaDB spells "no default" ``NULL``, a
+        string default quoted, an expression such as ``uuid()`` bare); generated and auto-increment
+        columns have their expression or ``auto_increment`` as their default."""
+        database, _, name = table.partition(".")
+        with self._connect(role) as conn, conn.cursor() as cur:
+            cur.execute(
+                "SELECT COLUMN_NAME, COLUMN_DEFAULT, EXTRA, GENERATION_EXPRESSION "
+                "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (database, name),
+            )
+            rows = cur.fetchall()
+        found: dict[str, str | None] = {}
+        for column, default, extra, generated in rows:
+            if str(column) not in columns:
+                continue
+            if generated:
+                found[str(column)] = f"generated as ({generated})"
+            elif "auto_increment" in str(extra or "").lower():
+                found[str(column)] = "auto_increment"
+            else:
+                found[str(column)] = None if default is None or default in self.no_default else str(default)
+        return found
+
     def sample_key_literals(
         self, table: str, key: tuple[str, ...], sample_rows: int, estimated_rows: int, role: str
     ) -> list[tuple[str, ...]]:
@@ -512,6 +538,7 @@ class MariaDbEngine(MySqlEngine):
     jdbc_url_options = "permitMysqlScheme&connectTimeout=10000&tcpKeepAlive=true"
     read_only_variable = "tx_read_only"
     flavor = "mariadb"
+    no_default: ClassVar[frozenset[str]] = frozenset({"NULL"})
     replica_status_query = "SHOW SLAVE STATUS"
     replica_hosts_query = "SHOW SLAVE HOSTS"
     position_query = "SELECT @@GLOBAL.gtid_binlog_pos"

@@ -521,6 +521,23 @@ class PostgresEngine(SourceEngine):
                 rows = int(_one(counted)[0])
         return TableShape(table, tuple(columns), primary_key, rows, int(size))
 
+    def column_defaults(self, table: str, columns: Sequence[str], role: str) -> dict[str, str | None]:
+        """The default expression of ``pg_attrdef`` (a generated column's too), ``generated as identity``
+        for an identity column, or the value ``pg_attribute.attmissingval`` keeps for the rows that
+        predate a column added with a default since dropped."""
+        schema, name = _split(table)
+        with self._connect(role) as conn:
+            rows = conn.execute(_DEFAULTS_QUERY, (schema, name, list(columns))).fetchall()
+        found: dict[str, str | None] = {}
+        for column, default, identity, generated, missing in rows:
+            if default is not None:
+                found[str(column)] = f"generated as ({default})" if generated else str(default)
+            elif identity:
+                found[str(column)] = "generated as identity"
+            else:
+                found[str(column)] = None if missing is None else f"{missing} (kept for the existing rows)"
+        return found
+
     def sample_key_literals(
         self, table: str, key: tuple[str, ...], sample_rows: int, estimated_rows: int, role: str
     ) -> list[tuple[str, ...]]:
@@ -696,6 +713,17 @@ join pg_type t on t.oid = m.oid
 left join pg_type e on e.oid = t.typelem and t.typcategory = 'A'
 where a.attrelid = %s and a.attnum > 0 and not a.attisdropped
 order by a.attnum
+"""
+
+
+_DEFAULTS_QUERY = """
+select a.attname::text, pg_get_expr(d.adbin, d.adrelid), nullif(a.attidentity::text, ''),
+       nullif(a.attgenerated::text, ''), case when a.atthasmissing then a.attmissingval::text end
+from pg_attribute a
+join pg_class c on c.oid = a.attrelid
+join pg_namespace n on n.oid = c.relnamespace
+left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+where n.nspname = %s and c.relname = %s and a.attname = any(%s) and a.attnum > 0 and not a.attisdropped
 """
 
 

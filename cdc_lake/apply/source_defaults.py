@@ -1,0 +1,47 @@
+"""Asking a table's source whether the columns a writer schema adds have a default there.
+
+Debezium's schema drops some defaults (MySQL/MariaDB expression defaults, a nullable ``TIMESTAMP DEFAULT
+CURRENT_TIMESTAMP``, Postgres types without a default parser such as ``bytea`` and arrays), so before a
+new column without an Avro default evolves the lake the applier asks the source's catalog
+(:meth:`cdc_lake.sources.base.SourceEngine.column_defaults`) and hands the answer to the pure
+classification (:meth:`cdc_lake.lake.schema_change.SchemaDiff.with_source_defaults`).  The catalog is
+read where the bootstrap and ``validate`` read: the replica (after it replayed the primary's position
+now, so it has the DDL the writer schema came from), or the primary when the config allows primary
+reads.  A failure is the answer's ``error``, never an exception: the table stops naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cdc_lake.config import Config
+from cdc_lake.exceptions import CdcLakeError, SourceEngineError
+from cdc_lake.lake.schema_change import SourceDefaults
+from cdc_lake.sources import engine_for
+
+
+@dataclass(frozen=True)
+class SourceCatalog:
+    """The configured sources' catalogs, asked for column defaults by qualified table name."""
+
+    config: Config
+
+    def defaults(self, table: str, columns: Sequence[str]) -> SourceDefaults:
+        """The defaults of ``columns`` of ``table`` (``source.schema.table``) in its source's catalog."""
+        try:
+            source, entry = self.config.table(table)
+            engine = engine_for(source)
+            if source.replica is not None:
+                role = "replica"
+                timeout = self.config.bootstrap.replica_wait_timeout_seconds
+                engine.wait_replica_past(engine.current_position(), timeout)
+            elif self.config.bootstrap.allow_primary_reads:
+                role = "primary"
+            else:
+                raise SourceEngineError(
+                    f"source {source.name} has no replica to read, and bootstrap.allow_primary_reads is off"
+                )
+            return SourceDefaults(engine.column_defaults(entry.name, columns, role))
+        except CdcLakeError as exc:
+            return SourceDefaults({}, error=str(exc))
