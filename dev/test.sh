@@ -22,12 +22,17 @@ echo "== stack up"; .venv/bin/cdc-lake stack up
 # Tests run in two processes, a test module per process at a time (each has its own SparkSession).
 # Three gained nothing (2026-11-26 rehearsal: parallel phase 2,257 s with three against 2,274-2,287 s
 # with two; each slow test took 40-60% longer, the load average stayed 6-7): the run is CPU-bound.
+# Modules run longest first (tests/conftest.py, from tests/module_seconds.json; xdist's own reorder, most
+# tests first, put the slow one-test modules last); this run's seconds per module go to
+# .cdc-lake/test-module-seconds.json, to refresh that file from.
 # The `serial` tests stop, pause, promote or reconfigure a service every test shares; they run alone after.
 export CDC_LAKE_FORBID_SKIPS=1 CDC_LAKE_REQUIRE_RECORDED=1 CDC_LAKE_KEEP_STACK=1
 status=0
 echo "== pytest (parallel: everything but the serial tests)"
-.venv/bin/pytest tests -p no:cacheprovider -q --durations=30 -n "${CDC_LAKE_TEST_PROCESSES:-2}" \
-    --dist loadfile -m "not serial" "$@" || status=$?
+mkdir -p .cdc-lake
+CDC_LAKE_MODULE_SECONDS=.cdc-lake/test-module-seconds.json .venv/bin/pytest tests -p no:cacheprovider -q \
+    --durations=30 -n "${CDC_LAKE_TEST_PROCESSES:-2}" --dist loadfile --no-loadscope-reorder -m "not serial" \
+    "$@" || status=$?
 echo "== pytest (serial: tests that change a shared service)"
 .venv/bin/pytest tests -p no:cacheprovider -q --durations=10 -m serial "$@" || status=$?
 echo "test.sh: finished in $(( $(date +%s) - started ))s"
