@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import site
 import sys
 import tarfile
 from collections.abc import Iterator
@@ -80,7 +81,7 @@ def runtime_distributions(root: str = PROJECT) -> list[metadata.Distribution]:
             continue
         visited.add((key, extra))
         try:
-            dist = found.get(key) or metadata.distribution(name)
+            dist = found.get(key) or _installed(name)
         except metadata.PackageNotFoundError:
             raise ConfigError(
                 f"cannot pack the Python environment: '{name}' (needed by {wanted_by}) is not installed "
@@ -93,6 +94,16 @@ def runtime_distributions(root: str = PROJECT) -> list[metadata.Distribution]:
                 pending.append((requirement.name, "", dist.metadata["Name"]))
                 pending.extend((requirement.name, e, dist.metadata["Name"]) for e in requirement.extras)
     return sorted(found.values(), key=lambda d: canonicalize_name(d.metadata["Name"]))
+
+
+def _installed(name: str) -> metadata.Distribution:
+    """``name`` as installed in this interpreter's site directories, before whatever else sys.path
+    shows: ``pip wheel .`` leaves ``cdc_lake.egg-info`` in a checkout, which ``python -m cdc_lake`` run
+    there finds first, with the file list of the day it was built."""
+    sites = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    for dist in metadata.distributions(name=name, path=sites):
+        return dist
+    return metadata.distribution(name)
 
 
 def _editable(dist: metadata.Distribution) -> bool:

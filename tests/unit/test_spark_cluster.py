@@ -101,6 +101,24 @@ def test_the_packed_environment_holds_cdc_lake_and_its_dependencies_but_not_spar
     assert not names & {"pyspark", "py4j", "pytest", "mypy", "ruff"}
 
 
+def test_a_build_left_in_the_working_directory_is_not_what_gets_packed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pip wheel .`` leaves ``cdc_lake.egg-info`` in the checkout, listing the files of that day; from
+    the checkout (``python -m cdc_lake`` puts it first on sys.path) the archive took its file list, and
+    executors failed importing a module added since.  The installed distribution is what gets packed."""
+    stale = tmp_path / "cdc_lake.egg-info"
+    stale.mkdir()
+    (stale / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: cdc-lake\nVersion: 0.0.1\n")
+    (stale / "SOURCES.txt").write_text("cdc_lake/__init__.py\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    [packed] = [d for d in runtime_distributions() if d.metadata["Name"] == "cdc-lake"]
+
+    assert packed.version != "0.0.1"
+    assert "egg-info" not in str(packed.locate_file(""))
+
+
 def test_packed_environment_spark_conf_and_bad_archive_names(tmp_path: Path) -> None:
     packed = PackedEnvironment(tmp_path / "env.tar.gz", ("cdc-lake",), 1, 10)
     assert packed.spark_conf("hdfs:///deploy/env.tar.gz") == {
