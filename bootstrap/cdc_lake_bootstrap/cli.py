@@ -171,6 +171,11 @@ def validate(
     help="Remove previous base paths kept past lake.old_copy_keep_hours (no TABLE).",
 )
 @click.option("--now", is_flag=True, help="With --remove-old: do not wait for the keep time.")
+@click.option(
+    "--from-primary", is_flag=True,
+    help="Read the copy from the primary, not the replica (a replica whose rows differ, e.g. a MySQL "
+    "uuid() default it computed itself; the copy's reads load the primary).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of lines.")
 @click.pass_context
 def rebootstrap(
@@ -180,6 +185,7 @@ def rebootstrap(
     abort: bool,
     remove_old: bool,
     now: bool,
+    from_primary: bool,
     as_json: bool,
 ) -> None:
     """Copy tables afresh into a new versioned base path and switch to it once caught up.
@@ -197,6 +203,8 @@ def rebootstrap(
         raise ConfigError("name the tables to re-bootstrap (or --abort), or give --remove-old alone")
     if now and not remove_old:
         raise ConfigError("--now applies to --remove-old only")
+    if from_primary and (remove_old or abort):
+        raise ConfigError("--from-primary applies to a re-bootstrap only, not --remove-old or --abort")
     if remove_old:
         results = remove_old_paths(config, now)
     elif abort:
@@ -205,7 +213,7 @@ def rebootstrap(
         view = LineView(lambda line: click.echo(line, err=as_json))
         try:
             results = rebootstrap_tables(
-                config, tables, reason, view, applier_factory(), connector_update(ctx)
+                config, tables, reason, view, applier_factory(), connector_update(ctx), from_primary
             )
         finally:
             view.close()

@@ -65,6 +65,8 @@ _LOG = logging.getLogger(__name__)
 
 REBOOTSTRAP_RUN = "rebootstrap"
 REMOVE_OLD_RUN = "rebootstrap remove-old"
+PRIMARY = "primary"
+"""``Rebootstrap.read_from`` of a re-bootstrap started with ``--from-primary``."""
 NOT_YET_BOOTSTRAPPED = frozenset({TableState.PENDING_BOOTSTRAP, TableState.BOOTSTRAPPING})
 
 
@@ -112,8 +114,13 @@ def rebootstrap_tables(
     view: ProgressView,
     applier: ApplierFactory,
     update_connectors: ConnectorUpdate | None = None,
+    from_primary: bool = False,
 ) -> list[RebootstrapResult]:
     """Re-bootstrap each table in turn and switch it; the first failure stops the command (resumable).
+
+    ``from_primary`` reads the copies from the primary even where a replica is configured; a resumed
+    re-bootstrap must be asked for the side it started on (recorded with it): partitions copied from
+    both would mix two sources.
 
     ``applier`` catches the copy up after its hand-off and once more before the switch.
 
@@ -129,12 +136,18 @@ def rebootstrap_tables(
                 if table.columns and update_connectors is not None:
                     for action in update_connectors(config, source.name, table.name):
                         _LOG.info("%s: %s", name, action)
-                results.append(_rebootstrap(config, store, name, reason, view, applier))
+                results.append(_rebootstrap(config, store, name, reason, view, applier, from_primary))
     return results
 
 
 def _rebootstrap(
-    config: Config, store: StateStore, name: str, reason: str, view: ProgressView, applier: ApplierFactory
+    config: Config,
+    store: StateStore,
+    name: str,
+    reason: str,
+    view: ProgressView,
+    applier: ApplierFactory,
+    from_primary: bool,
 ) -> RebootstrapResult:
     began = time.monotonic()
     info = store.require_table(name)
@@ -142,19 +155,31 @@ def _rebootstrap(
         raise RebootstrapError(f"table {name} is {info.state.value}: run `cdc-lake bootstrap {name}` instead")
     if info.state is TableState.OFFBOARDED:
         raise RebootstrapError(f"table {name} is OFFBOARDED: onboard it again first")
+    read_from = PRIMARY if from_primary else None
     record = store.start_rebootstrap(
-        name, reason, lambda version: versioned_path(config.lake.table_base_path(name), version)
+        name, reason, lambda version: versioned_path(config.lake.table_base_path(name), version), read_from
     )
+    if record.read_from != read_from:
+        started = "from the primary" if record.read_from == PRIMARY else "where the config says"
+        again = "with" if record.read_from == PRIMARY else "without"
+        raise RebootstrapError(
+            f"table {name}: its unfinished re-bootstrap v{record.version} reads {started}; run it again "
+            f"{again} --from-primary, or roll it back: cdc-lake rebootstrap {name} --abort"
+        )
     source, table = config.table(name)
     target = copy_target(config, name, record)
     if store.get_table(record.copy_name) is None:
         store.upsert_table(record.copy_name, source.name, table.tier, record.new_path)
     _LOG.info("%s: re-bootstrap v%d into %s (%s)", name, record.version, record.new_path, record.reason)
     with store.run(REBOOTSTRAP_RUN, name) as handle:
-        handle.detail.update({"version": record.version, "reason": record.reason, "path": record.new_path})
+        handle.detail.update({
+            "version": record.version, "reason": record.reason, "path": record.new_path,
+            "read_from": record.read_from or "as configured",
+        })
         registry = registry_client(config)
         copy = TableBootstrap(
-            config, source, table, store, registry, view, apply=True, applier=applier, target=target
+            config, source, table, store, registry, view, apply=True, applier=applier, target=target,
+            read_primary=from_primary,
         )
         copy.run()
         spark = get_spark(config.spark, config.lake)
@@ -301,8 +326,10 @@ class AutoRebootstrap:
     """The ``rebootstrap`` schema policy: re-bootstrap a table that stopped in SCHEMA_CHANGED, in a thread.
 
     ``cdc-lake run`` calls it with the table and its schema difference; tables of other policies stay
-    stopped for the operator.  One thread per table at a time; the table's bootstrap lock refuses a
-    re-bootstrap another process already runs (logged, not retried).
+    stopped for the operator, and so does a change only a copy of the primary resolves
+    (:attr:`~cdc_lake.lake.schema_change.SchemaDiff.needs_primary`: the re-bootstrap would read the
+    replica, and reading the primary is the operator's decision).  One thread per table at a time; the
+    table's bootstrap lock refuses a re-bootstrap another process already runs (logged, not retried).
     """
 
     def __init__(self, config: Config, applier: ApplierFactory) -> None:
@@ -315,6 +342,13 @@ class AutoRebootstrap:
         """Start the re-bootstrap of ``table`` if its policy asks for it and none is running here."""
         _source, configured = self.config.table(table)
         if SchemaPolicy(configured.schema_changes) is not SchemaPolicy.REBOOTSTRAP:
+            return
+        if diff.needs_primary:
+            # Reading the primary is the operator's call (its load); a copy of the replica would differ.
+            _LOG.error(
+                "%s: no automatic re-bootstrap: only a copy read from the primary is exact (%s)", table,
+                diff.summary(),
+            )
             return
         with self._lock:
             running = self._running.get(table)

@@ -178,9 +178,11 @@ class TableBootstrap:
         apply: bool,
         applier: ApplierFactory,
         target: TableTarget | None = None,
+        read_primary: bool = False,
     ) -> None:
         """``apply``: catch the table up with ``applier`` after the hand-off; ``target``: where to bootstrap
-        instead of the configured table (a re-bootstrap's copy)."""
+        instead of the configured table (a re-bootstrap's copy); ``read_primary``: read the primary even
+        with a replica configured (``rebootstrap --from-primary``)."""
         self.config = config
         self.source = source
         self.table = table
@@ -190,6 +192,7 @@ class TableBootstrap:
         self.apply = apply
         self.applier = applier
         self.target: TableTarget = target or target_for(config, source, table)
+        self.read_primary = read_primary
         self.name = self.target.qualified_name
         self.progress = TableProgress(self.name)
         self.started = time.monotonic()
@@ -230,7 +233,9 @@ class TableBootstrap:
         )
 
     def role(self) -> str:
-        """Where the snapshot is read: ``replica``, or ``primary`` when the config allows it."""
+        """Where the snapshot is read: ``replica``, or ``primary`` when asked or when the config allows it."""
+        if self.read_primary:
+            return "primary"
         if self.source.replica is not None:
             return "replica"
         if self.config.bootstrap.allow_primary_reads:

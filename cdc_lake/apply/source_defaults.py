@@ -7,7 +7,10 @@ new column without an Avro default evolves the lake the applier asks the source'
 classification (:meth:`cdc_lake.lake.schema_change.SchemaDiff.with_source_defaults`).  The catalog is
 read where the bootstrap and ``validate`` read: the replica (after it replayed the primary's position
 now, so it has the DDL the writer schema came from), or the primary when the config allows primary
-reads.  A failure is the answer's ``error``, never an exception: the table stops naming it.
+reads.  A failure is the answer's ``error``, never an exception: the table stops naming it.  A default
+the replica computed for its own rows (``uuid()`` on MySQL/MariaDB, whose DDL replicates as a statement)
+is marked: the stop then names ``cdc-lake rebootstrap TABLE --from-primary``, since a copy of the replica
+would hold the replica's values.
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ class SourceCatalog:
                 raise SourceEngineError(
                     f"source {source.name} has no replica to read, and bootstrap.allow_primary_reads is off"
                 )
-            return SourceDefaults(engine.column_defaults(entry.name, columns, role))
+            found = engine.column_defaults(entry.name, columns, role)
+            primary_only = frozenset(
+                column
+                for column, default in found.items()
+                if role == "replica" and default is not None and engine.replica_evaluates(default)
+            )
+            return SourceDefaults(found, primary_only=primary_only)
         except CdcLakeError as exc:
             return SourceDefaults({}, error=str(exc))

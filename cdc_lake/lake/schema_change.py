@@ -109,6 +109,10 @@ class Change:
     kind: ChangeKind
     column: str
     detail: str
+    from_primary: bool = False
+    """The existing rows' values are the primary's alone: the replica computed its own (a MySQL/MariaDB
+    DDL replicates as a statement, so a non-deterministic default such as ``uuid()`` runs there again);
+    a re-bootstrap must read the primary (``cdc-lake rebootstrap TABLE --from-primary``)."""
 
     @property
     def evolvable(self) -> bool:
@@ -133,9 +137,19 @@ class SchemaDiff:
         """The changes the lake table cannot follow in place."""
         return tuple(c for c in self.changes if not c.evolvable)
 
+    @property
+    def needs_primary(self) -> bool:
+        """Whether only a copy read from the primary is exact (a change :attr:`Change.from_primary`)."""
+        return any(c.from_primary for c in self.breaking)
+
     def summary(self) -> str:
         """One line: the breaking changes (``last_error`` of a SCHEMA_CHANGED table)."""
         parts = "; ".join(c.describe() for c in self.breaking)
+        if self.needs_primary:
+            return (
+                f"schema change (writer schema id {self.schema_id}): {parts}; re-bootstrap the table "
+                f"from the primary: cdc-lake rebootstrap {self.table} --from-primary"
+            )
         return (
             f"schema change (writer schema id {self.schema_id}): {parts}; "
             f"re-bootstrap the table: cdc-lake rebootstrap {self.table}"
@@ -195,7 +209,9 @@ class SchemaDiff:
         changes = []
         for change in self.changes:
             held = source.held(change.column) if change.kind is ChangeKind.ADDED else None
-            stop = None if held is None else Change(ChangeKind.ADDED_WITH_DEFAULT, change.column, held)
+            primary = change.column in source.primary_only
+            kind = ChangeKind.ADDED_WITH_DEFAULT
+            stop = None if held is None else Change(kind, change.column, held, primary)
             changes.append(stop or change)
         return SchemaDiff(self.table, self.schema_id, tuple(changes))
 
@@ -218,6 +234,9 @@ class SourceDefaults:
 
     defaults: Mapping[str, str | None]
     error: str | None = None
+    primary_only: frozenset[str] = frozenset()
+    """Columns whose default the replica asked evaluated for its own rows, so that they differ from the
+    primary's (:meth:`cdc_lake.sources.base.SourceEngine.replica_evaluates`)."""
 
     def held(self, column: str) -> str | None:
         """Why the source's existing rows may hold a value in ``column`` (None: they hold NULL)."""
@@ -228,6 +247,11 @@ class SourceDefaults:
         default = self.defaults[column]
         if default is None:
             return None
+        if column in self.primary_only:
+            return (
+                f"{default} at the source (the existing rows hold values the lake cannot know, and the "
+                "replica computed its own)"
+            )
         return f"{default} at the source (the source's existing rows hold it, the lake cannot know them)"
 
 

@@ -297,3 +297,9 @@ class SourceEngine(SnapshotSource):
         so a column added without one holds NULL in the existing rows; identity, auto-increment and
         generated columns have one); a column the table lacks is absent.  The applier asks before a new
         column evolves the lake, since Debezium's schema drops some defaults (docs/schema-changes.md)."""
+
+    @abstractmethod
+    def replica_evaluates(self, default: str) -> bool:
+        """Whether a replica computed ``default`` (as :meth:`column_defaults` spells it) for the existing
+        rows itself, with values that may differ from the primary's: a copy read from the replica would
+        not be the source's (``cdc-lake rebootstrap TABLE --from-primary`` reads the primary)."""

@@ -172,3 +172,5 @@ class RebootstrapRow(Base):
     started_at: Mapped[datetime] = mapped_column(UtcDateTime)
     switched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     remove_after: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    read_from: Mapped[str | None] = mapped_column(String(16))
+    """``primary`` when ``rebootstrap --from-primary`` started it (migration 0005); null: as configured."""

@@ -194,3 +194,5 @@ class Rebootstrap:
     started_at: datetime
     switched_at: datetime | None
     remove_after: datetime | None
+    read_from: str | None = None
+    """``primary``: the copy is read from the primary (``--from-primary``); None: as the config says."""

@@ -465,8 +465,11 @@ class StateStore:
 
     # Re-bootstraps
 
-    def start_rebootstrap(self, table: str, reason: str, new_path_for: Callable[[int], str]) -> Rebootstrap:
-        """The table's unfinished re-bootstrap, or a new one (the next version) into ``new_path_for(v)``."""
+    def start_rebootstrap(
+        self, table: str, reason: str, new_path_for: Callable[[int], str], read_from: str | None = None
+    ) -> Rebootstrap:
+        """The table's unfinished re-bootstrap, or a new one (the next version) into ``new_path_for(v)``
+        whose copy is read from ``read_from`` (None: as the config says)."""
         with self._transaction() as session:
             table_row = self._require_row(session, table)
             query = select(RebootstrapRow).where(RebootstrapRow.table_name == table)
@@ -479,7 +482,7 @@ class StateStore:
                 table_name=table, version=version, copy_name=f"{table}~v{version}",
                 old_path=table_row.lake_base_path, new_path=new_path_for(version),
                 reason=_one_line_text(reason) or "operator request", phase=RebootstrapPhase.COPYING.value,
-                started_at=utcnow(), switched_at=None, remove_after=None,
+                started_at=utcnow(), switched_at=None, remove_after=None, read_from=read_from,
             )
             session.add(row)
             return _rebootstrap(row)
@@ -831,6 +834,7 @@ def _rebootstrap(row: RebootstrapRow) -> Rebootstrap:
         table=row.table_name, version=row.version, copy_name=row.copy_name, old_path=row.old_path,
         new_path=row.new_path, reason=row.reason, phase=RebootstrapPhase(row.phase),
         started_at=row.started_at, switched_at=row.switched_at, remove_after=row.remove_after,
+        read_from=row.read_from,
     )
 
 

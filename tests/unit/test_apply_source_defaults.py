@@ -8,8 +8,9 @@ import socket
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from cdc_lake.apply.source_defaults import SourceCatalog
-from cdc_lake.config import Config
+from cdc_lake.config import Config, Connection, Source
 from cdc_lake.lake.schema_change import ChangeKind, WriterColumns, classify
+from cdc_lake.sources import engine_for
 
 
 def _closed_port() -> int:
@@ -53,3 +54,17 @@ def test_a_table_outside_the_config_answers_with_the_error() -> None:
     answer = SourceCatalog(_config(True)).defaults("pg.public.other", ["u"])
 
     assert answer.error == "table pg.public.other is not in the config"
+
+
+def test_only_a_mysql_replica_computes_a_non_deterministic_default_of_its_own() -> None:
+    """A MySQL/MariaDB DDL replicates as a statement: the replica runs ``uuid()`` itself (``now()`` takes
+    the statement's logged time); a Postgres streaming replica replays the primary's rows."""
+    primary = Connection(port=3306, user="cdc", password="x")
+    mysql = engine_for(Source(name="m", engine="mariadb", server_id=9, primary=primary))
+    pg_primary = Connection(port=5432, database="d", user="u")
+    postgres = engine_for(Source(name="p", engine="postgres", primary=pg_primary))
+
+    functions = ("uuid()", "UUID_SHORT()", "concat('k-', rand())", "sysdate()")
+    assert all(mysql.replica_evaluates(d) for d in functions)
+    assert not [d for d in ("current_timestamp()", "now()", "'eu'", "0") if mysql.replica_evaluates(d)]
+    assert not postgres.replica_evaluates("gen_random_uuid()")

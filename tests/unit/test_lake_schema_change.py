@@ -335,6 +335,32 @@ def test_a_nullable_column_whose_default_only_the_source_knows_stops_the_table()
     assert "(source pg: replica down)" in unasked.summary()
 
 
+def test_a_default_the_replica_computed_itself_names_a_rebootstrap_from_the_primary() -> None:
+    """MariaDB replicates ``ADD COLUMN u ... DEFAULT (uuid())`` as a statement: the replica draws UUIDs of
+    its own, so a re-bootstrap read there would hold the replica's values; the stop names the command
+    that reads the primary, and only when such a column is among the breaking changes."""
+    writer = WriterColumns(
+        _struct(id=LongType(), name=StringType(), qty=IntegerType(), price=DecimalType(10, 2),
+                u=StringType(), v=StringType()),
+        frozenset(),
+    )
+    diff = classify(7, LAKE, writer, table=TABLE)
+
+    both = diff.with_source_defaults(
+        SourceDefaults({"u": "uuid()", "v": "'x'"}, primary_only=frozenset({"u"}))
+    )
+    plain = diff.with_source_defaults(SourceDefaults({"u": "uuid()", "v": "'x'"}))
+
+    assert both.needs_primary and not plain.needs_primary
+    assert [c.column for c in both.breaking if c.from_primary] == ["u"]
+    assert both.summary().endswith(
+        "re-bootstrap the table from the primary: cdc-lake rebootstrap pg.public.orders --from-primary"
+    )
+    assert "the replica computed its own" in both.summary()
+    assert plain.summary().endswith("re-bootstrap the table: cdc-lake rebootstrap pg.public.orders")
+    assert all(len(line) <= 80 for line in both.report())
+
+
 def test_freeze_ignores_a_column_added_with_a_default_like_any_new_column() -> None:
     writer = WriterColumns(_struct(id=LongType(), region=StringType()), frozenset(), {"region": "eu"})
     lake = _struct(id=LongType())

@@ -17,6 +17,7 @@ import pytest
 from fixtures.caught_up import CaughtUpApplier
 
 from cdc_lake.config import Config, load_config
+from cdc_lake.exceptions import RebootstrapError
 from cdc_lake.hudi.timeline import CommitInfo
 from cdc_lake.kafka.offsets import TopicState
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
@@ -27,6 +28,7 @@ from cdc_lake.state.records import Rebootstrap
 from cdc_lake.state.status import table_statuses
 from cdc_lake.state.store import StateStore, versioned_path
 from cdc_lake_bootstrap import rebootstrap, validate
+from cdc_lake_bootstrap.progress import LineView
 from cdc_lake_bootstrap.rebootstrap import copy_target, remove_old_paths
 from cdc_lake_bootstrap.validate import ValidateOptions, validate_table
 
@@ -205,3 +207,19 @@ def test_a_switch_keeps_the_copys_own_apply_commits(
     assert (current.last_commit, current.applied_offsets) == (COPY_COMMIT, {0: 44, 1: 7})
     assert store.get_table(copying.copy_name) is None
     assert store.rebootstraps(TABLE)[-1].switched_at is not None
+
+
+def test_a_resumed_rebootstrap_reads_where_it_started(
+    config: Config, store: StateStore, copying: Rebootstrap
+) -> None:
+    """Partitions copied from the replica and the primary would mix two sources: the side the unfinished
+    re-bootstrap started on is recorded, and a run asking for the other one is refused, naming both ways."""
+    assert copying.read_from is None
+
+    with pytest.raises(RebootstrapError) as refused:
+        rebootstrap._rebootstrap(config, store, TABLE, "again", LineView(print), CaughtUpApplier, True)
+
+    assert str(refused.value) == (
+        f"table {TABLE}: its unfinished re-bootstrap v2 reads where the config says; run it again without "
+        f"--from-primary, or roll it back: cdc-lake rebootstrap {TABLE} --abort"
+    )

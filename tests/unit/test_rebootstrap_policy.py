@@ -9,7 +9,7 @@ import pytest
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import load_config
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.lake.schema_change import ChangeKind, SchemaPolicy, key_change
+from cdc_lake.lake.schema_change import Change, ChangeKind, SchemaDiff, SchemaPolicy, key_change
 from cdc_lake_bootstrap.rebootstrap import AutoRebootstrap
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "cdc-lake.example.yaml"
@@ -32,6 +32,21 @@ def test_tables_of_other_policies_stay_stopped_for_the_operator() -> None:
     automatic("pg.public.customers", diff)
 
     assert not automatic._running
+
+
+def test_a_change_only_a_copy_of_the_primary_resolves_waits_for_the_operator(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The policy re-bootstraps from the replica; reading the primary instead loads it, which is the
+    operator's decision (``rebootstrap --from-primary``), so a table whose replica differs stays stopped."""
+    automatic = AutoRebootstrap(load_config(EXAMPLE), ApplyRunner.for_config)
+    added = Change(ChangeKind.ADDED_WITH_DEFAULT, "u", "uuid() at the source", from_primary=True)
+    diff = SchemaDiff("pg.public.events", 4, (added,))
+
+    automatic("pg.public.events", diff)
+
+    assert not automatic._running
+    assert "cdc-lake rebootstrap pg.public.events --from-primary" in caplog.text
 
 
 def test_an_unknown_policy_is_refused_naming_the_setting(tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ CONTRACT: dict[str, Callable[..., Any] | property] = {
         "capture_lag",
         "replica_delay",
         "column_defaults",
+        "replica_evaluates",
     )
 } | {"row_comparisons": property(_unused)}
 """Every method of the contract, each implemented by a stub."""

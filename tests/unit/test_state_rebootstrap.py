@@ -109,3 +109,13 @@ def test_an_aborted_rebootstrap_leaves_the_table_untouched(store: StateStore) ->
     assert store.get_table(started.copy_name) is None
     assert store.require_table(TABLE).lake_base_path == PATH
     assert store.start_rebootstrap(TABLE, "again", lambda v: versioned_path(PATH, v)).version == 3
+
+
+def test_a_rebootstrap_records_where_its_copy_is_read(store: StateStore) -> None:
+    """``rebootstrap --from-primary`` is recorded with the run (migration 0005): a resumed run must read
+    where the first one read, and ``rebootstrap`` refuses the other side (test_rebootstrap_current_copy)."""
+    started = store.start_rebootstrap(TABLE, "uuid() default", lambda v: versioned_path(PATH, v), "primary")
+    again = store.start_rebootstrap(TABLE, "again", lambda v: versioned_path(PATH, v))
+
+    assert started.read_from == "primary" and again == started
+    assert store.rebootstraps(TABLE)[-1].read_from == "primary"

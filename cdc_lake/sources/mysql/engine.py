@@ -114,6 +114,15 @@ def _open(
         **pymysql_settings(connection),
     )
 
+_REPLICA_OWN_VALUE = re.compile(
+    r"\b(uuid|uuid_short|rand|random_bytes|sysdate|user|current_user|session_user|system_user"
+    r"|connection_id|version)\s*\(",
+    re.IGNORECASE,
+)
+"""Functions whose value a replica computes itself when it runs a statement (MySQL's list of functions
+unsafe for statement-based replication, those allowed in a default expression)."""
+
+
 class MySqlEngine(SourceEngine):
     """A MySQL source: binlog from the primary, bootstrap from a replica."""
 
@@ -406,6 +415,12 @@ class MySqlEngine(SourceEngine):
             else:
                 found[str(column)] = None if default is None or default in self.no_default else str(default)
         return found
+
+    def replica_evaluates(self, default: str) -> bool:
+        """A function whose value statement-based replication does not carry: the replica runs an
+        ``ALTER TABLE`` itself (a DDL always replicates as a statement), so ``uuid()`` or ``rand()`` give
+        its rows values of its own; ``now()``/``CURRENT_TIMESTAMP`` take the statement's logged time."""
+        return _REPLICA_OWN_VALUE.search(default) is not None
 
     def sample_key_literals(
         self, table: str, key: tuple[str, ...], sample_rows: int, estimated_rows: int, role: str

@@ -538,6 +538,10 @@ class PostgresEngine(SourceEngine):
                 found[str(column)] = None if missing is None else f"{missing} (kept for the existing rows)"
         return found
 
+    def replica_evaluates(self, default: str) -> bool:
+        """Never: a streaming replica replays the primary's WAL, the rows the primary wrote included."""
+        return False
+
     def sample_key_literals(
         self, table: str, key: tuple[str, ...], sample_rows: int, estimated_rows: int, role: str
     ) -> list[tuple[str, ...]]:
