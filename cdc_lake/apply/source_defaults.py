@@ -5,12 +5,12 @@ CURRENT_TIMESTAMP``, Postgres types without a default parser such as ``bytea`` a
 new column without an Avro default evolves the lake the applier asks the source's catalog
 (:meth:`cdc_lake.sources.base.SourceEngine.column_defaults`) and hands the answer to the pure
 classification (:meth:`cdc_lake.lake.schema_change.SchemaDiff.with_source_defaults`).  The catalog is
-read where the bootstrap and ``validate`` read: the replica (after it replayed the primary's position
-now, so it has the DDL the writer schema came from), or the primary when the config allows primary
-reads.  A failure is the answer's ``error``, never an exception: the table stops naming it.  A default
-the replica computed for its own rows (``uuid()`` on MySQL/MariaDB, whose DDL replicates as a statement)
-is marked: the stop then names ``cdc-lake rebootstrap TABLE --from-primary``, since a copy of the replica
-would hold the replica's values.
+read on the replica (after it replayed the primary's position now, so it has the DDL the writer schema
+came from), or on the primary when the source has no replica: one catalog query, not the bulk read
+``bootstrap.allow_primary_reads`` guards.  A failure is the answer's ``error``, never an exception: the
+table stops naming it.  A default the replica computed for its own rows (``uuid()`` on MySQL/MariaDB,
+whose DDL replicates as a statement) is marked: the stop then names ``cdc-lake rebootstrap TABLE
+--from-primary``, since a copy of the replica would hold the replica's values.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cdc_lake.config import Config
-from cdc_lake.exceptions import CdcLakeError, SourceEngineError
+from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.lake.schema_change import SourceDefaults
 from cdc_lake.sources import engine_for
 
@@ -35,16 +35,11 @@ class SourceCatalog:
         try:
             source, entry = self.config.table(table)
             engine = engine_for(source)
+            role = "primary"
             if source.replica is not None:
                 role = "replica"
                 timeout = self.config.bootstrap.replica_wait_timeout_seconds
                 engine.wait_replica_past(engine.current_position(), timeout)
-            elif self.config.bootstrap.allow_primary_reads:
-                role = "primary"
-            else:
-                raise SourceEngineError(
-                    f"source {source.name} has no replica to read, and bootstrap.allow_primary_reads is off"
-                )
             found = engine.column_defaults(entry.name, columns, role)
             primary_only = frozenset(
                 column

@@ -72,8 +72,9 @@ SOURCE_ONLY_DEFAULT = {
     "postgres": "column 'raw' added with a default: '\\x01'::bytea at the source",
     "mariadb": "column 'u' added with a default: uuid() at the source",
 }
-# How a stop's line ends: MariaDB's replica drew UUIDs of its own for ``u``, so only a copy of the
-# primary resolves ``regional`` there (docs/schema-changes.md, "Defaults").
+REBOOTSTRAP = "re-bootstrap the table: cdc-lake rebootstrap {table}"
+# How a stop's line ends (REBOOTSTRAP unless named here): MariaDB's replica drew UUIDs of its own for
+# ``u``, so only a copy of the primary resolves ``regional`` there (docs/schema-changes.md, "Defaults").
 RESOLVED_BY: dict[str, dict[str, str]] = {
     "postgres": {},
     "mariadb": {
@@ -151,9 +152,8 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
             info = store.require_table(tables[name])
             assert info.state is TableState.SCHEMA_CHANGED, (name, info.last_error)
             assert info.last_error is not None and fragment in info.last_error, info.last_error
-            assert info.last_error.endswith(RESOLVED_BY[db.engine].get(name, "{table}").format(
-                table=f"re-bootstrap the table: cdc-lake rebootstrap {tables[name]}"
-            )), info.last_error
+            resolved_by = RESOLVED_BY[db.engine].get(name, REBOOTSTRAP)
+            assert info.last_error.endswith(resolved_by.format(table=tables[name])), info.last_error
             [run] = [r for r in store.list_runs(tables[name]) if r.command == SCHEMA_CHANGE_RUN]
             assert any(fragment in line and line.startswith("BREAKS") for line in run.detail["report"])
             assert all(len(line) <= 80 for line in run.detail["report"])
