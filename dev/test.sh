@@ -25,9 +25,7 @@ echo "== stack up"; .venv/bin/cdc-lake stack up
 # Modules run longest first (tests/conftest.py, from tests/module_seconds.json; xdist's own reorder, most
 # tests first, put the slow one-test modules last); this run's seconds per module go to
 # .cdc-lake/test-module-seconds.json, to refresh that file from.
-# The `serial` tests stop, pause, promote or reconfigure a service every test shares; they run after, in
-# two lanes, the MariaDB ones beside the Postgres ones (xdist_group; neither lane touches the other's
-# servers), then the `alone` ones (the stack's own services: Kafka, the registries, Keycloak) by themselves.
+# The `serial` tests stop, pause, promote or reconfigure a service every test shares; they run alone after.
 export CDC_LAKE_FORBID_SKIPS=1 CDC_LAKE_REQUIRE_RECORDED=1 CDC_LAKE_KEEP_STACK=1
 status=0
 echo "== pytest (parallel: everything but the serial tests)"
@@ -35,10 +33,7 @@ mkdir -p .cdc-lake
 CDC_LAKE_MODULE_SECONDS=.cdc-lake/test-module-seconds.json .venv/bin/pytest tests -p no:cacheprovider -q \
     --durations=30 -n "${CDC_LAKE_TEST_PROCESSES:-2}" --dist loadfile --no-loadscope-reorder -m "not serial" \
     "$@" || status=$?
-echo "== pytest (serial: tests that change a shared service, a lane per source engine)"
-.venv/bin/pytest tests -p no:cacheprovider -q --durations=10 -n 2 --dist loadgroup -m "serial and not alone" \
-    "$@" || status=$?
-echo "== pytest (serial: tests that change the stack's own services, alone)"
-.venv/bin/pytest tests -p no:cacheprovider -q --durations=10 -m "serial and alone" "$@" || status=$?
+echo "== pytest (serial: tests that change a shared service)"
+.venv/bin/pytest tests -p no:cacheprovider -q --durations=10 -m serial "$@" || status=$?
 echo "test.sh: finished in $(( $(date +%s) - started ))s"
 exit $status

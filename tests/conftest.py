@@ -15,11 +15,6 @@ and one process ran them alone at the end.  The collection is sorted by each mod
 after the listed ones), so the short ones fill the end.  With ``CDC_LAKE_MODULE_SECONDS=PATH`` the run
 writes the seconds it measured per module (setup, call and teardown of its tests) to ``PATH``, in the
 same format: ``dev/test.sh`` writes them under ``.cdc-lake/`` to refresh the file from.
-
-The ``serial`` tests run after, in two lanes side by side (``--dist loadgroup``): each names the source
-engine whose servers it changes (``xdist_group("mariadb")`` or ``("postgres")``), or is marked ``alone``
-(it changes what both lanes use, the stack's own services) and runs last by itself; a serial test with
-neither stops the run at collection.
 """
 
 from __future__ import annotations
@@ -44,22 +39,9 @@ def _module(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Longest modules first (a stable sort: tests keep their order within their module); a ``serial``
-    test names its lane (``xdist_group``) or runs ``alone``, or the run stops naming it."""
+    """Longest modules first (a stable sort: tests keep their order within their module)."""
     seconds: dict[str, float] = json.loads(MODULE_SECONDS_FILE.read_text(encoding="utf-8"))
     items.sort(key=lambda item: -seconds.get(_module(item.nodeid), 0.0))
-    laneless = [
-        item.nodeid
-        for item in items
-        if item.get_closest_marker("serial")
-        and not item.get_closest_marker("alone")
-        and not item.get_closest_marker("xdist_group")
-    ]
-    if laneless:
-        raise pytest.UsageError(
-            f"serial test without a lane: {laneless[0]}: mark it xdist_group('mariadb' or 'postgres', the "
-            "source engine whose servers it changes) or alone (dev/test.sh runs the lanes side by side)"
-        )
 
 
 @pytest.fixture(scope="session", autouse=True)

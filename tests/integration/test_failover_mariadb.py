@@ -40,13 +40,7 @@ from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
 from cdc_lake.state.store import StateStore
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.serial,
-    pytest.mark.xdist_group("mariadb"),
-    pytest.mark.spark,
-    pytest.mark.timeout(1200),
-]
+pytestmark = [pytest.mark.integration, pytest.mark.serial, pytest.mark.spark, pytest.mark.timeout(1200)]
 
 ROTATIONS = 4
 CATCH_UP_SECONDS = 120.0

@@ -21,12 +21,7 @@ from support.common import load
 
 from cdc_lake.stack.manager import LocalStack
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.serial,
-    pytest.mark.xdist_group("mariadb"),
-    pytest.mark.timeout(300),
-]
+pytestmark = [pytest.mark.integration, pytest.mark.serial, pytest.mark.timeout(300)]
 
 HANDOFF_SECONDS = 30.0
 """Three heartbeat intervals of the connector (10 s): the hand-off's budget on the idle source."""

@@ -81,7 +81,6 @@ def _closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.mark.xdist_group("postgres")
 def test_postgres_slot_unreserved_then_lost_fails_the_connector(
     pg: SourceDb, local_stack: LocalStack, tmp_path: Path
 ) -> None:
@@ -189,7 +188,6 @@ def _purge_to(conn: Any, binlog: str) -> None:
         cur.execute("PURGE BINARY LOGS TO %s", (binlog,))
 
 
-@pytest.mark.xdist_group("mariadb")
 def test_mariadb_binlog_near_purge_then_purged_fails_the_connector(
     maria: SourceDb, local_stack: LocalStack, tmp_path: Path
 ) -> None:

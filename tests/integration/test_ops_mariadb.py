@@ -19,12 +19,7 @@ from support.ops import alerts_everywhere
 
 from cdc_lake.stack.manager import LocalStack
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.serial,
-    pytest.mark.xdist_group("mariadb"),
-    pytest.mark.timeout(600),
-]
+pytestmark = [pytest.mark.integration, pytest.mark.serial, pytest.mark.timeout(600)]
 
 
 @pytest.fixture

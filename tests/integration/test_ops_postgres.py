@@ -20,12 +20,7 @@ from support.ops import alerts_everywhere
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.stack.manager import LocalStack
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.serial,
-    pytest.mark.xdist_group("postgres"),
-    pytest.mark.timeout(600),
-]
+pytestmark = [pytest.mark.integration, pytest.mark.serial, pytest.mark.timeout(600)]
 
 MONITORING = {
     "alert_for_seconds": 0,

@@ -20,7 +20,7 @@ from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.service import HOST, StackLayout
 from cdc_lake.stack.tls import stack_ca
 
-pytestmark = [pytest.mark.integration, pytest.mark.serial, pytest.mark.alone]
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 SERVICES = {
     "object-store",
