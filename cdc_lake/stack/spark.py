@@ -139,5 +139,11 @@ class SparkWorker(Service):
         )
 
     def healthy(self) -> bool:
+        """A worker ALIVE at the master whose UI got its own port: Spark moves a UI to the next port
+        when another process holds it, and ``worker_status`` would then read that process's page."""
         workers = self.master.cluster_status().get("workers", [])
-        return any(worker.get("state") == "ALIVE" for worker in workers)
+        port = f":{self.layout.ports.spark_worker_ui}"
+        return any(
+            worker.get("state") == "ALIVE" and str(worker.get("webuiaddress", "")).endswith(port)
+            for worker in workers
+        )
