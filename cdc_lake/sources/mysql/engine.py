@@ -114,6 +114,7 @@ def _open(
         **pymysql_settings(connection),
     )
 
+
 _REPLICA_OWN_VALUE = re.compile(
     r"\b(uuid|uuid_short|rand|random_bytes|sysdate|user|current_user|session_user|system_user"
     r"|connection_id|version)\s*\(",
