@@ -36,6 +36,7 @@ if [[ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]]; then
     .venv/bin/pip install -q -e ".[dev]" -c dev/constraints.txt
     echo "$wanted" > "$stamp"
 fi
-# promtool checks the generated alert rules in the tests; built once into the cache (needs the network).
+# promtool checks the generated alert rules in the tests; taken once from Debian's prometheus package
+# into the cache (needs the network).
 .venv/bin/python -m cdc_lake.stack.promtool >/dev/null
 echo "setup: ready (.venv with cdc-lake $(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("cdc-lake"))'))"
