@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,6 +231,12 @@ KEYCLOAK_DIST = MavenArtifact("org.keycloak", "keycloak-quarkus-dist", KEYCLOAK_
 """The OpenID Connect server Apicurio checks HTTP basic credentials against (the secured registry)."""
 
 
+_MAVEN_LOCK = threading.Lock()
+"""One Maven run at a time in this process: concurrent runs could write the same file of the local
+repository, and two callers resolving the same set would both download it (``stack up`` installs its
+services from several threads)."""
+
+
 def cache_root() -> Path:
     """Where resolved artifacts live; ``$CDC_LAKE_CACHE`` overrides the default."""
     return Path(os.environ.get("CDC_LAKE_CACHE", Path.home() / ".cache" / "cdc-lake"))
@@ -260,6 +267,11 @@ def _run_maven(args: list[str], cwd: Path, what: str) -> None:
 
 def resolve(artifact_set: ArtifactSet) -> list[Path]:
     """Resolve an artifact set to local jar paths, downloading through Maven once."""
+    with _MAVEN_LOCK:
+        return _resolve(artifact_set)
+
+
+def _resolve(artifact_set: ArtifactSet) -> list[Path]:
     target = cache_root() / "jars" / f"{artifact_set.name}-{artifact_set.digest()}"
     manifest = target / "manifest.json"
     if manifest.exists():
@@ -285,6 +297,11 @@ def resolve(artifact_set: ArtifactSet) -> list[Path]:
 
 def fetch_archive(artifact: MavenArtifact) -> Path:
     """Download one non-jar artifact (e.g. a ``tar.gz`` distribution) and return its cached path."""
+    with _MAVEN_LOCK:
+        return _fetch_archive(artifact)
+
+
+def _fetch_archive(artifact: MavenArtifact) -> Path:
     target = cache_root() / "archives"
     target.mkdir(parents=True, exist_ok=True)
     suffix = f"-{artifact.classifier}" if artifact.classifier else ""

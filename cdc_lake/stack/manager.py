@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,9 +90,7 @@ class LocalStack:
         """
         began = time.monotonic()
         private_directory(self.layout.path())
-        for service in self.services:
-            progress(f"installing {service.name}")
-            service.install()
+        self._install(progress)
         installed = time.monotonic()
         for wave in self.waves:
             for service in wave:
@@ -113,6 +112,25 @@ class LocalStack:
             on_timeout=self.mariadb_replica.detail,
         )
         return StackTimings(install_seconds=installed - began, start_seconds=time.monotonic() - installed)
+
+    def _install(self, progress: Callable[[str], None]) -> None:
+        """Install every service at once, in threads: the Go build of the object store takes both cores
+        while Maven and apt download (apt-get and Maven each run one at a time, :data:`system._APT_LOCK`,
+        :data:`jvm._MAVEN_LOCK`).  The first failure is raised once every install has ended."""
+        pending = [service.name for service in self.services]
+        progress(f"installing {', '.join(pending)}")
+        with ThreadPoolExecutor(max_workers=len(self.services), thread_name_prefix="install") as pool:
+            futures = {pool.submit(service.install): service.name for service in self.services}
+            failures: list[BaseException] = []
+            for future in as_completed(futures):
+                pending.remove(futures[future])
+                error = future.exception()
+                if error is not None:
+                    failures.append(error)
+                if pending:
+                    progress(f"installing {', '.join(pending)}")
+        if failures:
+            raise failures[0]
 
     def down(self) -> list[str]:
         """Stop the services this stack started (newest first); returns the names that were running."""

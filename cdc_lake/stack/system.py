@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +17,10 @@ _NO_SERVICE_START = (
 )
 
 
+_APT_LOCK = threading.Lock()
+"""apt-get runs one at a time (its own lock would fail the second); ``stack up`` installs from threads."""
+
+
 def ensure_debian_packages(packages: list[str], present: Callable[[], bool], what: str) -> None:
     """Install Debian `packages` with apt-get unless `present()` already holds.
 
@@ -23,6 +28,11 @@ def ensure_debian_packages(packages: list[str], present: Callable[[], bool], wha
     on their own ports from their own data directory), so a temporary
     ``policy-rc.d`` denies service starts while apt runs.
     """
+    with _APT_LOCK:
+        _ensure_debian_packages(packages, present, what)
+
+
+def _ensure_debian_packages(packages: list[str], present: Callable[[], bool], what: str) -> None:
     if present():
         return
     if os.geteuid() != 0:
