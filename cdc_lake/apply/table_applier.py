@@ -85,14 +85,14 @@ class ApplierOptions:
 
     kafka: KafkaReadSettings
     max_events: int
+    source_defaults: Callable[[str, Sequence[str]], SourceDefaults]
+    """Asks a table's source for the defaults of columns a writer schema adds without an Avro default
+    (:class:`cdc_lake.apply.source_defaults.SourceCatalog`).  Required: an applier that could not ask
+    would evolve such a column with NULLs where the source holds its default."""
     reader: KafkaReader = KafkaReader.CONSUMER
     slices: int = 4
     board: OffsetBoard | None = None
     """Where batch plans take end offsets from (the ``run`` service's batched reads); None: read alone."""
-    source_defaults: Callable[[str, Sequence[str]], SourceDefaults] | None = None
-    """Asks a table's source for the defaults of columns a writer schema adds without an Avro default
-    (:class:`cdc_lake.apply.source_defaults.SourceCatalog`); None: not asked, such columns evolve (only
-    where no config names the sources: a benchmark of the apply path)."""
 
 
 @dataclass(frozen=True)
@@ -469,13 +469,10 @@ class TableApplier:
         """What the source says of the columns writer schema ``schema_id`` adds without an Avro default:
         an answer naming every column is kept for the schema id; a failure, or a column the catalog lacks
         (the replica may catch up), is asked again on the next batch."""
-        ask = self.options.source_defaults
-        if ask is None:
-            return SourceDefaults(dict.fromkeys(added))
         known = self._source_answers.get(schema_id)
         if known is not None:
             return known
-        answer = ask(self.target.qualified_name, added)
+        answer = self.options.source_defaults(self.target.qualified_name, added)
         if answer.error is None and set(added) <= set(answer.defaults):
             self._source_answers[schema_id] = answer
         return answer

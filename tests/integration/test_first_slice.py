@@ -15,7 +15,7 @@ import datetime as dt
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from cdc_lake.kafka.offsets import wait_for_messages
 from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.lake.checkpoint import OFFSETS_KEY
 from cdc_lake.lake.columns import OP_COLUMN
+from cdc_lake.lake.schema_change import SourceDefaults
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.stack.java import classpath_argv
 from cdc_lake.stack.manager import LocalStack
@@ -90,6 +91,11 @@ def _wait_for_changes(stack: LocalStack, topic: str) -> None:
     wait_for_messages(stack.kafka.address(), topic, EXPECTED_MESSAGES, timeout=120)
 
 
+def _no_source(table: str, columns: Sequence[str]) -> SourceDefaults:
+    """This test names no source in a config: a column its changes added would stop the table."""
+    return SourceDefaults({}, error=f"{table}: the first-slice test has no source catalog to ask")
+
+
 def _apply(spark: SparkSession, stack: LocalStack, engine: str, base_path: str, topic: str) -> BatchResult:
     """One batch of the production applier: executors read and decode, last change per key, Hudi upsert."""
     target = TableTarget(
@@ -106,7 +112,9 @@ def _apply(spark: SparkSession, stack: LocalStack, engine: str, base_path: str, 
         compaction=CompactionSpec(),
         soft_deletes=False,
     )
-    options = ApplierOptions(KafkaReadSettings(stack.kafka.address()), max_events=1000)
+    options = ApplierOptions(
+        KafkaReadSettings(stack.kafka.address()), max_events=1000, source_defaults=_no_source
+    )
     registry = SchemaRegistry(stack.registry.confluent_url)
     try:
         return TableApplier(spark, target, options, registry).apply_batch()

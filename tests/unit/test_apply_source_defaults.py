@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from cdc_lake.apply.source_defaults import SourceCatalog
+from cdc_lake.apply.table_applier import ApplierOptions
 from cdc_lake.config import Config, Connection, Source
+from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.lake.schema_change import ChangeKind, WriterColumns, classify
 from cdc_lake.sources import engine_for
 
@@ -71,3 +74,10 @@ def test_only_a_mysql_replica_computes_a_non_deterministic_default_of_its_own() 
     assert all(mysql.replica_evaluates(d) for d in functions)
     assert not [d for d in ("current_timestamp()", "now()", "'eu'", "0") if mysql.replica_evaluates(d)]
     assert not postgres.replica_evaluates("gen_random_uuid()")
+
+
+def test_an_applier_cannot_be_configured_without_a_source_catalog() -> None:
+    """No applier options without the question: one that could not ask would evolve an added column
+    with NULLs where the source holds its default (the old optional field was such a bypass)."""
+    with pytest.raises(TypeError, match="source_defaults"):
+        ApplierOptions(KafkaReadSettings("127.0.0.1:1"), max_events=10)  # type: ignore[call-arg]
