@@ -6,13 +6,33 @@ the offset each table has checked so far.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import cast
 
 import pytest
+from pyspark.sql import SparkSession
 
-from cdc_lake.capture.history import HistoryRename, renames_in
+from cdc_lake.apply.runner import SCHEMA_CHANGE_RUN, ApplyRunner, applier_options
+from cdc_lake.apply.swaps import SwapCheck
+from cdc_lake.capture.history import HistoryReader, HistoryRename, renames_in
+from cdc_lake.config import load_config
+from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.kafka.board import OffsetBoard
+from cdc_lake.kafka.offsets import OffsetRange, TopicState
+from cdc_lake.kafka.reader import KafkaReadSettings
+from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.sources import capabilities_for
 from cdc_lake.sources.mysql.ddl import table_renames
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.store import StateStore, versioned_path
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "cdc-lake.example.yaml"
+TABLE = "maria.app.products"
+HISTORY = "cdc-lake.maria.schema-history"
 
 
 @pytest.mark.parametrize(
@@ -91,3 +111,191 @@ def test_a_table_renamed_away_is_touched_too() -> None:
 
     assert isinstance(rename, HistoryRename)
     assert rename.touches("db.a") and rename.touches("db.a_archive")
+
+
+class _History:
+    """A schema-history topic held in memory: its records, the end offset a board reports, the reads."""
+
+    def __init__(self) -> None:
+        self.records: list[bytes] = []
+        self.read_ranges: list[tuple[int, int]] = []
+
+    def add(self, ddl: str, database: str = "app") -> int:
+        self.records.append(_record(ddl, database))
+        return len(self.records) - 1
+
+    def read(self, wanted: OffsetRange) -> Iterable[tuple[int, bytes | None]]:
+        self.read_ranges.append((wanted.start, wanted.end))
+        return [(o, self.records[o]) for o in range(wanted.start, wanted.end)]
+
+
+class _Board(OffsetBoard):
+    def __init__(self, history: _History) -> None:
+        super().__init__(KafkaReadSettings("unused:9092"), 1.0)
+        self.history = history
+
+    def state(self, topic: str) -> TopicState:
+        assert topic == HISTORY
+        return TopicState("id", {0: (0, len(self.history.records))})
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[StateStore]:
+    with StateStore.open(f"sqlite:///{tmp_path}/state.db") as opened:
+        opened.upsert_source("maria", "mariadb", ["cdc-lake.maria"])
+        opened.upsert_table(TABLE, "maria", 1, "/lake/products")
+        for state in (TableState.BOOTSTRAPPING, TableState.CATCHING_UP, TableState.LIVE):
+            opened.transition(TABLE, state)
+        yield opened
+
+
+@pytest.fixture
+def target() -> TableTarget:
+    [found] = select_targets(load_config(EXAMPLE), (TABLE,))
+    return dataclasses.replace(found, base_path="/lake/products")
+
+
+def _watermark(store: StateStore, table: str, history_offset: int | None) -> None:
+    store.save_watermark(
+        table, topic="maria.app.products", offsets={0: 0}, ts_source_ms=None, source_position=None,
+        history_offset=history_offset,
+    )
+
+
+def _check(store: StateStore, history: _History) -> SwapCheck:
+    return SwapCheck(HistoryReader(KafkaReadSettings("unused:9092"), _Board(history), history.read), store)
+
+
+def test_a_mariadb_table_watches_its_connectors_history_and_postgres_none() -> None:
+    config = load_config(EXAMPLE)
+
+    found = {t.qualified_name: t for t in select_targets(config)}
+
+    assert (found[TABLE].history_topic, found[TABLE].source_table) == (HISTORY, "app.products")
+    assert found["pg.public.customers"].history_topic is None
+
+
+def test_a_swap_before_the_bootstrap_stops_nothing_and_one_after_stops_the_table(
+    store: StateStore, target: TableTarget
+) -> None:
+    history = _History()
+    history.add("RENAME TABLE products TO _products_old, _products_new TO products")
+    _watermark(store, TABLE, history_offset=1)
+    check = _check(store, history)
+
+    assert check.check(target) is None
+    assert history.read_ranges == [], "the history did not move past the watermark: nothing read"
+    history.add("create table _products_gho like products")
+    swap = history.add(
+        "rename /* gh-ost */ table `products` to `_products_del`, `_products_gho` to `products`"
+    )
+
+    diff = check.check(target)
+
+    assert diff is not None and diff.history_offset == swap and diff.schema_id is None
+    assert diff.summary() == (
+        f"schema change (schema history offset {swap}): table 'app.products' swapped: rename /* gh-ost */ "
+        "table `products` to `_products_del`, `_products_gho` to `products`; "
+        f"re-bootstrap the table: cdc-lake rebootstrap {TABLE}"
+    )
+    assert not diff.needs_primary
+    assert check.check(target) == diff, "stopped on the swap until re-bootstrapped"
+    assert store.get_watermark(TABLE).history_offset == 1  # type: ignore[union-attr]
+
+
+def test_the_checked_offset_moves_past_other_ddl_durably_and_each_range_is_read_once(
+    store: StateStore, target: TableTarget
+) -> None:
+    history = _History()
+    _watermark(store, TABLE, history_offset=0)
+    store.upsert_table("maria.app.inventory", "maria", 1, "/lake/inventory")
+    _watermark(store, "maria.app.inventory", history_offset=0)
+    inventory = dataclasses.replace(
+        target, qualified_name="maria.app.inventory", source_table="app.inventory"
+    )
+    history.add("alter table inventory add column note text")
+    history.add("rename table other to other_old")
+    check = _check(store, history)
+
+    assert check.check(target) is None
+    assert check.check(inventory) is None
+    assert history.read_ranges == [(0, 2)], "one read serves every table of the connector"
+    assert store.get_watermark(TABLE).history_offset == 2  # type: ignore[union-attr]
+    assert check.check(target) is None and history.read_ranges == [(0, 2)]
+    history.add("rename table inventory to inventory_old")
+
+    restarted = _check(store, history)
+
+    assert restarted.check(target) is None
+    assert history.read_ranges[-1] == (2, 3), "a new process resumes from the recorded offset"
+    assert restarted.check(inventory) is not None
+
+
+def test_a_table_bootstrapped_without_a_history_offset_starts_watching_at_the_end(
+    store: StateStore, target: TableTarget
+) -> None:
+    history = _History()
+    history.add("rename table products to p2, p3 to products")
+    _watermark(store, TABLE, history_offset=None)
+
+    assert _check(store, history).check(target) is None
+    assert store.get_watermark(TABLE).history_offset == 1  # type: ignore[union-attr]
+
+
+def test_a_rebootstrapped_table_does_not_stop_again_on_the_same_swap(
+    store: StateStore, target: TableTarget
+) -> None:
+    history = _History()
+    _watermark(store, TABLE, history_offset=0)
+    history.add("RENAME TABLE products TO _products_old, _products_new TO products")
+    check = _check(store, history)
+    assert check.check(target) is not None
+    store.transition(TABLE, TableState.SCHEMA_CHANGED, "swapped")
+    started = store.start_rebootstrap(TABLE, "swap", lambda v: versioned_path("/lake/products", v))
+    store.upsert_table(started.copy_name, "maria", 1, started.new_path)
+    _watermark(store, started.copy_name, history_offset=len(history.records))
+    copy = dataclasses.replace(target, qualified_name=started.copy_name, base_path=started.new_path)
+    assert check.check(copy) is None, "the copy began after the swap"
+    for state in (TableState.BOOTSTRAPPING, TableState.CATCHING_UP, TableState.LIVE):
+        store.transition(started.copy_name, state)
+    store.switch_rebootstrap(TABLE, started.version, dt.timedelta(hours=1))
+
+    assert check.check(dataclasses.replace(target, base_path=started.new_path)) is None
+
+
+class _NoRegistry(SchemaRegistry):
+    def __init__(self) -> None:
+        pass
+
+
+def test_the_runner_stops_a_swapped_table_in_schema_changed_before_any_batch(
+    store: StateStore, target: TableTarget, tmp_path: Path
+) -> None:
+    history = _History()
+    _watermark(store, TABLE, history_offset=0)
+    statement = (
+        "RENAME TABLE `app`.`products` TO `app`.`_products_old`, `app`.`_products_new` TO `app`.`products`"
+    )
+    history.add(statement)
+    options = applier_options(load_config(EXAMPLE))
+    runner = ApplyRunner(
+        cast(SparkSession, None), store, options, _NoRegistry(), f"sqlite:///{tmp_path}/state.db"
+    )
+    runner.swaps = _check(store, history)
+    stopped: list[str] = []
+    runner.on_schema_change = lambda name, diff: stopped.append(diff.summary())
+
+    outcome = runner.step(target)
+
+    info = store.require_table(TABLE)
+    assert info.state is TableState.SCHEMA_CHANGED
+    assert outcome.error == info.last_error == stopped[0]
+    assert info.last_error is not None and statement in info.last_error
+    assert info.last_error.endswith(f"re-bootstrap the table: cdc-lake rebootstrap {TABLE}")
+    [run] = [r for r in store.list_runs(TABLE) if r.command == SCHEMA_CHANGE_RUN]
+    assert run.detail["history_offset"] == 0
+    assert run.detail["report"][0].startswith("BREAKS   table 'app.products' swapped: RENAME TABLE")
+    assert all(len(line) <= 80 for line in run.detail["report"])
+    assert not runner._appliers, "no batch was planned"
+    assert runner.step(target).error == outcome.error
+    assert len([r for r in store.list_runs(TABLE) if r.command == SCHEMA_CHANGE_RUN]) == 1

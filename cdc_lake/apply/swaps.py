@@ -1,0 +1,86 @@
+"""Stopping a table whose source table was swapped (gh-ost, pt-online-schema-change) or renamed away.
+
+An online schema-change tool copies a MySQL/MariaDB table into a new one, alters it and swaps it in
+with ``RENAME TABLE t TO _t_old, _t_new TO t``.  No row event says so: the topic's next change events
+are the new table's, while the lake holds the old table's rows (and the new one's columns may differ
+with no new writer schema until a row changes).  The connector records the statement in its schema
+history (:mod:`cdc_lake.capture.history`); before each batch, :class:`SwapCheck` looks there for a
+statement that gives the table's name to another table or renames it away, and the runner stops the
+table in SCHEMA_CHANGED naming the statement and ``cdc-lake rebootstrap TABLE`` (a plain one: the
+swap's rows replicate as rows, so the replica's new table is the primary's).
+
+Each table remembers the first history offset it has not checked (the bootstrap watermark's
+``history_offset``, saved as the history's end when the bootstrap began, so a swap before the copy is
+the copy's and stops nothing; a re-bootstrap's copy brings its own, past the swap that stopped the
+table).  A table whose watermark has none (bootstrapped before migration 0006) starts at the history's
+end when first checked.  The offset moves, in the state store, only when the history's end moved past
+it and nothing in between named the table; a table stopped on a swap stays at the swap's offset, so it
+stops again on every retry until it is re-bootstrapped.
+
+Cost: a check whose history did not move reads the end offset from the offset board (the ``run``
+service refreshes the history topics in its one batched read per loop; elsewhere the board's entry is
+re-read at most every :data:`HISTORY_END_SECONDS`) and the table's offset from memory.  Records are
+read only when the history moved, once per connector for all its tables.  A swap made between the
+check and the batch's plan is found by the next check, one batch late: the table still stops, and a
+re-bootstrap replaces what that batch applied.
+"""
+
+from __future__ import annotations
+
+from cdc_lake.capture.history import HistoryReader
+from cdc_lake.kafka.board import OffsetBoard
+from cdc_lake.kafka.reader import KafkaReadSettings
+from cdc_lake.lake.schema_change import SchemaDiff, table_swap
+from cdc_lake.lake.target import TableTarget
+from cdc_lake.sources import capabilities_for
+from cdc_lake.state.store import StateStore
+
+HISTORY_END_SECONDS = 1.0
+"""How long a history topic's end offset is reused by every table's check, without a service's board."""
+
+
+class SwapCheck:
+    """Finds the schema-history statement that swapped a table since it was last checked."""
+
+    def __init__(self, reader: HistoryReader, store: StateStore) -> None:
+        self.reader = reader
+        self.store = store
+        self._checked: dict[tuple[str, str], int] = {}
+        """The first unchecked history offset per (table, base path): a new copy reads the store again."""
+
+    @classmethod
+    def for_kafka(cls, kafka: KafkaReadSettings, board: OffsetBoard | None, store: StateStore) -> SwapCheck:
+        """A check reading end offsets from ``board`` (else a board of its own) and records from Kafka."""
+        ends = board if board is not None else OffsetBoard(kafka, HISTORY_END_SECONDS)
+        return cls(HistoryReader(kafka, ends), store)
+
+    def check(self, target: TableTarget) -> SchemaDiff | None:
+        """The swap of ``target`` in its history since the last check, None when there is none."""
+        parse = capabilities_for(target.engine).table_renames
+        topic = target.history_topic
+        if topic is None or parse is None:
+            return None
+        name = target.qualified_name
+        key = (name, target.base_path)
+        end = self.reader.end(topic)
+        start = self._checked.get(key)
+        if start is None:
+            start = self._recorded(name, end)
+        if end <= start:
+            self._checked[key] = start
+            return None
+        for rename in self.reader.renames(topic, start, end, parse):
+            if rename.touches(target.source_table):
+                self._checked[key] = rename.offset
+                return table_swap(name, target.source_table, rename.offset, rename.statement)
+        self.store.set_history_offset(name, end)
+        self._checked[key] = end
+        return None
+
+    def _recorded(self, name: str, end: int) -> int:
+        """Where the table's check starts: its watermark's offset, else ``end`` (recorded now)."""
+        watermark = self.store.get_watermark(name)
+        if watermark is not None and watermark.history_offset is not None:
+            return watermark.history_offset
+        self.store.set_history_offset(name, end)
+        return end
