@@ -6,8 +6,10 @@ are the new table's, while the lake holds the old table's rows (and the new one'
 with no new writer schema until a row changes).  The connector records the statement in its schema
 history (:mod:`cdc_lake.capture.history`); before each batch, :class:`SwapCheck` looks there for a
 statement that gives the table's name to another table or renames it away, and the runner stops the
-table in SCHEMA_CHANGED naming the statement and ``cdc-lake rebootstrap TABLE`` (a plain one: the
-swap's rows replicate as rows, so the replica's new table is the primary's).
+table in SCHEMA_CHANGED naming the statement (the connector records each pair of a ``RENAME TABLE``
+as a statement of its own, so every record of the first one's position that names the table is named,
+joined by ``;``) and ``cdc-lake rebootstrap TABLE`` (a plain one: the swap's rows replicate as rows,
+so the replica's new table is the primary's).
 
 Each table remembers the first history offset it has not checked (the bootstrap watermark's
 ``history_offset``, saved as the history's end when the bootstrap began, so a swap before the copy is
@@ -69,10 +71,14 @@ class SwapCheck:
         if end <= start:
             self._checked[key] = start
             return None
-        for rename in self.reader.renames(topic, start, end, parse):
-            if rename.touches(target.source_table):
-                self._checked[key] = rename.offset
-                return table_swap(name, target.source_table, rename.offset, rename.statement)
+        touching = [
+            r for r in self.reader.renames(topic, start, end, parse) if r.touches(target.source_table)
+        ]
+        if touching:
+            first = touching[0]
+            self._checked[key] = first.offset
+            statements = "; ".join(r.statement for r in touching if r.position == first.position)
+            return table_swap(name, target.source_table, first.offset, statements)
         self.store.set_history_offset(name, end)
         self._checked[key] = end
         return None

@@ -3,10 +3,12 @@
 Debezium's MySQL and MariaDB connectors publish no schema-change events here
 (``include.schema.changes`` is false), but each keeps its schema history in a Kafka topic of one
 partition (``<connector>.schema-history``, :func:`cdc_lake.capture.plan.schema_history_topic`): one
-JSON record per DDL statement, with the statement (``ddl``) and its default schema
-(``databaseName``).  An online schema-change tool's swap (``RENAME TABLE t TO _t_old, _t_new TO t``)
-is such a record; :func:`renames_in` keeps the records whose statement renames a table, read by the
-engine's hook (:attr:`cdc_lake.sources.capabilities.EngineCapabilities.table_renames`).
+JSON record per DDL statement, with the statement (``ddl``), its default schema (``databaseName``)
+and its binlog position.  An online schema-change tool's swap (``RENAME TABLE t TO _t_old, _t_new TO
+t``) is recorded as one record per pair (``rename table t to _t_old``, ``rename table _t_new to t``, at
+one position: seen on the stack's MariaDB); :func:`renames_in` keeps the records whose statement
+renames a table, read by the engine's hook
+(:attr:`cdc_lake.sources.capabilities.EngineCapabilities.table_renames`).
 
 :class:`HistoryReader` serves many tables of one process: a topic's end offset comes from an
 :class:`~cdc_lake.kafka.board.OffsetBoard` (the ``run`` service refreshes the history topics in its one
@@ -35,11 +37,13 @@ RenameParser = Callable[[str, str], tuple[TableRename, ...]]
 @dataclass(frozen=True)
 class HistoryRename:
     """A schema-history record whose statement renames tables: its offset, its statement on one line,
-    and the renames."""
+    the renames, and the binlog position it was recorded at (as JSON: the records of one statement
+    share it)."""
 
     offset: int
     statement: str
     renames: tuple[TableRename, ...]
+    position: str = ""
 
     def touches(self, table: str) -> bool:
         """Whether ``table`` (``schema.table``) is renamed away or another table takes its name (names
@@ -58,7 +62,8 @@ def renames_in(records: Iterable[tuple[int, bytes | None]], parse: RenameParser)
         statement = str(record.get("ddl") or "")
         renames = parse(statement, str(record.get("databaseName") or ""))
         if renames:
-            found.append(HistoryRename(offset, " ".join(statement.split()), renames))
+            position = json.dumps(record.get("position"), sort_keys=True)
+            found.append(HistoryRename(offset, " ".join(statement.split()), renames, position))
     return found
 
 

@@ -124,7 +124,9 @@ def assert_swap_resolved(
     equal to the source with the new table's column, and the table applies on without stopping again."""
     with StateStore.open(config.state_store.url) as store:
         error = store.require_table(table).last_error
-    assert error is not None and "rename table swaps to _swaps_old" in error, error
+    # The connector records each pair of the RENAME as a statement of its own: the stop names both.
+    both = "rename table swaps to _swaps_old; rename table _swaps_new to swaps"
+    assert error is not None and both in error, error
     rebooted = cli_run(config_path, "rebootstrap", table, "--reason", "the swap")
     assert rebooted.exit_code == 0, rebooted.stderr
     db.execute(TOUCH[db.engine].format(name="swaps"))

@@ -85,8 +85,9 @@ def test_only_the_mysql_family_reports_table_renames() -> None:
     assert capabilities_for("mariadb").table_renames is table_renames
 
 
-def _record(ddl: str, database: str = "db") -> bytes:
-    return json.dumps({"source": {"server": "s"}, "databaseName": database, "ddl": ddl}).encode()
+def _record(ddl: str, database: str = "db", position: int = 0) -> bytes:
+    value = {"source": {"server": "s"}, "position": {"pos": position}, "databaseName": database, "ddl": ddl}
+    return json.dumps(value).encode()
 
 
 def test_history_records_yield_the_renames_with_their_offsets() -> None:
@@ -120,8 +121,8 @@ class _History:
         self.records: list[bytes] = []
         self.read_ranges: list[tuple[int, int]] = []
 
-    def add(self, ddl: str, database: str = "app") -> int:
-        self.records.append(_record(ddl, database))
+    def add(self, ddl: str, database: str = "app", position: int = 0) -> int:
+        self.records.append(_record(ddl, database, position))
         return len(self.records) - 1
 
     def read(self, wanted: OffsetRange) -> Iterable[tuple[int, bytes | None]]:
@@ -229,6 +230,24 @@ def test_the_checked_offset_moves_past_other_ddl_durably_and_each_range_is_read_
     assert restarted.check(target) is None
     assert history.read_ranges[-1] == (2, 3), "a new process resumes from the recorded offset"
     assert restarted.check(inventory) is not None
+
+
+def test_a_swap_recorded_one_pair_per_record_is_named_whole(store: StateStore, target: TableTarget) -> None:
+    """As the stack's MariaDB connector records ``RENAME TABLE a TO b, c TO a``: a record per pair, at
+    one position; a later rename of the table at another position is not part of this swap."""
+    history = _History()
+    _watermark(store, TABLE, history_offset=0)
+    history.add("rename table products to _products_old", position=7)
+    history.add("rename table _products_new to products", position=7)
+    history.add("rename table products to products_2", position=9)
+
+    diff = _check(store, history).check(target)
+
+    assert diff is not None and diff.history_offset == 0
+    assert "swapped: rename table products to _products_old; rename table _products_new to products; " in (
+        diff.summary()
+    )
+    assert "products_2" not in diff.summary()
 
 
 def test_a_table_bootstrapped_without_a_history_offset_starts_watching_at_the_end(
