@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cdc_lake.kafka.board import OffsetBoard
-from cdc_lake.kafka.offsets import OffsetRange, end_offsets
-from cdc_lake.kafka.reader import KafkaReadSettings, iter_range
+from cdc_lake.kafka.offsets import OffsetRange, end_offsets, read_ranges
+from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.sources.capabilities import TableRename
 
 RenameParser = Callable[[str, str], tuple[TableRename, ...]]
@@ -117,4 +117,11 @@ class HistoryReader:
             return [r for r in known.renames if start <= r.offset < end]
 
     def _consume(self, wanted: OffsetRange) -> Iterable[tuple[int, bytes | None]]:
-        return ((m.offset, m.value) for m in iter_range(self.kafka, wanted))
+        """The range's records, read on this process (``read_ranges`` returns at the range's end; the
+        executors' reader waits for a full batch, a second for a history's few records)."""
+        messages = read_ranges(self.kafka.bootstrap_servers, [wanted], extra=self.kafka.consumer)
+        return [(m.offset() or 0, _value(m.value())) for m in messages]
+
+
+def _value(value: str | bytes | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
