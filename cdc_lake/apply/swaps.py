@@ -16,8 +16,10 @@ Each table remembers the first history offset it has not checked (the bootstrap 
 the copy's and stops nothing; a re-bootstrap's copy brings its own, past the swap that stopped the
 table).  A table whose watermark has none (bootstrapped before migration 0006) starts at the history's
 end when first checked.  The offset moves, in the state store, only when the history's end moved past
-it and nothing in between named the table; a table stopped on a swap stays at the swap's offset, so it
-stops again on every retry until it is re-bootstrapped.
+it and nothing in between named the table; a table stopped on a swap stays at its offset, so it stops
+again on every retry until it is re-bootstrapped.  The offset is kept in memory per table and base
+path (a re-bootstrap's switch moves the path); when a remembered offset finds a swap, the watermark is
+read again, as a table bootstrapped again at its path (offboarded, onboarded) starts later.
 
 Cost: a check whose history did not move reads the end offset from the offset board (the ``run``
 service refreshes the history topics in its one batched read per loop; elsewhere the board's entry is
@@ -29,7 +31,7 @@ re-bootstrap replaces what that batch applied.
 
 from __future__ import annotations
 
-from cdc_lake.capture.history import HistoryReader
+from cdc_lake.capture.history import HistoryReader, RenameParser
 from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.lake.schema_change import SchemaDiff, table_swap
@@ -65,23 +67,36 @@ class SwapCheck:
         name = target.qualified_name
         key = (name, target.base_path)
         end = self.reader.end(topic)
-        start = self._checked.get(key)
-        if start is None:
-            start = self._recorded(name, end)
-        if end <= start:
+        remembered = self._checked.get(key)
+        start = self._recorded(name, end) if remembered is None else remembered
+        swap = self._swap(target, topic, start, end, parse)
+        if swap is not None and remembered is not None:
+            # A bootstrap begun since (offboarded and onboarded again at the same path) starts later.
+            start = max(start, self._recorded(name, end))
+            swap = self._swap(target, topic, start, end, parse)
+        if swap is not None:
             self._checked[key] = start
+            return swap
+        if end > start:
+            self.store.set_history_offset(name, end)
+        self._checked[key] = max(start, end)
+        return None
+
+    def _swap(
+        self, target: TableTarget, topic: str, start: int, end: int, parse: RenameParser
+    ) -> SchemaDiff | None:
+        """The first statement in ``[start, end)`` renaming the table, with its position's other records
+        naming it (the connector records each pair of a ``RENAME TABLE`` on its own)."""
+        if end <= start:
             return None
         touching = [
             r for r in self.reader.renames(topic, start, end, parse) if r.touches(target.source_table)
         ]
-        if touching:
-            first = touching[0]
-            self._checked[key] = first.offset
-            statements = "; ".join(r.statement for r in touching if r.position == first.position)
-            return table_swap(name, target.source_table, first.offset, statements)
-        self.store.set_history_offset(name, end)
-        self._checked[key] = end
-        return None
+        if not touching:
+            return None
+        first = touching[0]
+        statements = "; ".join(r.statement for r in touching if r.position == first.position)
+        return table_swap(target.qualified_name, target.source_table, first.offset, statements)
 
     def _recorded(self, name: str, end: int) -> int:
         """Where the table's check starts: its watermark's offset, else ``end`` (recorded now)."""

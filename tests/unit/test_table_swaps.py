@@ -282,6 +282,23 @@ def test_a_rebootstrapped_table_does_not_stop_again_on_the_same_swap(
     assert check.check(dataclasses.replace(target, base_path=started.new_path)) is None
 
 
+def test_a_table_bootstrapped_again_at_its_path_does_not_stop_on_a_swap_before_its_copy(
+    store: StateStore, target: TableTarget
+) -> None:
+    """An offboarded table onboarded and bootstrapped again while ``run`` keeps its memory of the table:
+    the new watermark's offset wins over the remembered one when a swap is found."""
+    history = _History()
+    _watermark(store, TABLE, history_offset=0)
+    check = _check(store, history)
+    assert check.check(target) is None
+    history.add("RENAME TABLE products TO _products_old, _products_new TO products")
+    _watermark(store, TABLE, history_offset=len(history.records))
+
+    assert check.check(target) is None
+    history.add("rename table products to products_gone")
+    assert check.check(target) is not None
+
+
 class _NoRegistry(SchemaRegistry):
     def __init__(self) -> None:
         pass
