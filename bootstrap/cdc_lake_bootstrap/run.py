@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from cdc_lake.capture.history import history_end
 from cdc_lake.capture.plan import topic_prefix
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import KafkaConnectClient
@@ -30,6 +31,7 @@ from cdc_lake.decode.registry import SchemaRegistry, registry_client
 from cdc_lake.exceptions import BootstrapBusyError, BootstrapError, CdcLakeError
 from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.hudi.timeline import latest_commit, records_written
+from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.lake.applier import BUSY, ApplierFactory
 from cdc_lake.lake.target import TableTarget, target_for
 from cdc_lake.sources import engine_for
@@ -196,6 +198,8 @@ class TableBootstrap:
         self.name = self.target.qualified_name
         self.progress = TableProgress(self.name)
         self.started = time.monotonic()
+        self._history_start: int | None = None
+        """The end of the table's schema history when the watermark began (:meth:`begin_watermark`)."""
 
     def _show(self, phase: str | None = None) -> None:
         if phase is not None:
@@ -326,9 +330,16 @@ class TableBootstrap:
         return self.record_watermark(point)
 
     def begin_watermark(self, spark: SparkSession, state: TableState) -> None:
-        """Before the watermark is measured: the lake path must be fresh; the table becomes BOOTSTRAPPING."""
+        """Before the watermark is measured: the lake path must be fresh; the table becomes BOOTSTRAPPING.
+
+        The end of the table's schema history is taken now, before the topic's offsets: a swap recorded
+        before it is the copy's, one after it stops the table (:mod:`cdc_lake.apply.swaps`).
+        """
         self._show("saving the watermark")
         check_fresh(spark, self.target.base_path, self.name)
+        if self.target.history_topic is not None:
+            kafka = KafkaReadSettings(self.config.kafka.bootstrap_servers, dict(self.config.kafka.consumer))
+            self._history_start = history_end(kafka, self.target.history_topic)
         if state is TableState.PENDING_BOOTSTRAP:
             self.store.transition(self.name, TableState.BOOTSTRAPPING)
 
@@ -344,6 +355,7 @@ class TableBootstrap:
             offsets=point.offsets,
             ts_source_ms=point.ts_source_ms,
             source_position=point.wait_position,
+            history_offset=self._history_start,
         )
 
     def _executors(self, spark: SparkSession) -> int:

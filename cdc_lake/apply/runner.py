@@ -4,7 +4,9 @@ Each table has one :class:`TableApplier` (its batches run one at a time); tables
 so their Spark jobs, Hudi commits and driver work overlap.  After every batch the state store gets the
 applied offsets (a copy; the Hudi commit is the source of truth), the freshness (source commit time of
 the newest applied change) and the lag in messages; a table that fails becomes FAILED with a one-line
-cause and the others keep going.
+cause and the others keep going.  Before each batch of a MySQL/MariaDB table, its connector's schema
+history is checked for a swap of the source table (:mod:`cdc_lake.apply.swaps`); a swapped table stops
+in SCHEMA_CHANGED without applying the batch.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake import applier_metrics
 from cdc_lake.apply.source_defaults import SourceCatalog
+from cdc_lake.apply.swaps import SwapCheck
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
@@ -124,6 +127,8 @@ class ApplyRunner:
         """Where LIVE tables are registered after publish and schema changes (``catalog`` config)."""
         self.on_schema_change: Callable[[str, SchemaDiff], None] | None = None
         """Called after a table stopped in SCHEMA_CHANGED (``cdc-lake run``: the rebootstrap policy)."""
+        self.swaps = SwapCheck.for_kafka(options.kafka, options.board, store)
+        """Looks for a swap of each MySQL/MariaDB table before its batch."""
         self._measured: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -159,6 +164,9 @@ class ApplyRunner:
 
     def _step(self, target: TableTarget, limit: dict[int, int] | None, lock: HeldLock) -> TableOutcome:
         name = target.qualified_name
+        swapped = self._swapped(target)
+        if swapped is not None:
+            return swapped
         applier = self.applier(target)
         context = self.spark.sparkContext
         context.setJobGroup(name, f"cdc-lake apply {name}", interruptOnCancel=False)
@@ -189,6 +197,20 @@ class ApplyRunner:
             redelivered=result.redelivered,
             error=error,
         )
+
+    def _swapped(self, target: TableTarget) -> TableOutcome | None:
+        """Stop ``target`` when its source table was swapped; None when it was not."""
+        name = target.qualified_name
+        try:
+            diff = self.swaps.check(target)
+        except CdcLakeError as exc:
+            self._fail(target, str(exc))
+            return TableOutcome(name, error=str(exc))
+        if diff is None:
+            return None
+        cause = diff.summary()
+        self._schema_changed(name, cause, diff)
+        return TableOutcome(name, error=cause)
 
     def catch_up(self, target: TableTarget, stop: threading.Event | None = None) -> TableOutcome:
         """Apply batches until ``target`` reaches the end offsets seen when this call started."""
@@ -256,7 +278,10 @@ class ApplyRunner:
         try:
             info = self.store.require_table(name)
             if info.state is not TableState.SCHEMA_CHANGED or info.last_error != cause:
-                detail = {"schema_id": diff.schema_id, "report": diff.report(), "error": cause}
+                detail = {
+                    "schema_id": diff.schema_id, "history_offset": diff.history_offset,
+                    "report": diff.report(), "error": cause,
+                }
                 self.store.finish_run(self.store.start_run(SCHEMA_CHANGE_RUN, name, detail), RunOutcome.OK)
             self.store.transition(name, TableState.SCHEMA_CHANGED, cause)
         except CdcLakeError as exc:

@@ -7,7 +7,8 @@ batch left a backlog.  A failed table is retried with a growing delay while the 
 Up to ``workers`` tables apply at once, all in one Spark application.
 
 With an :class:`~cdc_lake.kafka.board.OffsetBoard` (the one the runner's batch plans read), every loop
-first refreshes the end offsets of all due tables' topics in one batched Kafka read, so 200 mostly idle
+first refreshes the end offsets of all due tables' topics (and their connectors' schema histories, for
+the swap check of :mod:`cdc_lake.apply.swaps`) in one batched Kafka read, so 200 mostly idle
 tables cost a few Kafka round trips per poll rather than one consumer each; an idle table's step then
 reads no Kafka and starts no Spark job.
 
@@ -125,12 +126,13 @@ class ApplyService:
                     on_outcome(outcome)
 
     def _refresh_due(self, schedules: dict[str, _Schedule], busy: set[str], now: float) -> None:
-        """One batched end-offset read for every due table's topic (stale entries only)."""
+        """One batched end-offset read for every due table's topic and schema history (stale entries only)."""
         assert self.board is not None
-        due = [
-            t.topic for t in self.targets
-            if t.qualified_name not in busy and schedules[t.qualified_name].due <= now
+        due_targets = [
+            t for t in self.targets if t.qualified_name not in busy and schedules[t.qualified_name].due <= now
         ]
+        histories = [t.history_topic for t in due_targets if t.history_topic is not None]
+        due = [t.topic for t in due_targets] + histories
         try:
             self.board.refresh(due)
         except CdcLakeError as exc:  # each table's step reads its own offsets and records the failure

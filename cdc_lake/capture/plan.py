@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cdc_lake.config import Source, Table
-from cdc_lake.connect.render import ConnectorParams, render_connector
+from cdc_lake.connect.render import ConnectorParams, render_connector, schema_history_name
 from cdc_lake.connect.streaming import HEARTBEAT_TOPIC_PREFIX, heartbeat_topic
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.sources import capabilities_for
 from cdc_lake.sources.base import Capture
 
 CONNECTOR_PREFIX = "cdc-lake"
@@ -97,6 +98,15 @@ def topic_prefix(source: Source) -> str:
 def table_topic(source: Source, table: Table) -> str:
     """The Kafka topic Debezium writes ``table``'s change events to: ``<topic_prefix>.<schema>.<table>``."""
     return f"{topic_prefix(source)}.{table.name}"
+
+
+def schema_history_topic(source: Source, table: Table) -> str | None:
+    """The schema-history topic of the connector that captures ``table``, where its DDL statements are
+    recorded (MySQL/MariaDB); None where the engine reports no table renames (Postgres)."""
+    if capabilities_for(source.engine).table_renames is None:
+        return None
+    connector = tier0_connector_name(source, table.name) if table.tier == 0 else shared_connector_name(source)
+    return schema_history_name(connector)
 
 
 def plan_source(source: Source, tables: Sequence[Table]) -> list[ConnectorPlan]:

@@ -148,6 +148,11 @@ class ConnectorParams:
     schema_history_clients: Mapping[str, str] = field(default_factory=dict)
 
 
+def schema_history_name(connector: str) -> str:
+    """The schema-history topic of MySQL/MariaDB connector ``connector``."""
+    return f"{connector}.schema-history"
+
+
 def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[str, str]:
     """The Kafka Connect config of connector ``name`` for a source of kind ``engine``.
 
@@ -178,7 +183,7 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
         # the heartbeat interval makes a heartbeat due at most 40% late.
         "keep_alive_interval_ms": str(max(1000, params.heartbeat_interval_ms // 2)),
         "server_id": None if params.server_id is None else str(params.server_id),
-        "schema_history_topic": f"{name}.schema-history",
+        "schema_history_topic": schema_history_name(name),
         "kafka_bootstrap": params.kafka_bootstrap,
         "registry_api_url": registry_api_url(params.registry_url),
         "apicurio_id_handler": _apicurio_line()[1],

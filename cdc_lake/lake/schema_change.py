@@ -37,7 +37,11 @@ NULL column without default), ``KEY_CHANGED``, ``PARTITION_CHANGED`` (a partitio
 retyped) and ``NOT_COPIED``: a column new to the lake that was outside the columns the lake table was
 copied and applied with (a frozen ``columns`` list that grew, a list removed, ``freeze`` switched to
 ``evolve``): it may have held values in the source all along, so only a re-bootstrap makes the lake
-exact.  Each apply commit records
+exact.  ``TABLE_SWAPPED`` is no writer schema's: the source table was renamed away or another took its
+name (an online schema-change tool's swap, read from the connector's schema history by
+:mod:`cdc_lake.apply.swaps`, :func:`table_swap`), so the change events after it are another table's;
+the copy a re-bootstrap reads is the new table's, on the replica as on the primary (the swap's rows
+replicate as rows).  Each apply commit records
 the columns its policy compared (:func:`compared_metadata`); under a frozen list every listed column the
 lake lacks counts as not copied.
 
@@ -91,6 +95,7 @@ class ChangeKind(enum.StrEnum):
     NOT_NULL_ADDED = "NOT NULL added"
     KEY_CHANGED = "key changed"
     PARTITION_CHANGED = "partition column changed"
+    TABLE_SWAPPED = "swapped"
 
 
 EVOLVABLE = frozenset({ChangeKind.ADDED, ChangeKind.WIDENED})
@@ -120,17 +125,28 @@ class Change:
         return self.kind in EVOLVABLE
 
     def describe(self) -> str:
-        """``column 'x' dropped``-style text."""
+        """``column 'x' dropped``-style text (``table 'db.t' swapped: RENAME ...`` for a swap)."""
+        if self.kind is ChangeKind.TABLE_SWAPPED:
+            return f"table {self.column!r} {self.kind.value}: {self.detail}"
         return f"column {self.column!r} {self.kind.value}" + (f": {self.detail}" if self.detail else "")
 
 
 @dataclass(frozen=True)
 class SchemaDiff:
-    """Every difference between the lake table (``table``, its qualified name) and one writer schema."""
+    """Every difference between the lake table (``table``, its qualified name) and one writer schema, or
+    the table swap at offset ``history_offset`` of its connector's schema history (``schema_id`` None)."""
 
     table: str
-    schema_id: int
+    schema_id: int | None
     changes: tuple[Change, ...]
+    history_offset: int | None = None
+
+    @property
+    def origin(self) -> str:
+        """Where the change was seen: ``writer schema id N`` or ``schema history offset N``."""
+        if self.schema_id is None:
+            return f"schema history offset {self.history_offset}"
+        return f"writer schema id {self.schema_id}"
 
     @property
     def breaking(self) -> tuple[Change, ...]:
@@ -147,11 +163,11 @@ class SchemaDiff:
         parts = "; ".join(c.describe() for c in self.breaking)
         if self.needs_primary:
             return (
-                f"schema change (writer schema id {self.schema_id}): {parts}; re-bootstrap the table "
+                f"schema change ({self.origin}): {parts}; re-bootstrap the table "
                 f"from the primary: cdc-lake rebootstrap {self.table} --from-primary"
             )
         return (
-            f"schema change (writer schema id {self.schema_id}): {parts}; "
+            f"schema change ({self.origin}): {parts}; "
             f"re-bootstrap the table: cdc-lake rebootstrap {self.table}"
         )
 
@@ -392,6 +408,13 @@ def key_change(schema_id: int, stored: Sequence[str], incoming: Sequence[str], *
     """The difference of a key schema of ``table`` whose columns differ from its record key."""
     change = Change(ChangeKind.KEY_CHANGED, ",".join(incoming), f"record key was {list(stored)}")
     return SchemaDiff(table, schema_id, (change,))
+
+
+def table_swap(table: str, source_table: str, history_offset: int, statement: str) -> SchemaDiff:
+    """The stop of ``table`` (its source table ``source_table``) at the schema-history record
+    ``history_offset`` whose ``statement`` renames it away or gives its name to another table."""
+    change = Change(ChangeKind.TABLE_SWAPPED, source_table, statement)
+    return SchemaDiff(table, None, (change,), history_offset)
 
 
 class IncompatibleSchemaChange(SchemaChangeError):

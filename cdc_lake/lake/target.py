@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cdc_lake.capture.plan import table_topic
+from cdc_lake.capture.plan import schema_history_topic, table_topic
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.hudi.options import DEFAULT_TABLE_VERSION, CompactionSpec, HudiTableSpec, IndexType, TableType
 from cdc_lake.lake.columns import ORDERING_COLUMN
@@ -42,6 +42,10 @@ class TableTarget:
     schema_policy: SchemaPolicy = SchemaPolicy.EVOLVE
     hudi_options: tuple[tuple[str, str], ...] = ()
     column_types: tuple[tuple[str, str], ...] = ()
+    source_table: str = ""
+    """``schema.table`` at the source (the qualified name without the source's)."""
+    history_topic: str | None = None
+    """The schema-history topic whose RENAME statements may swap the table (None: the engine has none)."""
 
     def spec(self, key_fields: tuple[str, ...]) -> HudiTableSpec:
         """The Hudi table spec, ordered by the source position column (``_cdc_ordering``)."""
@@ -80,6 +84,8 @@ def target_for(config: Config, source: Source, table: Table) -> TableTarget:
         schema_policy=SchemaPolicy(table.schema_changes),
         hudi_options=tuple({**lake.hudi_options, **table.hudi_options}.items()),
         column_types=tuple(table.column_types.items()),
+        source_table=table.name,
+        history_topic=schema_history_topic(source, table),
     )
 
 

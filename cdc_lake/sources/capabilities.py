@@ -23,6 +23,13 @@ its fields and settings have validated, requires the settings the engine needs a
 (Postgres: slot and publication names), raising ``PydanticCustomError``, which the config reports as
 one line under ``sources.<name>``.  The config finds an engine in the registry by the source's
 ``engine``, so no engine falls into another's rules.
+
+An engine's table renames are its hook into the swap detection (:mod:`cdc_lake.capture.history`):
+``table_renames`` reads one DDL statement of its connector's schema history into the tables it renames
+(:class:`TableRename`), so that a table swapped under its name by an online schema-change tool (gh-ost,
+pt-online-schema-change: ``RENAME TABLE t TO _t_old, _t_new TO t``) stops instead of applying another
+table's changes over the old copy.  None where the connector keeps no schema history (Postgres, whose
+pg_repack keeps the table's identity and values: nothing to detect).
 """
 
 from __future__ import annotations
@@ -95,6 +102,15 @@ class PositionCodec(ABC):
 
 
 @dataclass(frozen=True)
+class TableRename:
+    """One table renamed by a DDL statement: ``schema.table`` before and after (the statement's default
+    schema filled in; a bare name when the statement had none)."""
+
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
 class EngineCapabilities:
     """One source engine's facts: its names, change positions, the objects it keeps and its config rules.
 
@@ -106,7 +122,9 @@ class EngineCapabilities:
     engine in the config and fills its defaults; ``engine_module``/``engine_class`` locate the engine
     class (which imports the Python driver);
     ``column_module`` is the module whose ``column_read`` tells how the bootstrap reads each catalog
-    type (a :data:`~cdc_lake.sources.column_types.ColumnReader`; it imports pyspark).
+    type (a :data:`~cdc_lake.sources.column_types.ColumnReader`; it imports pyspark);
+    ``table_renames`` reads a schema-history statement (and its default schema) into the renames it
+    makes, None where the connector keeps no schema history.
     """
 
     name: str
@@ -118,3 +136,4 @@ class EngineCapabilities:
     engine_module: str
     engine_class: str
     column_module: str
+    table_renames: Callable[[str, str], tuple[TableRename, ...]] | None = None

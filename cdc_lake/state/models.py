@@ -84,6 +84,10 @@ class BootstrapWatermarkRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     replica_position_reached: Mapped[bool] = mapped_column(Boolean)
     partition_plan: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    history_offset: Mapped[int | None] = mapped_column(BigInteger)
+    """The first schema-history offset not yet checked for a swap of the table (migration 0006): the
+    history's end when the bootstrap began, advanced by the applier; null: not recorded (MySQL/MariaDB
+    only, or a bootstrap from before 0006)."""
 
 
 class AppliedOffsetRow(Base):

@@ -60,7 +60,9 @@ class Watermark:
     ``offsets`` maps each partition of ``topic`` to the first offset the applier
     must replay; ``ts_source_ms`` is the source commit time of the newest event
     below them (None for an empty topic); ``source_position`` is the primary's
-    position (Postgres LSN, MySQL/MariaDB GTID set) the replica must pass.
+    position (Postgres LSN, MySQL/MariaDB GTID set) the replica must pass;
+    ``history_offset`` the first offset of the connector's schema history not yet checked for a swap of
+    the table (:mod:`cdc_lake.apply.swaps`; None: not recorded).
     """
 
     table: str
@@ -71,6 +73,7 @@ class Watermark:
     created_at: datetime
     replica_position_reached: bool
     partitions: tuple[BootstrapPartition, ...]
+    history_offset: int | None = None
 
     @property
     def pending_partitions(self) -> tuple[BootstrapPartition, ...]:

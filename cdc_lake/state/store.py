@@ -257,8 +257,10 @@ class StateStore:
         ts_source_ms: int | None,
         source_position: str | None,
         partitions: Sequence[BootstrapPartition] = (),
+        history_offset: int | None = None,
     ) -> Watermark:
-        """Save the hand-off point of a new bootstrap, replacing any earlier one of ``table``."""
+        """Save the hand-off point of a new bootstrap, replacing any earlier one of ``table``;
+        ``history_offset``: the end of the table's schema history now (swaps before it are the copy's)."""
         with self._transaction() as session:
             self._require_row(session, table)
             session.execute(delete(BootstrapWatermarkRow).where(BootstrapWatermarkRow.table_name == table))
@@ -271,6 +273,7 @@ class StateStore:
                 created_at=utcnow(),
                 replica_position_reached=False,
                 partition_plan=[_partition_json(p) for p in partitions],
+                history_offset=history_offset,
             )
             session.add(row)
             return _watermark(row)
@@ -294,6 +297,16 @@ class StateStore:
             row = self._require_watermark(session, table)
             row.partition_plan = [_partition_json(p) for p in partitions]
             return _watermark(row)
+
+    def set_history_offset(self, table: str, offset: int) -> bool:
+        """Record that ``table``'s schema history is checked up to ``offset``; False without a watermark
+        (the table was never bootstrapped: nothing to record it with)."""
+        with self._transaction() as session:
+            row = session.get(BootstrapWatermarkRow, table)
+            if row is None:
+                return False
+            row.history_offset = offset
+            return True
 
     def mark_partition_done(self, table: str, index: int) -> Watermark:
         """Record that partition ``index`` of the bootstrap plan is in the lake."""
@@ -851,6 +864,7 @@ def _watermark(row: BootstrapWatermarkRow) -> Watermark:
             BootstrapPartition(index=p["index"], predicate=p["predicate"], done=p["done"])
             for p in row.partition_plan
         ),
+        history_offset=row.history_offset,
     )
 
 

@@ -12,6 +12,11 @@ lake either way: only the length the connector propagates shows it; the bootstra
 200): each of those five stops alone in SCHEMA_CHANGED with a readable report naming ``cdc-lake
 rebootstrap TABLE``, while the first keeps applying; ``cdc-lake rebootstrap`` is the way out and ends
 equal to the source (the widened decimal in the new copy's type).
+
+On MariaDB a seventh table is swapped as gh-ost and pt-online-schema-change do (a copy created, altered,
+filled, then ``RENAME TABLE swaps TO _swaps_old, _swaps_new TO swaps``; no row event says so): it stops
+naming the rename, and a plain ``cdc-lake rebootstrap`` (read from the replica) brings it back equal to
+the source, after which it applies again without stopping on the same statement.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from support.engines import StackEngine
 from support.second_reader import second_reader_rows
 
 from cdc_lake.apply.runner import SCHEMA_CHANGE_RUN
+from cdc_lake.config import Config
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
@@ -81,6 +87,15 @@ RESOLVED_BY: dict[str, dict[str, str]] = {
         "regional": "re-bootstrap the table from the primary: cdc-lake rebootstrap {table} --from-primary"
     },
 }
+# MariaDB only: an online schema-change tool's swap (Postgres' pg_repack keeps the table's identity and
+# values: nothing to detect, docs/schema-changes.md).
+SWAP = [
+    "create table _swaps_new like swaps",
+    "alter table _swaps_new add column note varchar(20)",
+    "insert into _swaps_new select s.*, 'copied' from swaps s",
+    "rename table swaps to _swaps_old, _swaps_new to swaps",
+]
+SWAPPED = "swapped: rename table swaps"
 # ``val`` is a varchar(200) before onboarding (MariaDB's items table has it so already).
 PREPARE = {"postgres": ["alter table public.narrows alter column val type varchar(200)"], "mariadb": []}
 TOUCH = {
@@ -102,10 +117,30 @@ def assert_second_reader_agrees(db: SourceDb, name: str, base_path: str, column:
     assert lake == source, f"{name}: hudi-rs reads other rows or {column} values than the source"
 
 
+def assert_swap_resolved(
+    spark: SparkSession, config: Config, db: SourceDb, config_path: Path, table: str
+) -> None:
+    """The swapped table's stop names the whole rename; a plain re-bootstrap (the replica's copy) ends
+    equal to the source with the new table's column, and the table applies on without stopping again."""
+    with StateStore.open(config.state_store.url) as store:
+        error = store.require_table(table).last_error
+    # The connector records each pair of the RENAME as a statement of its own: the stop names both.
+    both = "rename table swaps to _swaps_old; rename table _swaps_new to swaps"
+    assert error is not None and both in error, error
+    rebooted = cli_run(config_path, "rebootstrap", table, "--reason", "the swap")
+    assert rebooted.exit_code == 0, rebooted.stderr
+    db.execute(TOUCH[db.engine].format(name="swaps"))
+    apply_until_live(spark, config, table)
+    new_path = config.lake.table_base_path(table) + "__v2"
+    assert assert_lake_equals_source(spark, config, db, "swaps", base_path=new_path) == ROWS
+    assert_second_reader_agrees(db, "swaps", new_path, "note")
+
+
 def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
     names = ["grows", "drops", "retypes", "widens", "regional", "narrows"]
+    names += ["swaps"] if db.engine == "mariadb" else []
     for name in names:
         engine.aware_items(db, name, ROWS)
     db.execute(*PREPARE[db.engine])
@@ -121,7 +156,8 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     assert first.exit_code == 0, first.stderr
 
     note = "note"
-    db.execute(*(CHANGES[db.engine][name] for name in names))
+    db.execute(*(CHANGES[db.engine][name] for name in names if name != "swaps"))
+    db.execute(*(SWAP if "swaps" in names else []))
     grows_insert = (
         "insert into public.grows (id, grp, val, note) values (900001, 1, 'n', 'with a note')"
         if db.engine == "postgres"
@@ -146,6 +182,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
         "widens": "column 'amount' type changed: decimal(12,2) -> decimal(14,2)",
         "regional": "column 'region' added with a default: 'eu'",
         "narrows": "column 'val' narrowed: character length 200 -> 20",
+        **({"swaps": SWAPPED} if "swaps" in names else {}),
     }
     with StateStore.open(config.state_store.url) as store:
         for name, fragment in expected.items():
@@ -179,5 +216,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
         assert_second_reader_agrees(db, name, new_path, "u" if name == "regional" else "amount")
         with StateStore.open(config.state_store.url) as store:
             assert store.require_table(tables[name]).state is TableState.LIVE
+    if "swaps" in names:
+        assert_swap_resolved(spark, config, db, config_path, tables["swaps"])
     widened = read_table(spark, config.lake.table_base_path(tables["widens"]) + "__v2").schema["amount"]
     assert widened.dataType.simpleString() == "decimal(14,2)"

@@ -3,6 +3,7 @@ refreshes it."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterable
@@ -167,3 +168,21 @@ def test_service_refreshes_due_tables_in_batches(reads: _Reads) -> None:
     assert set(runner.steps) == {t.qualified_name for t in targets}
     assert max(len(call) for call in reads.calls) >= 50, "the first read covers every due table"
     assert len(reads.calls) * 4 < steps, f"{len(reads.calls)} reads for {steps} steps"
+
+
+def test_the_service_reads_the_schema_histories_in_the_same_batch(reads: _Reads) -> None:
+    """The swap check (cdc_lake/apply/swaps.py) takes a history's end from the board: the service's one
+    batched read per loop covers the connectors' history topics with the tables' topics."""
+    runner = _Runner()
+    board = OffsetBoard(KafkaReadSettings("k:9092"), max_age_seconds=0.2)
+    history = "cdc-lake.maria.schema-history"
+    targets = [dataclasses.replace(_target(f"t{n}", 0), history_topic=history) for n in range(5)]
+    service = ApplyService(runner, targets, lambda tier: 0.0, workers=2, poll_seconds=0.05, board=board)  # type: ignore[arg-type]
+    thread = threading.Thread(target=service.run)
+    thread.start()
+    time.sleep(0.3)
+    service.stop()
+    thread.join(10)
+
+    assert reads.calls[0] == [*(t.topic for t in targets), history]
+    assert all(history in call for call in reads.calls), "never a read of its own"

@@ -5,8 +5,9 @@ This module declares both engines' facts (:data:`MYSQL`, :data:`MARIADB`) and im
 :mod:`cdc_lake.sources.mysql.config_rules` checks a source's settings (the config's hook),
 :mod:`cdc_lake.sources.mysql.engine` holds the engines (they import pymysql),
 :mod:`cdc_lake.sources.mysql.checks` their preflight checks, :mod:`cdc_lake.sources.mysql.tls`
-their TLS settings for every client and :mod:`cdc_lake.sources.mysql.column_types` the bootstrap's
-read of each catalog type.
+their TLS settings for every client, :mod:`cdc_lake.sources.mysql.column_types` the bootstrap's
+read of each catalog type and :mod:`cdc_lake.sources.mysql.ddl` the table renames of a schema-history
+statement (the swap detection's hook).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Final
 from cdc_lake.sources.capabilities import EngineCapabilities
 from cdc_lake.sources.mysql.codec import CODEC
 from cdc_lake.sources.mysql.config_rules import source_rules
+from cdc_lake.sources.mysql.ddl import table_renames
 
 MYSQL: Final = EngineCapabilities(
     name="mysql",
@@ -30,6 +32,7 @@ MYSQL: Final = EngineCapabilities(
     engine_module="cdc_lake.sources.mysql.engine",
     engine_class="MySqlEngine",
     column_module="cdc_lake.sources.mysql.column_types",
+    table_renames=table_renames,
 )
 
 MARIADB: Final = replace(
