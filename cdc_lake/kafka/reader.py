@@ -121,10 +121,14 @@ def iter_range(settings: KafkaReadSettings, wanted: OffsetRange) -> Iterator[Raw
     topic_partition = TopicPartition(wanted.topic, wanted.partition, wanted.start)
     consumer = _consumer(settings)
     deadline = time.monotonic() + settings.timeout_seconds
+    following = wanted.start
     try:
         consumer.assign([topic_partition])
         while True:
-            messages = consumer.consume(_CONSUME_BATCH, timeout=1.0)
+            # librdkafka's batch consume returns when it holds the count asked for or the timeout passed:
+            # asking for more than the range has left made every range short of 1,000 messages that ends
+            # at the partition's end (an applier's usual batch) wait the whole second.
+            messages = consumer.consume(min(_CONSUME_BATCH, wanted.end - following), timeout=1.0)
             for message in messages:
                 error = message.error()
                 if error is not None:
@@ -137,11 +141,13 @@ def iter_range(settings: KafkaReadSettings, wanted: OffsetRange) -> Iterator[Raw
                 if offset is None or offset >= wanted.end:
                     return
                 yield RawMessage(wanted.partition, offset, _bytes(message.key()), _bytes(message.value()))
-                if offset + 1 >= wanted.end:
+                following = offset + 1
+                if following >= wanted.end:
                     return
             position = consumer.position([TopicPartition(wanted.topic, wanted.partition)])[0].offset
             if position >= wanted.end:
                 return
+            following = max(following, position)
             if time.monotonic() > deadline:
                 raise KafkaReadError(
                     f"{where}: timed out after {settings.timeout_seconds:.0f}s reading offsets "
