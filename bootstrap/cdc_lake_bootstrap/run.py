@@ -333,13 +333,19 @@ class TableBootstrap:
         """Before the watermark is measured: the lake path must be fresh; the table becomes BOOTSTRAPPING.
 
         The end of the table's schema history is taken now, before the topic's offsets: a swap recorded
-        before it is the copy's, one after it stops the table (:mod:`cdc_lake.apply.swaps`).
+        before it is the copy's, one after it stops the table (:mod:`cdc_lake.apply.swaps`).  Likewise
+        where the source logs table rewrites, one past the table's newest logged rewrite
+        (:mod:`cdc_lake.apply.rewrites`).
         """
         self._show("saving the watermark")
         check_fresh(spark, self.target.base_path, self.name)
         if self.target.history_topic is not None:
             kafka = KafkaReadSettings(self.config.kafka.bootstrap_servers, dict(self.config.kafka.consumer))
             self._history_start = history_end(kafka, self.target.history_topic)
+        else:
+            engine = engine_for(self.source)
+            if engine.capabilities.rewrite_log:
+                self._history_start = engine.rewrite_log_start(self.table.name)
         if state is TableState.PENDING_BOOTSTRAP:
             self.store.transition(self.name, TableState.BOOTSTRAPPING)
 

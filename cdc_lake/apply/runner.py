@@ -5,8 +5,9 @@ so their Spark jobs, Hudi commits and driver work overlap.  After every batch th
 applied offsets (a copy; the Hudi commit is the source of truth), the freshness (source commit time of
 the newest applied change) and the lag in messages; a table that fails becomes FAILED with a one-line
 cause and the others keep going.  Before each batch of a MySQL/MariaDB table, its connector's schema
-history is checked for a swap of the source table (:mod:`cdc_lake.apply.swaps`); a swapped table stops
-in SCHEMA_CHANGED without applying the batch.
+history is checked for a swap of the source table (:mod:`cdc_lake.apply.swaps`), and before each batch
+of a Postgres table and again before it commits, its source's rewrite log (:mod:`cdc_lake.apply.rewrites`);
+a swapped or rewritten table stops in SCHEMA_CHANGED without applying the batch.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from cdc_lake import applier_metrics
+from cdc_lake.apply.rewrites import RewriteCheck, RewriteSources, TableRewritten
 from cdc_lake.apply.source_defaults import SourceCatalog
 from cdc_lake.apply.swaps import SwapCheck
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
@@ -116,6 +118,7 @@ class ApplyRunner:
         options: ApplierOptions,
         registry: SchemaRegistry,
         lock_url: str,
+        rewrite_sources: RewriteSources,
     ) -> None:
         self.spark = spark
         self.store = store
@@ -129,6 +132,8 @@ class ApplyRunner:
         """Called after a table stopped in SCHEMA_CHANGED (``cdc-lake run``: the rebootstrap policy)."""
         self.swaps = SwapCheck.for_kafka(options.kafka, options.board, store)
         """Looks for a swap of each MySQL/MariaDB table before its batch."""
+        self.rewrites = RewriteCheck(rewrite_sources, store)
+        """Looks for a rewrite of each Postgres table before its batch and before its commit."""
         self._measured: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -138,7 +143,10 @@ class ApplyRunner:
     ) -> ApplyRunner:
         """The runner the config describes: its Kafka and batch settings, registry and lock."""
         options = applier_options(config, slices=slices)
-        runner = cls(spark, store, options, registry_client(config), config.state_store.url)
+        runner = cls(
+            spark, store, options, registry_client(config), config.state_store.url,
+            SourceCatalog(config).rewrite_source,
+        )
         runner.catalog = CatalogSync.for_config(config)
         return runner
 
@@ -164,16 +172,27 @@ class ApplyRunner:
 
     def _step(self, target: TableTarget, limit: dict[int, int] | None, lock: HeldLock) -> TableOutcome:
         name = target.qualified_name
-        swapped = self._swapped(target)
-        if swapped is not None:
-            return swapped
+        stopped = self._stopped(target, self.swaps.check) or self._stopped(target, self._rewritten)
+        if stopped is not None:
+            return stopped
         applier = self.applier(target)
         context = self.spark.sparkContext
         context.setJobGroup(name, f"cdc-lake apply {name}", interruptOnCancel=False)
+
+        def before_commit() -> None:
+            lock.verify()
+            diff = self.rewrites.check(target, fresh=True)
+            if diff is not None:
+                raise TableRewritten(diff)
+
         try:
-            result = applier.apply_batch(limit, before_commit=lock.verify)
+            result = applier.apply_batch(limit, before_commit=before_commit)
             self._record(target, result)
             self._register(target, applier)
+        except TableRewritten as exc:
+            applier.forget()
+            self._schema_changed(name, exc.diff.summary(), exc.diff)
+            return TableOutcome(name, error=exc.diff.summary())
         except Exception as exc:  # one table's failure must not stop the others
             applier.forget()
             cause = describe_failure(exc)
@@ -198,11 +217,16 @@ class ApplyRunner:
             error=error,
         )
 
-    def _swapped(self, target: TableTarget) -> TableOutcome | None:
-        """Stop ``target`` when its source table was swapped; None when it was not."""
+    def _rewritten(self, target: TableTarget) -> SchemaDiff | None:
+        return self.rewrites.check(target, fresh=False)
+
+    def _stopped(
+        self, target: TableTarget, check: Callable[[TableTarget], SchemaDiff | None]
+    ) -> TableOutcome | None:
+        """Stop ``target`` when ``check`` finds its source table swapped or rewritten; None when not."""
         name = target.qualified_name
         try:
-            diff = self.swaps.check(target)
+            diff = check(target)
         except CdcLakeError as exc:
             self._fail(target, str(exc))
             return TableOutcome(name, error=str(exc))

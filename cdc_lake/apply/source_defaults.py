@@ -1,4 +1,5 @@
-"""Asking a table's source whether the columns a writer schema adds have a default there.
+"""Asking a table's source whether the columns a writer schema adds have a default there (and which
+source and engine a table has, for the rewrite checks of :mod:`cdc_lake.apply.rewrites`).
 
 Debezium's schema drops some defaults (MySQL/MariaDB expression defaults, a nullable ``TIMESTAMP DEFAULT
 CURRENT_TIMESTAMP``, Postgres types without a default parser such as ``bytea`` and arrays), so before a
@@ -22,6 +23,7 @@ from cdc_lake.config import Config
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.lake.schema_change import SourceDefaults
 from cdc_lake.sources import engine_for
+from cdc_lake.sources.base import SourceEngine
 
 
 @dataclass(frozen=True)
@@ -49,3 +51,9 @@ class SourceCatalog:
             return SourceDefaults(found, primary_only=primary_only)
         except CdcLakeError as exc:
             return SourceDefaults({}, error=str(exc))
+
+    def rewrite_source(self, table: str) -> tuple[str, SourceEngine]:
+        """The source name and engine of ``table`` (``source.schema.table``, or a re-bootstrap's copy
+        ``source.schema.table~vN``), for its rewrite checks (:mod:`cdc_lake.apply.rewrites`)."""
+        source = self.config.source(table.split(".", 1)[0])
+        return source.name, engine_for(source)

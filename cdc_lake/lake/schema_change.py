@@ -96,6 +96,7 @@ class ChangeKind(enum.StrEnum):
     KEY_CHANGED = "key changed"
     PARTITION_CHANGED = "partition column changed"
     TABLE_SWAPPED = "swapped"
+    TABLE_REWRITTEN = "rewritten"
 
 
 EVOLVABLE = frozenset({ChangeKind.ADDED, ChangeKind.WIDENED})
@@ -125,8 +126,9 @@ class Change:
         return self.kind in EVOLVABLE
 
     def describe(self) -> str:
-        """``column 'x' dropped``-style text (``table 'db.t' swapped: RENAME ...`` for a swap)."""
-        if self.kind is ChangeKind.TABLE_SWAPPED:
+        """``column 'x' dropped``-style text (``table 'db.t' swapped: RENAME ...`` for a swap, ``table
+        'public.t' rewritten: ...`` for a rewrite)."""
+        if self.kind in (ChangeKind.TABLE_SWAPPED, ChangeKind.TABLE_REWRITTEN):
             return f"table {self.column!r} {self.kind.value}: {self.detail}"
         return f"column {self.column!r} {self.kind.value}" + (f": {self.detail}" if self.detail else "")
 
@@ -134,18 +136,21 @@ class Change:
 @dataclass(frozen=True)
 class SchemaDiff:
     """Every difference between the lake table (``table``, its qualified name) and one writer schema, or
-    the table swap at offset ``history_offset`` of its connector's schema history (``schema_id`` None)."""
+    the table swap at offset ``history_offset`` of its connector's schema history, or the table rewrite
+    at that id of its source's rewrite log (``schema_id`` None; ``history`` names which)."""
 
     table: str
     schema_id: int | None
     changes: tuple[Change, ...]
     history_offset: int | None = None
+    history: str = "schema history offset"
 
     @property
     def origin(self) -> str:
-        """Where the change was seen: ``writer schema id N`` or ``schema history offset N``."""
+        """Where the change was seen: ``writer schema id N``, ``schema history offset N`` or ``table
+        rewrite log id N``."""
         if self.schema_id is None:
-            return f"schema history offset {self.history_offset}"
+            return f"{self.history} {self.history_offset}"
         return f"writer schema id {self.schema_id}"
 
     @property
@@ -415,6 +420,13 @@ def table_swap(table: str, source_table: str, history_offset: int, statement: st
     ``history_offset`` whose ``statement`` renames it away or gives its name to another table."""
     change = Change(ChangeKind.TABLE_SWAPPED, source_table, statement)
     return SchemaDiff(table, None, (change,), history_offset)
+
+
+def table_rewrite(table: str, source_table: str, log_id: int, stop: str) -> SchemaDiff:
+    """The stop of ``table`` (its source table ``source_table``) at the rewrite ``log_id`` of its
+    source's rewrite log, ``stop`` saying what it changed and by which statement."""
+    change = Change(ChangeKind.TABLE_REWRITTEN, source_table, stop)
+    return SchemaDiff(table, None, (change,), log_id, "table rewrite log id")
 
 
 class IncompatibleSchemaChange(SchemaChangeError):

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, TypeVar
 from cdc_lake.config import Connection, Source, Table
 from cdc_lake.connect.render import ConnectorParams, ConverterSettings
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.sources.capabilities import EngineCapabilities
+from cdc_lake.sources.capabilities import EngineCapabilities, TableRewrite
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.snapshot import SnapshotSource
 
@@ -297,6 +297,22 @@ class SourceEngine(SnapshotSource):
         so a column added without one holds NULL in the existing rows; identity, auto-increment and
         generated columns have one); a column the table lacks is absent.  The applier asks before a new
         column evolves the lake, since Debezium's schema drops some defaults (docs/schema-changes.md)."""
+
+    @abstractmethod
+    def rewrite_log_start(self, table: str) -> int | None:
+        """Where a check of ``table``'s rewrites starts now: one past the newest rewrite of it the source
+        logged (those are a copy's from now on); None when the source keeps no rewrite log (MySQL and
+        MariaDB record their DDL in the connector's schema history instead, :mod:`cdc_lake.apply.swaps`;
+        a Postgres source whose log was not installed)."""
+
+    @abstractmethod
+    def rewrite_log_version(self) -> tuple[int, int] | None:
+        """The source's table-rewrite log as (newest id, rows), which every rewrite that commits changes
+        (ids are drawn before the commit, so the newest id alone may stay); None when it keeps none."""
+
+    @abstractmethod
+    def table_rewrites(self, table: str, start: int) -> list[TableRewrite]:
+        """The rewrites of ``table`` the source logged at ids ``start`` and above, in id order."""
 
     @abstractmethod
     def replica_evaluates(self, default: str) -> bool:

@@ -111,6 +111,17 @@ class TableRename:
 
 
 @dataclass(frozen=True)
+class TableRewrite:
+    """One rewrite of a table's rows a source logged (Postgres: :mod:`cdc_lake.sources.postgres.rewrites`):
+    its log id, the statement on one line, and ``stop``, why it changed values no row event shows (None:
+    it kept them, as a plain widening cast does)."""
+
+    log_id: int
+    statement: str
+    stop: str | None
+
+
+@dataclass(frozen=True)
 class EngineCapabilities:
     """One source engine's facts: its names, change positions, the objects it keeps and its config rules.
 
@@ -137,3 +148,6 @@ class EngineCapabilities:
     engine_class: str
     column_module: str
     table_renames: Callable[[str, str], tuple[TableRename, ...]] | None = None
+    rewrite_log: bool = False
+    """The source logs table rewrites once onboarding installed the log (Postgres): the applier reads
+    it before each batch and warns where it is missing."""

@@ -62,7 +62,9 @@ class Watermark:
     below them (None for an empty topic); ``source_position`` is the primary's
     position (Postgres LSN, MySQL/MariaDB GTID set) the replica must pass;
     ``history_offset`` the first offset of the connector's schema history not yet checked for a swap of
-    the table (:mod:`cdc_lake.apply.swaps`; None: not recorded).
+    the table (MySQL/MariaDB, :mod:`cdc_lake.apply.swaps`), or the first id of the source's table-rewrite
+    log not yet checked for a rewrite of it (Postgres, :mod:`cdc_lake.apply.rewrites`); None: not
+    recorded.
     """
 
     table: str

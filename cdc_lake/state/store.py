@@ -260,7 +260,8 @@ class StateStore:
         history_offset: int | None = None,
     ) -> Watermark:
         """Save the hand-off point of a new bootstrap, replacing any earlier one of ``table``;
-        ``history_offset``: the end of the table's schema history now (swaps before it are the copy's)."""
+        ``history_offset``: the end of the table's schema history now (swaps before it are the copy's), or
+        one past its newest logged rewrite (:class:`~cdc_lake.state.records.Watermark`)."""
         with self._transaction() as session:
             self._require_row(session, table)
             session.execute(delete(BootstrapWatermarkRow).where(BootstrapWatermarkRow.table_name == table))
@@ -299,7 +300,8 @@ class StateStore:
             return _watermark(row)
 
     def set_history_offset(self, table: str, offset: int) -> bool:
-        """Record that ``table``'s schema history is checked up to ``offset``; False without a watermark
+        """Record that ``table``'s schema history (or rewrite log) is checked up to ``offset``; False
+        without a watermark
         (the table was never bootstrapped: nothing to record it with)."""
         with self._transaction() as session:
             row = session.get(BootstrapWatermarkRow, table)

@@ -16,7 +16,10 @@ equal to the source (the widened decimal in the new copy's type).
 On MariaDB a seventh table is swapped as gh-ost and pt-online-schema-change do (a copy created, altered,
 filled, then ``RENAME TABLE swaps TO _swaps_old, _swaps_new TO swaps``; no row event says so): it stops
 naming the rename, and a plain ``cdc-lake rebootstrap`` (read from the replica) brings it back equal to
-the source, after which it applies again without stopping on the same statement.
+the source, after which it applies again without stopping on the same statement.  On Postgres a seventh
+table's column is rewritten in place by ``ALTER ... TYPE numeric(12, 2) USING amount * 2`` (its own
+type: the writer schema does not change and no row event says so): onboarding installed the source's
+table-rewrite log, the table stops naming the statement, and the re-bootstrap brings the doubled amounts.
 """
 
 from __future__ import annotations
@@ -96,6 +99,10 @@ SWAP = [
     "rename table swaps to _swaps_old, _swaps_new to swaps",
 ]
 SWAPPED = "swapped: rename table swaps"
+# Postgres only: a rewrite of every row that keeps the column's type (docs/schema-changes.md, "Table
+# rewrites").
+REWRITE = "alter table public.rewrites alter column amount type numeric(12, 2) using amount * 2"
+REWRITTEN = "'public.rewrites' rewritten: a column's values"
 # ``val`` is a varchar(200) before onboarding (MariaDB's items table has it so already).
 PREPARE = {"postgres": ["alter table public.narrows alter column val type varchar(200)"], "mariadb": []}
 TOUCH = {
@@ -140,7 +147,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
     names = ["grows", "drops", "retypes", "widens", "regional", "narrows"]
-    names += ["swaps"] if db.engine == "mariadb" else []
+    names += ["swaps"] if db.engine == "mariadb" else ["rewrites"]
     for name in names:
         engine.aware_items(db, name, ROWS)
     db.execute(*PREPARE[db.engine])
@@ -156,8 +163,8 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     assert first.exit_code == 0, first.stderr
 
     note = "note"
-    db.execute(*(CHANGES[db.engine][name] for name in names if name != "swaps"))
-    db.execute(*(SWAP if "swaps" in names else []))
+    db.execute(*(CHANGES[db.engine][name] for name in names if name not in ("swaps", "rewrites")))
+    db.execute(*(SWAP if "swaps" in names else [REWRITE]))
     grows_insert = (
         "insert into public.grows (id, grp, val, note) values (900001, 1, 'n', 'with a note')"
         if db.engine == "postgres"
@@ -182,7 +189,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
         "widens": "column 'amount' type changed: decimal(12,2) -> decimal(14,2)",
         "regional": "column 'region' added with a default: 'eu'",
         "narrows": "column 'val' narrowed: character length 200 -> 20",
-        **({"swaps": SWAPPED} if "swaps" in names else {}),
+        **({"swaps": SWAPPED} if "swaps" in names else {"rewrites": REWRITTEN}),
     }
     with StateStore.open(config.state_store.url) as store:
         for name, fragment in expected.items():
@@ -203,7 +210,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     assert {r["name"]: r["state"] for r in status}[tables["drops"]] == "SCHEMA_CHANGED"
 
     # On MariaDB the copies are read from the primary: ``regional``'s UUIDs are the primary's alone.
-    rebooted_tables = ["drops", "widens"] + (["regional"] if db.engine == "mariadb" else [])
+    rebooted_tables = ["drops", "widens"] + (["regional"] if db.engine == "mariadb" else ["rewrites"])
     primary = ["--from-primary"] if db.engine == "mariadb" else []
     rebooted = cli_run(
         config_path, "rebootstrap", *(tables[n] for n in rebooted_tables), "--reason", "the DDL", *primary

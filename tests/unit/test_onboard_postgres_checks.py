@@ -20,6 +20,7 @@ from cdc_lake.sources.postgres.checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,
     PgReplicaFacts,
+    PgRewriteLogFacts,
     PgSlotFacts,
     PgTableFacts,
     PostgresFacts,
@@ -69,6 +70,7 @@ HEALTHY = PostgresFacts(
         schema_exists=False,
         can_create_in_schema=False,
     ),
+    rewrite_log=PgRewriteLogFacts(table_exists=True, trigger_enabled=True, can_read=True),
     tables={"shop.customers": CUSTOMERS, "shop.orders": ORDERS},
     replica=PgReplicaFacts(
         configured=True,
@@ -315,6 +317,23 @@ def test_heartbeat_table_must_be_writable_or_creatable() -> None:
     assert check("heartbeat table", replace(HEALTHY, heartbeat=unwritable)).failed
     assert check("heartbeat table", replace(HEALTHY, heartbeat=uncreatable)).failed
     assert check("heartbeat table").detail == "cdc_lake.heartbeat will be created"
+
+
+def test_table_rewrites_are_logged_or_a_superuser_will_log_them_else_a_warning() -> None:
+    missing = PgRewriteLogFacts(table_exists=False, trigger_enabled=False, can_read=False)
+    disabled = replace(HEALTHY.rewrite_log, trigger_enabled=False)
+    unreadable = replace(HEALTHY.rewrite_log, can_read=False)
+    assert check("table rewrite log").outcome is Outcome.PASS
+    assert check("table rewrite log").detail == "cdc_lake.table_rewrites and its event trigger exist"
+    created = check("table rewrite log", replace(HEALTHY, rewrite_log=missing, superuser=True))
+    assert created.outcome is Outcome.PASS and "will be created" in created.detail
+    for gap in (missing, disabled):
+        warned = check("table rewrite log", replace(HEALTHY, rewrite_log=gap))
+        assert warned.outcome is Outcome.WARN, gap
+        assert "USING" in warned.detail and "cdc" in warned.detail
+        assert warned.fix is not None and "docs/schema-changes.md" in warned.fix
+    refused = check("table rewrite log", replace(HEALTHY, rewrite_log=unreadable))
+    assert refused.failed and refused.fix == 'GRANT SELECT ON cdc_lake.table_rewrites TO "cdc"'
 
 
 @pytest.mark.parametrize(

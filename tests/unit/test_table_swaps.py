@@ -11,11 +11,13 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import cast
 
 import pytest
 from pyspark.sql import SparkSession
 
+from cdc_lake.apply.rewrites import RewriteSource
 from cdc_lake.apply.runner import SCHEMA_CHANGE_RUN, ApplyRunner, applier_options
 from cdc_lake.apply.swaps import SwapCheck
 from cdc_lake.capture.history import HistoryReader, HistoryRename, renames_in
@@ -299,6 +301,10 @@ def test_a_table_bootstrapped_again_at_its_path_does_not_stop_on_a_swap_before_i
     assert check.check(target) is not None
 
 
+_MARIADB = cast(RewriteSource, SimpleNamespace(capabilities=capabilities_for("mariadb")))
+"""A source that logs no rewrites (the MySQL family's DDL is in its schema history)."""
+
+
 class _NoRegistry(SchemaRegistry):
     def __init__(self) -> None:
         pass
@@ -315,7 +321,8 @@ def test_the_runner_stops_a_swapped_table_in_schema_changed_before_any_batch(
     history.add(statement)
     options = applier_options(load_config(EXAMPLE))
     runner = ApplyRunner(
-        cast(SparkSession, None), store, options, _NoRegistry(), f"sqlite:///{tmp_path}/state.db"
+        cast(SparkSession, None), store, options, _NoRegistry(), f"sqlite:///{tmp_path}/state.db",
+        lambda name: ("maria", _MARIADB),
     )
     runner.swaps = _check(store, history)
     stopped: list[str] = []

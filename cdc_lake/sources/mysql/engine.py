@@ -32,6 +32,7 @@ from cdc_lake.sources.base import (
     ReplicaDelay,
     SourceEngine,
 )
+from cdc_lake.sources.capabilities import TableRewrite
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.mysql import MARIADB, MYSQL
 from cdc_lake.sources.mysql.checks import MyReplicaFacts, MySqlFacts, MyTableFacts, check_tls, evaluate
@@ -416,6 +417,20 @@ class MySqlEngine(SourceEngine):
             else:
                 found[str(column)] = None if default is None or default in self.no_default else str(default)
         return found
+
+    def rewrite_log_start(self, table: str) -> int | None:
+        """None: MySQL and MariaDB log their DDL in the connector's schema history (read by
+        :mod:`cdc_lake.apply.swaps`); an ``ALTER ... MODIFY`` changes the writer schema the schema-change
+        rules judge."""
+        return None
+
+    def rewrite_log_version(self) -> tuple[int, int] | None:
+        """None: no rewrite log (:meth:`rewrite_log_start`)."""
+        return None
+
+    def table_rewrites(self, table: str, start: int) -> list[TableRewrite]:
+        """None logged (:meth:`rewrite_log_start`)."""
+        return []
 
     def replica_evaluates(self, default: str) -> bool:
         """A function whose value statement-based replication does not carry: the replica runs an

@@ -26,4 +26,5 @@ CAPABILITIES: Final = EngineCapabilities(
     engine_module="cdc_lake.sources.postgres.engine",
     engine_class="PostgresEngine",
     column_module="cdc_lake.sources.postgres.column_types",
+    rewrite_log=True,
 )

@@ -20,6 +20,7 @@ from cdc_lake.sources.checks import (
     check_source_tls,
     name_list,
 )
+from cdc_lake.sources.postgres.rewrites import REWRITE_LOG
 
 PLUGIN = "pgoutput"
 
@@ -99,6 +100,21 @@ class PgHeartbeatFacts:
 
 
 @dataclass(frozen=True)
+class PgRewriteLogFacts:
+    """The table-rewrite log (:mod:`cdc_lake.sources.postgres.rewrites`): the table, its event trigger
+    (enabled), and whether the user may read the log."""
+
+    table_exists: bool
+    trigger_enabled: bool
+    can_read: bool
+
+    @property
+    def installed(self) -> bool:
+        """Whether rewrites are logged and the user can read them."""
+        return self.table_exists and self.trigger_enabled and self.can_read
+
+
+@dataclass(frozen=True)
 class PgReplicaFacts:
     """The read replica as seen by the configured user; ``error`` is set when it was unreachable."""
 
@@ -125,6 +141,7 @@ class PostgresFacts:
     replication_role: bool
     can_create_in_database: bool
     heartbeat: PgHeartbeatFacts
+    rewrite_log: PgRewriteLogFacts
     tables: Mapping[str, PgTableFacts]
     replica: PgReplicaFacts
     slots: Mapping[str, PgSlotFacts] = field(default_factory=dict)
@@ -183,6 +200,7 @@ def evaluate(
         check_replica_identity(facts, keys, options.replica_identity_full),
         check_publications(facts, captures),
         check_heartbeat(facts),
+        check_rewrite_log(facts),
         check_slots(facts, captures, options),
         check_replica(facts.replica, options.replica_required),
     ]
@@ -431,6 +449,29 @@ def check_heartbeat(facts: PostgresFacts) -> CheckResult:
         "heartbeat table",
         f"{facts.user} cannot create {heartbeat.name}",
         f"create it (see docs/onboarding.md) and GRANT INSERT, UPDATE ON it TO {_quote(facts.user)}",
+    )
+
+
+def check_rewrite_log(facts: PostgresFacts) -> CheckResult:
+    """Table rewrites (``ALTER ... TYPE ... USING``, a default computed per row, ``SET UNLOGGED``) are
+    logged for the applier, or will be (a superuser creates the event trigger); else a warning: those
+    DDLs would leave the lake's old values in place, LIVE."""
+    name = "table rewrite log"
+    log = facts.rewrite_log
+    if log.installed:
+        return CheckResult.ok(name, f"{REWRITE_LOG} and its event trigger exist")
+    if facts.superuser:
+        return CheckResult.ok(name, f"{REWRITE_LOG} and its event trigger will be created")
+    if log.table_exists and log.trigger_enabled:
+        return CheckResult.fail(
+            name, f"{facts.user} may not read {REWRITE_LOG}",
+            f"GRANT SELECT ON {REWRITE_LOG} TO {_quote(facts.user)}",
+        )
+    return CheckResult.warn(
+        name,
+        f"{REWRITE_LOG} or its table_rewrite event trigger is missing and {facts.user} is no superuser: "
+        "a rewrite by ALTER ... TYPE ... USING or a per-row default would not stop its table",
+        "a superuser runs the statements of docs/schema-changes.md (\"Table rewrites\") once per database",
     )
 
 

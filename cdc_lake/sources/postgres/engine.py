@@ -29,6 +29,7 @@ from cdc_lake.sources.base import (
     ReplicaDelay,
     SourceEngine,
 )
+from cdc_lake.sources.capabilities import TableRewrite
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.positions import LogPosition, Lsn
 from cdc_lake.sources.postgres import CAPABILITIES
@@ -36,12 +37,24 @@ from cdc_lake.sources.postgres.checks import (
     PgHeartbeatFacts,
     PgPublicationFacts,
     PgReplicaFacts,
+    PgRewriteLogFacts,
     PgSlotFacts,
     PgTableFacts,
     PostgresFacts,
     check_tls,
     evaluate,
     identity_gap,
+)
+from cdc_lake.sources.postgres.rewrites import (
+    INSTALL,
+    LOG_EXISTS_QUERY,
+    LOG_VERSION_QUERY,
+    REWRITE_LOG,
+    REWRITE_TRIGGER,
+    TABLE_REWRITES_QUERY,
+    TABLE_START_QUERY,
+    one_line,
+    rewrite_stop,
 )
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
 
@@ -173,6 +186,7 @@ class PostgresEngine(SourceEngine):
                 replication_role=bool(replication),
                 can_create_in_database=bool(create_db),
                 heartbeat=self._heartbeat_facts(conn),
+                rewrite_log=_rewrite_log_facts(conn),
                 tables=_table_facts(conn, [table.name for table in tables]),
                 replica=PgReplicaFacts(configured=False),
                 slots=_slot_facts(conn, slot_names),
@@ -236,6 +250,8 @@ class PostgresEngine(SourceEngine):
             changes = []
             if not self._heartbeat_facts(conn).exists:
                 changes.append(f"create heartbeat table {HEARTBEAT_TABLE}")
+            if _installs_rewrite_log(conn):
+                changes.append(f"create the table rewrite log {REWRITE_LOG} and its event trigger")
             if options.replica_identity_full:
                 changes += [
                     f"ALTER TABLE {name} REPLICA IDENTITY FULL"
@@ -260,6 +276,11 @@ class PostgresEngine(SourceEngine):
                 conn.execute(sql.SQL("create schema if not exists {}").format(sql.Identifier(schema)))
                 conn.execute(sql.SQL(heartbeat_table_ddl(HEARTBEAT_TABLE)))  # type: ignore[arg-type]
                 changes.append(Change(f"created heartbeat table {HEARTBEAT_TABLE}"))
+            if _installs_rewrite_log(conn):
+                with conn.transaction():
+                    for statement in INSTALL:
+                        conn.execute(statement)  # type: ignore[arg-type]
+                changes.append(Change(f"created the table rewrite log {REWRITE_LOG} and its event trigger"))
             if options.replica_identity_full:
                 for name in _needs_full_identity(conn, capture.tables):
                     conn.execute(sql.SQL("alter table {} replica identity full").format(_ident(name)))
@@ -537,6 +558,33 @@ class PostgresEngine(SourceEngine):
             else:
                 found[str(column)] = None if missing is None else f"{missing} (kept for the existing rows)"
         return found
+
+    def rewrite_log_start(self, table: str) -> int | None:
+        """One past the newest logged rewrite of ``table`` on the primary; None when the log is missing."""
+        schema, name = _split(table)
+        with self._connect() as conn:
+            if not all(_one(conn.execute(LOG_EXISTS_QUERY, (REWRITE_LOG, REWRITE_TRIGGER)).fetchone())):
+                return None
+            return int(str(_one(conn.execute(TABLE_START_QUERY, (schema, name)).fetchone())[0]))
+
+    def rewrite_log_version(self) -> tuple[int, int] | None:
+        """The primary's rewrite log as (newest id, rows) (read on the primary: a rewrite that committed
+        before a change a batch holds is visible there); None when the log or its trigger is missing."""
+        with self._connect() as conn:
+            if not all(_one(conn.execute(LOG_EXISTS_QUERY, (REWRITE_LOG, REWRITE_TRIGGER)).fetchone())):
+                return None
+            newest, rows = _one(conn.execute(LOG_VERSION_QUERY).fetchone())
+            return int(str(newest)), int(str(rows))
+
+    def table_rewrites(self, table: str, start: int) -> list[TableRewrite]:
+        """The primary's logged rewrites of ``table`` from id ``start``, judged by :func:`rewrite_stop`."""
+        schema, name = _split(table)
+        with self._connect() as conn:
+            rows = conn.execute(TABLE_REWRITES_QUERY, (schema, name, start)).fetchall()
+        return [
+            TableRewrite(int(log_id), one_line(str(statement)), rewrite_stop(int(reason), str(statement)))
+            for log_id, reason, statement in rows
+        ]
 
     def replica_evaluates(self, default: str) -> bool:
         """Never: a streaming replica replays the primary's WAL, the rows the primary wrote included."""
@@ -829,3 +877,22 @@ def _publication_diff_text(publication: str, current: set[str], capture: Capture
     if dropped:
         changes.append(f"ALTER PUBLICATION {publication} DROP TABLE {', '.join(dropped)}")
     return changes
+
+
+def _rewrite_log_facts(conn: _Conn) -> PgRewriteLogFacts:
+    """Whether the rewrite log and its enabled trigger exist, and the user may read the log."""
+    table, trigger = _one(conn.execute(LOG_EXISTS_QUERY, (REWRITE_LOG, REWRITE_TRIGGER)).fetchone())
+    readable = bool(table) and bool(
+        _one(conn.execute("select has_table_privilege(%s, 'SELECT')", (REWRITE_LOG,)).fetchone())[0]
+    )
+    return PgRewriteLogFacts(table_exists=bool(table), trigger_enabled=bool(trigger), can_read=readable)
+
+
+def _installs_rewrite_log(conn: _Conn) -> bool:
+    """Whether onboarding creates the rewrite log here: it or its trigger is missing and the user is a
+    superuser (event triggers need one; otherwise the preflight warned)."""
+    facts = _rewrite_log_facts(conn)
+    if facts.table_exists and facts.trigger_enabled:
+        return False
+    superuser = conn.execute("select rolsuper from pg_roles where rolname = current_user").fetchone()
+    return bool(_one(superuser)[0])

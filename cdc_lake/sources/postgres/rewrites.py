@@ -1,0 +1,106 @@
+"""Postgres table rewrites: the DDL that changes existing rows without a row event, logged by a trigger.
+
+``ALTER TABLE ... ALTER COLUMN c TYPE t USING expr`` rewrites every row with ``expr`` (``USING c * 2``
+on an ``int`` column keeps its type, so the writer schema does not change at all), ``ADD COLUMN ...
+DEFAULT now()`` computes a value per row, ``SET UNLOGGED`` takes the table out of the WAL: logical
+decoding emits none of it, so the lake would keep the old values, LIVE.  Postgres announces each
+rewrite to ``table_rewrite`` event triggers (before it runs, holding the table's ACCESS EXCLUSIVE
+lock) with the table and a reason bit set.  Onboarding installs (as a superuser: event triggers need
+one) a trigger that appends the table, the reason and the client's statement to
+:data:`REWRITE_LOG`, in the DDL's own transaction: the row commits with the rewrite or not at all.
+
+Why ids order one table's rewrites: the id is drawn while the rewrite holds the table's ACCESS
+EXCLUSIVE lock, which it keeps until it commits, so a later rewrite of the same table draws a higher
+id, after the earlier one committed (ids of different tables interleave; nothing here compares them).
+A table's check therefore starts at one plus the highest id of its own committed rewrites when its
+bootstrap began (those are the copy's) and reads its rows from there.
+
+Which rewrites stop the table (:func:`rewrite_stop`): a persistence change (the table leaves or
+enters the WAL), a default computed per row, and a type change whose statement has a ``USING``
+expression (it may compute anything; a ``USING`` that is a plain cast stops too: the text cannot tell,
+and a stop is the safe side).  A type change without ``USING`` converts with the type's assignment
+cast, and its new type reaches the writer schema, which the schema-change rules judge (widened,
+narrowed, changed); an access-method change keeps the values.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+REWRITE_LOG: Final = "cdc_lake.table_rewrites"
+"""Where the trigger logs every table rewrite of the source database."""
+
+REWRITE_TRIGGER: Final = "cdc_lake_table_rewrite"
+"""The ``table_rewrite`` event trigger's name."""
+
+_PERSISTENCE, _DEFAULT, _COLUMN_TYPE = 1, 2, 4
+"""``pg_event_trigger_table_rewrite_reason()`` bits (``AT_REWRITE_*`` in Postgres' ``event_trigger.h``)."""
+
+_USING = re.compile(r"\busing\b", re.IGNORECASE)
+_STATEMENT_CHARS = 300
+"""How much of a statement a stop quotes (the log keeps all of it)."""
+
+INSTALL: Final = (
+    "create schema if not exists cdc_lake",
+    f"""create table if not exists {REWRITE_LOG} (
+    id bigserial primary key,
+    schema_name text not null,
+    table_name text not null,
+    reason integer not null,
+    statement text not null,
+    recorded_at timestamptz not null default now()
+)""",
+    f"create index if not exists table_rewrites_by_table on {REWRITE_LOG} (schema_name, table_name, id)",
+    f"""create or replace function cdc_lake.record_table_rewrite() returns event_trigger
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $fn$
+begin
+    insert into {REWRITE_LOG} (schema_name, table_name, reason, statement)
+    select n.nspname, c.relname, pg_event_trigger_table_rewrite_reason(), coalesce(current_query(), '')
+    from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where c.oid = pg_event_trigger_table_rewrite_oid();
+end
+$fn$""",
+    f"drop event trigger if exists {REWRITE_TRIGGER}",
+    f"create event trigger {REWRITE_TRIGGER} on table_rewrite "
+    "execute function cdc_lake.record_table_rewrite()",
+)
+"""What onboarding runs on the primary (as a superuser) when the log or its trigger is missing; the
+same statements, in order, are what a DBA runs by hand (docs/schema-changes.md)."""
+
+LOG_EXISTS_QUERY: Final = (
+    "select to_regclass(%s) is not null, exists (select 1 from pg_event_trigger "
+    "where evtname = %s and evtevent = 'table_rewrite' and evtenabled <> 'D')"
+)
+
+LOG_VERSION_QUERY: Final = f"select coalesce(max(id), 0), count(*) from {REWRITE_LOG}"
+
+TABLE_START_QUERY: Final = (
+    f"select coalesce(max(id), 0) + 1 from {REWRITE_LOG} where schema_name = %s and table_name = %s"
+)
+
+TABLE_REWRITES_QUERY: Final = (
+    f"select id, reason, statement from {REWRITE_LOG} "
+    "where schema_name = %s and table_name = %s and id >= %s order by id"
+)
+
+
+def rewrite_stop(reason: int, statement: str) -> str | None:
+    """Why a rewrite with ``reason`` bits made by ``statement`` changed values no row event shows
+    (the stop's text), or None when it kept them."""
+    causes = []
+    if reason & _PERSISTENCE:
+        causes.append("its persistence changed (an UNLOGGED table is not logically decoded)")
+    if reason & _DEFAULT:
+        causes.append("a default was computed for every row")
+    if reason & _COLUMN_TYPE and _USING.search(statement):
+        causes.append("a column's values were rewritten by a USING expression")
+    if not causes:
+        return None
+    return f"{' and '.join(causes)}: {one_line(statement)}"
+
+
+def one_line(statement: str) -> str:
+    """``statement`` on one line, whitespace collapsed, cut at :data:`_STATEMENT_CHARS` characters."""
+    line = " ".join(statement.split())
+    return line if len(line) <= _STATEMENT_CHARS else line[: _STATEMENT_CHARS - 3] + "..."
