@@ -20,6 +20,8 @@ the source, after which it applies again without stopping on the same statement.
 table's column is rewritten in place by ``ALTER ... TYPE numeric(12, 2) USING amount * 2`` (its own
 type: the writer schema does not change and no row event says so): onboarding installed the source's
 table-rewrite log, the table stops naming the statement, and the re-bootstrap brings the doubled amounts.
+On both engines an eighth table is truncated and gains one row: it stops FAILED before the truncate (no
+connector skips truncates) and the re-bootstrap brings the one row.
 """
 
 from __future__ import annotations
@@ -103,6 +105,15 @@ SWAPPED = "swapped: rename table swaps"
 # rewrites").
 REWRITE = "alter table public.rewrites alter column amount type numeric(12, 2) using amount * 2"
 REWRITTEN = "'public.rewrites' rewritten: a column's values"
+# Both engines: a TRUNCATE, then a new row.  The connectors send truncates (``skipped.operations``
+# ``none``; Postgres publications publish them), and the table stops FAILED before the truncate.
+TRUNCATE = {
+    "postgres": [
+        "truncate table public.truncates",
+        "insert into public.truncates (id, grp) values (900002, 2)",
+    ],
+    "mariadb": ["truncate table truncates", "insert into truncates (id, grp) values (900002, 2)"],
+}
 # ``val`` is a varchar(200) before onboarding (MariaDB's items table has it so already).
 PREPARE = {"postgres": ["alter table public.narrows alter column val type varchar(200)"], "mariadb": []}
 TOUCH = {
@@ -147,7 +158,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
     names = ["grows", "drops", "retypes", "widens", "regional", "narrows"]
-    names += ["swaps"] if db.engine == "mariadb" else ["rewrites"]
+    names += (["swaps"] if db.engine == "mariadb" else ["rewrites"]) + ["truncates"]
     for name in names:
         engine.aware_items(db, name, ROWS)
     db.execute(*PREPARE[db.engine])
@@ -163,14 +174,15 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     assert first.exit_code == 0, first.stderr
 
     note = "note"
-    db.execute(*(CHANGES[db.engine][name] for name in names if name not in ("swaps", "rewrites")))
-    db.execute(*(SWAP if "swaps" in names else [REWRITE]))
+    db.execute(*(CHANGES[db.engine][name] for name in names if name in CHANGES[db.engine]))
+    db.execute(*(SWAP if "swaps" in names else [REWRITE]), *TRUNCATE[db.engine])
     grows_insert = (
         "insert into public.grows (id, grp, val, note) values (900001, 1, 'n', 'with a note')"
         if db.engine == "postgres"
         else "insert into grows (id, grp, val, note) values (900001, 1, 'n', 'with a note')"
     )
-    db.execute(grows_insert, *(TOUCH[db.engine].format(name=name) for name in names[1:]))
+    touched = [name for name in names[1:] if name != "truncates"]
+    db.execute(grows_insert, *(TOUCH[db.engine].format(name=name) for name in touched))
     for name in names:
         wait_streamed(config, tables[name])
     applied = cli_run(config_path, "apply", "--once")
@@ -206,11 +218,16 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
                 line = next(x for x in run.detail["report"] if SOURCE_ONLY_DEFAULT[db.engine][:24] in x)
                 assert line.startswith("BREAKS"), run.detail["report"]
         assert store.require_table(tables["grows"]).state is TableState.LIVE
+        truncated = store.require_table(tables["truncates"])
+        assert truncated.state is TableState.FAILED, truncated.last_error
+        assert truncated.last_error is not None and "TRUNCATE event" in truncated.last_error
+        assert "re-bootstrap the table" in truncated.last_error
     status = json.loads(cli_run(config_path, "status", "--json").stdout)
     assert {r["name"]: r["state"] for r in status}[tables["drops"]] == "SCHEMA_CHANGED"
 
     # On MariaDB the copies are read from the primary: ``regional``'s UUIDs are the primary's alone.
-    rebooted_tables = ["drops", "widens"] + (["regional"] if db.engine == "mariadb" else ["rewrites"])
+    rebooted_tables = ["drops", "widens", "truncates"]
+    rebooted_tables += ["regional"] if db.engine == "mariadb" else ["rewrites"]
     primary = ["--from-primary"] if db.engine == "mariadb" else []
     rebooted = cli_run(
         config_path, "rebootstrap", *(tables[n] for n in rebooted_tables), "--reason", "the DDL", *primary
@@ -219,7 +236,8 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     assert rebooted.exit_code == 0, rebooted.stderr
     for name in rebooted_tables:
         new_path = config.lake.table_base_path(tables[name]) + "__v2"
-        assert assert_lake_equals_source(spark, config, db, name, base_path=new_path) == ROWS
+        rows = 1 if name == "truncates" else ROWS
+        assert assert_lake_equals_source(spark, config, db, name, base_path=new_path) == rows
         assert_second_reader_agrees(db, name, new_path, "u" if name == "regional" else "amount")
         with StateStore.open(config.state_store.url) as store:
             assert store.require_table(tables[name]).state is TableState.LIVE

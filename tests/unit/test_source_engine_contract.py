@@ -54,6 +54,10 @@ CONTRACT: dict[str, Callable[..., Any] | property] = {
         "replica_delay",
         "column_defaults",
         "replica_evaluates",
+        # table rewrites
+        "rewrite_log_start",
+        "rewrite_log_version",
+        "table_rewrites",
     )
 } | {"row_comparisons": property(_unused)}
 """Every method of the contract, each implemented by a stub."""

@@ -63,6 +63,11 @@ _Conn = psycopg.Connection[tuple[Any, ...]]
 HEARTBEAT_TABLE = "cdc_lake.heartbeat"
 """Written by every connector's heartbeat query (one row per connector) and in every publication."""
 
+PUBLISHED = "insert, update, delete, truncate"
+"""What every publication publishes: a ``TRUNCATE`` too, which the connector (``skipped.operations``
+``none``) sends as an ``op='t'`` event that stops its table (docs/applier.md, "Truncate policy"); without
+it a truncate would leave the lake's rows in place, LIVE."""
+
 _SETTINGS = ("wal_level", "max_replication_slots", "max_wal_senders", "max_slot_wal_keep_size")
 _CONNECT_TIMEOUT = 5
 _POLL_SECONDS = 0.5
@@ -264,6 +269,8 @@ class PostgresEngine(SourceEngine):
                 changes.append(f"CREATE PUBLICATION {publication} FOR TABLE {listed}")
             else:
                 changes += _publication_diff_text(publication, current, capture)
+                if not _publishes_truncates(conn, publication):
+                    changes.append(f"ALTER PUBLICATION {publication} SET (publish = '{PUBLISHED}')")
         return changes
 
     def prepare(self, capture: Capture, options: PreflightOptions) -> list[Change]:
@@ -289,8 +296,8 @@ class PostgresEngine(SourceEngine):
                 listed = sql.SQL(", ").join(_ident(t) for t in [HEARTBEAT_TABLE, *capture.table_names])
                 conn.execute(
                     sql.SQL(
-                        "create publication {} for table {} with (publish = 'insert, update, delete')"
-                    ).format(sql.Identifier(publication), listed)
+                        "create publication {} for table {} with (publish = {})"
+                    ).format(sql.Identifier(publication), listed, sql.Literal(PUBLISHED))
                 )
                 changes.append(
                     Change(
@@ -329,6 +336,13 @@ class PostgresEngine(SourceEngine):
                         undo=lambda: self._alter_publication_now(publication, "add", dropped),
                     )
                 )
+            if not _publishes_truncates(conn, publication):
+                conn.execute(
+                    sql.SQL("alter publication {} set (publish = {})").format(
+                        sql.Identifier(publication), sql.Literal(PUBLISHED)
+                    )
+                )
+                changes.append(Change(f"publication {publication} publishes truncates"))
         return changes
 
     def _alter_publication(self, conn: _Conn, publication: str, verb: str, tables: list[str]) -> None:
@@ -852,6 +866,12 @@ def _publication_facts(conn: _Conn, names: Sequence[str]) -> dict[str, PgPublica
             owned=bool(owned),
         )
     return facts
+
+
+def _publishes_truncates(conn: _Conn, publication: str) -> bool:
+    """Whether ``publication`` publishes truncates (publications created before it did do not)."""
+    row = conn.execute("select pubtruncate from pg_publication where pubname = %s", (publication,)).fetchone()
+    return row is not None and bool(row[0])
 
 
 def _publication_tables(conn: _Conn, publication: str) -> set[str] | None:
