@@ -1,8 +1,8 @@
 """Stopping a table whose source rewrote its rows without a row event (Postgres' table-rewrite log).
 
-``ALTER TABLE ... ALTER COLUMN c TYPE t USING expr``, a column added with a default computed per row,
-``SET UNLOGGED``: the source's rows change and logical decoding says nothing, so the lake would keep the
-old values, LIVE (a same-type ``USING`` does not even change the writer schema).  The source logs each
+``ALTER TABLE ... ALTER COLUMN c TYPE t USING expr`` and ``SET UNLOGGED``: the source's rows change (or
+its later changes leave the WAL) and logical decoding says nothing, so the lake would keep the old
+values, LIVE (a same-type ``USING`` does not even change the writer schema).  The source logs each
 rewrite (:mod:`cdc_lake.sources.postgres.rewrites`, installed by onboarding); :class:`RewriteCheck`
 reads a table's rewrites and the runner stops the table in SCHEMA_CHANGED naming the statement and
 ``cdc-lake rebootstrap TABLE``.
@@ -166,7 +166,7 @@ class RewriteCheck:
                 return
             self._warned.add(source_name)
         _LOG.warning(
-            "source %s keeps no table rewrite log: ALTER ... TYPE ... USING and per-row defaults will not "
+            "source %s keeps no table rewrite log: ALTER ... TYPE ... USING and SET UNLOGGED will not "
             "stop its tables; a superuser installs it (docs/schema-changes.md, \"Table rewrites\")",
             source_name,
         )

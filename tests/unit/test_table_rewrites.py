@@ -1,4 +1,4 @@
-"""Postgres table rewrites (``ALTER ... TYPE ... USING``, per-row defaults, ``SET UNLOGGED``): which
+"""Postgres table rewrites (``ALTER ... TYPE ... USING``, ``SET UNLOGGED``, per-row defaults): which
 ones stop a table, and the check that reads a table's logged rewrites since its copy.
 
 The log's ids order one table's rewrites (each draws its id under the table's ACCESS EXCLUSIVE lock) but
@@ -41,10 +41,13 @@ USING = "ALTER TABLE public.orders ALTER COLUMN amount TYPE numeric(12,2) USING 
         (4, USING, "a column's values were rewritten by a USING expression"),
         (4, "alter table t alter c type bigint using c * 10", "USING expression"),
         (4, "alter table t alter c type bigint Using (c)::bigint", "USING expression"),
-        (2, "alter table t add column at timestamptz default now()", "a default was computed for every row"),
         (1, "alter table t set unlogged", "its persistence changed"),
         (6, "alter table t add u uuid default gen_random_uuid(), alter c type text using c || 'x'",
-         "a default was computed for every row and a column's values were rewritten by a USING"),
+         "a column's values were rewritten by a USING expression"),
+        (5, "alter table t set logged, alter c type bigint using c * 2",
+         "its persistence changed (an UNLOGGED table is not logically decoded) and a column's values"),
+        # Only the new column's values are computed: the writer schema shows it ("added with a default").
+        (2, "alter table t add column at timestamptz default now()", None),
         (4, "alter table t alter c type bigint", None),
         (8, "alter table t set access method heap2", None),
         (4, "alter table t alter c type bigint -- widened: user, fusing are no keyword", None),
@@ -175,7 +178,7 @@ def test_a_rewrite_committing_after_a_higher_id_of_another_table_is_still_found(
     log = _Log()
     _watermark(store, history_offset=5)
     check = _check(store, log)
-    log.commit(6, "public.other", 2, "alter table public.other add at timestamptz default now()")
+    log.commit(6, "public.other", 1, "alter table public.other set unlogged")
     assert check.check(target, fresh=True) is None
 
     log.commit(5, "public.orders", 4, USING)

@@ -453,9 +453,9 @@ def check_heartbeat(facts: PostgresFacts) -> CheckResult:
 
 
 def check_rewrite_log(facts: PostgresFacts) -> CheckResult:
-    """Table rewrites (``ALTER ... TYPE ... USING``, a default computed per row, ``SET UNLOGGED``) are
-    logged for the applier, or will be (a superuser creates the event trigger); else a warning: those
-    DDLs would leave the lake's old values in place, LIVE."""
+    """Table rewrites (``ALTER ... TYPE ... USING``, ``SET UNLOGGED``) are logged for the applier, or will
+    be (a superuser creates the event trigger); else a warning: those DDLs would leave the lake's old
+    values in place, LIVE."""
     name = "table rewrite log"
     log = facts.rewrite_log
     if log.installed:
@@ -470,7 +470,7 @@ def check_rewrite_log(facts: PostgresFacts) -> CheckResult:
     return CheckResult.warn(
         name,
         f"{REWRITE_LOG} or its table_rewrite event trigger is missing and {facts.user} is no superuser: "
-        "a rewrite by ALTER ... TYPE ... USING or a per-row default would not stop its table",
+        "a rewrite by ALTER ... TYPE ... USING or SET UNLOGGED would not stop its table",
         "a superuser runs the statements of docs/schema-changes.md (\"Table rewrites\") once per database",
     )
 

@@ -1,9 +1,9 @@
 """Postgres table rewrites: the DDL that changes existing rows without a row event, logged by a trigger.
 
 ``ALTER TABLE ... ALTER COLUMN c TYPE t USING expr`` rewrites every row with ``expr`` (``USING c * 2``
-on an ``int`` column keeps its type, so the writer schema does not change at all), ``ADD COLUMN ...
-DEFAULT now()`` computes a value per row, ``SET UNLOGGED`` takes the table out of the WAL: logical
-decoding emits none of it, so the lake would keep the old values, LIVE.  Postgres announces each
+on an ``int`` column keeps its type, so the writer schema does not change at all), ``SET UNLOGGED``
+takes the table out of the WAL: logical decoding emits none of it, so the lake would keep the old
+values (and miss every later change), LIVE.  Postgres announces each
 rewrite to ``table_rewrite`` event triggers (before it runs, holding the table's ACCESS EXCLUSIVE
 lock) with the table and a reason bit set.  Onboarding installs (as a superuser: event triggers need
 one) a trigger that appends the table, the reason and the client's statement to
@@ -16,11 +16,13 @@ A table's check therefore starts at one plus the highest id of its own committed
 bootstrap began (those are the copy's) and reads its rows from there.
 
 Which rewrites stop the table (:func:`rewrite_stop`): a persistence change (the table leaves or
-enters the WAL), a default computed per row, and a type change whose statement has a ``USING``
-expression (it may compute anything; a ``USING`` that is a plain cast stops too: the text cannot tell,
-and a stop is the safe side).  A type change without ``USING`` converts with the type's assignment
-cast, and its new type reaches the writer schema, which the schema-change rules judge (widened,
-narrowed, changed); an access-method change keeps the values.
+enters the WAL) and a type change whose statement has a ``USING`` expression (it may compute anything;
+a ``USING`` that is a plain cast stops too: the text cannot tell, and a stop is the safe side).  A type
+change without ``USING`` converts with the type's assignment cast, and its new type reaches the writer
+schema, which the schema-change rules judge (widened, narrowed, changed).  A default computed per row
+(``ADD COLUMN ... DEFAULT now()``, an identity or stored generated column added) fills only the new
+column, which the writer schema shows with its first change and the schema-change rules stop on ("added
+with a default"; a frozen table ignores it, as it should); an access-method change keeps the values.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ REWRITE_LOG: Final = "cdc_lake.table_rewrites"
 REWRITE_TRIGGER: Final = "cdc_lake_table_rewrite"
 """The ``table_rewrite`` event trigger's name."""
 
-_PERSISTENCE, _DEFAULT, _COLUMN_TYPE = 1, 2, 4
-"""``pg_event_trigger_table_rewrite_reason()`` bits (``AT_REWRITE_*`` in Postgres' ``event_trigger.h``)."""
+_PERSISTENCE, _COLUMN_TYPE = 1, 4
+"""``pg_event_trigger_table_rewrite_reason()`` bits (``AT_REWRITE_*`` in Postgres' ``event_trigger.h``;
+2 is a default computed per row, 8 an access-method change: neither stops)."""
 
 _USING = re.compile(r"\busing\b", re.IGNORECASE)
 _STATEMENT_CHARS = 300
@@ -91,8 +94,6 @@ def rewrite_stop(reason: int, statement: str) -> str | None:
     causes = []
     if reason & _PERSISTENCE:
         causes.append("its persistence changed (an UNLOGGED table is not logically decoded)")
-    if reason & _DEFAULT:
-        causes.append("a default was computed for every row")
     if reason & _COLUMN_TYPE and _USING.search(statement):
         causes.append("a column's values were rewritten by a USING expression")
     if not causes:
