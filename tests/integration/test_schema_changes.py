@@ -20,8 +20,10 @@ the source, after which it applies again without stopping on the same statement.
 table's column is rewritten in place by ``ALTER ... TYPE numeric(12, 2) USING amount * 2`` (its own
 type: the writer schema does not change and no row event says so): onboarding installed the source's
 table-rewrite log, the table stops naming the statement, and the re-bootstrap brings the doubled amounts.
-On both engines an eighth table is truncated and gains one row: it stops FAILED before the truncate (no
-connector skips truncates) and the re-bootstrap brings the one row.
+On Postgres an eighth gains ``seen timestamptz DEFAULT now()`` whose default is dropped before the
+applier asks the catalog: the source's rewrite log still names it, and the table stops as "added with a
+default".  On both engines a last table is truncated and gains one row: it stops FAILED before the
+truncate (no connector skips truncates) and the re-bootstrap brings the one row.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ CHANGES = {
         "regional": "alter table public.regional add column region text not null default 'eu', "
         "add column raw bytea default '\\x01'",
         "narrows": "alter table public.narrows alter column val type varchar(20)",
+        # A volatile default, dropped before the applier asks (STAMPED_AFTER): every row predating the DDL
+        # holds a time, the catalog shows no default and keeps no ``attmissingval``; the rewrite log does.
+        "stamped": "alter table public.stamped add column seen timestamptz default now()",
     },
     "mariadb": {
         "grows": "alter table grows add column note varchar(40)",
@@ -105,6 +110,8 @@ SWAPPED = "swapped: rename table swaps"
 # rewrites").
 REWRITE = "alter table public.rewrites alter column amount type numeric(12, 2) using amount * 2"
 REWRITTEN = "'public.rewrites' rewritten: a column's values"
+STAMPED = "column 'seen' added with a default: computed for every row"
+STAMPED_AFTER = {"postgres": ["alter table public.stamped alter column seen drop default"], "mariadb": []}
 # Both engines: a TRUNCATE, then a new row.  The connectors send truncates (``skipped.operations``
 # ``none``; Postgres publications publish them), and the table stops FAILED before the truncate.
 TRUNCATE = {
@@ -158,7 +165,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path
 ) -> None:
     names = ["grows", "drops", "retypes", "widens", "regional", "narrows"]
-    names += (["swaps"] if db.engine == "mariadb" else ["rewrites"]) + ["truncates"]
+    names += (["swaps"] if db.engine == "mariadb" else ["rewrites", "stamped"]) + ["truncates"]
     for name in names:
         engine.aware_items(db, name, ROWS)
     db.execute(*PREPARE[db.engine])
@@ -175,7 +182,8 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
 
     note = "note"
     db.execute(*(CHANGES[db.engine][name] for name in names if name in CHANGES[db.engine]))
-    db.execute(*(SWAP if "swaps" in names else [REWRITE]), *TRUNCATE[db.engine])
+    db.execute(*STAMPED_AFTER[db.engine], *(SWAP if "swaps" in names else [REWRITE]))
+    db.execute(*TRUNCATE[db.engine])
     grows_insert = (
         "insert into public.grows (id, grp, val, note) values (900001, 1, 'n', 'with a note')"
         if db.engine == "postgres"
@@ -201,7 +209,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
         "widens": "column 'amount' type changed: decimal(12,2) -> decimal(14,2)",
         "regional": "column 'region' added with a default: 'eu'",
         "narrows": "column 'val' narrowed: character length 200 -> 20",
-        **({"swaps": SWAPPED} if "swaps" in names else {"rewrites": REWRITTEN}),
+        **({"swaps": SWAPPED} if "swaps" in names else {"rewrites": REWRITTEN, "stamped": STAMPED}),
     }
     with StateStore.open(config.state_store.url) as store:
         for name, fragment in expected.items():
@@ -227,7 +235,7 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
 
     # On MariaDB the copies are read from the primary: ``regional``'s UUIDs are the primary's alone.
     rebooted_tables = ["drops", "widens", "truncates"]
-    rebooted_tables += ["regional"] if db.engine == "mariadb" else ["rewrites"]
+    rebooted_tables += ["regional"] if db.engine == "mariadb" else ["rewrites", "stamped"]
     primary = ["--from-primary"] if db.engine == "mariadb" else []
     rebooted = cli_run(
         config_path, "rebootstrap", *(tables[n] for n in rebooted_tables), "--reason", "the DDL", *primary

@@ -26,7 +26,7 @@ from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.sources import capabilities_for
 from cdc_lake.sources.capabilities import EngineCapabilities, TableRewrite
-from cdc_lake.sources.postgres.rewrites import INSTALL, rewrite_stop
+from cdc_lake.sources.postgres.rewrites import INSTALL, computed_default, rewrite_stop
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 
@@ -68,6 +68,20 @@ def test_a_stop_quotes_the_statement_on_one_line_and_cut() -> None:
     found = rewrite_stop(4, long)
     assert found is not None and "\n" not in found and "\t" not in found
     assert found.endswith("...") and len(found) < 400
+
+
+def test_a_default_computed_per_row_is_found_by_the_statement_that_added_the_column() -> None:
+    rewrites = [
+        (3, "alter table public.orders add column seenby text default current_user"),
+        (7, 'ALTER TABLE public.orders ADD COLUMN IF NOT EXISTS "seen" timestamptz DEFAULT now()'),
+        (9, "alter table public.orders add seen2 uuid default gen_random_uuid()"),
+    ]
+    found = computed_default("seen", rewrites)
+    assert found is not None and found.startswith("computed for every row by ALTER TABLE public.orders")
+    assert found.endswith("(table rewrite log id 7)")
+    assert computed_default("seen2", rewrites) is not None
+    assert computed_default("seen3", rewrites) is None
+    assert computed_default("orders", rewrites) is None
 
 
 def test_the_trigger_logs_inside_the_ddl_transaction_as_its_owner() -> None:

@@ -46,6 +46,7 @@ from cdc_lake.sources.postgres.checks import (
     identity_gap,
 )
 from cdc_lake.sources.postgres.rewrites import (
+    DEFAULT_REWRITES_QUERY,
     INSTALL,
     LOG_EXISTS_QUERY,
     LOG_VERSION_QUERY,
@@ -53,6 +54,7 @@ from cdc_lake.sources.postgres.rewrites import (
     REWRITE_TRIGGER,
     TABLE_REWRITES_QUERY,
     TABLE_START_QUERY,
+    computed_default,
     one_line,
     rewrite_stop,
 )
@@ -558,19 +560,29 @@ class PostgresEngine(SourceEngine):
 
     def column_defaults(self, table: str, columns: Sequence[str], role: str) -> dict[str, str | None]:
         """The default expression of ``pg_attrdef`` (a generated column's too), ``generated as identity``
-        for an identity column, or the value ``pg_attribute.attmissingval`` keeps for the rows that
-        predate a column added with a default since dropped."""
+        for an identity column, the value ``pg_attribute.attmissingval`` keeps for the rows that
+        predate a column added with a default since dropped, or, for a volatile default since dropped
+        (no ``attmissingval``), the statement the rewrite log kept (:func:`computed_default`)."""
         schema, name = _split(table)
         with self._connect(role) as conn:
             rows = conn.execute(_DEFAULTS_QUERY, (schema, name, list(columns))).fetchall()
+            logged = _one(conn.execute("select to_regclass(%s) is not null", (REWRITE_LOG,)).fetchone())[0]
+            computed = [
+                (int(log_id), str(statement))
+                for log_id, statement in (
+                    conn.execute(DEFAULT_REWRITES_QUERY, (schema, name)).fetchall() if logged else []
+                )
+            ]
         found: dict[str, str | None] = {}
         for column, default, identity, generated, missing in rows:
             if default is not None:
                 found[str(column)] = f"generated as ({default})" if generated else str(default)
             elif identity:
                 found[str(column)] = "generated as identity"
+            elif missing is not None:
+                found[str(column)] = f"{missing} (kept for the existing rows)"
             else:
-                found[str(column)] = None if missing is None else f"{missing} (kept for the existing rows)"
+                found[str(column)] = computed_default(str(column), computed)
         return found
 
     def rewrite_log_start(self, table: str) -> int | None:

@@ -82,6 +82,12 @@ TABLE_START_QUERY: Final = (
     f"select coalesce(max(id), 0) + 1 from {REWRITE_LOG} where schema_name = %s and table_name = %s"
 )
 
+DEFAULT_REWRITES_QUERY: Final = (
+    f"select id, statement from {REWRITE_LOG} "
+    "where schema_name = %s and table_name = %s and reason & 2 <> 0 order by id"
+)
+"""A table's rewrites that computed a default per row."""
+
 TABLE_REWRITES_QUERY: Final = (
     f"select id, reason, statement from {REWRITE_LOG} "
     "where schema_name = %s and table_name = %s and id >= %s order by id"
@@ -99,6 +105,23 @@ def rewrite_stop(reason: int, statement: str) -> str | None:
     if not causes:
         return None
     return f"{' and '.join(causes)}: {one_line(statement)}"
+
+
+def computed_default(column: str, rewrites: list[tuple[int, str]]) -> str | None:
+    """How ``column`` got a default computed for every existing row, from a table's logged rewrites that
+    computed one (``(id, statement)``): the first statement adding the column; None when none did.
+
+    The applier asks the catalog for the default of a column a writer schema adds; a volatile default
+    dropped since (``ADD COLUMN seen timestamptz DEFAULT now(); ALTER ... DROP DEFAULT``) leaves none in
+    the catalog and no ``attmissingval``, while every row that predates the DDL holds a value."""
+    adds = re.compile(
+        rf'\badd\s+(?:column\s+)?(?:if\s+not\s+exists\s+)?(?:"{re.escape(column)}"|{re.escape(column)}\b)',
+        re.IGNORECASE,
+    )
+    for log_id, statement in rewrites:
+        if adds.search(statement):
+            return f"computed for every row by {one_line(statement)} (table rewrite log id {log_id})"
+    return None
 
 
 def one_line(statement: str) -> str:
