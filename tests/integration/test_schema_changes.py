@@ -20,7 +20,7 @@ the source, after which it applies again without stopping on the same statement.
 table's column is rewritten in place by ``ALTER ... TYPE numeric(12, 2) USING amount * 2`` (its own
 type: the writer schema does not change and no row event says so): onboarding installed the source's
 table-rewrite log, the table stops naming the statement, and the re-bootstrap brings the doubled amounts.
-On Postgres an eighth gains ``seen timestamptz DEFAULT now()`` whose default is dropped before the
+On Postgres an eighth gains ``tag uuid DEFAULT gen_random_uuid()`` whose default is dropped before the
 applier asks the catalog: the source's rewrite log still names it, and the table stops as "added with a
 default".  On both engines a last table is truncated and gains one row: it stops FAILED before the
 truncate (no connector skips truncates) and the re-bootstrap brings the one row.
@@ -70,8 +70,9 @@ CHANGES = {
         "add column raw bytea default '\\x01'",
         "narrows": "alter table public.narrows alter column val type varchar(20)",
         # A volatile default, dropped before the applier asks (STAMPED_AFTER): every row predating the DDL
-        # holds a time, the catalog shows no default and keeps no ``attmissingval``; the rewrite log does.
-        "stamped": "alter table public.stamped add column seen timestamptz default now()",
+        # holds a UUID of its own, the catalog shows no default and keeps no ``attmissingval`` (a stable
+        # ``now()`` would keep one); the rewrite log names it.
+        "stamped": "alter table public.stamped add column tag uuid default gen_random_uuid()",
     },
     "mariadb": {
         "grows": "alter table grows add column note varchar(40)",
@@ -110,8 +111,8 @@ SWAPPED = "swapped: rename table swaps"
 # rewrites").
 REWRITE = "alter table public.rewrites alter column amount type numeric(12, 2) using amount * 2"
 REWRITTEN = "'public.rewrites' rewritten: a column's values"
-STAMPED = "column 'seen' added with a default: computed for every row"
-STAMPED_AFTER = {"postgres": ["alter table public.stamped alter column seen drop default"], "mariadb": []}
+STAMPED = "column 'tag' added with a default: computed for every row"
+STAMPED_AFTER = {"postgres": ["alter table public.stamped alter column tag drop default"], "mariadb": []}
 # Both engines: a TRUNCATE, then a new row.  The connectors send truncates (``skipped.operations``
 # ``none``; Postgres publications publish them), and the table stops FAILED before the truncate.
 TRUNCATE = {

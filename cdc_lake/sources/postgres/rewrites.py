@@ -112,8 +112,9 @@ def computed_default(column: str, rewrites: list[tuple[int, str]]) -> str | None
     computed one (``(id, statement)``): the first statement adding the column; None when none did.
 
     The applier asks the catalog for the default of a column a writer schema adds; a volatile default
-    dropped since (``ADD COLUMN seen timestamptz DEFAULT now(); ALTER ... DROP DEFAULT``) leaves none in
-    the catalog and no ``attmissingval``, while every row that predates the DDL holds a value."""
+    dropped since (``ADD COLUMN tag uuid DEFAULT gen_random_uuid(); ALTER ... DROP DEFAULT``) leaves none
+    in the catalog and no ``attmissingval`` (a stable default such as ``now()`` is evaluated once and
+    kept there), while every row that predates the DDL holds a value of its own."""
     adds = re.compile(
         rf'\badd\s+(?:column\s+)?(?:if\s+not\s+exists\s+)?(?:"{re.escape(column)}"|{re.escape(column)}\b)',
         re.IGNORECASE,
