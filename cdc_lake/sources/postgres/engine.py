@@ -48,7 +48,7 @@ from cdc_lake.sources.postgres.checks import (
 from cdc_lake.sources.postgres.rewrites import (
     DEFAULT_REWRITES_QUERY,
     INSTALL,
-    LOG_EXISTS_QUERY,
+    LOG_FACTS_QUERY,
     LOG_VERSION_QUERY,
     REWRITE_LOG,
     REWRITE_TRIGGER,
@@ -566,7 +566,7 @@ class PostgresEngine(SourceEngine):
         schema, name = _split(table)
         with self._connect(role) as conn:
             rows = conn.execute(_DEFAULTS_QUERY, (schema, name, list(columns))).fetchall()
-            logged = _one(conn.execute("select to_regclass(%s) is not null", (REWRITE_LOG,)).fetchone())[0]
+            logged = _rewrite_log_facts(conn).installed
             computed = [
                 (int(log_id), str(statement))
                 for log_id, statement in (
@@ -589,7 +589,7 @@ class PostgresEngine(SourceEngine):
         """One past the newest logged rewrite of ``table`` on the primary; None when the log is missing."""
         schema, name = _split(table)
         with self._connect() as conn:
-            if not all(_one(conn.execute(LOG_EXISTS_QUERY, (REWRITE_LOG, REWRITE_TRIGGER)).fetchone())):
+            if not _rewrite_log_facts(conn).installed:
                 return None
             return int(str(_one(conn.execute(TABLE_START_QUERY, (schema, name)).fetchone())[0]))
 
@@ -597,7 +597,7 @@ class PostgresEngine(SourceEngine):
         """The primary's rewrite log as (newest id, rows) (read on the primary: a rewrite that committed
         before a change a batch holds is visible there); None when the log or its trigger is missing."""
         with self._connect() as conn:
-            if not all(_one(conn.execute(LOG_EXISTS_QUERY, (REWRITE_LOG, REWRITE_TRIGGER)).fetchone())):
+            if not _rewrite_log_facts(conn).installed:
                 return None
             newest, rows = _one(conn.execute(LOG_VERSION_QUERY).fetchone())
             return int(str(newest)), int(str(rows))
@@ -913,11 +913,9 @@ def _publication_diff_text(publication: str, current: set[str], capture: Capture
 
 def _rewrite_log_facts(conn: _Conn) -> PgRewriteLogFacts:
     """Whether the rewrite log and its enabled trigger exist, and the user may read the log."""
-    table, trigger = _one(conn.execute(LOG_EXISTS_QUERY, (REWRITE_LOG, REWRITE_TRIGGER)).fetchone())
-    readable = bool(table) and bool(
-        _one(conn.execute("select has_table_privilege(%s, 'SELECT')", (REWRITE_LOG,)).fetchone())[0]
-    )
-    return PgRewriteLogFacts(table_exists=bool(table), trigger_enabled=bool(trigger), can_read=readable)
+    schema, name = _split(REWRITE_LOG)
+    table, trigger, readable = _one(conn.execute(LOG_FACTS_QUERY, (REWRITE_TRIGGER, schema, name)).fetchone())
+    return PgRewriteLogFacts(table_exists=bool(table), trigger_enabled=bool(trigger), can_read=bool(readable))
 
 
 def _installs_rewrite_log(conn: _Conn) -> bool:

@@ -71,10 +71,15 @@ $fn$""",
 """What onboarding runs on the primary (as a superuser) when the log or its trigger is missing; the
 same statements, in order, are what a DBA runs by hand (docs/schema-changes.md)."""
 
-LOG_EXISTS_QUERY: Final = (
-    "select to_regclass(%s) is not null, exists (select 1 from pg_event_trigger "
-    "where evtname = %s and evtevent = 'table_rewrite' and evtenabled <> 'D')"
+LOG_FACTS_QUERY: Final = (
+    "select c.oid is not null, exists (select 1 from pg_event_trigger "
+    "where evtname = %s and evtevent = 'table_rewrite' and evtenabled <> 'D'), "
+    "coalesce(has_schema_privilege(n.oid, 'USAGE') and has_table_privilege(c.oid, 'SELECT'), false) "
+    "from (select 1) one left join pg_namespace n on n.nspname = %s "
+    "left join pg_class c on c.relnamespace = n.oid and c.relname = %s"
 )
+"""Whether the log table exists, its trigger is enabled, and the user may read the log (catalog joins
+by OID: a name lookup would fail for a user without USAGE on the schema)."""
 
 LOG_VERSION_QUERY: Final = f"select coalesce(max(id), 0), count(*) from {REWRITE_LOG}"
 
