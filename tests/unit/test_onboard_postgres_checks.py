@@ -333,7 +333,9 @@ def test_table_rewrites_are_logged_or_a_superuser_will_log_them_else_a_warning()
         assert "USING" in warned.detail and "cdc" in warned.detail
         assert warned.fix is not None and "docs/schema-changes.md" in warned.fix
     refused = check("table rewrite log", replace(HEALTHY, rewrite_log=unreadable))
-    assert refused.failed and refused.fix == 'GRANT SELECT ON cdc_lake.table_rewrites TO "cdc"'
+    assert refused.failed
+    grants = 'GRANT USAGE ON SCHEMA cdc_lake TO "cdc"; GRANT SELECT ON cdc_lake.table_rewrites TO "cdc"'
+    assert refused.fix == grants
 
 
 @pytest.mark.parametrize(

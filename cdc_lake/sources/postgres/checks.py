@@ -465,6 +465,7 @@ def check_rewrite_log(facts: PostgresFacts) -> CheckResult:
     if log.table_exists and log.trigger_enabled:
         return CheckResult.fail(
             name, f"{facts.user} may not read {REWRITE_LOG}",
+            f"GRANT USAGE ON SCHEMA cdc_lake TO {_quote(facts.user)}; "
             f"GRANT SELECT ON {REWRITE_LOG} TO {_quote(facts.user)}",
         )
     return CheckResult.warn(
