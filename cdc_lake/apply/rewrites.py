@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from cdc_lake.lake.schema_change import IncompatibleSchemaChange, SchemaDiff, table_rewrite
+from cdc_lake.lake.schema_change import SchemaDiff, table_rewrite
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.sources.capabilities import EngineCapabilities, TableRewrite
 from cdc_lake.state.store import StateStore
@@ -64,10 +64,6 @@ class RewriteSource(Protocol):
 
 RewriteSources = Callable[[str], tuple[str, RewriteSource]]
 """The source of a table (by qualified name): the source's name (the version cache's key) and engine."""
-
-
-class TableRewritten(IncompatibleSchemaChange):
-    """Raised before a batch's commit: its source table was rewritten (the batch must not commit)."""
 
 
 @dataclass

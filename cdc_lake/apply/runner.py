@@ -5,9 +5,10 @@ so their Spark jobs, Hudi commits and driver work overlap.  After every batch th
 applied offsets (a copy; the Hudi commit is the source of truth), the freshness (source commit time of
 the newest applied change) and the lag in messages; a table that fails becomes FAILED with a one-line
 cause and the others keep going.  Before each batch of a MySQL/MariaDB table, its connector's schema
-history is checked for a swap of the source table (:mod:`cdc_lake.apply.swaps`), and before each batch
-of a Postgres table and again before it commits, its source's rewrite log (:mod:`cdc_lake.apply.rewrites`);
-a swapped or rewritten table stops in SCHEMA_CHANGED without applying the batch.
+history is checked for a swap of the source table (:mod:`cdc_lake.apply.swaps`), and of a Postgres table
+its source's rewrite log (:mod:`cdc_lake.apply.rewrites`); both again right before the batch commits,
+read then, so a change made after a swap or rewrite never commits; a swapped or rewritten table stops in
+SCHEMA_CHANGED without applying the batch.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from cdc_lake import applier_metrics
-from cdc_lake.apply.rewrites import RewriteCheck, RewriteSources, TableRewritten
+from cdc_lake.apply.rewrites import RewriteCheck, RewriteSources
 from cdc_lake.apply.source_defaults import SourceCatalog
 from cdc_lake.apply.swaps import SwapCheck
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
@@ -36,7 +37,7 @@ from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
 from cdc_lake.lake.applier import BUSY
 from cdc_lake.lake.schema import row_columns
-from cdc_lake.lake.schema_change import SchemaDiff
+from cdc_lake.lake.schema_change import IncompatibleSchemaChange, SchemaDiff
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.spark.errors import describe_failure
 from cdc_lake.state.lifecycle import APPLIABLE_STATES, TableState
@@ -50,6 +51,11 @@ IDLE_MEASURE_SECONDS = 5.0
 """How often the freshness of a table with nothing new is recorded."""
 
 STOPPED = frozenset({TableState.FAILED, TableState.SCHEMA_CHANGED})
+
+
+class SourceTableChanged(IncompatibleSchemaChange):
+    """Raised before a batch's commit: its source table was swapped or rewritten since the check before
+    the batch (the batch must not commit; the table stops in SCHEMA_CHANGED)."""
 SCHEMA_CHANGE_RUN = "schema change"
 
 
@@ -172,7 +178,7 @@ class ApplyRunner:
 
     def _step(self, target: TableTarget, limit: dict[int, int] | None, lock: HeldLock) -> TableOutcome:
         name = target.qualified_name
-        stopped = self._stopped(target, self.swaps.check) or self._stopped(target, self._rewritten)
+        stopped = self._stopped(target, self._swapped) or self._stopped(target, self._rewritten)
         if stopped is not None:
             return stopped
         applier = self.applier(target)
@@ -181,15 +187,15 @@ class ApplyRunner:
 
         def before_commit() -> None:
             lock.verify()
-            diff = self.rewrites.check(target, fresh=True)
+            diff = self.swaps.check(target, fresh=True) or self.rewrites.check(target, fresh=True)
             if diff is not None:
-                raise TableRewritten(diff)
+                raise SourceTableChanged(diff)
 
         try:
             result = applier.apply_batch(limit, before_commit=before_commit)
             self._record(target, result)
             self._register(target, applier)
-        except TableRewritten as exc:
+        except SourceTableChanged as exc:
             applier.forget()
             self._schema_changed(name, exc.diff.summary(), exc.diff)
             return TableOutcome(name, error=exc.diff.summary())
@@ -216,6 +222,9 @@ class ApplyRunner:
             redelivered=result.redelivered,
             error=error,
         )
+
+    def _swapped(self, target: TableTarget) -> SchemaDiff | None:
+        return self.swaps.check(target, fresh=False)
 
     def _rewritten(self, target: TableTarget) -> SchemaDiff | None:
         return self.rewrites.check(target, fresh=False)

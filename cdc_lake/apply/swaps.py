@@ -21,15 +21,26 @@ again on every retry until it is re-bootstrapped.  The offset is kept in memory 
 path (a re-bootstrap's switch moves the path); when a remembered offset finds a swap, the watermark is
 read again, as a table bootstrapped again at its path (offboarded, onboarded) starts later.
 
+The same stop, "rows replaced", for a statement that replaces the table's rows in place with no row
+event (``DROP TABLE``, ``CREATE OR REPLACE TABLE``, a partition dropped, truncated or exchanged:
+:mod:`cdc_lake.sources.mysql.ddl`).  The check runs before each batch and again right before the
+batch commits, with the history's end read from Kafka then: Debezium stores a history record (and waits
+for Kafka's acknowledgement) before it emits any change that follows the statement, so no change made
+after a swap commits.  A history topic the board does not know is logged once (swaps of its tables go
+unseen: the connector is broken or misnamed); a checked offset past the topic's end (the table moved to
+another connector with a tier change, or the topic was re-created) is logged once and the topic read
+from its start, a stop on an old swap being the safe side.
+
 Cost: a check whose history did not move reads the end offset from the offset board (the ``run``
 service refreshes the history topics in its one batched read per loop; elsewhere the board's entry is
 re-read at most every :data:`HISTORY_END_SECONDS`) and the table's offset from memory.  Records are
-read only when the history moved, once per connector for all its tables.  A swap made between the
-check and the batch's plan is found by the next check, one batch late: the table still stops, and a
-re-bootstrap replaces what that batch applied.
+read only when the history moved, once per connector for all its tables; the check before a commit
+reads the end offset from Kafka (a few milliseconds per committing batch).
 """
 
 from __future__ import annotations
+
+import logging
 
 from cdc_lake.capture.history import HistoryReader, RenameParser
 from cdc_lake.kafka.board import OffsetBoard
@@ -38,6 +49,8 @@ from cdc_lake.lake.schema_change import SchemaDiff, table_swap
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.sources import capabilities_for
 from cdc_lake.state.store import StateStore
+
+_LOG = logging.getLogger(__name__)
 
 HISTORY_END_SECONDS = 1.0
 """How long a history topic's end offset is reused by every table's check, without a service's board."""
@@ -49,6 +62,7 @@ class SwapCheck:
     def __init__(self, reader: HistoryReader, store: StateStore) -> None:
         self.reader = reader
         self.store = store
+        self._warned: set[str] = set()
         self._checked: dict[tuple[str, str], int] = {}
         """The first unchecked history offset per (table, base path): a new copy reads the store again."""
 
@@ -58,17 +72,30 @@ class SwapCheck:
         ends = board if board is not None else OffsetBoard(kafka, HISTORY_END_SECONDS)
         return cls(HistoryReader(kafka, ends), store)
 
-    def check(self, target: TableTarget) -> SchemaDiff | None:
-        """The swap of ``target`` in its history since the last check, None when there is none."""
+    def check(self, target: TableTarget, fresh: bool = False) -> SchemaDiff | None:
+        """The swap of ``target`` in its history since the last check, None when there is none;
+        ``fresh`` reads the history's end from Kafka now (before a batch's commit), else from the board."""
         parse = capabilities_for(target.engine).table_renames
         topic = target.history_topic
         if topic is None or parse is None:
             return None
         name = target.qualified_name
         key = (name, target.base_path)
-        end = self.reader.end(topic)
+        end = self.reader.end(topic, fresh)
+        if end is None:
+            self._warn(topic, f"schema history topic {topic} does not exist: swaps of its tables "
+                       "(gh-ost, pt-online-schema-change) are not detected; check the connector")
+            return None
         remembered = self._checked.get(key)
         start = self._recorded(name, end) if remembered is None else remembered
+        if start > end and fresh:
+            return None  # the check before the batch, which reads the board, deals with it
+        if start > end:
+            # Not this topic's offset: the table moved to another connector (a tier change) or the topic
+            # was re-created.  Its whole history is read: a stop on an old swap is the safe side.
+            self._warn(topic, f"{name}: checked offset {start} is past the end {end} of {topic}: "
+                       "reading that history from its start")
+            start = 0
         swap = self._swap(target, topic, start, end, parse)
         if swap is not None and remembered is not None:
             # A bootstrap begun since (offboarded and onboarded again at the same path) starts later.
@@ -81,6 +108,12 @@ class SwapCheck:
             self.store.set_history_offset(name, end)
         self._checked[key] = max(start, end)
         return None
+
+    def _warn(self, topic: str, message: str) -> None:
+        """Log ``message`` once per topic and process."""
+        if topic not in self._warned:
+            self._warned.add(topic)
+            _LOG.warning("%s", message)
 
     def _swap(
         self, target: TableTarget, topic: str, start: int, end: int, parse: RenameParser
@@ -95,8 +128,10 @@ class SwapCheck:
         if not touching:
             return None
         first = touching[0]
-        statements = "; ".join(r.statement for r in touching if r.position == first.position)
-        return table_swap(target.qualified_name, target.source_table, first.offset, statements)
+        same = [r for r in touching if r.position == first.position]
+        statements = "; ".join(r.statement for r in same)
+        replaced = all(r.replaces for r in same)
+        return table_swap(target.qualified_name, target.source_table, first.offset, statements, replaced)
 
     def _recorded(self, name: str, end: int) -> int:
         """Where the table's check starts: its watermark's offset, else ``end`` (recorded now)."""

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from cdc_lake.exceptions import DecodeError
 from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.offsets import OffsetRange, end_offsets, read_ranges
 from cdc_lake.kafka.reader import KafkaReadSettings
@@ -46,19 +47,31 @@ class HistoryRename:
     position: str = ""
 
     def touches(self, table: str) -> bool:
-        """Whether ``table`` (``schema.table``) is renamed away or another table takes its name (names
-        compared in any case: a false stop is better than a missed swap)."""
-        wanted = table.casefold()
-        return any(wanted in (r.old.casefold(), r.new.casefold()) for r in self.renames)
+        """Whether ``table`` (``schema.table``) is renamed away, another table takes its name, or its rows
+        are replaced (names compared in any case: a false stop is better than a missed swap)."""
+        return any(r.touches(table) for r in self.renames)
+
+    @property
+    def replaces(self) -> bool:
+        """Whether the statement replaced rows in place rather than renaming."""
+        return all(r.replaces for r in self.renames)
 
 
-def renames_in(records: Iterable[tuple[int, bytes | None]], parse: RenameParser) -> list[HistoryRename]:
-    """The records (offset, JSON value) whose statement renames a table, in offset order."""
+def renames_in(
+    records: Iterable[tuple[int, bytes | None]], parse: RenameParser, topic: str = "schema history"
+) -> list[HistoryRename]:
+    """The records (offset, JSON value) of ``topic`` whose statement renames a table or replaces its rows,
+    in offset order; a record that is not JSON raises :class:`~cdc_lake.exceptions.DecodeError`."""
     found = []
     for offset, value in records:
         if value is None:
             continue
-        record = json.loads(value)
+        try:
+            record = json.loads(value)
+        except ValueError as exc:  # a record the connector did not write: name it, never crash ``run``
+            raise DecodeError(
+                f"{topic}: schema history record at offset {offset} is not JSON: {exc}"
+            ) from None
         statement = str(record.get("ddl") or "")
         renames = parse(statement, str(record.get("databaseName") or ""))
         if renames:
@@ -89,29 +102,38 @@ class HistoryReader:
         kafka: KafkaReadSettings,
         board: OffsetBoard,
         read: Callable[[OffsetRange], Iterable[tuple[int, bytes | None]]] | None = None,
+        end_now: Callable[[str], int] | None = None,
     ) -> None:
         self.kafka = kafka
         self.board = board
         self._read = read or self._consume
+        self._end_now = end_now or (lambda topic: history_end(kafka, topic))
         self.reads = 0
         """How many ranges were read from Kafka (each once, whatever the number of tables)."""
         self._topics: dict[str, _Read] = {}
         self._lock = threading.Lock()
 
-    def end(self, topic: str) -> int:
-        """The end offset of ``topic`` (its one partition), from the board."""
-        return self.board.state(topic).marks.get(0, (0, 0))[1]
+    def end(self, topic: str, fresh: bool = False) -> int | None:
+        """The end offset of ``topic`` (its one partition), from the board, or read from Kafka now when
+        ``fresh``; None when the board knows no such topic."""
+        if fresh:
+            return self._end_now(topic)
+        state = self.board.state(topic)
+        if state.topic_id is None:
+            return None
+        return state.marks.get(0, (0, 0))[1]
 
     def renames(self, topic: str, start: int, end: int, parse: RenameParser) -> list[HistoryRename]:
         """The renames of ``topic`` at offsets ``[start, end)``; only offsets not read before are read."""
         with self._lock:
             known = self._topics.get(topic)
-            if known is None or start < known.start or known.end < start:
+            # A topic whose end went back was re-created: what was read of it is another topic's.
+            if known is None or start < known.start or known.end < start or end < known.end:
                 known = _Read(start, start, [])
                 self._topics[topic] = known
             if known.end < end:
                 wanted = OffsetRange(topic, 0, known.end, end)
-                known.renames.extend(renames_in(self._read(wanted), parse))
+                known.renames.extend(renames_in(self._read(wanted), parse, topic))
                 known.end = end
                 self.reads += 1
             return [r for r in known.renames if start <= r.offset < end]

@@ -96,6 +96,7 @@ class ChangeKind(enum.StrEnum):
     KEY_CHANGED = "key changed"
     PARTITION_CHANGED = "partition column changed"
     TABLE_SWAPPED = "swapped"
+    ROWS_REPLACED = "rows replaced"
     TABLE_REWRITTEN = "rewritten"
 
 
@@ -128,7 +129,7 @@ class Change:
     def describe(self) -> str:
         """``column 'x' dropped``-style text (``table 'db.t' swapped: RENAME ...`` for a swap, ``table
         'public.t' rewritten: ...`` for a rewrite)."""
-        if self.kind in (ChangeKind.TABLE_SWAPPED, ChangeKind.TABLE_REWRITTEN):
+        if self.kind in (ChangeKind.TABLE_SWAPPED, ChangeKind.ROWS_REPLACED, ChangeKind.TABLE_REWRITTEN):
             return f"table {self.column!r} {self.kind.value}: {self.detail}"
         return f"column {self.column!r} {self.kind.value}" + (f": {self.detail}" if self.detail else "")
 
@@ -415,10 +416,14 @@ def key_change(schema_id: int, stored: Sequence[str], incoming: Sequence[str], *
     return SchemaDiff(table, schema_id, (change,))
 
 
-def table_swap(table: str, source_table: str, history_offset: int, statement: str) -> SchemaDiff:
+def table_swap(
+    table: str, source_table: str, history_offset: int, statement: str, replaced: bool = False
+) -> SchemaDiff:
     """The stop of ``table`` (its source table ``source_table``) at the schema-history record
-    ``history_offset`` whose ``statement`` renames it away or gives its name to another table."""
-    change = Change(ChangeKind.TABLE_SWAPPED, source_table, statement)
+    ``history_offset`` whose ``statement`` renames it away or gives its name to another table, or,
+    ``replaced``, replaces its rows in place (dropped, re-created, a partition dropped or exchanged)."""
+    kind = ChangeKind.ROWS_REPLACED if replaced else ChangeKind.TABLE_SWAPPED
+    change = Change(kind, source_table, statement)
     return SchemaDiff(table, None, (change,), history_offset)
 
 

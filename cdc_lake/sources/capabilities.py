@@ -104,10 +104,30 @@ class PositionCodec(ABC):
 @dataclass(frozen=True)
 class TableRename:
     """One table renamed by a DDL statement: ``schema.table`` before and after (the statement's default
-    schema filled in; a bare name when the statement had none)."""
+    schema filled in; a bare name when the statement had none), or, with ``replaces``, a table whose rows
+    the statement replaced in place (``old == new``: dropped, created or replaced, a partition dropped,
+    truncated or exchanged), which no row event shows either.
+
+    ``old_bare``/``new_bare``: the statement named that table without a schema.  The default schema a
+    history record gives is not always the statement's (Debezium records a rename's pair under the new
+    table's database), so a bare name is matched on its table part alone.
+    """
 
     old: str
     new: str
+    replaces: bool = False
+    old_bare: bool = False
+    new_bare: bool = False
+
+    def touches(self, table: str) -> bool:
+        """Whether ``table`` (``schema.table``) is this rename's old or new name (any case)."""
+        return _same_table(self.old, self.old_bare, table) or _same_table(self.new, self.new_bare, table)
+
+
+def _same_table(name: str, bare: bool, table: str) -> bool:
+    if bare:
+        return name.rpartition(".")[2].casefold() == table.rpartition(".")[2].casefold()
+    return name.casefold() == table.casefold()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-from collections.abc import Iterable, Iterator
+import logging
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -20,9 +21,11 @@ from pyspark.sql import SparkSession
 from cdc_lake.apply.rewrites import RewriteSource
 from cdc_lake.apply.runner import SCHEMA_CHANGE_RUN, ApplyRunner, applier_options
 from cdc_lake.apply.swaps import SwapCheck
+from cdc_lake.apply.table_applier import BatchResult
 from cdc_lake.capture.history import HistoryReader, HistoryRename, renames_in
 from cdc_lake.config import load_config
 from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.exceptions import DecodeError
 from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.offsets import OffsetRange, TopicState
 from cdc_lake.kafka.reader import KafkaReadSettings
@@ -67,7 +70,10 @@ def test_the_mysql_family_reads_the_pairs_of_a_rename(statement: str, pairs: lis
         "CREATE TABLE `rename` (id int)",
         "insert into t values ('RENAME TABLE a TO b')",
         "/* RENAME TABLE a TO b */ select 1",
-        "DROP TABLE a",
+        "DROP TEMPORARY TABLE a",
+        "ALTER TABLE a RENAME CONSTRAINT c1 TO c2",
+        "ALTER TABLE a DROP COLUMN partition_key",
+        "CREATE TABLE a (id int)",
         "",
     ],
 )
@@ -166,7 +172,10 @@ def _watermark(store: StateStore, table: str, history_offset: int | None) -> Non
 
 
 def _check(store: StateStore, history: _History) -> SwapCheck:
-    return SwapCheck(HistoryReader(KafkaReadSettings("unused:9092"), _Board(history), history.read), store)
+    reader = HistoryReader(
+        KafkaReadSettings("unused:9092"), _Board(history), history.read, lambda topic: len(history.records)
+    )
+    return SwapCheck(reader, store)
 
 
 def test_a_mariadb_table_watches_its_connectors_history_and_postgres_none() -> None:
@@ -342,3 +351,156 @@ def test_the_runner_stops_a_swapped_table_in_schema_changed_before_any_batch(
     assert not runner._appliers, "no batch was planned"
     assert runner.step(target).error == outcome.error
     assert len([r for r in store.list_runs(TABLE) if r.command == SCHEMA_CHANGE_RUN]) == 1
+
+
+@pytest.mark.parametrize(
+    ("statement", "replaced"),
+    [
+        ("DROP TABLE products", ["db.products"]),
+        ("drop table if exists `shop`.`orders`, b", ["shop.orders", "db.b"]),
+        ("CREATE OR REPLACE TABLE products AS SELECT * FROM products_staging", ["db.products"]),
+        ("ALTER TABLE products DROP PARTITION p2019", ["db.products"]),
+        ("alter table products truncate partition p2019, p2020", ["db.products"]),
+        ("ALTER TABLE products EXCHANGE PARTITION p2024 WITH TABLE products_2024",
+         ["db.products", "db.products_2024"]),
+    ],
+)
+def test_statements_that_replace_rows_in_place_are_read(statement: str, replaced: list[str]) -> None:
+    found = table_renames(statement, "db")
+    assert [r.old for r in found] == replaced
+    assert all(r.replaces and r.old == r.new for r in found)
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        ["DROP TABLE products", "CREATE TABLE products (id int primary key, note text)"],
+        ["CREATE OR REPLACE TABLE products AS SELECT * FROM products_staging"],
+        ["ALTER TABLE products EXCHANGE PARTITION p2024 WITH TABLE products_2024"],
+        ["ALTER TABLE products DROP PARTITION p2019"],
+        ["ALTER TABLE products TRUNCATE PARTITION p2019"],
+    ],
+)
+def test_statements_that_replace_rows_without_row_events_stop_the_table(
+    store: StateStore, target: TableTarget, ddl: list[str]
+) -> None:
+    """Found in review: the rows change with no row event, as in a swap (the lake would keep the dropped
+    table's or partition's rows LIVE)."""
+    history = _History()
+    _watermark(store, TABLE, history_offset=0)
+    for statement in ddl:
+        history.add(statement)
+
+    diff = _check(store, history).check(target)
+
+    assert diff is not None
+    expected = "schema change (schema history offset 0): table 'app.products' rows replaced: "
+    assert diff.summary().startswith(expected), diff.summary()
+
+
+def test_a_rename_to_another_database_is_a_swap_of_the_table(store: StateStore, target: TableTarget) -> None:
+    """Found in review: Debezium records ``USE app; RENAME TABLE products TO archive.products_2024`` under
+    the new table's database ('archive'): the bare old name is matched on its table part."""
+    history = _History()
+    _watermark(store, TABLE, history_offset=0)
+    history.add("RENAME TABLE products TO archive.products_2024", database="archive")
+
+    assert _check(store, history).check(target) is not None
+
+
+class _Topics(OffsetBoard):
+    """A board over several in-memory histories (a missing one: no id, no partitions, as Kafka says)."""
+
+    def __init__(self, histories: dict[str, _History]) -> None:
+        super().__init__(KafkaReadSettings("unused:9092"), 1.0)
+        self.histories = histories
+
+    def state(self, topic: str) -> TopicState:
+        history = self.histories.get(topic)
+        if history is None:
+            return TopicState(None, {})
+        return TopicState("id-" + topic, {0: (0, len(history.records))})
+
+
+def test_a_missing_history_topic_is_logged_once(
+    store: StateStore, target: TableTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found in review: a history topic Kafka does not have read as an empty history, silently."""
+    _watermark(store, TABLE, history_offset=0)
+    check = SwapCheck(HistoryReader(KafkaReadSettings("unused:9092"), _Topics({})), store)
+
+    with caplog.at_level(logging.WARNING, logger="cdc_lake.apply.swaps"):
+        assert check.check(target) is None
+        assert check.check(target) is None
+
+    [warning] = caplog.records
+    assert f"schema history topic {HISTORY} does not exist" in warning.getMessage()
+
+
+def test_a_table_moved_to_tier_0_checks_its_new_connectors_history(
+    store: StateStore, target: TableTarget
+) -> None:
+    """Found in review: after a tier change the watermark's offset (50) counts the shared connector's
+    history while the table now reads the tier-0 connector's (3 records, the third a gh-ost swap)."""
+    shared, tier0 = _History(), _History()
+    for n in range(50):
+        shared.add(f"alter table other{n} add column c int")
+    _watermark(store, TABLE, history_offset=50)
+    tier0.add("create table _products_gho like products")
+    tier0.add("alter table _products_gho add column n int")
+    tier0.add(
+        "rename /* gh-ost */ table `app`.`products` to `app`.`_products_del`, "
+        "`app`.`_products_gho` to `app`.`products`"
+    )
+    moved = dataclasses.replace(target, history_topic="cdc-lake.maria.tier0.app-products.schema-history")
+    board = _Topics({HISTORY: shared, "cdc-lake.maria.tier0.app-products.schema-history": tier0})
+    check = SwapCheck(HistoryReader(KafkaReadSettings("unused:9092"), board, tier0.read), store)
+
+    assert check.check(moved) is not None
+
+
+def test_a_malformed_history_record_is_named_not_raised_raw() -> None:
+    with pytest.raises(DecodeError, match=r"^h: schema history record at offset 4 is not JSON"):
+        renames_in([(4, b"\xff not json")], table_renames, "h")
+
+
+class _SwapDuringBatch:
+    """An applier whose batch's changes follow a swap recorded after the runner's check before it."""
+
+    def __init__(self, history: _History) -> None:
+        self.history = history
+        self.committed = False
+
+    def apply_batch(self, limit: object, before_commit: Callable[[], None]) -> BatchResult:
+        self.history.add("RENAME TABLE products TO _products_old, _products_new TO products")
+        before_commit()
+        self.committed = True
+        return BatchResult(TABLE, "maria.app.products", {0: 0}, {0: 5}, {0: 5}, changes=5)
+
+    def forget(self) -> None:
+        pass
+
+
+def test_a_batch_whose_changes_follow_a_swap_does_not_commit(
+    store: StateStore, target: TableTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in review: the swap was checked before the batch only (one batch late)."""
+    history = _History()
+    _watermark(store, TABLE, history_offset=0)
+    options = applier_options(load_config(EXAMPLE))
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(setJobGroup=lambda *args, **kwargs: None))
+    runner = ApplyRunner(
+        cast(SparkSession, spark), store, options, _NoRegistry(), f"sqlite:///{tmp_path}/state.db",
+        lambda name: ("maria", _MARIADB),
+    )
+    runner.swaps = _check(store, history)
+    applier = _SwapDuringBatch(history)
+    monkeypatch.setattr(runner, "applier", lambda t: applier)
+
+    outcome = runner.step(target)
+
+    assert not applier.committed
+    info = store.require_table(TABLE)
+    assert info.state is TableState.SCHEMA_CHANGED and outcome.error == info.last_error
+    assert info.last_error is not None
+    assert "swapped: RENAME TABLE products TO _products_old" in info.last_error

@@ -14,6 +14,12 @@ single-quoted strings are never keywords, so a rename inside a string or a comme
 are matched in any case.  A name without a schema takes ``database``, the default schema the history
 record gives (a bare name when it is empty).  Executable comments (``/*! ... */``) count as comments:
 no tool swaps tables inside one.
+
+Statements that replace a table's rows in place are read too, as a :class:`TableRename` with
+``replaces`` (the same stop, "rows replaced"): ``DROP TABLE[S] a[, b]`` (a table re-created under the
+name starts from its new rows), MariaDB's ``CREATE OR REPLACE TABLE a``, and ``ALTER TABLE a ... DROP
+PARTITION``, ``TRUNCATE PARTITION`` or ``EXCHANGE PARTITION p WITH TABLE b`` (both tables).  Temporary
+tables are never captured and are skipped.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ _TOKEN: Final = re.compile(
 _Token = tuple[str, str]
 """(kind, text): ``word`` (a keyword or bare name), ``name`` (quoted, unquoted), ``string``, ``other``."""
 
-_NOT_TABLES: Final = frozenset({"COLUMN", "INDEX", "KEY"})
+_NOT_TABLES: Final = frozenset({"COLUMN", "INDEX", "KEY", "CONSTRAINT"})
 """What ``ALTER TABLE ... RENAME`` may rename other than the table."""
 
 
@@ -82,15 +88,16 @@ class _Reader:
             return True
         return False
 
-    def name(self, database: str) -> str | None:
-        """A ``[schema.]table`` name, its schema defaulting to ``database``; None when there is none."""
+    def name(self, database: str) -> tuple[str, bool] | None:
+        """A ``[schema.]table`` name, its schema defaulting to ``database``, and whether it had none;
+        None when there is none."""
         first = self._identifier()
         if first is None:
             return None
         if self.symbol("."):
             second = self._identifier()
-            return None if second is None else f"{first}.{second}"
-        return f"{database}.{first}" if database else first
+            return None if second is None else (f"{first}.{second}", False)
+        return (f"{database}.{first}" if database else first), True
 
     def _identifier(self) -> str | None:
         token = self.peek()
@@ -101,7 +108,7 @@ class _Reader:
 
 
 def table_renames(statement: str, database: str) -> tuple[TableRename, ...]:
-    """The tables ``statement`` renames, in its order (none for any other statement)."""
+    """The tables ``statement`` renames, or whose rows it replaces, in its order (none for any other)."""
     reader = _Reader(_tokens(statement))
     if reader.keyword("RENAME") and reader.keyword("TABLE", "TABLES"):
         return _rename_table(reader, database)
@@ -110,13 +117,45 @@ def table_renames(statement: str, database: str) -> tuple[TableRename, ...]:
         while reader.keyword("ONLINE", "IGNORE"):
             pass
         if reader.keyword("TABLE"):
-            return _alter_rename(reader, database)
+            return _alter_table(reader, database)
+    reader.at = 0
+    if reader.keyword("DROP"):
+        if reader.keyword("TEMPORARY") or not reader.keyword("TABLE", "TABLES"):
+            return ()
+        _if_exists(reader)
+        return _replaced_list(reader, database)
+    reader.at = 0
+    if reader.keyword("CREATE") and reader.keyword("OR") and reader.keyword("REPLACE"):
+        if reader.keyword("TEMPORARY") or not reader.keyword("TABLE"):
+            return ()
+        _if_exists(reader)
+        table = reader.name(database)
+        return () if table is None else (_replaced(table),)
     return ()
 
 
-def _rename_table(reader: _Reader, database: str) -> tuple[TableRename, ...]:
+def _if_exists(reader: _Reader) -> None:
     if reader.keyword("IF"):
+        reader.keyword("NOT")
         reader.keyword("EXISTS")
+
+
+def _replaced(table: tuple[str, bool]) -> TableRename:
+    name, bare = table
+    return TableRename(name, name, replaces=True, old_bare=bare, new_bare=bare)
+
+
+def _replaced_list(reader: _Reader, database: str) -> tuple[TableRename, ...]:
+    replaced = []
+    while (table := reader.name(database)) is not None:
+        replaced.append(_replaced(table))
+        if not reader.symbol(","):
+            break
+    return tuple(replaced)
+
+
+def _rename_table(reader: _Reader, database: str) -> tuple[TableRename, ...]:
+    _if_exists(reader)
     renames = []
     while True:
         old = reader.name(database)
@@ -129,18 +168,19 @@ def _rename_table(reader: _Reader, database: str) -> tuple[TableRename, ...]:
         new = reader.name(database)
         if new is None:
             break
-        renames.append(TableRename(old, new))
+        renames.append(TableRename(old[0], new[0], old_bare=old[1], new_bare=new[1]))
         if not reader.symbol(","):
             break
     return tuple(renames)
 
 
-def _alter_rename(reader: _Reader, database: str) -> tuple[TableRename, ...]:
-    if reader.keyword("IF"):
-        reader.keyword("EXISTS")
+def _alter_table(reader: _Reader, database: str) -> tuple[TableRename, ...]:
+    """``ALTER TABLE a ...``: a rename of ``a``, or ``a``'s rows replaced by a partition operation."""
+    _if_exists(reader)
     old = reader.name(database)
     if old is None:
         return ()
+    found: list[TableRename] = []
     depth = 0
     while (token := reader.peek()) is not None:
         if token in (("other", "("), ("other", ")")):
@@ -151,6 +191,22 @@ def _alter_rename(reader: _Reader, database: str) -> tuple[TableRename, ...]:
                 continue
             reader.keyword("TO", "AS")
             new = reader.name(database)
-            return () if new is None else (TableRename(old, new),)
+            if new is not None:
+                found.append(TableRename(old[0], new[0], old_bare=old[1], new_bare=new[1]))
+            continue
+        elif depth == 0 and reader.keyword("DROP", "TRUNCATE"):
+            if reader.keyword("PARTITION"):
+                found.append(_replaced(old))
+            continue
+        elif depth == 0 and reader.keyword("EXCHANGE"):
+            if reader.keyword("PARTITION"):
+                found.append(_replaced(old))
+                while reader.peek() is not None and not reader.keyword("WITH"):
+                    reader.at += 1
+                reader.keyword("TABLE")
+                other = reader.name(database)
+                if other is not None:
+                    found.append(_replaced(other))
+            continue
         reader.at += 1
-    return ()
+    return tuple(found)
