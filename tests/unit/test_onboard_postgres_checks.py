@@ -319,6 +319,14 @@ def test_heartbeat_table_must_be_writable_or_creatable() -> None:
     assert check("heartbeat table").detail == "cdc_lake.heartbeat will be created"
 
 
+def test_an_unlogged_table_fails_the_tables_check_naming_it() -> None:
+    found = check("tables", with_table(HEALTHY, unlogged=True))
+
+    assert found.failed
+    assert "UNLOGGED tables are not logically decoded" in found.detail and "shop.orders" in found.detail
+    assert found.fix is not None and "SET LOGGED" in found.fix
+
+
 def test_table_rewrites_are_logged_or_a_superuser_will_log_them_else_a_warning() -> None:
     missing = PgRewriteLogFacts(table_exists=False, trigger_enabled=False, can_read=False)
     disabled = replace(HEALTHY.rewrite_log, trigger_enabled=False)

@@ -47,11 +47,13 @@ class PgTableFacts:
 
     ``toastable`` lists columns whose storage is not PLAIN (their values may be TOASTed);
     ``owned`` says whether the current user may ALTER the table (owner, member, superuser);
-    ``identity_index`` lists the columns of the index named by REPLICA IDENTITY USING INDEX.
+    ``identity_index`` lists the columns of the index named by REPLICA IDENTITY USING INDEX;
+    ``unlogged``: an UNLOGGED table, whose changes never reach the WAL (nothing to decode).
     """
 
     name: str
     kind: str | None = None
+    unlogged: bool = False
     columns: tuple[str, ...] = ()
     primary_key: tuple[str, ...] = ()
     replica_identity: str = "d"
@@ -321,6 +323,14 @@ def check_tables(facts: PostgresFacts, keys: Mapping[str, tuple[str, ...]]) -> C
     if other:
         return CheckResult.fail(
             "tables", f"not tables (views or other relations): {name_list(other)}", "onboard tables only"
+        )
+    unlogged = [name for name in keys if facts.tables[name].unlogged]
+    if unlogged:
+        return CheckResult.fail(
+            "tables",
+            f"UNLOGGED tables are not logically decoded (none of their changes would reach the lake): "
+            f"{name_list(unlogged)}",
+            "ALTER TABLE ... SET LOGGED, or leave them out of the config",
         )
     return CheckResult.ok("tables", f"{len(keys)} found")
 

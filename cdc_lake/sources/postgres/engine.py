@@ -76,7 +76,7 @@ _POLL_SECONDS = 0.5
 _SLOT_RELEASE_SECONDS = 30.0
 
 _TABLES_QUERY = """
-select n.nspname || '.' || c.relname, c.relkind::text, c.relreplident::text,
+select n.nspname || '.' || c.relname, c.relkind::text, c.relreplident::text, c.relpersistence = 'u',
        has_table_privilege(c.oid, 'SELECT'), pg_has_role(c.relowner, 'USAGE'),
        array(select a.attname::text from pg_attribute a
              where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped order by a.attnum),
@@ -815,17 +815,18 @@ def _table_facts(conn: _Conn, names: Sequence[str]) -> dict[str, PgTableFacts]:
     schemas, tables = zip(*(_split(name) for name in names), strict=True) if names else ((), ())
     found: dict[str, PgTableFacts] = {}
     for row in conn.execute(_TABLES_QUERY, (list(schemas), list(tables))).fetchall():
-        name, kind, identity, can_select, owned, columns, primary_key, toastable, identity_index = row
+        name, kind, identity, unlogged, can_select, owned, columns, primary_key, toastable, index = row
         found[str(name)] = PgTableFacts(
             name=str(name),
             kind=str(kind),
+            unlogged=bool(unlogged),
             replica_identity=str(identity),
             can_select=bool(can_select),
             owned=bool(owned),
             columns=tuple(columns),
             primary_key=tuple(primary_key),
             toastable=tuple(toastable),
-            identity_index=tuple(identity_index),
+            identity_index=tuple(index),
         )
     return {name: found.get(name, PgTableFacts(name=name)) for name in names}
 
