@@ -15,7 +15,9 @@ the lake before the table stops.  The first check stops an idle table (a rewrite
 Where a table's check starts: the bootstrap watermark's ``history_offset`` (the engine's
 :meth:`~cdc_lake.sources.base.SourceEngine.rewrite_log_start` when the bootstrap began: that table's
 earlier rewrites are the copy's; a re-bootstrap's copy brings its own).  A watermark without one (the
-log was installed after the bootstrap) starts at the log's position when first checked.  Rewrites that
+log was installed after the bootstrap) starts at the log's first id: every rewrite it holds came after
+that copy.  Before a commit the table's rows are read whatever the version (an indexed query): log rows
+a DBA deletes could repeat a version; prune only below every table's start.  Rewrites that
 kept the values (a plain widening cast) move the start past them, in the state store; a stop keeps it,
 so the table stops again on every retry until it is re-bootstrapped.
 
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.lake.schema_change import SchemaDiff, table_rewrite
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.sources.capabilities import EngineCapabilities, TableRewrite
@@ -51,9 +54,6 @@ class RewriteSource(Protocol):
     @property
     def capabilities(self) -> EngineCapabilities:
         """The engine's facts: whether it logs rewrites at all."""
-
-    def rewrite_log_start(self, table: str) -> int | None:
-        """One past the newest logged rewrite of ``table``; None without a log."""
 
     def rewrite_log_version(self) -> tuple[int, int] | None:
         """(newest id, rows) of the log; None without a log."""
@@ -97,18 +97,32 @@ class RewriteCheck:
         if not source.capabilities.rewrite_log:
             return None
         version = self._version(source_name, source, fresh)
-        if version is None:
-            self._warn(source_name)
-            return None
         key = (name, target.base_path)
         with self._lock:
             checked = self._tables.get(key)
-        if checked is None:
-            checked = self._first(target, source)
-            if checked is None:
-                return None
-        if checked.version == version:
+        if version is None:
+            if checked is not None or self._recorded(name) is not None:
+                raise SourceEngineError(
+                    f"source {source_name}: its table rewrite log is gone or unreadable, though {name} was "
+                    f"checked against it: reinstall it (cdc-lake onboard {source_name}, as a superuser; "
+                    'docs/schema-changes.md, "Table rewrites")'
+                )
+            self._warn(source_name, f"source {source_name} keeps no table rewrite log: ALTER ... TYPE ... "
+                       "USING and SET UNLOGGED will not stop its tables; a superuser installs it "
+                       '(docs/schema-changes.md, "Table rewrites")')
             return None
+        if checked is None:
+            checked = self._first(target)
+        if version[0] < checked.start - 1:
+            self._warn(
+                f"{source_name}/{name}",
+                f"{name}: the rewrite log of source {source_name} ends at id {version[0]}, below the table's "
+                f"start {checked.start}: it was re-created; reading it from its first id",
+            )
+            checked = _Checked(1)
+            self.store.set_history_offset(name, 1)
+        if not fresh and checked.version == version:
+            return None  # before a commit the rows are read always: log rows deleted can repeat a version
         rewrites = source.table_rewrites(target.source_table, checked.start)
         stop = next((r for r in rewrites if r.stop is not None), None)
         if stop is not None and key in self._tables:
@@ -129,17 +143,13 @@ class RewriteCheck:
             self._tables[key] = _Checked(start, version)
         return None
 
-    def _first(self, target: TableTarget, source: RewriteSource) -> _Checked | None:
-        """Where a table's first check starts: its watermark's id, else the log's position now
-        (recorded); None when the log is gone."""
+    def _first(self, target: TableTarget) -> _Checked:
+        """Where a table's first check starts: its watermark's id, else the log's first id (a table
+        bootstrapped before its source had the log: every logged rewrite came after its copy; recorded)."""
         recorded = self._recorded(target.qualified_name)
-        if recorded is not None:
-            return _Checked(recorded)
-        start = source.rewrite_log_start(target.source_table)
-        if start is None:
-            return None
-        self.store.set_history_offset(target.qualified_name, start)
-        return _Checked(start)
+        if recorded is None:
+            self.store.set_history_offset(target.qualified_name, 1)
+        return _Checked(1 if recorded is None else recorded)
 
     def _recorded(self, name: str) -> int | None:
         watermark = self.store.get_watermark(name)
@@ -156,13 +166,10 @@ class RewriteCheck:
             self._versions[source_name] = (now, version)
         return version
 
-    def _warn(self, source_name: str) -> None:
+    def _warn(self, key: str, message: str) -> None:
+        """Log ``message`` once per ``key`` and process."""
         with self._lock:
-            if source_name in self._warned:
+            if key in self._warned:
                 return
-            self._warned.add(source_name)
-        _LOG.warning(
-            "source %s keeps no table rewrite log: ALTER ... TYPE ... USING and SET UNLOGGED will not "
-            "stop its tables; a superuser installs it (docs/schema-changes.md, \"Table rewrites\")",
-            source_name,
-        )
+            self._warned.add(key)
+        _LOG.warning("%s", message)

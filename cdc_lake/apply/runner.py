@@ -31,7 +31,7 @@ from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableAppli
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
 from cdc_lake.decode.registry import SchemaRegistry, registry_client
-from cdc_lake.exceptions import ApplyError, CdcLakeError
+from cdc_lake.exceptions import ApplyError, CdcLakeError, SourceEngineError
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
@@ -51,6 +51,10 @@ IDLE_MEASURE_SECONDS = 5.0
 """How often the freshness of a table with nothing new is recorded."""
 
 STOPPED = frozenset({TableState.FAILED, TableState.SCHEMA_CHANGED})
+
+
+class _SourceUnreachable(Exception):
+    """The rewrite check could not ask the table's source (the batch waits for the next poll)."""
 
 
 class SourceTableChanged(IncompatibleSchemaChange):
@@ -187,7 +191,11 @@ class ApplyRunner:
 
         def before_commit() -> None:
             lock.verify()
-            diff = self.swaps.check(target, fresh=True) or self.rewrites.check(target, fresh=True)
+            diff = self.swaps.check(target, fresh=True)
+            try:
+                diff = diff or self.rewrites.check(target, fresh=True)
+            except SourceEngineError as exc:
+                raise _SourceUnreachable(str(exc)) from None
             if diff is not None:
                 raise SourceTableChanged(diff)
 
@@ -199,6 +207,9 @@ class ApplyRunner:
             applier.forget()
             self._schema_changed(name, exc.diff.summary(), exc.diff)
             return TableOutcome(name, error=exc.diff.summary())
+        except _SourceUnreachable as exc:
+            applier.forget()
+            return self._unchecked(name, str(exc))
         except Exception as exc:  # one table's failure must not stop the others
             applier.forget()
             cause = describe_failure(exc)
@@ -227,7 +238,16 @@ class ApplyRunner:
         return self.swaps.check(target, fresh=False)
 
     def _rewritten(self, target: TableTarget) -> SchemaDiff | None:
-        return self.rewrites.check(target, fresh=False)
+        try:
+            return self.rewrites.check(target, fresh=False)
+        except SourceEngineError as exc:
+            raise _SourceUnreachable(str(exc)) from None
+
+    def _unchecked(self, name: str, cause: str) -> TableOutcome:
+        """A batch not applied because its source could not be asked for rewrites (a failover, a
+        maintenance window): the table stays as it is and the next poll tries again."""
+        _LOG.warning("%s: batch not applied, the rewrite check could not ask its source: %s", name, cause)
+        return TableOutcome(name, skipped=f"rewrite check: {cause}")
 
     def _stopped(
         self, target: TableTarget, check: Callable[[TableTarget], SchemaDiff | None]
@@ -236,6 +256,8 @@ class ApplyRunner:
         name = target.qualified_name
         try:
             diff = check(target)
+        except _SourceUnreachable as exc:
+            return self._unchecked(name, str(exc))
         except CdcLakeError as exc:
             self._fail(target, str(exc))
             return TableOutcome(name, error=str(exc))

@@ -363,6 +363,12 @@ def test_the_runner_stops_a_swapped_table_in_schema_changed_before_any_batch(
         ("alter table products truncate partition p2019, p2020", ["db.products"]),
         ("ALTER TABLE products EXCHANGE PARTITION p2024 WITH TABLE products_2024",
          ["db.products", "db.products_2024"]),
+        ("ALTER TABLE products CONVERT PARTITION p2019 TO TABLE products_2019",
+         ["db.products", "db.products_2019"]),
+        ("alter table products convert table products_2025 to partition p2025 values less than (2026)",
+         ["db.products"]),
+        ("ALTER TABLE products IMPORT TABLESPACE", ["db.products"]),
+        ("ALTER TABLE products DISCARD PARTITION p1 TABLESPACE", ["db.products"]),
     ],
 )
 def test_statements_that_replace_rows_in_place_are_read(statement: str, replaced: list[str]) -> None:

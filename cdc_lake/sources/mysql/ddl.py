@@ -18,8 +18,9 @@ no tool swaps tables inside one.
 Statements that replace a table's rows in place are read too, as a :class:`TableRename` with
 ``replaces`` (the same stop, "rows replaced"): ``DROP TABLE[S] a[, b]`` (a table re-created under the
 name starts from its new rows), MariaDB's ``CREATE OR REPLACE TABLE a``, and ``ALTER TABLE a ... DROP
-PARTITION``, ``TRUNCATE PARTITION`` or ``EXCHANGE PARTITION p WITH TABLE b`` (both tables).  Temporary
-tables are never captured and are skipped.
+PARTITION``, ``TRUNCATE PARTITION`` or ``EXCHANGE PARTITION p WITH TABLE b`` (both tables), MariaDB's
+``CONVERT PARTITION p TO TABLE b`` / ``CONVERT TABLE b TO PARTITION p`` (both), and ``IMPORT`` /
+``DISCARD [PARTITION ...] TABLESPACE``.  Temporary tables are never captured and are skipped.
 """
 
 from __future__ import annotations
@@ -196,6 +197,18 @@ def _alter_table(reader: _Reader, database: str) -> tuple[TableRename, ...]:
             continue
         elif depth == 0 and reader.keyword("DROP", "TRUNCATE"):
             if reader.keyword("PARTITION"):
+                found.append(_replaced(old))
+            continue
+        elif depth == 0 and reader.keyword("CONVERT"):
+            if reader.keyword("PARTITION", "TABLE"):
+                found.append(_replaced(old))
+                while reader.peek() is not None and not reader.keyword("TO"):
+                    reader.at += 1
+                if reader.keyword("TABLE") and (other := reader.name(database)) is not None:
+                    found.append(_replaced(other))
+            continue
+        elif depth == 0 and reader.keyword("IMPORT", "DISCARD"):
+            if reader.keyword("PARTITION", "TABLESPACE"):
                 found.append(_replaced(old))
             continue
         elif depth == 0 and reader.keyword("EXCHANGE"):

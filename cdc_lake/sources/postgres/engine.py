@@ -570,7 +570,9 @@ class PostgresEngine(SourceEngine):
             computed = [
                 (int(log_id), str(statement))
                 for log_id, statement in (
-                    conn.execute(DEFAULT_REWRITES_QUERY, (schema, name)).fetchall() if logged else []
+                    conn.execute(DEFAULT_REWRITES_QUERY, {"schema": schema, "table": name}).fetchall()
+                    if logged
+                    else []
                 )
             ]
         found: dict[str, str | None] = {}
@@ -591,7 +593,8 @@ class PostgresEngine(SourceEngine):
         with self._connect() as conn:
             if not _rewrite_log_facts(conn).installed:
                 return None
-            return int(str(_one(conn.execute(TABLE_START_QUERY, (schema, name)).fetchone())[0]))
+            start = conn.execute(TABLE_START_QUERY, {"schema": schema, "table": name}).fetchone()
+            return int(str(_one(start)[0]))
 
     def rewrite_log_version(self) -> tuple[int, int] | None:
         """The primary's rewrite log as (newest id, rows) (read on the primary: a rewrite that committed
@@ -606,7 +609,9 @@ class PostgresEngine(SourceEngine):
         """The primary's logged rewrites of ``table`` from id ``start``, judged by :func:`rewrite_stop`."""
         schema, name = _split(table)
         with self._connect() as conn:
-            rows = conn.execute(TABLE_REWRITES_QUERY, (schema, name, start)).fetchall()
+            rows = conn.execute(
+                TABLE_REWRITES_QUERY, {"schema": schema, "table": name, "start": start}
+            ).fetchall()
         return [
             TableRewrite(int(log_id), one_line(str(statement)), rewrite_stop(int(reason), str(statement)))
             for log_id, reason, statement in rows

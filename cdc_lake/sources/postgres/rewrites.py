@@ -16,13 +16,23 @@ A table's check therefore starts at one plus the highest id of its own committed
 bootstrap began (those are the copy's) and reads its rows from there.
 
 Which rewrites stop the table (:func:`rewrite_stop`): a persistence change (the table leaves or
-enters the WAL) and a type change whose statement has a ``USING`` expression (it may compute anything;
-a ``USING`` that is a plain cast stops too: the text cannot tell, and a stop is the safe side).  A type
-change without ``USING`` converts with the type's assignment cast, and its new type reaches the writer
-schema, which the schema-change rules judge (widened, narrowed, changed).  A default computed per row
-(``ADD COLUMN ... DEFAULT now()``, an identity or stored generated column added) fills only the new
-column, which the writer schema shows with its first change and the schema-change rules stop on ("added
-with a default"; a frozen table ignores it, as it should); an access-method change keeps the values.
+enters the WAL), and every column-type rewrite except one the statement shows to be a plain
+``ALTER TABLE`` whose every ``TYPE`` is a value-preserving target (:data:`_KEEPS_VALUES`: integer and
+float widths, ``numeric``, ``text``, ``varchar``) with no ``USING``.  ``current_query()`` is the
+client's top-level statement: DDL run inside a function (``SELECT migrate()``) shows no ``USING``,
+and an assignment cast can change every value while the lake's type stays the same (``timestamp(0)``
+rounds, ``jsonb`` reorders keys), so anything else stops: a false stop asks for a re-bootstrap, a
+missed one leaves the lake wrong.  Of the allowed targets, a narrowing reaches the writer schema and
+the schema-change rules stop it.  A default computed per row (``ADD COLUMN ... DEFAULT
+gen_random_uuid()``, an identity or stored generated column) fills only the new column, which the
+writer schema shows with its first change and the schema-change rules stop on ("added with a
+default"; a frozen table ignores it, as it should); an access-method change keeps the values.
+
+The trigger logs the table's OID too (a table renamed away, rewritten and renamed back in one
+transaction is found by it) and the statement with its string literals blanked (``'...'``): the log is
+readable by the capture user and a stop quotes it into the state store and the logs.  It is created
+``ENABLE ALWAYS``, so sessions with ``session_replication_role = replica`` (pglogical, some migration
+tools) fire it too.
 """
 
 from __future__ import annotations
@@ -41,6 +51,16 @@ _PERSISTENCE, _COLUMN_TYPE = 1, 4
 2 is a default computed per row, 8 an access-method change: neither stops)."""
 
 _USING = re.compile(r"\busing\b", re.IGNORECASE)
+_PLAIN_ALTER = re.compile(r"^\s*alter\s+table\b[^;]*;?\s*$", re.IGNORECASE | re.DOTALL)
+_TYPE_TARGET = re.compile(
+    r"\btype\s+(double\s+precision|character\s+varying|[a-z_][a-z0-9_.\"]*)", re.IGNORECASE
+)
+_KEEPS_VALUES: Final = frozenset({
+    "smallint", "int2", "integer", "int", "int4", "bigint", "int8", "real", "float4", "double precision",
+    "float8", "numeric", "decimal", "text", "varchar", "character varying",
+})
+"""Type-change targets whose assignment cast keeps every value of a narrower or equal source type (a
+narrowing among them reaches the writer schema and stops there)."""
 _STATEMENT_CHARS = 300
 """How much of a statement a stop quotes (the log keeps all of it)."""
 
@@ -48,6 +68,7 @@ INSTALL: Final = (
     "create schema if not exists cdc_lake",
     f"""create table if not exists {REWRITE_LOG} (
     id bigserial primary key,
+    relid oid not null,
     schema_name text not null,
     table_name text not null,
     reason integer not null,
@@ -58,8 +79,9 @@ INSTALL: Final = (
     f"""create or replace function cdc_lake.record_table_rewrite() returns event_trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $fn$
 begin
-    insert into {REWRITE_LOG} (schema_name, table_name, reason, statement)
-    select n.nspname, c.relname, pg_event_trigger_table_rewrite_reason(), coalesce(current_query(), '')
+    insert into {REWRITE_LOG} (relid, schema_name, table_name, reason, statement)
+    select c.oid, n.nspname, c.relname, pg_event_trigger_table_rewrite_reason(),
+           regexp_replace(coalesce(current_query(), ''), '''([^'']|'''')*''', '''...''', 'g')
     from pg_class c join pg_namespace n on n.oid = c.relnamespace
     where c.oid = pg_event_trigger_table_rewrite_oid();
 end
@@ -67,13 +89,14 @@ $fn$""",
     f"drop event trigger if exists {REWRITE_TRIGGER}",
     f"create event trigger {REWRITE_TRIGGER} on table_rewrite "
     "execute function cdc_lake.record_table_rewrite()",
+    f"alter event trigger {REWRITE_TRIGGER} enable always",
 )
 """What onboarding runs on the primary (as a superuser) when the log or its trigger is missing; the
 same statements, in order, are what a DBA runs by hand (docs/schema-changes.md)."""
 
 LOG_FACTS_QUERY: Final = (
     "select c.oid is not null, exists (select 1 from pg_event_trigger "
-    "where evtname = %s and evtevent = 'table_rewrite' and evtenabled <> 'D'), "
+    "where evtname = %s and evtevent = 'table_rewrite' and evtenabled = 'A'), "
     "coalesce(has_schema_privilege(n.oid, 'USAGE') and has_table_privilege(c.oid, 'SELECT'), false) "
     "from (select 1) one left join pg_namespace n on n.nspname = %s "
     "left join pg_class c on c.relnamespace = n.oid and c.relname = %s"
@@ -83,19 +106,21 @@ by OID: a name lookup would fail for a user without USAGE on the schema)."""
 
 LOG_VERSION_QUERY: Final = f"select coalesce(max(id), 0), count(*) from {REWRITE_LOG}"
 
-TABLE_START_QUERY: Final = (
-    f"select coalesce(max(id), 0) + 1 from {REWRITE_LOG} where schema_name = %s and table_name = %s"
+_OF_TABLE: Final = (
+    "((schema_name = %(schema)s and table_name = %(table)s) or relid = (select c.oid from pg_class c "
+    "join pg_namespace n on n.oid = c.relnamespace where n.nspname = %(schema)s and c.relname = %(table)s))"
 )
+"""A table's rows of the log: by its name at rewrite time, or by its OID now."""
+
+TABLE_START_QUERY: Final = f"select coalesce(max(id), 0) + 1 from {REWRITE_LOG} where {_OF_TABLE}"
 
 DEFAULT_REWRITES_QUERY: Final = (
-    f"select id, statement from {REWRITE_LOG} "
-    "where schema_name = %s and table_name = %s and reason & 2 <> 0 order by id"
+    f"select id, statement from {REWRITE_LOG} where {_OF_TABLE} and reason & 2 <> 0 order by id"
 )
 """A table's rewrites that computed a default per row."""
 
 TABLE_REWRITES_QUERY: Final = (
-    f"select id, reason, statement from {REWRITE_LOG} "
-    "where schema_name = %s and table_name = %s and id >= %s order by id"
+    f"select id, reason, statement from {REWRITE_LOG} where {_OF_TABLE} and id >= %(start)s order by id"
 )
 
 
@@ -105,11 +130,24 @@ def rewrite_stop(reason: int, statement: str) -> str | None:
     causes = []
     if reason & _PERSISTENCE:
         causes.append("its persistence changed (an UNLOGGED table is not logically decoded)")
-    if reason & _COLUMN_TYPE and _USING.search(statement):
-        causes.append("a column's values were rewritten by a USING expression")
+    if reason & _COLUMN_TYPE and not _keeps_values(statement):
+        causes.append(
+            "a column's values were rewritten by a USING expression"
+            if _USING.search(statement)
+            else "a column's type was changed by a statement that does not show the values are kept"
+        )
     if not causes:
         return None
     return f"{' and '.join(causes)}: {one_line(statement)}"
+
+
+def _keeps_values(statement: str) -> bool:
+    """Whether ``statement`` is one plain ``ALTER TABLE`` without ``USING`` whose every ``TYPE`` target
+    keeps the values (:data:`_KEEPS_VALUES`)."""
+    if not _PLAIN_ALTER.match(statement) or _USING.search(statement):
+        return False
+    targets = [" ".join(t.lower().replace('"', "").split()) for t in _TYPE_TARGET.findall(statement)]
+    return bool(targets) and all(t.rpartition(".")[2] in _KEEPS_VALUES for t in targets)
 
 
 def computed_default(column: str, rewrites: list[tuple[int, str]]) -> str | None:
