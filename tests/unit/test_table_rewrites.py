@@ -103,6 +103,9 @@ def test_the_trigger_logs_inside_the_ddl_transaction_as_its_owner() -> None:
     assert "security definer" in function and "set search_path = pg_catalog, pg_temp" in function
     assert "pg_event_trigger_table_rewrite_reason()" in function and "current_query()" in function
     assert any(s.startswith("create event trigger cdc_lake_table_rewrite on table_rewrite") for s in INSTALL)
+    # Found in review: a schema a lesser role owns would let it run code as the function's owner.
+    guard = INSTALL.index(next(s for s in INSTALL if "not r.rolsuper" in s))
+    assert guard < INSTALL.index(function)
 
 
 class _Log:

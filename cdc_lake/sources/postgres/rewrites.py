@@ -64,8 +64,23 @@ narrowing among them reaches the writer schema and stops there)."""
 _STATEMENT_CHARS = 300
 """How much of a statement a stop quotes (the log keeps all of it)."""
 
+_OWNED_BY_SUPERUSERS: Final = """do $guard$ begin
+    if exists (select 1 from pg_namespace n join pg_roles r on r.oid = n.nspowner
+               where n.nspname = 'cdc_lake' and not r.rolsuper)
+       or exists (select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+                  join pg_roles r on r.oid = c.relowner
+                  where n.nspname = 'cdc_lake' and c.relname = 'table_rewrites' and not r.rolsuper) then
+        raise exception 'schema cdc_lake or cdc_lake.table_rewrites is owned by a role that is no '
+            'superuser: the rewrite log''s security definer function would write where that role '
+            'decides; ALTER SCHEMA cdc_lake OWNER TO a superuser (and the table) first';
+    end if;
+end $guard$"""
+"""The log's function runs as its owner, a superuser: the schema and table it writes must not be a
+lesser role's (which could put a trigger of its own there), so installing stops when they are."""
+
 INSTALL: Final = (
     "create schema if not exists cdc_lake",
+    _OWNED_BY_SUPERUSERS,
     f"""create table if not exists {REWRITE_LOG} (
     id bigserial primary key,
     relid oid not null,
