@@ -21,6 +21,11 @@ a DBA deletes could repeat a version; prune only below every table's start.  Rew
 kept the values (a plain widening cast) move the start past them, in the state store; a stop keeps it,
 so the table stops again on every retry until it is re-bootstrapped.
 
+A source that cannot be asked (a failover, an applier that has no route to it) holds back the batches
+of the tables checked against its log before (the bootstrap recorded a start, or a check did): the
+runner skips them until it can.  A table never checked against a log (bootstrapped before the log
+existed, or a topic applied without a bootstrap) applies on, with a warning once per source and process.
+
 Cost: the log's version (newest id, rows; one query on the primary) is read at most every
 :data:`REWRITE_VERSION_SECONDS` per source for the checks before batches, and once per committing batch
 for the check before its commit; a table's rows are read only when the version moved since its last
@@ -96,10 +101,20 @@ class RewriteCheck:
         source_name, source = self.sources(name)
         if not source.capabilities.rewrite_log:
             return None
-        version = self._version(source_name, source, fresh)
         key = (name, target.base_path)
         with self._lock:
             checked = self._tables.get(key)
+        try:
+            version = self._version(source_name, source, fresh)
+        except SourceEngineError as exc:
+            if checked is not None or self._recorded(name) is not None:
+                raise  # checked against the log before: the batch waits for the source (the runner)
+            self._warn(
+                f"{source_name}/unreachable",
+                f"source {source_name} cannot be asked for table rewrites ({exc}); its tables that were "
+                "never checked against a rewrite log apply without the check until it can",
+            )
+            return None
         if version is None:
             if checked is not None or self._recorded(name) is not None:
                 raise SourceEngineError(

@@ -413,6 +413,22 @@ def test_a_source_that_cannot_be_asked_skips_the_batch_and_keeps_the_table(
     assert not runner._appliers, "no batch was planned"
 
 
+def test_a_source_never_checked_that_cannot_be_asked_applies_on_with_a_warning(
+    store: StateStore, target: TableTarget, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A table with no recorded start (no bootstrap through a log: a topic applied as it is) is not held
+    back by a source the applier cannot reach, which it never needed before."""
+    _watermark(store, history_offset=None)
+    check = _check(store, _Unreachable())
+
+    with caplog.at_level(logging.WARNING, logger="cdc_lake.apply.rewrites"):
+        assert check.check(target, fresh=False) is None
+        assert check.check(target, fresh=True) is None
+
+    [warning] = caplog.records
+    assert "source pg cannot be asked for table rewrites" in warning.getMessage()
+
+
 def test_a_rewrite_committed_during_a_batch_stops_it_before_its_commit(
     store: StateStore, target: TableTarget, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
