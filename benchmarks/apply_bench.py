@@ -41,8 +41,9 @@ Run it with the stack up (``cdc-lake stack up``)::
    DataFrame Hudi upsert of it (the limit's write-only measure, so the figure is Hudi's alone), checked
    after (row count before + inserts - deletes, no key twice, the batch's value on every row it wrote),
    ``--growth-repeats`` times with the indexes interleaved.  Each table type starts with a throwaway
-   point at 100,000 rows that takes the JVM's warm-up.  Seconds per upsert, and a PNG of the curve
-   (``--plots``).
+   point at 100,000 rows that takes the JVM's warm-up.  Seconds per upsert, with the driver JVM's CPU
+   and GC seconds over it (reading and caching the 50,000-row batch included: under a second), and a
+   PNG of the curve (``--plots``).
 
 ``--parts`` picks some of them (``readers,throughput,freshness,concurrency,limit,growth``; the default
 is the first four).  Each part stands alone (``growth`` makes its own batches).
@@ -485,6 +486,19 @@ def _check_growth(spark: SparkSession, path: str, size: int, batch: dict[str, in
     assert changed == batch["updates"] + batch["inserts"], (path, changed, batch)
 
 
+def _jvm_cpu_and_gc(spark: SparkSession) -> tuple[float, float]:
+    """CPU seconds (user + system, from ``/proc``) and garbage-collection seconds the driver JVM has
+    used so far: in ``local`` mode all of Spark's work, so a figure that other load on the machine
+    stretches far less than wall time does."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    stat = Path(f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}/stat").read_text()
+    utime, stime = stat.rsplit(")", 1)[1].split()[11:13]
+    beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    gc_ms = sum(bean.getCollectionTime() for bean in beans)
+    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK"), gc_ms / 1000
+
+
 def growth_point(
     spark: SparkSession, work: Path, size: int, table_type: str, changes: int, repeats: int
 ) -> list[dict[str, Any]]:
@@ -510,7 +524,9 @@ def growth_point(
         for index, (master, bootstrap_seconds) in masters.items():
             spec = replace(master, base_path=f"{master.base_path}-{repeat}")
             shutil.copytree(master.base_path, spec.base_path)
+            cpu_before, gc_before = _jvm_cpu_and_gc(spark)
             seconds, upserted = plain_upsert(spark, spec, batch_path)
+            cpu_after, gc_after = _jvm_cpu_and_gc(spark)
             load = [round(value, 1) for value in os.getloadavg()]
             _check_growth(spark, spec.base_path, size, batch)
             figures.append({
@@ -523,6 +539,8 @@ def growth_point(
                 "base_files": sum(1 for _ in Path(master.base_path).glob("region=*/*.parquet")),
                 "bootstrap_seconds": round(bootstrap_seconds, 1),
                 "upsert_seconds": round(seconds, 1),
+                "upsert_cpu_seconds": round(cpu_after - cpu_before, 1),
+                "upsert_gc_seconds": round(gc_after - gc_before, 1),
                 "load_average": load,
             })
             print(json.dumps(figures[-1]), flush=True)
