@@ -5,15 +5,16 @@ Run it with the stack up (``cdc-lake stack up``)::
 
     .venv/bin/python benchmarks/apply_bench.py [--rows 1000000] [--events 100000] [--batch 50000]
         [--freshness-seconds 60] [--freshness-rate 1] [--tables 4] [--growth-sizes 1000000,2500000,5000000]
-        [--growth-table-type MERGE_ON_READ] [--batch-rows DIR] [--plots docs/] [--parts ...]
-        [--driver-memory 2g] [--json results.json]
+        [--growth-table-types MERGE_ON_READ,COPY_ON_WRITE] [--growth-changes 50000] [--growth-repeats 1]
+        [--plots docs/] [--parts ...] [--driver-memory 2g] [--json results.json]
 
 1. Throughput.  A Hudi table of ``--rows`` rows (8 region partitions) is written with ``bulk_insert`` as a
    bootstrap would, once per variant: COPY_ON_WRITE with GLOBAL_BLOOM (the default), COPY_ON_WRITE with
    the record-level index, MERGE_ON_READ with the record-level index (inline compaction every 5).  One
    topic receives ``--events`` Debezium-shaped Postgres change events (Confluent Avro, schemas in the
-   stack's registry): 80% updates of random existing rows (5% of them move to another region), 10%
-   inserts, 10% deletes (each followed by its tombstone).  The applier
+   stack's registry), the mix of ``change_plan.py``: 80% updates of random existing rows (5% of the
+   changes draw a random region, so some rows move), 10% inserts, 10% deletes (each followed by its
+   tombstone).  The applier
    (``apply --once`` semantics, batches of ``--batch``) catches each table up; the figure is Kafka
    messages per second of wall time, Spark already started.  The result is checked: row count, no
    duplicate key.
@@ -32,12 +33,20 @@ Run it with the stack up (``cdc-lake stack up``)::
    rows the applier wrote (saved as Parquet after its write, outside its time; read and cached before the
    timer) with the same table options into the other.  Figures: both times, their ratio, and where the
    applier's time goes (read + decode, materialising the rows in Spark, the Hudi write).
-6. Growth.  The same saved batch upserted (plain DataFrame write) into tables of ``--growth-sizes`` rows
-   with each global index; seconds per upsert, and a PNG of the curve (``--plots``).
+6. Growth.  For each of ``--growth-sizes`` and ``--growth-table-types``: one table of that many rows
+   bootstrapped per global index (GLOBAL_BLOOM, the record-level index), and a batch made for that size:
+   the last change per key of ``--growth-changes`` changes of ``change_plan.py``'s mix (seeded, so the
+   same shape at every size), updates and deletes uniform over the whole key range, so every file of
+   the table is touched, inserts above the largest key.  A fresh copy of each table gets one plain
+   DataFrame Hudi upsert of it (the limit's write-only measure, so the figure is Hudi's alone), checked
+   after (row count before + inserts - deletes, no key twice, the batch's value on every row it wrote),
+   ``--growth-repeats`` times with the indexes interleaved.  Each table type starts with a throwaway
+   point at 100,000 rows that takes the JVM's warm-up.  Seconds per upsert, with the driver JVM's CPU
+   and GC seconds over it (reading and caching the 50,000-row batch included: under a second), and a
+   PNG of the curve (``--plots``).
 
 ``--parts`` picks some of them (``readers,throughput,freshness,concurrency,limit,growth``; the default
-is the first four).  ``growth`` needs the rows ``limit`` saves: run them together, or give ``limit``'s
-``--batch-rows`` directory to a later ``growth`` run.
+is the first four).  Each part stands alone (``growth`` makes its own batches).
 """
 
 from __future__ import annotations
@@ -47,7 +56,6 @@ import datetime as dt
 import io
 import json
 import os
-import random
 import shutil
 import statistics
 import subprocess
@@ -55,7 +63,8 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
+from collections import Counter
+from dataclasses import astuple, replace
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -74,7 +83,7 @@ from cdc_lake.apply.service import ApplyService
 from cdc_lake.apply.table_applier import use_driver_python
 from cdc_lake.config import Config
 from cdc_lake.decode.framing import encode_frame
-from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
+from cdc_lake.decode.ordering import ORDERING_WIDTH, SNAPSHOT_ORDERING_VALUE
 from cdc_lake.decode.types import stash_logical_types
 from cdc_lake.hudi.options import HudiTableSpec, IndexType, TableType, WriteOperation, write_options
 from cdc_lake.hudi.writer import UNREAD, Unread, read_table, write_batch
@@ -95,10 +104,11 @@ from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from change_plan import DELETE, INSERT, REGIONS, UPDATE, change_plan, last_per_key
 from support.apply import config_dict, debezium_postgres_schemas, record_catching_up, simple_capture
 from support.common import write_and_load
 
-REGIONS = 8
 VARIANTS = (
     ("COPY_ON_WRITE", "GLOBAL_BLOOM"),
     ("COPY_ON_WRITE", "RECORD_INDEX"),
@@ -161,7 +171,6 @@ def produce_events(stack: LocalStack, topic: str, rows: int, events: int, seed: 
         schemaless_writer(out, parsed, record)
         return encode_frame(schema_id, out.getvalue())
 
-    rng = random.Random(seed)
     producer = Producer(
         {
             "bootstrap.servers": stack.kafka.address(),
@@ -170,29 +179,13 @@ def produce_events(stack: LocalStack, topic: str, rows: int, events: int, seed: 
             "compression.type": "lz4",
         }
     )
-    live = rows
-    deleted: set[int] = set()
+    kinds = {UPDATE: "updates", INSERT: "inserts", DELETE: "deletes"}
     counts = {"updates": 0, "inserts": 0, "deletes": 0, "messages": 0}
     lsn = 10_000_000
     now_ms = int(time.time() * 1000)
-    for index in range(events):
+    for index, op, key, region in (astuple(change) for change in change_plan(rows, events, seed)):
         lsn += 64
-        roll = rng.random()
-        if roll < 0.8:
-            key = rng.randrange(rows)
-            while key in deleted:
-                key = rng.randrange(rows)
-            op, counts["updates"] = "u", counts["updates"] + 1
-        elif roll < 0.9:
-            key, live, op = live, live + 1, "c"
-            counts["inserts"] += 1
-        else:
-            key = rng.randrange(rows)
-            while key in deleted:
-                key = rng.randrange(rows)
-            deleted.add(key)
-            op, counts["deletes"] = "d", counts["deletes"] + 1
-        region = key % REGIONS if rng.random() > 0.05 else rng.randrange(REGIONS)
+        counts[kinds[op]] += 1
         row = {
             "id": key,
             "region": f"r{region}",
@@ -232,21 +225,34 @@ def produce_events(stack: LocalStack, topic: str, rows: int, events: int, seed: 
     return counts
 
 
-def bootstrap_table(spark: SparkSession, target: TableTarget | HudiTableSpec, rows: int) -> float:
-    """Bulk-insert the table's ``rows`` snapshot rows as a bootstrap would; returns seconds."""
-    ids = spark.range(rows)
-    frame = ids.select(
+def _table_rows(frame: DataFrame) -> DataFrame:
+    """The benchmark table's lake rows from ``frame``'s ``id``, ``region`` (a number), ``note`` and
+    ``op``/``ordering`` (the Debezium op and the ordering value); a ``d`` row hard-deletes its key."""
+    return frame.select(
         F.col("id"),
-        F.concat(F.lit("r"), (F.col("id") % REGIONS).cast("string")).alias("region"),
+        F.concat(F.lit("r"), F.col("region").cast("string")).alias("region"),
         ((F.col("id") % 100_000) / 100).cast("decimal(12,2)").alias("amount"),
-        F.concat(F.lit("n"), F.col("id").cast("string")).alias("note"),
+        F.col("note"),
         F.timestamp_seconds(F.col("id") + 1_700_000_000).cast("timestamp_ntz").alias("updated_at"),
-        F.lit("r").alias(OP_COLUMN),
+        F.col("op").alias(OP_COLUMN),
         F.current_timestamp().alias(SOURCE_TS_COLUMN),
-        F.lit(SNAPSHOT_ORDERING_VALUE).alias(ORDERING_COLUMN),
+        F.col("ordering").alias(ORDERING_COLUMN),
         F.current_timestamp().alias(APPLIED_AT_COLUMN),
         F.lit(False).alias(SOFT_DELETED_COLUMN),
-        F.lit(False).alias(DELETED_COLUMN),
+        (F.col("op") == F.lit(DELETE)).alias(DELETED_COLUMN),
+    )
+
+
+def bootstrap_table(spark: SparkSession, target: TableTarget | HudiTableSpec, rows: int) -> float:
+    """Bulk-insert the table's ``rows`` snapshot rows as a bootstrap would; returns seconds."""
+    frame = _table_rows(
+        spark.range(rows).select(
+            F.col("id"),
+            (F.col("id") % REGIONS).alias("region"),
+            F.concat(F.lit("n"), F.col("id").cast("string")).alias("note"),
+            F.lit("r").alias("op"),
+            F.lit(SNAPSHOT_ORDERING_VALUE).alias("ordering"),
+        )
     )
     topic = "bench.s.t" if isinstance(target, HudiTableSpec) else target.topic
     checkpoint = Checkpoint(topic, {0: 0}, None, Origin.WATERMARK)
@@ -443,57 +449,146 @@ def limit(
     }
 
 
-def growth(
-    spark: SparkSession, work: Path, sizes: list[int], table_type: str, rows_path: Path
+GROWTH_INDEXES = ("GLOBAL_BLOOM", "RECORD_INDEX")
+GROWTH_SEED = 24
+GROWTH_WARM_UP_ROWS = 100_000
+"""Rows of the throwaway point each table type starts with: the JVM's warm-up (class loading, JIT of
+Hudi's write path) goes to it, not to the first measured point."""
+
+
+def growth_batch(spark: SparkSession, size: int, changes: int, path: Path) -> dict[str, int]:
+    """Write one upsert's rows for a ``size``-row table to ``path`` (Parquet): the last change per key of
+    ``changes`` planned changes (:func:`change_plan.change_plan`, seed :data:`GROWTH_SEED`), ordered
+    after the snapshot; returns the counts per kind of those last changes."""
+    latest = last_per_key(change_plan(size, changes, GROWTH_SEED))
+    rows = [(c.key, c.region, f"e{c.seq}", c.op, f"{c.seq + 1:0{ORDERING_WIDTH}d}") for c in latest]
+    frame = spark.createDataFrame(rows, "id bigint, region int, note string, op string, ordering string")
+    _table_rows(frame).write.mode("overwrite").parquet(str(path))
+    kinds = Counter(c.op for c in latest)
+    return {
+        "changes": changes,
+        "rows": len(latest),
+        "updates": kinds[UPDATE],
+        "inserts": kinds[INSERT],
+        "deletes": kinds[DELETE],
+    }
+
+
+def _check_growth(spark: SparkSession, path: str, size: int, batch: dict[str, int]) -> None:
+    """The upserted table holds ``size + inserts - deletes`` rows, no key twice, and the batch's note on
+    every row it updated or inserted."""
+    lake = read_table(spark, path)
+    stored, distinct, changed = lake.agg(
+        F.count("*"), F.count_distinct("id"), F.sum(F.col("note").startswith("e").cast("int"))
+    ).first() or (0, 0, 0)
+    expected = size + batch["inserts"] - batch["deletes"]
+    assert stored == distinct == expected, (path, stored, distinct, expected)
+    assert changed == batch["updates"] + batch["inserts"], (path, changed, batch)
+
+
+def _jvm_cpu_and_gc(spark: SparkSession) -> tuple[float, float]:
+    """CPU seconds (user + system, from ``/proc``) and garbage-collection seconds the driver JVM has
+    used so far: in ``local`` mode all of Spark's work, so a figure that other load on the machine
+    stretches far less than wall time does."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    stat = Path(f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}/stat").read_text()
+    utime, stime = stat.rsplit(")", 1)[1].split()[11:13]
+    beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    gc_ms = sum(bean.getCollectionTime() for bean in beans)
+    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK"), gc_ms / 1000
+
+
+def growth_point(
+    spark: SparkSession, work: Path, size: int, table_type: str, changes: int, repeats: int
 ) -> list[dict[str, Any]]:
-    """Upsert cost of one batch (the saved rows of the limit part) into tables of ``sizes`` rows, for the
-    two global indexes; plain DataFrame upserts, so the figure is Hudi's alone."""
+    """One table size: a ``size``-row table bootstrapped per global index, then ``repeats`` times, the
+    indexes interleaved, a fresh copy of it upserted with the size's batch (plain DataFrame write, so the
+    figure is Hudi's alone) and checked."""
+    batch_path = work / f"growth-batch-{size}"
+    batch = growth_batch(spark, size, changes, batch_path)
+    masters: dict[str, tuple[HudiTableSpec, float]] = {}
+    for index in GROWTH_INDEXES:
+        spec = HudiTableSpec(
+            table_name=f"growth_{size}_{index}".lower(),
+            base_path=str(work / f"lake-growth-{table_type}-{size}-{index}".lower()),
+            record_key_fields=("id",),
+            ordering_field=ORDERING_COLUMN,
+            partition_fields=("region",),
+            table_type=TableType(table_type),
+            index=IndexType(index),
+        )
+        masters[index] = spec, bootstrap_table(spark, spec, size)
     figures = []
-    for size in sizes:
-        for index in ("GLOBAL_BLOOM", "RECORD_INDEX"):
-            spec = HudiTableSpec(
-                table_name=f"growth_{size}_{index}".lower(),
-                base_path=str(work / f"lake-growth-{size}-{index}".lower()),
-                record_key_fields=("id",),
-                ordering_field=ORDERING_COLUMN,
-                partition_fields=("region",),
-                table_type=TableType(table_type),
-                index=IndexType(index),
-            )
-            bootstrap_seconds = bootstrap_table(spark, spec, size)
-            seconds, upserted = plain_upsert(spark, spec, rows_path)
+    for repeat in range(repeats):
+        for index, (master, bootstrap_seconds) in masters.items():
+            spec = replace(master, base_path=f"{master.base_path}-{repeat}")
+            shutil.copytree(master.base_path, spec.base_path)
+            cpu_before, gc_before = _jvm_cpu_and_gc(spark)
+            seconds, upserted = plain_upsert(spark, spec, batch_path)
+            cpu_after, gc_after = _jvm_cpu_and_gc(spark)
+            load = [round(value, 1) for value in os.getloadavg()]
+            _check_growth(spark, spec.base_path, size, batch)
             figures.append({
                 "rows": size,
                 "index": index,
                 "table_type": table_type,
+                "repeat": repeat,
+                "batch": batch,
                 "upserted_rows": upserted,
+                "base_files": sum(1 for _ in Path(master.base_path).glob("region=*/*.parquet")),
                 "bootstrap_seconds": round(bootstrap_seconds, 1),
                 "upsert_seconds": round(seconds, 1),
-                "load_average": [round(load, 1) for load in os.getloadavg()],
+                "upsert_cpu_seconds": round(cpu_after - cpu_before, 1),
+                "upsert_gc_seconds": round(gc_after - gc_before, 1),
+                "load_average": load,
             })
             print(json.dumps(figures[-1]), flush=True)
             shutil.rmtree(spec.base_path)
+    for master, _ in masters.values():
+        shutil.rmtree(master.base_path)
+    shutil.rmtree(batch_path)
+    return figures
+
+
+def growth(
+    spark: SparkSession, work: Path, sizes: list[int], table_types: list[str], changes: int, repeats: int
+) -> dict[str, list[dict[str, Any]]]:
+    """Upsert cost of a ``changes``-change batch spread over the whole key range, per table size, table
+    type and global index; each table type starts with a throwaway warm-up point."""
+    figures: dict[str, list[dict[str, Any]]] = {"warm_up": [], "points": []}
+    for table_type in table_types:
+        figures["warm_up"] += growth_point(spark, work, GROWTH_WARM_UP_ROWS, table_type, changes, 1)
+        for size in sizes:
+            figures["points"] += growth_point(spark, work, size, table_type, changes, repeats)
     return figures
 
 
 def plot_growth(figures: list[dict[str, Any]], path: Path) -> None:
-    """PNG of upsert seconds against table rows, one line per index (needs the ``bench`` extra)."""
+    """PNG of upsert seconds against table rows, one line (the median of the repeats) per table type and
+    index, every repeat a dot (needs the ``bench`` extra)."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    fig, ax = pyplot.subplots(figsize=(6, 4))
-    for index in ("GLOBAL_BLOOM", "RECORD_INDEX"):
-        points = sorted((f["rows"] / 1e6, f["upsert_seconds"]) for f in figures if f["index"] == index)
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=index)
-    upserted = figures[0]["upserted_rows"]
-    ax.set_title(f"Upsert of one {upserted:,}-row batch ({figures[0]['table_type']})")
+    fig, ax = pyplot.subplots(figsize=(7, 4.5))
+    for table_type in dict.fromkeys(f["table_type"] for f in figures):
+        for index in GROWTH_INDEXES:
+            mine = [f for f in figures if f["table_type"] == table_type and f["index"] == index]
+            sizes = sorted({f["rows"] for f in mine})
+            medians = [statistics.median(f["upsert_seconds"] for f in mine if f["rows"] == n) for n in sizes]
+            style = "-" if table_type == "COPY_ON_WRITE" else "--"
+            label = f"{table_type} {index}"
+            (line,) = ax.plot([n / 1e6 for n in sizes], medians, style, marker="o", label=label)
+            dots = ([f["rows"] / 1e6 for f in mine], [f["upsert_seconds"] for f in mine])
+            ax.scatter(*dots, color=line.get_color(), s=12)
+    ax.set_title(f"Upsert of {figures[0]['batch']['changes']:,} changes spread over the key range")
     ax.set_xlabel("table rows (millions)")
     ax.set_ylabel("seconds per upsert")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
@@ -738,10 +833,11 @@ def main() -> None:
         "--freshness-table", type=Path, help="figures of a table an earlier freshness run wrote, no new run"
     )
     parser.add_argument("--growth-sizes", default="1000000,2500000,5000000", help="table rows, comma list")
-    parser.add_argument("--growth-table-type", default="MERGE_ON_READ")
     parser.add_argument(
-        "--batch-rows", type=Path, help="Parquet of one applier batch's rows: saved by limit, used by growth"
+        "--growth-table-types", default="MERGE_ON_READ,COPY_ON_WRITE", help="growth part, comma list"
     )
+    parser.add_argument("--growth-changes", type=int, default=50_000, help="changes per growth batch")
+    parser.add_argument("--growth-repeats", type=int, default=1, help="upserts per growth point")
     parser.add_argument("--plots", type=Path, help="directory for PNG plots (needs the bench extra)")
     parser.add_argument("--parts", default="readers,throughput,freshness,concurrency")
     parser.add_argument("--driver-memory", default="2g")
@@ -760,7 +856,6 @@ def main() -> None:
     )
     use_driver_python(spark)
     results: dict[str, Any] = {"batch_max_events": args.batch, "driver_memory": args.driver_memory}
-    batch_rows = args.batch_rows or work / "batch-rows"
     if parts & {"readers", "throughput", "limit"}:
         topic = f"bench_{int(time.time())}.s.t"
         began = time.monotonic()
@@ -780,13 +875,16 @@ def main() -> None:
     if "limit" in parts:
         results["limit"] = []
         for variant in LIMIT_VARIANTS:
-            results["limit"].append(limit(spark, stack, work, topic, variant, args.rows, counts, batch_rows))
+            results["limit"].append(
+                limit(spark, stack, work, topic, variant, args.rows, counts, work / "batch-rows")
+            )
             print(json.dumps(results["limit"][-1]), flush=True)
     if "growth" in parts:
         sizes = [int(size) for size in args.growth_sizes.split(",")]
-        results["growth"] = growth(spark, work, sizes, args.growth_table_type, batch_rows)
+        table_types = args.growth_table_types.split(",")
+        results["growth"] = growth(spark, work, sizes, table_types, args.growth_changes, args.growth_repeats)
         if args.plots:
-            plot_growth(results["growth"], args.plots / "index-growth.png")
+            plot_growth(results["growth"]["points"], args.plots / "index-growth.png")
     if "freshness" in parts:
         if args.freshness_table:
             results["freshness"] = freshness_figures(
