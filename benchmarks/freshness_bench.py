@@ -9,7 +9,8 @@ Run it with the stack up, from the stack's directory::
    select generate_series``), onboarded and bootstrapped as users do (``cdc-lake onboard``, ``cdc-lake
    bootstrap``, both as subprocesses), tier 0, in the ``--layout``: ``default`` (COPY_ON_WRITE +
    GLOBAL_BLOOM) or ``mor-ri`` (MERGE_ON_READ + RECORD_INDEX, inline compaction every 5 delta commits).
-2. ``cdc-lake run`` as a subprocess (the real CLI), given ``--warmup`` seconds to start Spark.
+2. ``cdc-lake run`` as a subprocess (the real CLI); one row is changed and, once ``run`` has committed
+   it (Spark started, one batch done), the load starts ``--warmup`` seconds later.
 3. For each rate of ``--rates``: ``pgbench --rate`` for ``--seconds`` with weighted scripts: 70% update
    of a random existing key, 15% insert of a new key, 15% delete of a random existing key (the key at or
    above a random one in 1..rows, so each transaction changes one row), then a wait until ``run`` has
@@ -327,6 +328,18 @@ def _wait_applied(watcher: CommitWatcher, bootstrap_servers: str, topic: str, ti
     return time.monotonic() - began
 
 
+def _warm_up(stack: LocalStack, database: str, watcher: CommitWatcher, timeout: float) -> None:
+    """Change one row and wait for the commit applying it: ``run``'s Spark is up and has done a batch."""
+    with stack.postgres_primary.connect(database) as conn:
+        conn.execute(f"update public.{TABLE} set val = 'warm-up' where id = 1")
+    began = time.monotonic()
+    while not watcher.commits:
+        if time.monotonic() - began > timeout:
+            raise RuntimeError(f"run made no commit within {timeout} s")
+        time.sleep(0.5)
+    _log(f"run's first commit {time.monotonic() - began:.0f} s after the warm-up change")
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """One database, one layout, the rates in order; figures as a dict."""
     stack = LocalStack(Config.default(Path.cwd()).stack)
@@ -362,6 +375,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             first = runs.start()
             if args.standby:
                 runs.start()
+            _warm_up(stack, bench.database, watcher, args.timeout)
             time.sleep(args.warmup)
             phases: list[dict[str, Any]] = []
             for number, rate in enumerate(rates):
@@ -426,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="500", help="changes/s, comma list: one phase each, in order")
     parser.add_argument("--seconds", type=int, default=600, help="seconds of load per rate")
     parser.add_argument("--layout", choices=sorted(LAYOUTS), default="default")
-    parser.add_argument("--warmup", type=int, default=60, help="seconds between starting run and the load")
+    parser.add_argument("--warmup", type=int, default=20, help="seconds from run's first commit to the load")
     parser.add_argument("--kill-after", type=int, help="SIGKILL run this many seconds into the first rate")
     parser.add_argument("--restart-after", type=int, default=10, help="cold restart this long after the kill")
     parser.add_argument("--standby", action="store_true", help="a second run beside the first, no restart")
