@@ -3,7 +3,8 @@
 Run it with the stack up, from the stack's directory::
 
     .venv/bin/python benchmarks/freshness_bench.py [--rows 1000000] [--rates 500] [--seconds 600]
-        [--layout default|mor-ri] [--kill-after S [--restart-after N | --standby]] [--json out.json]
+        [--layout default|mor-ri] [--kills cold,standby --kill-after S --restart-after N]
+        [--json out.json] [--logs DIR]
 
 1. A Postgres database with a ``--rows``-row table (``bootstrap_bench.bench_database``: ``insert ...
    select generate_series``), onboarded and bootstrapped as users do (``cdc-lake onboard``, ``cdc-lake
@@ -26,10 +27,11 @@ Run it with the stack up, from the stack's directory::
    this; the offsets can, for every event including deletes.
 5. At the end ``run`` is stopped (SIGTERM) and ``cdc-lake validate`` compares the lake with the read
    replica (row count, keys, a checksum of every column per key bucket).
-6. ``--kill-after S``: SIGKILL of ``run`` S seconds into the first rate; ``--restart-after N`` starts a
-   new one N seconds later (cold: Spark starts again), ``--standby`` instead starts a second ``run``
-   beside the first from the beginning (each batch takes the table's apply lock, so the survivor simply
-   takes the next batch).  Figure: seconds from the kill to the first commit after which the table's
+6. ``--kills cold,standby,...`` (one per phase, ``none`` for none): SIGKILL of a ``run`` ``--kill-after``
+   seconds into the phase.  ``cold``: a new ``run`` starts ``--restart-after`` seconds later (Spark
+   starts again).  ``standby``: before the phase a second ``run`` is started beside the first (each batch
+   takes the table's apply lock, so the two share the batches and the survivor takes the next one), and
+   the older one is killed.  Figure: seconds from the kill to the first commit at which the table's
    freshness (now minus the source commit time of the oldest event not yet visible) is under 15 s.
 
 The load average at start and end is in the figures.  No PNG: ``matplotlib`` (the ``bench`` extra) is
@@ -346,14 +348,63 @@ def _warm_up(stack: LocalStack, database: str, watcher: CommitWatcher, topic: st
     _log(f"run applied the warm-up change in {time.monotonic() - began:.0f} s")
 
 
+def _start_standby(runs: Runs, timeout: float) -> None:
+    """Start a second ``run`` and wait until its Spark application is up, plus 30 s of taking batches."""
+    process = runs.start()
+    log = runs.work / f"run-{len(runs.started) - 1}.log"
+    began = time.monotonic()
+    while "applying" not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() - began > timeout:
+            raise RuntimeError(f"the standby run did not start; see {log}")
+        time.sleep(1)
+    time.sleep(30)
+
+
+def _figures(
+    results: dict[str, Any],
+    phases: list[dict[str, Any]],
+    watcher: CommitWatcher,
+    stack: LocalStack,
+    topic: str,
+) -> None:
+    """Per-event figures of the phases so far into ``results`` (read from the topic and the commits)."""
+    watcher.poll()
+    events = read_events(stack.kafka.address(), stack.registry.confluent_url, topic)
+    visible = event_lags(events, list(watcher.commits.values()))
+    results.update({"events": len(events), "apply_commits": len(watcher.commits), "phases": []})
+    for phase in phases:
+        figures = phase_figures(visible, phase["start_ms"], phase["end_ms"], phase["rate"])
+        if "kill_ms" in phase:
+            figures["recovery_seconds"] = round(recovery_seconds(phase["kill_ms"], visible), 1)
+        results["phases"].append({**figures, **{k: v for k, v in phase.items() if k not in figures}})
+
+
+def _pgbench_into(
+    phase: dict[str, Any],
+    stack: LocalStack,
+    database: str,
+    scripts: list[tuple[str, int]],
+    rate: int,
+    length: int,
+) -> None:
+    """pgbench's summary lines into ``phase`` (the load thread's target)."""
+    phase["pgbench"] = run_pgbench(stack, database, scripts, rate, length)
+
+
+def _save(results: dict[str, Any], path: Path | None) -> None:
+    if path is not None:
+        path.write_text(json.dumps(results, indent=2), encoding="utf-8")
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    """One database, one layout, the rates in order; figures as a dict."""
+    """One database, one layout, the rates in order (figures saved after each); figures as a dict."""
     stack = LocalStack(Config.default(Path.cwd()).stack)
     rates = [int(rate) for rate in args.rates.split(",")]
+    seconds = [int(value) for value in args.seconds.split(",")]
+    kills = args.kills.split(",") if args.kills else []
     results: dict[str, Any] = {
         "layout": LAYOUTS[args.layout],
         "rows": args.rows,
-        "seconds_per_rate": args.seconds,
         "workload_percent": WORKLOAD,
         "started_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "load_average_start": _load(),
@@ -378,61 +429,53 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         runs = Runs(config_path, bench.work, [])
         kafka = stack.kafka.address()
         try:
-            first = runs.start()
-            if args.standby:
-                runs.start()
+            runs.start()
             _warm_up(stack, bench.database, watcher, target.topic, args.timeout)
             time.sleep(args.warmup)
             phases: list[dict[str, Any]] = []
             for number, rate in enumerate(rates):
-                _log(f"pgbench at {rate}/s for {args.seconds} s")
+                length = seconds[min(number, len(seconds) - 1)]
+                kill = kills[number] if number < len(kills) else "none"
+                live = [process for process in runs.started if process.poll() is None]
+                if kill == "standby" and len(live) == 1:
+                    _start_standby(runs, args.timeout)
+                    live = [process for process in runs.started if process.poll() is None]
+                _log(f"pgbench at {rate}/s for {length} s" + (f", {kill} kill" if kill != "none" else ""))
+                phase: dict[str, Any] = {"rate": rate, "seconds": length, "load_average_start": _load()}
+                scripts = workload_scripts(args.rows)
                 load = threading.Thread(
-                    target=lambda rate=rate: phases.append(
-                        {"pgbench": run_pgbench(stack, bench.database, workload_scripts(args.rows), rate,
-                                                args.seconds)}
-                    )
-                )  # fmt: skip
-                start_ms = int(time.time() * 1000)
+                    target=_pgbench_into, args=(phase, stack, bench.database, scripts, rate, length)
+                )
+                phase["start_ms"] = int(time.time() * 1000)
                 load.start()
-                if number == 0 and args.kill_after is not None:
+                if kill != "none":
                     time.sleep(args.kill_after)
-                    results["kill_ms"] = int(time.time() * 1000)
-                    first.send_signal(signal.SIGKILL)
-                    _log(f"SIGKILL to run pid {first.pid}")
-                    if not args.standby:
+                    phase["kill_ms"] = int(time.time() * 1000)
+                    live[0].send_signal(signal.SIGKILL)
+                    _log(f"SIGKILL to run pid {live[0].pid} ({len(live)} running)")
+                    phase["arrangement"] = kill
+                    if kill == "cold":
                         time.sleep(args.restart_after)
-                        results["restart_ms"] = int(time.time() * 1000)
+                        phase["restart_after_seconds"] = args.restart_after
                         runs.start()
                 load.join()
-                end_ms = int(time.time() * 1000)
+                phase["end_ms"] = int(time.time() * 1000)
+                phase["load_average_end"] = _load()
                 waited = _wait_applied(watcher, kafka, target.topic, args.timeout)
-                phases[-1].update({"rate": rate, "start_ms": start_ms, "end_ms": end_ms,
-                                   "catch_up_seconds": round(waited, 1)})  # fmt: skip
+                phase["catch_up_seconds"] = round(waited, 1)
                 _log(f"rate {rate}: applied {waited:.0f} s after the load ended")
+                phases.append(phase)
+                _figures(results, phases, watcher, stack, target.topic)
+                _save(results, args.json)
         finally:
             runs.stop_all()
             watcher.stop()
-        watcher.poll()
         results["load_average_end"] = _load()
-        events = read_events(kafka, stack.registry.confluent_url, target.topic)
-        visible = event_lags(events, list(watcher.commits.values()))
-        results["events"] = len(events)
-        results["apply_commits"] = len(watcher.commits)
-        results["phases"] = []
-        for phase in phases:
-            figures = phase_figures(visible, phase["start_ms"], phase["end_ms"], phase["rate"])
-            results["phases"].append({**figures, "pgbench": phase["pgbench"],
-                                      "catch_up_seconds": phase["catch_up_seconds"]})  # fmt: skip
-        if "kill_ms" in results:
-            results["kill"] = {
-                "after_seconds": args.kill_after,
-                "arrangement": "standby" if args.standby else f"cold restart after {args.restart_after} s",
-                "recovery_seconds": round(recovery_seconds(results["kill_ms"], visible), 1),
-            }
         _log("validating the lake against the replica")
         (check,) = json.loads(cdc_lake(config_path, "validate", table, "--json", log=log))
         kept = ("matches", "source_rows", "lake_rows", "missing_count", "extra_count", "different_count")
         results["validate"] = {key: check.get(key) for key in kept}
+        _save(results, args.json)
         if args.logs:
             args.logs.mkdir(parents=True, exist_ok=True)
             for path in bench.work.glob("*.log"):
@@ -444,23 +487,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rates", default="500", help="changes/s, comma list: one phase each, in order")
-    parser.add_argument("--seconds", type=int, default=600, help="seconds of load per rate")
+    parser.add_argument(
+        "--seconds", default="600", help="seconds of load per phase, comma list (last repeats)"
+    )
     parser.add_argument("--layout", choices=sorted(LAYOUTS), default="default")
     parser.add_argument("--warmup", type=int, default=20, help="seconds from run's first commit to the load")
-    parser.add_argument("--kill-after", type=int, help="SIGKILL run this many seconds into the first rate")
+    parser.add_argument(
+        "--kills", help="per phase: none, cold (SIGKILL, restart) or standby (SIGKILL one of two)"
+    )
+    parser.add_argument("--kill-after", type=int, default=120, help="seconds into a phase to SIGKILL run")
     parser.add_argument("--restart-after", type=int, default=10, help="cold restart this long after the kill")
-    parser.add_argument("--standby", action="store_true", help="a second run beside the first, no restart")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds to catch up after a rate")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--timeout", type=float, default=900, help="seconds to catch up after a phase")
+    parser.add_argument("--json", type=Path, help="figures, written after each phase and at the end")
     parser.add_argument("--logs", type=Path, help="directory to keep the run and CLI logs in")
     args = parser.parse_args(argv)
     results = measure(args)
-    text = json.dumps(results, indent=2)
     summary = {k: v for k, v in results.items() if k != "phases"}
     summary["phases"] = [{k: v for k, v in p.items() if k != "timeline"} for p in results["phases"]]
     print(json.dumps(summary, indent=2))
-    if args.json:
-        args.json.write_text(text, encoding="utf-8")
     return 0 if results["validate"]["matches"] else 1
 
 
