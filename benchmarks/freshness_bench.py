@@ -467,6 +467,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 phases.append(phase)
                 _figures(results, phases, watcher, stack, target.topic)
                 _save(results, args.json)
+                p99 = results["phases"][-1]["p99_seconds"]
+                if kill == "none" and args.stop_above is not None and p99 > args.stop_above:
+                    _log(f"rate {rate}: p99 {p99} s is above {args.stop_above} s; no higher rate")
+                    break
         finally:
             runs.stop_all()
             watcher.stop()
@@ -497,6 +501,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--kill-after", type=int, default=120, help="seconds into a phase to SIGKILL run")
     parser.add_argument("--restart-after", type=int, default=10, help="cold restart this long after the kill")
+    parser.add_argument(
+        "--stop-above",
+        type=float,
+        help="no further phase after one without a kill whose p99 (s) is above this",
+    )
     parser.add_argument("--timeout", type=float, default=900, help="seconds to catch up after a phase")
     parser.add_argument("--json", type=Path, help="figures, written after each phase and at the end")
     parser.add_argument("--logs", type=Path, help="directory to keep the run and CLI logs in")
