@@ -468,7 +468,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 _figures(results, phases, watcher, stack, target.topic)
                 _save(results, args.json)
                 p99 = results["phases"][-1]["p99_seconds"]
-                if kill == "none" and args.stop_above is not None and p99 > args.stop_above:
+                sweeping = kill == "none" and number > 0 and rate > rates[number - 1]
+                if sweeping and args.stop_above is not None and p99 > args.stop_above:
                     _log(f"rate {rate}: p99 {p99} s is above {args.stop_above} s; no higher rate")
                     break
         finally:
@@ -504,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stop-above",
         type=float,
-        help="no further phase after one without a kill whose p99 (s) is above this",
+        help="end a sweep (rising rates, no kill) at the first phase whose p99 (s) is above this",
     )
     parser.add_argument("--timeout", type=float, default=900, help="seconds to catch up after a phase")
     parser.add_argument("--json", type=Path, help="figures, written after each phase and at the end")
