@@ -635,28 +635,34 @@ def _completions(spark: SparkSession, base_path: Path) -> dict[str, dt.datetime]
     }
 
 
-def _pgbench(stack: LocalStack, schema: str, table: str, rate: int, seconds: int) -> None:
-    """Insert into ``schema.table`` (keys from the sequence ``schema.fresh_ids``) at ``rate`` one-row
-    transactions per second for ``seconds`` with pgbench (fixed-rate mode: transactions are scheduled on a
-    Poisson clock, and pgbench reports how far it fell behind)."""
-    script = Path(tempfile.mkdtemp(prefix="cdc-lake-pgbench-")) / "insert.sql"
-    script.write_text(
-        f'insert into "{schema}"."{table}" (id, region, note) '
-        f"""values (nextval('"{schema}"."fresh_ids"'), 'eu', 'e');\n"""
-    )
+def run_pgbench(
+    stack: LocalStack, database: str, scripts: list[tuple[str, int]], rate: int, seconds: int
+) -> list[str]:
+    """Run ``scripts`` (SQL text, weight: pgbench picks one per transaction by weight) against
+    ``database`` on the primary at ``rate`` transactions per second for ``seconds`` (fixed-rate mode:
+    transactions are scheduled on a Poisson clock, and pgbench reports how far it fell behind); returns
+    pgbench's summary lines."""
+    directory = Path(tempfile.mkdtemp(prefix="cdc-lake-pgbench-"))
+    files = []
+    for number, (text, weight) in enumerate(scripts):
+        path = directory / f"script{number}.sql"
+        path.write_text(text)
+        files += ["-f", f"{path}@{weight}"]
     creds = stack.layout.credentials
     command = [
-        "pgbench", "-n", "-f", str(script), "--rate", str(rate), "-T", str(seconds), "-c", "4", "-j", "2",
-        "-h", "127.0.0.1", "-p", str(stack.layout.ports.postgres_primary), "-U", creds.db_user, "app",
+        "pgbench", "-n", *files, "--rate", str(rate), "-T", str(seconds), "-c", "4", "-j", "2",
+        "-h", "127.0.0.1", "-p", str(stack.layout.ports.postgres_primary), "-U", creds.db_user, database,
     ]
     done = subprocess.run(
         command, env={**os.environ, "PGPASSWORD": creds.db_password}, capture_output=True, text=True,
         timeout=seconds + 120, check=False,
     )
+    shutil.rmtree(directory, ignore_errors=True)
     wanted = ("number of", "latency", "rate", "tps")
     report = [line for line in done.stdout.splitlines() if line.startswith(wanted)]
     print("\n".join(report), flush=True)
     assert done.returncode == 0, done.stderr[-2000:]
+    return report
 
 
 def freshness(
@@ -690,7 +696,11 @@ def freshness(
             thread.start()
             time.sleep(30)
             if rate > 1:
-                _pgbench(stack, capture.schema, capture.table, rate, seconds)
+                insert = (
+                    f"insert into {table} (id, region, note) "
+                    f"""values (nextval('"{capture.schema}"."fresh_ids"'), 'eu', 'e');\n"""
+                )
+                run_pgbench(stack, "app", [(insert, 1)], rate, seconds)
             else:
                 for key in range(1, seconds + 1):
                     capture.execute((f"insert into {table} (id, region, note) values (%s, 'eu', 'e')", [key]))
@@ -720,25 +730,32 @@ def freshness_figures(spark: SparkSession, base_path: Path, rate: int, seconds: 
     timeline = sorted(
         (r["source_ms"] / 1000, (visible_ms[r["_hoodie_commit_time"]] - r["source_ms"]) / 1000) for r in rows
     )
-    lags = sorted(lag for _, lag in timeline)
     figures = {
         "rate": rate,
         "seconds": seconds,
-        "events": len(lags),
-        "min_seconds": round(lags[0], 1),
-        "p50_seconds": round(statistics.median(lags), 1),
-        "p95_seconds": round(lags[int(0.95 * (len(lags) - 1))], 1),
-        "p99_seconds": round(lags[int(0.99 * (len(lags) - 1))], 1),
-        "max_seconds": round(lags[-1], 1),
+        **lag_percentiles([lag for _, lag in timeline]),
         "commits": len({r["_hoodie_commit_time"] for r in rows}),
         "load_average": [round(load, 1) for load in os.getloadavg()],
     }
     if rate > 1:
-        figures["timeline"] = _per_interval(timeline, 10)
+        figures["timeline"] = per_interval(timeline, 10)
     return figures
 
 
-def _per_interval(timeline: list[tuple[float, float]], width: int) -> list[dict[str, float]]:
+def lag_percentiles(lags: list[float]) -> dict[str, float]:
+    """Events, min, p50, p95, p99 and max of ``lags`` (seconds; nearest rank below, as ``per_interval``)."""
+    ordered = sorted(lags)
+    return {
+        "events": len(ordered),
+        "min_seconds": round(ordered[0], 1),
+        "p50_seconds": round(statistics.median(ordered), 1),
+        "p95_seconds": round(ordered[int(0.95 * (len(ordered) - 1))], 1),
+        "p99_seconds": round(ordered[int(0.99 * (len(ordered) - 1))], 1),
+        "max_seconds": round(ordered[-1], 1),
+    }
+
+
+def per_interval(timeline: list[tuple[float, float]], width: int) -> list[dict[str, float]]:
     """Freshness per ``width``-second interval of source commit time: events, p50, p99, max."""
     start = timeline[0][0]
     buckets: dict[int, list[float]] = {}

@@ -1,0 +1,97 @@
+"""The per-event freshness arithmetic of ``benchmarks/freshness_bench.py``: events mapped to the commit
+that made them visible through the Kafka offsets each commit stores, the table's freshness at a moment,
+the time from a kill back to fresh, and the lag percentiles shared with ``apply_bench.py``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from apply_bench import lag_percentiles, per_interval
+from freshness_bench import (
+    Commit,
+    Event,
+    completion_ms,
+    event_lags,
+    freshness_at,
+    phase_figures,
+    recovery_seconds,
+)
+
+
+def test_completion_time_is_read_from_the_instant_file_name_as_utc() -> None:
+    assert completion_ms("20261126221503123_20261126221504567.deltacommit") == 1_795_731_304_567
+
+
+def test_each_event_is_visible_at_the_first_commit_whose_next_offset_passes_it() -> None:
+    commits = [Commit(5_000, {0: 3, 1: 1}), Commit(2_000, {0: 1, 1: 0}), Commit(9_000, {0: 3, 1: 4})]
+    events = [Event(0, 0, 100), Event(0, 1, 200), Event(0, 2, 300), Event(1, 0, 400), Event(1, 3, 500)]
+
+    shown = [visible for _, visible in event_lags(events, commits)]
+
+    assert shown == [2_000, 5_000, 5_000, 5_000, 9_000]
+
+
+def test_an_event_no_commit_covers_is_an_error_naming_it() -> None:
+    with pytest.raises(ValueError, match="partition 0 offset 3: no commit applied it"):
+        event_lags([Event(0, 3, 1)], [Commit(1_000, {0: 3})])
+
+
+def test_offsets_going_back_between_commits_are_an_error() -> None:
+    with pytest.raises(ValueError, match="offsets went back from 5 to 4"):
+        event_lags([], [Commit(1_000, {0: 5}), Commit(2_000, {0: 4})])
+
+
+def test_freshness_is_the_age_of_the_oldest_event_committed_at_the_source_and_not_yet_visible() -> None:
+    visible = [(Event(0, 0, 1_000), 4_000), (Event(0, 1, 2_000), 9_000), (Event(0, 2, 8_500), 9_000)]
+
+    assert freshness_at(3_000, visible) == 2.0  # the first is pending
+    assert freshness_at(5_000, visible) == 3.0  # the second is oldest pending; the third not yet written
+    assert freshness_at(9_000, visible) == 0.0  # nothing pending
+
+
+def test_recovery_is_the_first_commit_after_the_kill_that_brings_freshness_under_the_limit() -> None:
+    # Events every second from 0 s; killed at 10 s; the first commit after it (40 s) applies up to 30 s
+    # only, the next (45 s) up to 44 s.
+    visible = []
+    for second in range(50):
+        shown = 9_000 if second < 9 else 40_000 if second < 31 else 45_000 if second < 45 else 50_000
+        visible.append((Event(0, second, second * 1_000), shown))
+
+    assert freshness_at(40_000, visible) == 9.0
+    assert recovery_seconds(10_000, visible, limit=15) == 30.0
+    assert recovery_seconds(10_000, visible, limit=5) == 35.0
+
+
+def test_no_commit_after_the_kill_is_an_error() -> None:
+    visible = [(Event(0, 0, 0), 1_000), (Event(0, 1, 1_000), 6_000)]
+    with pytest.raises(ValueError, match="never fell under 15"):
+        recovery_seconds(30_000, visible, limit=15)
+
+
+def test_lag_percentiles_use_the_nearest_rank_below() -> None:
+    figures = lag_percentiles([float(lag) for lag in range(100, 0, -1)])
+
+    assert figures == {
+        "events": 100,
+        "min_seconds": 1.0,
+        "p50_seconds": 50.5,
+        "p95_seconds": 95.0,
+        "p99_seconds": 99.0,
+        "max_seconds": 100.0,
+    }
+
+
+def test_a_phase_counts_only_events_whose_source_commit_falls_in_its_window() -> None:
+    visible = [(Event(0, n, n * 500), n * 500 + 2_000) for n in range(60)]
+
+    figures = phase_figures(visible, 10_000, 20_000, rate=2)
+
+    assert figures["events"] == 20
+    assert figures["changes_per_second"] == 2.0
+    assert figures["p99_seconds"] == figures["max_seconds"] == 2.0
+    assert figures["timeline"] == per_interval([(n * 0.5, 2.0) for n in range(20, 40)], 10)
