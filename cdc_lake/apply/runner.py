@@ -51,6 +51,7 @@ IDLE_MEASURE_SECONDS = 5.0
 """How often the freshness of a table with nothing new is recorded."""
 
 STOPPED = frozenset({TableState.FAILED, TableState.SCHEMA_CHANGED})
+SCHEMA_CHANGE_RUN = "schema change"
 
 
 class _SourceUnreachable(Exception):
@@ -60,7 +61,6 @@ class _SourceUnreachable(Exception):
 class SourceTableChanged(IncompatibleSchemaChange):
     """Raised before a batch's commit: its source table was swapped or rewritten since the check before
     the batch (the batch must not commit; the table stops in SCHEMA_CHANGED)."""
-SCHEMA_CHANGE_RUN = "schema change"
 
 
 @dataclass(frozen=True)
@@ -191,11 +191,7 @@ class ApplyRunner:
 
         def before_commit() -> None:
             lock.verify()
-            diff = self.swaps.check(target, fresh=True)
-            try:
-                diff = diff or self.rewrites.check(target, fresh=True)
-            except SourceEngineError as exc:
-                raise _SourceUnreachable(str(exc)) from None
+            diff = self._swapped(target, fresh=True) or self._rewritten(target, fresh=True)
             if diff is not None:
                 raise SourceTableChanged(diff)
 
@@ -234,12 +230,13 @@ class ApplyRunner:
             error=error,
         )
 
-    def _swapped(self, target: TableTarget) -> SchemaDiff | None:
-        return self.swaps.check(target, fresh=False)
+    def _swapped(self, target: TableTarget, fresh: bool = False) -> SchemaDiff | None:
+        return self.swaps.check(target, fresh)
 
-    def _rewritten(self, target: TableTarget) -> SchemaDiff | None:
+    def _rewritten(self, target: TableTarget, fresh: bool = False) -> SchemaDiff | None:
+        """The rewrite check; a source it cannot ask raises :class:`_SourceUnreachable` (a skip)."""
         try:
-            return self.rewrites.check(target, fresh=False)
+            return self.rewrites.check(target, fresh)
         except SourceEngineError as exc:
             raise _SourceUnreachable(str(exc)) from None
 
