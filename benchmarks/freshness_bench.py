@@ -34,8 +34,9 @@ Run it with the stack up, from the stack's directory::
    the older one is killed.  Figure: seconds from the kill to the first commit at which the table's
    freshness (now minus the source commit time of the oldest event not yet visible) is under 15 s.
 
-The load average at start and end is in the figures.  No PNG: ``matplotlib`` (the ``bench`` extra) is
-not installed in the venv here; the per-10 s series is in the JSON.
+The load average at start and end is in the figures.  ``--plot PNG`` draws each phase's p99 per 10 s
+of source commit time (needs the ``bench`` extra, ``matplotlib``); ``--replot A.json,B.json --plot PNG``
+draws earlier runs' figures without measuring.
 """
 
 from __future__ import annotations
@@ -488,6 +489,38 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+def _phase_label(results: dict[str, Any], phase: dict[str, Any]) -> str:
+    layout = results["layout"]
+    name = "default" if not layout else f"{layout['table_type']} + {layout['index']}"
+    kill = f", {phase['arrangement']} kill" if "arrangement" in phase else ""
+    return f"{name}, {phase['rate']}/s{kill}: p99 {phase['p99_seconds']:g} s"
+
+
+def plot_phases(runs: Sequence[dict[str, Any]], path: Path) -> None:
+    """PNG of each phase's p99 lag per 10 s of source commit time, the goal's two lines drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    fig, ax = pyplot.subplots(figsize=(8, 4.5))
+    for results in runs:
+        for phase in results["phases"]:
+            points = phase["timeline"]
+            ax.plot([p["second"] for p in points], [p["p99"] for p in points], label=_phase_label(results, phase))
+    for limit, what in ((10, "goal p99 10 s at 500/s"), (30, "goal p99 30 s at the highest rate")):
+        ax.axhline(limit, color="grey", linestyle="--", linewidth=1)
+        ax.annotate(what, (0, limit), textcoords="offset points", xytext=(2, 2), fontsize=7, color="grey")
+    ax.set_title("Tier-0 freshness, random-key updates/inserts/deletes (70/15/15), 1M rows")
+    ax.set_xlabel("seconds into the phase (source commit time)")
+    ax.set_ylabel("p99 per 10 s: source commit to visible (s)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -510,8 +543,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900, help="seconds to catch up after a phase")
     parser.add_argument("--json", type=Path, help="figures, written after each phase and at the end")
     parser.add_argument("--logs", type=Path, help="directory to keep the run and CLI logs in")
+    parser.add_argument("--plot", type=Path, help="PNG of each phase's p99 per 10 s (the bench extra)")
+    parser.add_argument("--replot", help="comma list of earlier --json files: plot them, measure nothing")
     args = parser.parse_args(argv)
+    if args.replot:
+        if args.plot is None:
+            parser.error("--replot needs --plot PNG")
+        plot_phases([json.loads(Path(name).read_text()) for name in args.replot.split(",")], args.plot)
+        return 0
     results = measure(args)
+    if args.plot is not None:
+        plot_phases([results], args.plot)
     summary = {k: v for k, v in results.items() if k != "phases"}
     summary["phases"] = [{k: v for k, v in p.items() if k != "timeline"} for p in results["phases"]]
     print(json.dumps(summary, indent=2))

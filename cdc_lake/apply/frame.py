@@ -45,7 +45,16 @@ from typing import Any
 from pyspark import RDD
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from cdc_lake.apply.decoding import Decoded, DecodedChange
 from cdc_lake.apply.last_change import LastChange, last_changes
@@ -201,6 +210,16 @@ def latest_frame(
     changes = change_frame(spark, records, columns, cutoffs, key_fields)
     changes = fill_moved(changes, stored, key_fields, fill_columns, moves)
     return latest_changes(changes, key_fields, fill_columns)
+
+
+def one_row_per_key(columns: StructType, key_fields: Sequence[str], stored: DataFrame | None) -> bool:
+    """Whether :func:`latest_frame`'s rows hold each Hudi record key once, so Hudi need not combine them.
+
+    Both paths keep one row per key.  Not relied on: the fill from the lake (``stored``: a join), and a
+    floating-point key, where the driver's merge keeps two NaNs apart that Hudi's record key writes alike.
+    """
+    floats = (FloatType, DoubleType)
+    return stored is None and not any(isinstance(columns[name].dataType, floats) for name in key_fields)
 
 
 _ORDER_NAMES = (ORDERING_COLUMN, KAFKA_PARTITION_COLUMN, KAFKA_OFFSET_COLUMN)

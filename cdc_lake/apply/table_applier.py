@@ -35,7 +35,7 @@ from cdc_lake.apply.decoding import (
     decode_messages,
     summarize,
 )
-from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame
+from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame, one_row_per_key
 from cdc_lake.apply.plan import BatchPlan, plan_batch
 from cdc_lake.apply.quarantine import commit_metadata, skipped_offsets, without_quarantined
 from cdc_lake.apply.redelivery import advance
@@ -344,6 +344,7 @@ class TableApplier:
         latest = latest_frame(
             self.spark, records, columns, cut, key_fields, fill, stored, summary.moves_unavailable
         )
+        unique = one_row_per_key(columns, key_fields, stored)
         if stored is not None:
             latest = fill_from_lake(latest, stored, key_fields, fill)
         # Hudi's upsert reads its input several times (emptiness check, index tagging, write): keep the
@@ -366,7 +367,8 @@ class TableApplier:
                 before_commit()
             # Planning has just read the latest commit (``_still_current``): the write reads it only after.
             instant = write_batch(
-                self.spark, spec, frame, WriteOperation.UPSERT, metadata, previous=self._seen_commit
+                self.spark, spec, frame, WriteOperation.UPSERT, metadata, previous=self._seen_commit,
+                unique_keys=unique,
             )
         finally:
             frame.unpersist()

@@ -240,9 +240,19 @@ def commit_metadata_options(commit_metadata: dict[str, str]) -> dict[str, str]:
 
 
 def write_options(
-    spec: HudiTableSpec, operation: WriteOperation, commit_metadata: dict[str, str] | None = None
+    spec: HudiTableSpec,
+    operation: WriteOperation,
+    commit_metadata: dict[str, str] | None = None,
+    *,
+    unique_keys: bool = False,
 ) -> dict[str, str]:
-    """All Hudi datasource options for one write of ``spec`` with ``operation``."""
+    """All Hudi datasource options for one write of ``spec`` with ``operation``.
+
+    ``unique_keys``: the caller's rows hold each record key once by construction (the applier's last
+    change per key, not joined with anything), so Hudi's own combine before an upsert, a shuffle that
+    keeps the greatest ordering value per key, has nothing to do and is skipped.  Without it the
+    combine stays on: a caller's duplicate keys must still resolve to the latest change.
+    """
     parallelism = str(spec.parallelism)
     options = {
         "hoodie.table.name": spec.hudi_table_name,
@@ -260,7 +270,7 @@ def write_options(
         "hoodie.table.ordering.fields": spec.ordering_field,
         "hoodie.record.merge.mode": "EVENT_TIME_ORDERING",
         "hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING",
-        "hoodie.combine.before.upsert": "true",
+        "hoodie.combine.before.upsert": "false" if unique_keys else "true",
         "hoodie.combine.before.delete": "true",
         "hoodie.upsert.shuffle.parallelism": parallelism,
         "hoodie.insert.shuffle.parallelism": parallelism,

@@ -39,6 +39,8 @@ def write_batch(
     operation: WriteOperation,
     commit_metadata: dict[str, str] | None = None,
     previous: str | Unread | None = UNREAD,
+    *,
+    unique_keys: bool = False,
 ) -> str:
     """Write ``df`` into the table as one commit and return that commit's instant time.
 
@@ -46,10 +48,11 @@ def write_batch(
     in the commit and come back from :func:`latest_commit`.  ``previous`` is the
     latest data commit's instant (None: none) when the caller has just read it
     (the applier, under its lock): the timeline is then read once, after the
-    write, instead of around it.
+    write, instead of around it.  ``unique_keys``: ``df`` holds each record key once
+    (:func:`~cdc_lake.hudi.options.write_options`).
     """
     where = f"table '{spec.table_name}' at {spec.base_path}"
-    options = write_options(spec, operation, commit_metadata)
+    options = write_options(spec, operation, commit_metadata, unique_keys=unique_keys)
     try:
         if previous is UNREAD:
             before = latest_commit(spark, spec.base_path)

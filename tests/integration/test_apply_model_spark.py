@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.decoding import BadMessage, Decoded, DecodedChange, DecodeSettings, decode_messages
-from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame
+from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame, one_row_per_key
 from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
 from cdc_lake.hudi.writer import read_table, write_batch
@@ -80,7 +80,8 @@ def test_spark_and_hudi_merge_as_the_model_does(
             paths.append(lake_frame(latest, columns, applied_at, soft_deletes=False))
         rows, on_driver = paths
         assert sorted(rows.collect()) == sorted(on_driver.collect()), "the Spark and driver paths differ"
-        write_batch(spark, spec, rows, WriteOperation.UPSERT, {})
+        unique = one_row_per_key(columns, ("id",), stored)
+        write_batch(spark, spec, rows, WriteOperation.UPSERT, {}, unique_keys=unique)
         exists = True
         stored = read_table(spark, base_path)
         assert DELETED_COLUMN not in stored.columns or stored.where(f"`{DELETED_COLUMN}`").count() == 0
@@ -88,4 +89,5 @@ def test_spark_and_hudi_merge_as_the_model_does(
             r["id"]: ({"id": r["id"], "qty": r["qty"], "note": r["note"]}, r[ORDERING_COLUMN])
             for r in stored.collect()
         }
+        assert stored.count() == len(lake), "a key is in the lake twice"
         assert lake == expected, f"Spark+Hudi {lake}\nmodel {expected}\nsource {source.rows}"

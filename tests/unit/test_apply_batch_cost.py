@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, FloatType, IntegerType, StringType, StructField, StructType
 
 from cdc_lake.apply import frame, table_applier
 from cdc_lake.apply.decoding import BadMessage, BatchSummary, Decoded, DecodedChange
@@ -27,11 +27,13 @@ class _Save:
 
     def __init__(self) -> None:
         self.saved: list[str] = []
+        self.options_given: dict[str, str] = {}
 
     def format(self, _: str) -> _Save:
         return self
 
-    def options(self, **_: str) -> _Save:
+    def options(self, **options: str) -> _Save:
+        self.options_given.update(options)
         return self
 
     def mode(self, _: str) -> _Save:
@@ -69,6 +71,16 @@ def test_a_write_given_the_latest_instant_reads_the_timeline_once(monkeypatch: p
     frame = _Frame()
     instant = writer.write_batch(None, SPEC, frame, WriteOperation.UPSERT, {}, previous="001")  # type: ignore[arg-type]
     assert (instant, frame.write.saved, reads) == ("002", ["/lake/t"], ["/lake/t"])
+
+
+@pytest.mark.parametrize(("unique", "combine"), [(True, "false"), (False, "true")])
+def test_a_write_of_one_row_per_key_skips_hudis_combine(
+    monkeypatch: pytest.MonkeyPatch, unique: bool, combine: str
+) -> None:
+    _timeline(monkeypatch, [_commit("002")])
+    frame = _Frame()
+    writer.write_batch(None, SPEC, frame, WriteOperation.UPSERT, {}, previous="001", unique_keys=unique)  # type: ignore[arg-type]
+    assert frame.write.options_given["hoodie.combine.before.upsert"] == combine
 
 
 def test_a_write_that_left_the_given_instant_latest_completed_no_commit(
@@ -181,3 +193,14 @@ def test_a_small_batch_enters_spark_one_row_per_key_merged_on_the_driver() -> No
     named = [dict(zip(schema.fieldNames(), row, strict=True)) for row in spark.rows]
     picked = [(r["id"], r["qty"], r["note"], r[frame.MISSING_COLUMN], r[frame.LOOKUP_COLUMN]) for r in named]
     assert picked == [(1, 3, "a", [], None), (2, 2, None, ["note"], (2,))]
+
+
+@pytest.mark.parametrize(
+    ("key_type", "stored", "unique"),
+    [(IntegerType(), None, True), (StringType(), None, True), (IntegerType(), "lake", False),
+     (DoubleType(), None, False), (FloatType(), None, False)],
+)
+def test_hudi_combines_the_rows_only_where_a_key_may_repeat(key_type: Any, stored: Any, unique: bool) -> None:
+    """The fill joins the lake, and the driver's merge keeps two NaN keys apart: Hudi combines those."""
+    columns = StructType([StructField("id", key_type), StructField("note", StringType())])
+    assert frame.one_row_per_key(columns, ("id",), stored) is unique

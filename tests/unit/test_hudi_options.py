@@ -37,6 +37,13 @@ def test_event_time_ordering_and_table_identity() -> None:
     assert "hoodie.compact.inline" not in options
 
 
+def test_hudi_combines_an_upsert_unless_the_rows_are_one_per_key() -> None:
+    assert write_options(_spec(), WriteOperation.UPSERT)["hoodie.combine.before.upsert"] == "true"
+    unique = write_options(_spec(), WriteOperation.UPSERT, unique_keys=True)
+    assert unique["hoodie.combine.before.upsert"] == "false"
+    assert unique["hoodie.combine.before.delete"] == "true"
+
+
 @pytest.mark.parametrize(
     ("keys", "partitions", "generator"),
     [
