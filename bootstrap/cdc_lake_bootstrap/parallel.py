@@ -8,9 +8,13 @@ source can share and then runs ``N`` of them side by side:
    batch for all topics, one read of the primary's position), then **one** replica wait per distinct
    wait position covers every table of the chunk.  On a source with 100 small tables this replaces 100
    Kafka consumers, 100 position reads and 100 replica waits by one of each.
-2. Copy: a thread pool of ``N`` runs each table's remaining steps (plan, copy, hand-off, catch-up) under
-   its lock.  They share the Spark session, so the partitions of different tables interleave on the
-   executors: a small table's few tasks fill the slots a big table's group leaves idle.
+2. Copy: ``N`` slots run each table's remaining steps (plan, copy, hand-off, catch-up) under its lock.
+   They share the Spark session, so the partitions of different tables interleave on the executors: a
+   small table's few tasks fill the slots a big table's group leaves idle.  A table waiting for its
+   hand-off (Debezium's committed offset past its snapshot point: a heartbeat or two on an idle source,
+   no work) gives its slot to the next table and takes one back to go on; up to
+   :data:`WAITERS_PER_SLOT` tables per slot are started, so the waits of small tables overlap the copies
+   of others instead of holding ``N`` slots idle.
 
 Every step is still recorded per table in the state store, so an interrupted run resumes per table
 exactly as a sequential one does.  A failing table stops the driver from starting new tables; running
@@ -20,6 +24,7 @@ ones finish, and the first failure is raised (the others keep their state; run a
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -49,6 +54,9 @@ _LOG = logging.getLogger(__name__)
 
 SHARED_START_CHUNK = 32
 """How many tables' locks the shared start holds at once (each lock may be a state-store connection)."""
+
+WAITERS_PER_SLOT = 4
+"""Tables started per slot: one working, the others waiting for their hand-off or for a slot."""
 
 
 def bootstrap_concurrently(
@@ -142,10 +150,45 @@ def _wait_replica_once(config: Config, store: StateStore, runners: Sequence[Tabl
             store.mark_replica_position_reached(runner.name)
 
 
-def _run_table(config: Config, runner: TableBootstrap) -> TableResult:
-    with _locked(config, runner):
-        runner.started = time.monotonic()
-        return runner.run()
+class _Slots:
+    """``parallel`` tables working at once; a table waiting for its hand-off steps aside."""
+
+    def __init__(self, parallel: int) -> None:
+        self._free = threading.Semaphore(parallel)
+        self.stopped = threading.Event()
+        """Set after a failure: tables not yet in a slot do not start."""
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        self._free.acquire()
+        try:
+            yield
+        finally:
+            self._free.release()
+
+    @contextmanager
+    def aside(self) -> Iterator[None]:
+        """Inside :meth:`held`: free the slot meanwhile, and wait for one again after."""
+        self._free.release()
+        try:
+            yield
+        finally:
+            self._free.acquire()
+
+
+def _run_table(config: Config, runner: TableBootstrap, slots: _Slots) -> TableResult | None:
+    """The table's remaining steps in a slot (None: not started, after another table's failure)."""
+    with slots.held():
+        if slots.stopped.is_set():
+            return None
+        try:
+            with _locked(config, runner):
+                runner.started = time.monotonic()
+                runner.aside = slots.aside
+                return runner.run()
+        except BaseException:
+            slots.stopped.set()  # before the slot is free: no table waiting for it starts
+            raise
 
 
 def _run_pool(config: Config, runners: Sequence[TableBootstrap], parallel: int) -> list[TableResult]:
@@ -153,22 +196,27 @@ def _run_pool(config: Config, runners: Sequence[TableBootstrap], parallel: int) 
     results: dict[str, TableResult] = {}
     failure: BaseException | None = None
     queue = list(runners)
-    with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="bootstrap") as pool:
-        running: dict[Future[TableResult], TableBootstrap] = {}
+    slots = _Slots(max(1, parallel))
+    started = max(1, parallel) * WAITERS_PER_SLOT
+    with ThreadPoolExecutor(max_workers=started, thread_name_prefix="bootstrap") as pool:
+        running: dict[Future[TableResult | None], TableBootstrap] = {}
         while queue or running:
-            while queue and failure is None and len(running) < parallel:
+            while queue and failure is None and len(running) < started:
                 runner = queue.pop(0)
-                running[pool.submit(_run_table, config, runner)] = runner
+                running[pool.submit(_run_table, config, runner, slots)] = runner
             if not running:
                 break
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for future in done:
                 runner = running.pop(future)
                 try:
-                    results[runner.name] = future.result()
+                    result = future.result()
                 except Exception as exc:  # the first failure is raised once running tables finish
                     _LOG.warning("%s: bootstrap failed: %s", runner.name, exc)
                     failure = failure or exc
+                else:
+                    if result is not None:
+                        results[runner.name] = result
     if failure is not None:
         raise failure
     return [results[runner.name] for runner in runners]

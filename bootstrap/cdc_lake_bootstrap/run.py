@@ -17,8 +17,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -200,6 +200,9 @@ class TableBootstrap:
         self.started = time.monotonic()
         self._history_start: int | None = None
         """The end of the table's schema history when the watermark began (:meth:`begin_watermark`)."""
+        self.aside: Callable[[], AbstractContextManager[object]] = nullcontext
+        """Entered while the table waits for its hand-off: a wait for Debezium, no work, so ``--parallel``
+        gives its slot to another table meanwhile (:mod:`cdc_lake_bootstrap.parallel`)."""
 
     def _show(self, phase: str | None = None) -> None:
         if phase is not None:
@@ -307,7 +310,7 @@ class TableBootstrap:
         handoff = HandoffWait.of(
             engine, topic_prefix(self.source), self.config.bootstrap.handoff_timeout_seconds
         )
-        with KafkaConnectClient.for_settings(self.config.kafka_connect) as connect:
+        with self.aside(), KafkaConnectClient.for_settings(self.config.kafka_connect) as connect:
             how = wait_until_streamed(self.name, self.table.name, point, handoff, connect)
         _LOG.info("%s: %s", self.name, how)
         self.store.transition(self.name, TableState.CATCHING_UP)
