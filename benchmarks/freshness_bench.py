@@ -507,7 +507,8 @@ def plot_phases(runs: Sequence[dict[str, Any]], path: Path) -> None:
     for results in runs:
         for phase in results["phases"]:
             points = phase["timeline"]
-            ax.plot([p["second"] for p in points], [p["p99"] for p in points], label=_phase_label(results, phase))
+            label = _phase_label(results, phase)
+            ax.plot([p["second"] for p in points], [p["p99"] for p in points], label=label)
     for limit, what in ((10, "goal p99 10 s at 500/s"), (30, "goal p99 30 s at the highest rate")):
         ax.axhline(limit, color="grey", linestyle="--", linewidth=1)
         ax.annotate(what, (0, limit), textcoords="offset points", xytext=(2, 2), fontsize=7, color="grey")

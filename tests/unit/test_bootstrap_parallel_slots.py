@@ -18,7 +18,9 @@ from cdc_lake_bootstrap.run import TableResult
 class _Runner:
     """A table whose ``run`` does ``work`` in its slot and ``handoff`` inside ``aside`` (as the hand-off)."""
 
-    def __init__(self, name: str, work: Callable[[], None], handoff: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, name: str, work: Callable[[], None], handoff: Callable[[], None] = lambda: None
+    ) -> None:
         self.name = name
         self.started = 0.0
         self.aside: Callable[[], AbstractContextManager[object]] = nullcontext
@@ -90,7 +92,8 @@ def test_after_a_failure_tables_not_yet_in_a_slot_do_not_start() -> None:
         ran.append("s.bad")
         raise RuntimeError("copy failed")
 
-    runners = [_Runner("s.bad", fail)] + [_Runner(f"s.t{n}", lambda n=n: ran.append(f"s.t{n}")) for n in range(5)]
+    others = [_Runner(f"s.t{n}", lambda n=n: ran.append(f"s.t{n}")) for n in range(5)]
+    runners = [_Runner("s.bad", fail), *others]
     with pytest.raises(RuntimeError, match="copy failed"):
         _pool(runners, 1)
     assert ran == ["s.bad"]
