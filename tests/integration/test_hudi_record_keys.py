@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cdc_lake_bootstrap.write import write_group
 from pyspark.sql import SparkSession
 
 from cdc_lake.exceptions import HudiWriteError
@@ -21,6 +20,7 @@ from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.state.records import Watermark
+from cdc_lake_bootstrap.write import write_group
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
