@@ -28,6 +28,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
+from cdc_lake.spark.errors import REFUSED_VALUE
+
 PLACEHOLDERS = ("__null__", "__empty__")
 """What Hudi writes in a composite record key for a null and for an empty string component."""
 
@@ -49,18 +51,26 @@ def ambiguous_key_column(row: Mapping[str, Any], key_fields: Sequence[str]) -> s
     return None
 
 
-def ambiguous_key_reason(table: str, column: str, key_fields: Sequence[str]) -> str:
-    """The one-line error for an ambiguous value of key ``column``: table, key and the way out."""
+def _why(key_fields: Sequence[str]) -> str:
     return (
-        f"table {table}: key column {column!r} (key {', '.join(key_fields)}) holds a value Hudi's composite "
-        f"record key cannot tell apart from another key's (it contains ',<key column>:' or is one of "
-        f"{', '.join(PLACEHOLDERS)}), so one lake row would replace another; set key in the table's config "
-        "to columns without such values, then run cdc-lake rebootstrap for the table"
+        f"holds a value Hudi's composite record key (key {', '.join(key_fields)}) cannot tell apart from "
+        f"another key's (it contains ',<key column>:' or is one of {', '.join(PLACEHOLDERS)}), so one lake "
+        "row would replace another; set key in the table's config to columns without such values"
     )
 
 
+def ambiguous_key_reason(table: str, column: str, key_fields: Sequence[str]) -> str:
+    """The applier's one-line error for an ambiguous value of key ``column``: table, key and the way out."""
+    why = _why(key_fields)
+    return f"table {table}: key column {column!r} {why}, then re-bootstrap the table (cdc-lake rebootstrap)"
+
+
 def refuse_ambiguous_keys(df: DataFrame, table: str, key_fields: Sequence[str]) -> DataFrame:
-    """``df`` whose rows raise, in the job that consumes them, on an ambiguous string key value."""
+    """``df`` whose rows raise, in the job that consumes them, on an ambiguous string key value.
+
+    The error names the table, the column and the row's key, with the words of every refused value
+    (:data:`cdc_lake.spark.errors.REFUSED_VALUE`), so a bootstrap ends at once without a retry.
+    """
     markers = _markers(key_fields)
     if not markers:
         return df
@@ -70,6 +80,8 @@ def refuse_ambiguous_keys(df: DataFrame, table: str, key_fields: Sequence[str]) 
         ambiguous: Column = column.isin(*PLACEHOLDERS)
         for marker in markers:
             ambiguous = ambiguous | (F.instr(column, marker) > 0)
-        reason = F.lit(ambiguous_key_reason(table, name, key_fields))
+        row_key = F.to_json(F.struct(*[F.col(k) for k in key_fields]))
+        head = f"table {table}: key column {name!r} {REFUSED_VALUE} "
+        reason = F.concat(F.lit(head), row_key, F.lit(f" {_why(key_fields)}"))
         df = df.filter(F.when(ambiguous, F.raise_error(reason)).otherwise(F.lit(True)))
     return df

@@ -61,8 +61,9 @@ def test_a_single_key_column_is_never_ambiguous() -> None:
 def test_the_reason_names_table_column_key_and_way_out_on_one_line() -> None:
     reason = ambiguous_key_reason("pg.public.orders", "uid", KEY)
 
-    assert reason.startswith("table pg.public.orders: key column 'uid' (key note, uid) holds a value")
-    assert "set key in the table's config" in reason and "cdc-lake rebootstrap" in reason
+    assert reason.startswith("table pg.public.orders: key column 'uid' holds a value Hudi's composite ")
+    assert "(key note, uid)" in reason and "set key in the table's config" in reason
+    assert reason.endswith("re-bootstrap the table (cdc-lake rebootstrap)")
     assert "\n" not in reason
 
 
