@@ -43,6 +43,7 @@ from cdc_lake.sources.column_types import (
     unknown_columns_problem,
 )
 from cdc_lake.sources.snapshot import TableShape
+from cdc_lake.spark.errors import REFUSED_VALUE
 
 __all__ = [
     "REFUSED_VALUE",
@@ -142,8 +143,6 @@ def _converted(read: ColumnRead, source: Column) -> tuple[Column, Column]:
     return converted, source.isNotNull() & lost
 
 
-REFUSED_VALUE = "of the row with key"
-"""Words of every refused value's message (raised by the query): a data error, the same on every run."""
 _NUMBER_CONVERSIONS = frozenset({Conversion.DECIMAL_TEXT, Conversion.NUMBER_TEXT})
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from cdc_lake.apply.key_change import missing_key_reason, old_key_delete
+from cdc_lake.apply.key_change import ambiguous_key_reason, missing_key_reason, old_key_delete
 from cdc_lake.apply.redelivery import PartitionMarks, stream_position
 from cdc_lake.decode.envelope import ChangeEvent, decode_message
 from cdc_lake.decode.framing import HEADER_SIZE, MessageRef
@@ -153,6 +153,9 @@ def _change(
     for name in key_fields:
         if image.get(name) is None or image[name] is UNAVAILABLE:
             return bad(missing_key_reason(event, name, key_fields))
+    ambiguous = ambiguous_key_reason(event, image, key_fields)
+    if ambiguous is not None:
+        return bad(ambiguous)
     row = {name: None if value is UNAVAILABLE else value for name, value in image.items()}
     unavailable = [name for name, value in image.items() if value is UNAVAILABLE]
     if settings.soft_deletes and event.is_delete:

@@ -18,16 +18,20 @@ when a primary key changes.
 
 A change whose row image lacks a key column (null, or absent from the image) is a bad message whose
 reason :func:`missing_key_reason` words: for a delete it is the before image that lacks it, which on
-Postgres means the table's replica identity does not carry the configured key.
+Postgres means the table's replica identity does not carry the configured key.  A change whose
+composite key Hudi's record key cannot tell apart from another key (:mod:`cdc_lake.hudi.keys`) is a bad
+message too, worded by :func:`ambiguous_key_reason`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cdc_lake.decode.envelope import ChangeEvent
 from cdc_lake.decode.types import UNAVAILABLE
+from cdc_lake.hudi import keys
 
 _UPDATE = "u"
 _DELETE = "d"
@@ -47,8 +51,7 @@ def old_key_delete(event: ChangeEvent, key_fields: Sequence[str] | None) -> Chan
 
 def missing_key_reason(event: ChangeEvent, column: str, key_fields: Sequence[str]) -> str:
     """The one-line reason for a change whose row image lacks key ``column``: table, key and the way out."""
-    source = event.source
-    table = ".".join(part for part in (source.schema or source.db, source.table) if part)
+    table = _table(event)
     key = ", ".join(key_fields)
     if event.op != _DELETE:
         return f"table {table}: key column {column!r} (key {key}) is missing or null in the row image"
@@ -57,3 +60,15 @@ def missing_key_reason(event: ChangeEvent, column: str, key_fields: Sequence[str
         "not log the old key; on Postgres run ALTER TABLE … REPLICA IDENTITY FULL, then re-bootstrap the "
         "table (cdc-lake rebootstrap)"
     )
+
+
+def ambiguous_key_reason(event: ChangeEvent, row: Mapping[str, Any], key_fields: Sequence[str]) -> str | None:
+    """The one-line reason when ``row``'s key could share its Hudi record key with another key, or None."""
+    column = keys.ambiguous_key_column(row, key_fields)
+    return None if column is None else keys.ambiguous_key_reason(_table(event), column, key_fields)
+
+
+def _table(event: ChangeEvent) -> str:
+    """The source table of ``event``, ``schema.table`` (Postgres) or ``db.table`` (MySQL/MariaDB)."""
+    source = event.source
+    return ".".join(part for part in (source.schema or source.db, source.table) if part)

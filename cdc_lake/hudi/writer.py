@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.hudi.keys import refuse_ambiguous_keys
 from cdc_lake.hudi.options import HudiTableSpec, WriteOperation, write_options
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
@@ -49,7 +50,8 @@ def write_batch(
     latest data commit's instant (None: none) when the caller has just read it
     (the applier, under its lock): the timeline is then read once, after the
     write, instead of around it.  ``unique_keys``: ``df`` holds each record key once
-    (:func:`~cdc_lake.hudi.options.write_options`).
+    (:func:`~cdc_lake.hudi.options.write_options`).  A composite key value Hudi's record key cannot tell
+    apart from another fails the write (:mod:`cdc_lake.hudi.keys`).
     """
     where = f"table '{spec.table_name}' at {spec.base_path}"
     options = write_options(spec, operation, commit_metadata, unique_keys=unique_keys)
@@ -57,7 +59,8 @@ def write_batch(
         if previous is UNREAD:
             before = latest_commit(spark, spec.base_path)
             previous = None if before is None else before.instant
-        df.write.format("hudi").options(**options).mode("append").save(spec.base_path)
+        rows = refuse_ambiguous_keys(df, spec.table_name, spec.record_key_fields)
+        rows.write.format("hudi").options(**options).mode("append").save(spec.base_path)
         after = latest_commit(spark, spec.base_path)
     except JVM_ERRORS as exc:
         raise HudiWriteError(f"Hudi {operation.value} into {where} failed: {root_cause(exc)}") from exc

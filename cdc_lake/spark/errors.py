@@ -17,6 +17,10 @@ from pyspark.errors import PySparkException
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.redaction import redact
 
+REFUSED_VALUE = "of the row with key"
+"""Words of every refused value's message a query raises (``raise_error``: a lossy lake type, a key
+Hudi cannot tell apart): a data error, the same on every run, so the bootstrap ends at once."""
+
 JVM_ERRORS: tuple[type[Exception], ...] = (Py4JError, PySparkException)
 """Exceptions a Spark or JVM call can raise; catch these and re-raise a CdcLakeError."""
 

@@ -1,0 +1,87 @@
+"""Composite key values Hudi's record key cannot tell apart, refused before they are written.
+
+Hudi 1.1 builds the record key of a table keyed on two or more columns (``NonpartitionedKeyGenerator``
+and ``ComplexKeyGenerator`` alike) as ``f1:v1,f2:v2`` without escaping, with ``__empty__`` for an empty
+string and ``__null__`` for a null.  Two distinct source keys can so share one record key: on key
+``(a, b)``, ``('x,b:y', 'z')`` and ``('x', 'y,b:z')`` both become ``a:x,b:y,b:z``, ``('', 'z')`` and
+``('__empty__', 'z')`` both ``a:__empty__,b:z``.  Measured on Hudi 1.1: an upsert of the two rows leaves
+one; a bulk insert stores both under one key, and the next upsert of either replaces both with it.
+Either way the lake silently holds fewer rows than the source.
+
+A different encoding would change the record keys of every existing table (they would no longer match
+their stored rows), so the encoding stays and a key value that could collide stops its table instead:
+a string key component containing ``,<key column>:`` or equal to a placeholder.  The applier stops the
+table at that message (a bad message, :mod:`cdc_lake.apply.decoding`); every Hudi write
+(:func:`cdc_lake.hudi.writer.write_batch`: the bootstrap copy, the applier, a replay) fails inside its
+own Spark job, without an extra scan.  The way out is a key without such values: ``key: [...]`` in the
+table's config, then ``cdc-lake rebootstrap TABLE``.
+
+A single key column is unambiguous: Hudi writes its value bare (or as ``f:v``) and refuses an empty one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+from cdc_lake.spark.errors import REFUSED_VALUE
+
+PLACEHOLDERS = ("__null__", "__empty__")
+"""What Hudi writes in a composite record key for a null and for an empty string component."""
+
+
+def _markers(key_fields: Sequence[str]) -> tuple[str, ...]:
+    """The ``,<column>:`` separators of a composite record key (none for a single key column)."""
+    return tuple(f",{name}:" for name in key_fields) if len(key_fields) > 1 else ()
+
+
+def ambiguous_key_column(row: Mapping[str, Any], key_fields: Sequence[str]) -> str | None:
+    """The first key column of ``row`` whose value could give another key's Hudi record key, or None."""
+    markers = _markers(key_fields)
+    if not markers:
+        return None
+    for name in key_fields:
+        value = row.get(name)
+        if isinstance(value, str) and (value in PLACEHOLDERS or any(marker in value for marker in markers)):
+            return name
+    return None
+
+
+def _why(key_fields: Sequence[str]) -> str:
+    return (
+        f"holds a value Hudi's composite record key (key {', '.join(key_fields)}) cannot tell apart from "
+        f"another key's (it contains ',<key column>:' or is one of {', '.join(PLACEHOLDERS)}), so one lake "
+        "row would replace another; set key in the table's config to columns without such values"
+    )
+
+
+def ambiguous_key_reason(table: str, column: str, key_fields: Sequence[str]) -> str:
+    """The applier's one-line error for an ambiguous value of key ``column``: table, key and the way out."""
+    why = _why(key_fields)
+    return f"table {table}: key column {column!r} {why}, then re-bootstrap the table (cdc-lake rebootstrap)"
+
+
+def refuse_ambiguous_keys(df: DataFrame, table: str, key_fields: Sequence[str]) -> DataFrame:
+    """``df`` whose rows raise, in the job that consumes them, on an ambiguous string key value.
+
+    The error names the table, the column and the row's key, with the words of every refused value
+    (:data:`cdc_lake.spark.errors.REFUSED_VALUE`), so a bootstrap ends at once without a retry.
+    """
+    markers = _markers(key_fields)
+    if not markers:
+        return df
+    strings = {f.name for f in df.schema.fields if isinstance(f.dataType, StringType)}
+    for name in (n for n in key_fields if n in strings):
+        column = F.col(name)
+        ambiguous: Column = column.isin(*PLACEHOLDERS)
+        for marker in markers:
+            ambiguous = ambiguous | (F.instr(column, marker) > 0)
+        row_key = F.to_json(F.struct(*[F.col(k) for k in key_fields]))
+        head = f"table {table}: key column {name!r} {REFUSED_VALUE} "
+        reason = F.concat(F.lit(head), row_key, F.lit(f" {_why(key_fields)}"))
+        df = df.filter(F.when(ambiguous, F.raise_error(reason)).otherwise(F.lit(True)))
+    return df
