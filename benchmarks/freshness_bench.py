@@ -3,14 +3,13 @@
 Run it with the stack up, from the stack's directory::
 
     .venv/bin/python benchmarks/freshness_bench.py [--rows 1000000] [--rates 500] [--seconds 600]
-        [--layout default|mor-ri|mor-bloom] [--kills cold,standby --kill-after S --restart-after N]
+        [--layout default|mor-ri] [--kills cold,standby --kill-after S --restart-after N]
         [--json out.json] [--logs DIR]
 
 1. A Postgres database with a ``--rows``-row table (``bootstrap_bench.bench_database``: ``insert ...
    select generate_series``), onboarded and bootstrapped as users do (``cdc-lake onboard``, ``cdc-lake
    bootstrap``, both as subprocesses), tier 0, in the ``--layout``: ``default`` (COPY_ON_WRITE +
-   GLOBAL_BLOOM), ``mor-ri`` (MERGE_ON_READ + RECORD_INDEX) or ``mor-bloom`` (MERGE_ON_READ +
-   GLOBAL_BLOOM); MERGE_ON_READ compacts inline every 5 delta commits (the product's default).
+   GLOBAL_BLOOM) or ``mor-ri`` (MERGE_ON_READ + RECORD_INDEX, inline compaction every 5 delta commits).
 2. ``cdc-lake run`` as a subprocess (the real CLI); one row is changed and, once ``run`` has committed
    it (Spark started, one batch done), the load starts ``--warmup`` seconds later.
 3. For each rate of ``--rates``: ``pgbench --rate`` for ``--seconds`` with weighted scripts: 70% update
@@ -83,7 +82,6 @@ from cdc_lake.stack.manager import LocalStack
 LAYOUTS = {
     "default": {"table_type": "COPY_ON_WRITE", "index": "GLOBAL_BLOOM"},
     "mor-ri": {"table_type": "MERGE_ON_READ", "index": "RECORD_INDEX"},
-    "mor-bloom": {"table_type": "MERGE_ON_READ", "index": "GLOBAL_BLOOM"},
 }
 WORKLOAD = {"update": 70, "insert": 15, "delete": 15}
 FRESH_SECONDS = 15.0
