@@ -337,11 +337,16 @@ def single_read(bench: Bench, name: str = "single", predicate: str = "1 = 1") ->
 class UntilApplied:
     """The ``run`` service's outcome callback: stops it when ``events`` offsets are applied or one fails."""
 
-    def __init__(self, events: int, stop: Callable[[], None]) -> None:
+    def __init__(
+        self, events: int, stop: Callable[[], None], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.events = events
         self.stop = stop
+        self.clock = clock
+        self.began = clock()
         self.applied = 0
-        self.batches = 0
+        self.batches: list[tuple[int, float]] = []
+        """Each committed batch's offsets and the seconds from the start to its commit."""
         self.error: str | None = None
 
     def __call__(self, outcome: TableOutcome) -> None:
@@ -351,7 +356,7 @@ class UntilApplied:
             return
         if outcome.offsets:
             self.applied += outcome.offsets
-            self.batches += 1
+            self.batches.append((outcome.offsets, self.clock() - self.began))
         if self.applied >= self.events:
             self.stop()
 
@@ -404,10 +409,10 @@ def debezium_snapshot(bench: Bench) -> Figure:
         store.transition(target.qualified_name, TableState.CATCHING_UP)
         get_spark(config.spark, config.lake)  # the JVM starts before the clock, as for (a) and (b)
         service = service_for(config, store, [target], workers=RUN_WORKERS)
-        progress = UntilApplied(bench.rows, service.stop)
         in_kafka: list[float] = []
         _log("(c) Debezium initial snapshot through Kafka, applied by the run service as it arrives")
-        began = time.monotonic()
+        progress = UntilApplied(bench.rows, service.stop)
+        began = progress.began
         KafkaConnectClient(stack.connect.url).create_or_update(name, connector)
 
         def snapshot_in_kafka() -> None:
@@ -434,7 +439,7 @@ def debezium_snapshot(bench: Bench) -> Figure:
     tail = seconds - in_kafka[0]
     detail = (
         f"snapshot into Kafka {in_kafka[0]:.1f}s, last row in the lake {tail:.1f}s later; "
-        f"{progress.batches} batches"
+        f"batches (offsets @ seconds): {', '.join(f'{n:,} @ {t:.0f}' for n, t in progress.batches)}"
     )
     rows = _lake_rows(config, target.base_path)
     return Figure("(c) Debezium snapshot, applied overlapped", rows, seconds, detail, target.base_path)
