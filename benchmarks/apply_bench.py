@@ -339,11 +339,15 @@ class WriteProbe:
         operation: WriteOperation,
         commit_metadata: dict[str, str] | None = None,
         previous: str | Unread | None = UNREAD,
+        *,
+        unique_keys: bool = False,
     ) -> str:
         began = time.monotonic()
         rows = df.count()
         materialised = time.monotonic()
-        instant = write_batch(spark, spec, df, operation, commit_metadata, previous)
+        instant = write_batch(
+            spark, spec, df, operation, commit_metadata, previous, unique_keys=unique_keys
+        )
         written = time.monotonic()
         self.batches.append(
             {

@@ -144,12 +144,16 @@ class WriteProbe:
         operation: WriteOperation,
         commit_metadata: dict[str, str] | None = None,
         previous: str | Unread | None = UNREAD,
+        *,
+        unique_keys: bool = False,
     ) -> str:
         began = time.perf_counter()
         df.persist(StorageLevel.MEMORY_AND_DISK)
         df.count()
         built = time.perf_counter()
-        instant = write_batch(spark, spec, df, operation, commit_metadata, previous)
+        instant = write_batch(
+            spark, spec, df, operation, commit_metadata, previous, unique_keys=unique_keys
+        )
         self.parts = {"rows": built - began, "write": time.perf_counter() - built}
         self.rows, self.schema, self.metadata = df.collect(), df.schema, dict(commit_metadata or {})
         return instant
