@@ -47,6 +47,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
+    DecimalType,
     DoubleType,
     FloatType,
     IntegerType,
@@ -216,10 +217,11 @@ def one_row_per_key(columns: StructType, key_fields: Sequence[str], stored: Data
     """Whether :func:`latest_frame`'s rows hold each Hudi record key once, so Hudi need not combine them.
 
     Both paths keep one row per key.  Not relied on: the fill from the lake (``stored``: a join), and a
-    floating-point key, where the driver's merge keeps two NaNs apart that Hudi's record key writes alike.
+    floating-point or decimal key, where the driver's merge keeps two NaNs apart (a NaN equals nothing
+    in Python) that Hudi's record key writes alike.
     """
-    floats = (FloatType, DoubleType)
-    return stored is None and not any(isinstance(columns[name].dataType, floats) for name in key_fields)
+    nan_able = (FloatType, DoubleType, DecimalType)
+    return stored is None and not any(isinstance(columns[name].dataType, nan_able) for name in key_fields)
 
 
 _ORDER_NAMES = (ORDERING_COLUMN, KAFKA_PARTITION_COLUMN, KAFKA_OFFSET_COLUMN)

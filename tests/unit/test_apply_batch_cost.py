@@ -12,7 +12,15 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
-from pyspark.sql.types import DoubleType, FloatType, IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from cdc_lake.apply import frame, table_applier
 from cdc_lake.apply.decoding import BadMessage, BatchSummary, Decoded, DecodedChange
@@ -198,7 +206,7 @@ def test_a_small_batch_enters_spark_one_row_per_key_merged_on_the_driver() -> No
 @pytest.mark.parametrize(
     ("key_type", "stored", "unique"),
     [(IntegerType(), None, True), (StringType(), None, True), (IntegerType(), "lake", False),
-     (DoubleType(), None, False), (FloatType(), None, False)],
+     (DoubleType(), None, False), (FloatType(), None, False), (DecimalType(20, 2), None, False)],
 )
 def test_hudi_combines_the_rows_only_where_a_key_may_repeat(key_type: Any, stored: Any, unique: bool) -> None:
     """The fill joins the lake, and the driver's merge keeps two NaN keys apart: Hudi combines those."""
