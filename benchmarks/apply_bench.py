@@ -85,6 +85,7 @@ from cdc_lake.config import Config
 from cdc_lake.decode.framing import encode_frame
 from cdc_lake.decode.ordering import ORDERING_WIDTH, SNAPSHOT_ORDERING_VALUE
 from cdc_lake.decode.types import stash_logical_types
+from cdc_lake.extras import optional_module
 from cdc_lake.hudi.options import HudiTableSpec, IndexType, TableType, WriteOperation, write_options
 from cdc_lake.hudi.writer import UNREAD, Unread, read_table, write_batch
 from cdc_lake.kafka.offsets import OffsetRange, end_offsets
@@ -568,13 +569,17 @@ def growth(
     return figures
 
 
+def plotting() -> Any:
+    """matplotlib's pyplot drawing PNGs (Agg), or one line naming the ``bench`` extra when it is missing."""
+    matplotlib = optional_module("matplotlib", "bench", "the benchmarks' plots")
+    matplotlib.use("Agg")
+    return optional_module("matplotlib.pyplot", "bench", "the benchmarks' plots")
+
+
 def plot_growth(figures: list[dict[str, Any]], path: Path) -> None:
     """PNG of upsert seconds against table rows, one line (the median of the repeats) per table type and
     index, every repeat a dot (needs the ``bench`` extra)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
+    pyplot = plotting()
 
     fig, ax = pyplot.subplots(figsize=(7, 4.5))
     for table_type in dict.fromkeys(f["table_type"] for f in figures):
@@ -780,10 +785,7 @@ def per_interval(timeline: list[tuple[float, float]], width: int) -> list[dict[s
 
 def plot_freshness(figures: dict[str, Any], path: Path) -> None:
     """PNG of freshness over time, per 10 s of source commit time (needs the ``bench`` extra)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
+    pyplot = plotting()
 
     points = figures["timeline"]
     at = [p["second"] for p in points]

@@ -66,7 +66,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from apply_bench import lag_percentiles, per_interval, run_pgbench
+from apply_bench import lag_percentiles, per_interval, plotting, run_pgbench
 from bootstrap_bench import TABLE, Bench, bench_database
 
 from cdc_lake.apply.decoding import DecodedChange, DecodeSettings, decode_messages
@@ -498,10 +498,7 @@ def _phase_label(results: dict[str, Any], phase: dict[str, Any]) -> str:
 
 def plot_phases(runs: Sequence[dict[str, Any]], path: Path) -> None:
     """PNG of each phase's p99 lag per 10 s of source commit time, the goal's two lines drawn."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
+    pyplot = plotting()
 
     fig, ax = pyplot.subplots(figsize=(8, 4.5))
     for results in runs:

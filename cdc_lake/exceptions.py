@@ -37,6 +37,11 @@ class JvmArtifactError(CdcLakeError):
     """Raised when Maven cannot resolve a jar or archive the product needs."""
 
 
+class NotInstalledError(CdcLakeError):
+    """Raised when a feature needs an optional dependency that is not installed; names the extra to install
+    (:mod:`cdc_lake.extras`)."""
+
+
 class StackError(CdcLakeError):
     """Raised when a local stack service cannot be installed, started, stopped or reached."""
 

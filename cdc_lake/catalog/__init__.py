@@ -3,9 +3,10 @@
 A small registry, in the manner of pyiceberg's: :class:`CatalogKind` names every catalog the config can
 hold (its value is the key under ``catalog:``), each kind has a loader that imports the kind's module
 only when the config names it, and :func:`load_catalogs` returns the configured ones.  A catalog whose
-library is an optional extra fails to load with one line naming the extra: AWS Glue needs boto3
-(``pip install 'cdc-lake[glue]'``); the Hive Metastore is reached through Spark's JVM, which every
-install has.  So the applier and the re-bootstrap import no AWS SDK unless ``catalog.glue`` is set.
+library is an optional extra fails to load with one line naming the extra (:mod:`cdc_lake.extras`):
+AWS Glue needs boto3 (``pip install 'cdc-lake[glue]'``); the Hive Metastore is reached through Spark's
+JVM, which every install has.  So the applier and the re-bootstrap import no AWS SDK unless
+``catalog.glue`` is set.
 
 The entry every catalog writes is :mod:`cdc_lake.catalog.entry`; when entries are written (after
 publish, schema changes and re-bootstrap switches) is :mod:`cdc_lake.catalog.sync`.
@@ -18,6 +19,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from cdc_lake.exceptions import CatalogError
+from cdc_lake.extras import needs_extra
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -49,15 +51,8 @@ class Catalog(Protocol):
 
 
 def _load_glue(settings: GlueSettings) -> Catalog:
-    try:
+    with needs_extra("glue", "catalog.glue: the AWS Glue catalog", CatalogError):
         from cdc_lake.catalog.glue import GlueCatalog
-    except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] not in ("boto3", "botocore"):
-            raise
-        raise CatalogError(
-            "catalog.glue: the AWS Glue catalog needs boto3, which is not installed: "
-            "pip install 'cdc-lake[glue]'"
-        ) from None
     return GlueCatalog(settings)
 
 

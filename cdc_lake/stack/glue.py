@@ -2,7 +2,8 @@
 
 AWS Glue has no local server of its own; moto implements the Glue Data Catalog API (databases,
 tables, table versions) in memory, which is what cdc-lake's Glue sync calls.  Its state lives as long
-as the process: ``stack down`` forgets every registered table.
+as the process: ``stack down`` forgets every registered table.  moto and boto3 are the ``stack`` extra
+(:mod:`cdc_lake.extras`), imported when the server is installed or checked.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config as BotoConfig
-
 from cdc_lake.exceptions import StackError
+from cdc_lake.extras import install_hint, optional_module
 from cdc_lake.stack.service import HOST, Service
 
 REGION = "us-east-1"
+_FEATURE = "the local stack's Glue catalog"
 
 
 def moto_server() -> Path:
@@ -26,7 +26,7 @@ def moto_server() -> Path:
     beside = Path(sys.executable).with_name("moto_server")
     found = str(beside) if beside.exists() else shutil.which("moto_server")
     if found is None:
-        raise StackError("the Glue catalog needs moto's server: pip install 'moto[server]' (cdc-lake[dev])")
+        raise StackError(f"{_FEATURE} needs moto's server: {install_hint('stack')}")
     return Path(found)
 
 
@@ -43,6 +43,8 @@ class GlueCatalog(Service):
         return self.endpoint
 
     def install(self) -> None:
+        for name in ("boto3", "moto"):  # the client that checks the server, the server
+            optional_module(name, "stack", _FEATURE)
         moto_server()
 
     def start(self) -> None:
@@ -52,6 +54,9 @@ class GlueCatalog(Service):
 
     def client(self) -> Any:
         """A boto3 Glue client for this server (moto accepts any credentials)."""
+        boto3 = optional_module("boto3", "stack", _FEATURE)
+        from botocore.config import Config as BotoConfig
+
         return boto3.client(
             "glue",
             endpoint_url=self.endpoint,

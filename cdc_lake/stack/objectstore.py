@@ -1,7 +1,8 @@
 """An S3-compatible object store for `s3a://` lakes: the Versity S3 Gateway over a local directory.
 
 It is built from source through the Go module proxy (one `go install`, about a
-minute) because no object store server ships in Debian or on PyPI.
+minute) because no object store server ships in Debian or on PyPI.  Its S3 client is boto3, of the
+``stack`` extra (:mod:`cdc_lake.extras`), imported when the store is installed or checked.
 """
 
 from __future__ import annotations
@@ -9,12 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config as BotoConfig
-from botocore.exceptions import ClientError
-
 from cdc_lake import jvm
 from cdc_lake.exceptions import StackError
+from cdc_lake.extras import optional_module
 from cdc_lake.stack.process import run_checked
 from cdc_lake.stack.service import HOST, LAKE_BUCKET, Service
 from cdc_lake.stack.system import which_or_none
@@ -55,6 +53,7 @@ class ObjectStore(Service):
         return self.endpoint
 
     def install(self) -> None:
+        _boto3()
         versitygw_binary()
 
     def start(self) -> None:
@@ -77,6 +76,9 @@ class ObjectStore(Service):
 
     def client(self) -> Any:
         """A boto3 S3 client for this store."""
+        boto3 = _boto3()
+        from botocore.config import Config as BotoConfig
+
         creds = self.layout.credentials
         return boto3.client(
             "s3",
@@ -97,8 +99,15 @@ class ObjectStore(Service):
         return True
 
     def after_healthy(self) -> None:
+        from botocore.exceptions import ClientError
+
         s3 = self.client()
         try:
             s3.head_bucket(Bucket=LAKE_BUCKET)
         except ClientError:
             s3.create_bucket(Bucket=LAKE_BUCKET)
+
+
+def _boto3() -> Any:
+    """boto3, or one line naming the ``stack`` extra."""
+    return optional_module("boto3", "stack", "the local stack's object store")
