@@ -2,12 +2,16 @@
 
 The applier records each batch here (:func:`record_batch`, :func:`record_failure`): the events it
 applied, its commits and failures (:data:`APPLIED_EVENTS`, :data:`COMMITS`, :data:`FAILURES`) and the
-batch duration histogram (:data:`BATCH_SECONDS`).  ``cdc-lake run`` serves them with the lag gauges
+batch duration histogram (:data:`BATCH_SECONDS`).  Every table ``run`` may apply has its counters at 0
+from the start (:func:`zero_tables`, on each scrape), so a dashboard or a ``rate()`` over them shows 0,
+not "No data", until the first failure.  ``cdc-lake run`` serves them with the lag gauges
 (:func:`cdc_lake.ops.metrics.registry_for`).  They are in the core, not in either stage, because the
 apply stage records them and the operate stage serves them, and the stages never import each other.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from prometheus_client import Counter, Histogram, disable_created_metrics
 
@@ -35,6 +39,8 @@ COMMITS = Counter("cdc_lake_commits", "Hudi commits made by the applier", TABLE_
 FAILURES = Counter(
     "cdc_lake_failures", "Batches that failed and left the table FAILED", TABLE_LABELS, registry=None
 )
+COUNTERS = (APPLIED_EVENTS, COMMITS, FAILURES)
+"""The applier's counters: a series per table from the start (:func:`zero_tables`)."""
 BATCH_SECONDS = Histogram(
     "cdc_lake_batch_duration_seconds",
     "Time a batch that consumed messages took: read, decode, write and commit",
@@ -58,6 +64,14 @@ def record_batch(
         COMMITS.labels(**labels).inc()
     if offsets:
         BATCH_SECONDS.labels(**labels).observe(seconds)
+
+
+def zero_tables(tables: Iterable[tuple[str, int]]) -> None:
+    """Give each ``(table, tier)`` its counters (:data:`COUNTERS`), at 0 unless they have counted already."""
+    for table, tier in tables:
+        labels = table_labels(table, tier)
+        for counter in COUNTERS:
+            counter.labels(**labels)
 
 
 def record_failure(table: str, tier: int) -> None:

@@ -10,7 +10,8 @@ buckets, so the share of time a table met its threshold is a ratio of two of its
 
 The applier's counters and its batch duration histogram (:mod:`cdc_lake.applier_metrics`, in the
 core: the applier records them without importing this stage) live in the process that applies:
-``cdc-lake run`` serves them with the gauges on ``monitoring.metrics_port`` (:func:`serve`).
+``cdc-lake run`` serves them with the gauges on ``monitoring.metrics_port`` (:func:`serve`), the
+counters of every onboarded table at 0 until they count (:class:`ApplierCollector`).
 Bootstrap rows come from the state store, so ``cdc-lake metrics`` shows them too; every registry
 carries ``cdc_lake_build_info`` (always 1), the series whose absence the ``CdcLakeMetricsAbsent``
 rule watches.
@@ -37,15 +38,9 @@ from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from cdc_lake.applier_metrics import (
-    APPLIED_EVENTS,
-    BATCH_SECONDS,
-    COMMITS,
-    FAILURES,
-    TABLE_LABELS,
-    table_labels,
-)
+from cdc_lake.applier_metrics import BATCH_SECONDS, COUNTERS, TABLE_LABELS, table_labels, zero_tables
 from cdc_lake.config import Config
+from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.jvm import HUDI_VERSION
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import TableInfo
@@ -280,6 +275,24 @@ class BuildInfoCollector(Collector):
         yield build_info()
 
 
+class ApplierCollector(Collector):
+    """This process's applier counters and histogram; each scrape first gives every onboarded table its
+    counters (at 0 until they count), so a table that never failed has ``cdc_lake_failures_total 0``."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def collect(self) -> Iterator[Metric]:
+        """The counters (a series for every table of the state store) and the batch duration histogram."""
+        try:
+            with StateStore.open_existing(self.config.state_store.url) as store:
+                zero_tables((info.qualified_name, info.tier) for info in store.list_tables())
+        except CdcLakeError as exc:  # the counters counted so far are still served
+            _LOG.warning("metrics: cannot list the tables to serve their counters at 0: %s", exc)
+        for collector in (*COUNTERS, BATCH_SECONDS):
+            yield from collector.collect()
+
+
 def registry_for(
     config: Config, with_applier: bool, bootstrap_rows: BootstrapRows | None = None
 ) -> CollectorRegistry:
@@ -288,8 +301,7 @@ def registry_for(
     registry.register(BuildInfoCollector())
     registry.register(LagCollector(config, bootstrap_rows))
     if with_applier:
-        for collector in (APPLIED_EVENTS, COMMITS, FAILURES, BATCH_SECONDS):
-            registry.register(collector)
+        registry.register(ApplierCollector(config))
     return registry
 
 

@@ -8,14 +8,17 @@ from pathlib import Path
 
 import pytest
 from fixtures.metrics_scrape import APPLIED, full_scrape, table_row
+from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from cdc_lake import applier_metrics
 from cdc_lake.config import Config, MonitoringSettings
+from cdc_lake.ops import lag
 from cdc_lake.ops.lag import LagReport
-from cdc_lake.ops.metrics import LagCollector, freshness_buckets
+from cdc_lake.ops.metrics import LagCollector, freshness_buckets, registry_for
 from cdc_lake.stack.promtool import promtool_binary
+from cdc_lake.state.store import StateStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -179,3 +182,23 @@ def test_the_docs_list_every_metric_with_its_type(families: dict[str, Metric]) -
 def _count(families: dict[str, Metric], name: str, table: str) -> float:
     counts = (s for s in families[name].samples if s.name.endswith("_count"))
     return next(s.value for s in counts if s.labels.get("table") == table)
+
+
+def test_every_onboarded_table_has_its_failure_counter_at_0_from_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A table `run` may apply but that never committed nor failed: dashboards must show 0, not "No data".
+    quiet = "pg.public.never_failed"
+    url = f"sqlite:///{tmp_path}/state.db"
+    with StateStore.open(url) as store:
+        store.upsert_source("pg", "postgres", ["c-pg"])
+        store.upsert_table(quiet, "pg", 2, "/lake/pg/public/never_failed")
+    monkeypatch.setattr(lag, "collect_lag", lambda config: LagReport(measured_at=datetime.now(tz=UTC)))
+
+    registry = registry_for(Config.model_validate({"state_store": {"url": url}}), with_applier=True)
+    families = text_string_to_metric_families(generate_latest(registry).decode())
+    scraped = {(s.name, s.labels.get("table")): s for family in families for s in family.samples}
+
+    for name in ("cdc_lake_failures_total", "cdc_lake_commits_total", "cdc_lake_applied_events_total"):
+        sample = scraped[(name, quiet)]
+        assert sample.value == 0 and sample.labels == {"source": "pg", "table": quiet, "tier": "2"}, name
