@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable, Sequence
 
-from cdc_lake.cli.output import format_seconds
+from cdc_lake.cli.output import format_duration, format_seconds
 from cdc_lake.ops.alerts import RUNBOOKS, Breach
 from cdc_lake.ops.lag import LagReport
 from cdc_lake.validation import ValidateResult
@@ -96,9 +96,20 @@ def render_lag(report: LagReport, found: Sequence[Breach], echo: Echo) -> None:
         return
     echo(f"Thresholds breached ({len(found)}); runbooks in {RUNBOOKS}/ (cdc-lake runbook NAME prints one)")
     for breach in found:
-        echo(f"  {breach.alert}: {breach.measured()}")
+        value, threshold = (_measured(number, breach.unit) for number in (breach.value, breach.threshold))
+        echo(f"  {breach.alert}: {value} (threshold {threshold})")
         echo(f"    {breach.subject()}")
         echo(f"    see {RUNBOOKS}/{breach.runbook}.md")
+
+
+def _measured(value: float, unit: str) -> str:
+    """A breach's value or threshold for people: a duration, binary bytes, or a count with separators
+    (``--json`` keeps the numbers)."""
+    if unit == "seconds":
+        return format_duration(value)
+    if unit == "bytes":
+        return format_bytes(int(value))
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,g}"
 
 
 def render_validation(result: ValidateResult, echo: Echo) -> None:

@@ -17,18 +17,32 @@ def emit_json(value: object) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=False))
 
 
+def _clock(seconds: float) -> tuple[int, int, int]:
+    """Whole hours, minutes and seconds of ``seconds``."""
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return hours, minutes, secs
+
+
 def format_seconds(seconds: float | None) -> str:
-    """``95.2`` as ``1m35s``; None as ``-``."""
+    """``95.2`` as ``1m35s`` (the two largest units, for a table cell); None as ``-``."""
     if seconds is None:
         return "-"
-    whole = int(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
+    hours, minutes, secs = _clock(seconds)
     if hours:
         return f"{hours}h{minutes:02d}m"
     if minutes:
         return f"{minutes}m{secs:02d}s"
     return f"{secs}s"
+
+
+def format_duration(seconds: float) -> str:
+    """Every unit of ``seconds`` that is not 0, to the second: ``1965.1`` as ``32m45s``, ``300`` as ``5m``,
+    ``5400`` as ``1h30m``; under a second as it is (``0.5s``)."""
+    if abs(seconds) < 1:
+        return f"{seconds:g}s"
+    parts = zip(_clock(abs(seconds)), "hms", strict=True)
+    return ("-" if seconds < 0 else "") + "".join(f"{value}{unit}" for value, unit in parts if value)
 
 
 def render_status(statuses: Sequence[TableStatus]) -> None:

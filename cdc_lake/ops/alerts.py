@@ -392,14 +392,17 @@ class Breach:
     labels: dict[str, str]
     value: float
     threshold: float
+    metric: str = ""
+    """The measured series; its name's suffix is the unit of value and threshold (:attr:`unit`)."""
 
     def subject(self) -> str:
         """What the breach concerns, as ``label=value`` pairs."""
         return " ".join(f"{k}={v}" for k, v in sorted(self.labels.items()) if v) or "the pipeline"
 
-    def measured(self) -> str:
-        """The value and the threshold."""
-        return f"{_number(self.value)} (threshold {_number(self.threshold)})"
+    @property
+    def unit(self) -> str:
+        """``seconds`` or ``bytes`` (Prometheus' base units, the metric name's suffix), else ``""``."""
+        return next((unit for unit in ("seconds", "bytes") if self.metric.endswith(f"_{unit}")), "")
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -407,6 +410,7 @@ class Breach:
             "alert": self.alert,
             "runbook": f"{RUNBOOKS}/{self.runbook}.md",
             "labels": dict(self.labels),
+            "metric": self.metric,
             "value": self.value,
             "threshold": self.threshold,
         }
@@ -425,5 +429,7 @@ def breaches(samples: Sequence[Sample], config: Config) -> list[Breach]:
                 labelset = tuple(sorted(labels.items()))
                 if threshold is not None and labelset not in seen:
                     seen.add(labelset)
-                    found.append(Breach(alert.name, alert.runbook, labels, sample.value, threshold))
+                    found.append(
+                        Breach(alert.name, alert.runbook, labels, sample.value, threshold, sample.name)
+                    )
     return found
