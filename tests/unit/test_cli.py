@@ -267,3 +267,12 @@ def test_stack_table_keeps_addresses_and_logs_whole_at_80_columns(
     assert f"  log: {log}" in out
     assert "unhealthy" in out and "HTTP 503 from /subjects" in out
     assert max(len(line) for line in out.splitlines() if "│" in line) <= 80
+
+
+def test_the_readme_names_every_verb() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    commands = readme.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    with click.Context(cli) as ctx:
+        verbs = cli.list_commands(ctx)
+
+    assert [verb for verb in verbs if f"`{verb}" not in commands] == []
