@@ -7,6 +7,8 @@ directory, so nothing of the checkout is importable.  It must hold only ``cdc_la
 ``cdc_lake_bootstrap`` (no generic top-level name), and its commands must work: ``--help``, ``runbook``
 (the pages ship in the wheel), ``alerts render``, ``spark check`` (a local Spark job whose workers run
 the installed interpreter) and one onboarding preflight (``onboard --dry-run``) against the stack.
+It is installed without extras: ``stack status`` reports the running stack, and the services it cannot
+check without the ``stack`` extra (boto3, moto) say so in one line naming the extra, never a traceback.
 """
 
 from __future__ import annotations
@@ -65,10 +67,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_installed_wheel_runs_its_commands_outside_the_checkout(
-    installed: Path, db: SourceDb, tmp_path: Path
+    installed: Path, db: SourceDb, tmp_path: Path, local_stack: LocalStack
 ) -> None:
     cdc_lake = str(installed / "cdc-lake")
-    config = write_db_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"))
+    stack = {"data_dir": str(local_stack.layout.path())}
+    config = write_db_config(tmp_path, db, [{"name": "items"}], str(tmp_path / "lake"), stack=stack)
 
     where = _run(
         [str(installed / "python"), "-c", "import cdc_lake, cdc_lake_bootstrap as b; print(b.__file__)"],
@@ -79,6 +82,15 @@ def test_the_installed_wheel_runs_its_commands_outside_the_checkout(
 
     helped = _run([cdc_lake, "--help"], tmp_path)
     assert helped.returncode == 0 and "bootstrap" in helped.stdout, helped.stderr
+
+    # No extra installed: the stack's S3 and Glue clients (boto3, moto) are the `stack` extra.
+    stacked = _run([cdc_lake, "--config", str(config), "stack", "status", "--json"], tmp_path)
+    assert "Traceback" not in stacked.stderr, stacked.stderr[-3000:]
+    services = {row["name"]: row for row in json.loads(stacked.stdout)}
+    assert services["postgres-primary"]["healthy"] and services["kafka"]["healthy"], services
+    for name in ("object-store", "glue-catalog"):
+        assert services[name]["running"] and not services[name]["healthy"], services[name]
+        assert services[name]["detail"].endswith("which is not installed: pip install 'cdc-lake[stack]'")
 
     page = _run([cdc_lake, "runbook", "docs/runbooks/table-failed.md"], tmp_path)
     assert page.returncode == 0 and page.stdout.startswith("#"), page.stderr
