@@ -1,4 +1,8 @@
-"""How ``onboard``, ``offboard`` and ``connectors`` print for people: rich tables and plain lines."""
+"""How ``onboard``, ``offboard`` and ``connectors`` print for people: rich tables and plain lines.
+
+Tables fit the terminal without cutting a name (:func:`cdc_lake.cli.output.print_table`); a connector
+config is printed as JSON whose lines are never wrapped, so it can be pasted whatever the width.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from cdc_lake.cli.output import Column, print_table
 from cdc_lake.onboard.offboard import OffboardReport
 from cdc_lake.onboard.run import OnboardPlan, OnboardReport
 from cdc_lake.redaction import mask_mapping
 from cdc_lake.sources.checks import CheckResult, Outcome
 
 _OUTCOME_STYLE = {Outcome.PASS: "green", Outcome.WARN: "yellow", Outcome.FAIL: "bold red"}
+_OUTCOMES = (Column("connector", identifier=True), Column("outcome", identifier=True))
+"""The columns of what onboard and offboard did to each connector."""
 _TABLE_FRAME_WIDTH = 10
 """Columns a three-column rich table spends on its four borders and each cell's padding."""
 
@@ -24,14 +31,8 @@ def _console() -> Console:
     return Console(soft_wrap=False)
 
 
-def _table(title: str, columns: Iterable[str], rows: Iterable[Sequence[str | Text]]) -> Table:
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        # Names, details and traces are data, never rich markup.
-        table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in row))
-    return table
+def _table(title: str, columns: Sequence[Column], rows: Iterable[Sequence[str]]) -> None:
+    print_table(_console(), title, columns, list(rows))
 
 
 def render_checks(source: str, checks: Sequence[CheckResult]) -> None:
@@ -66,7 +67,6 @@ def render_checks(source: str, checks: Sequence[CheckResult]) -> None:
 
 def render_plan(plan: OnboardPlan) -> None:
     """The connectors a dry run would register (configs redacted) and the changes it would make."""
-    console = _console()
     rows = [
         (
             connector.name,
@@ -77,12 +77,25 @@ def render_plan(plan: OnboardPlan) -> None:
         )
         for connector in plan.connectors
     ]
-    console.print(_table("connectors", ("connector", "tier", "tables", "slot", "heartbeat topic"), rows))
+    columns = (
+        Column("connector", identifier=True),
+        Column("tier", priority=2),
+        Column("tables", identifier=True),
+        Column("slot", priority=1, identifier=True),
+        Column("heartbeat topic", priority=3, identifier=True),
+    )
+    _table("connectors", columns, rows)
     for connector in plan.connectors:
-        console.print(f"connector config {connector.name}:", markup=False, highlight=False)
-        dump = json.dumps(mask_mapping(plan.configs[connector.name]), indent=2)
-        console.print(dump, markup=False, highlight=False)
+        render_connector_config(connector.name, plan.configs[connector.name])
     _lines("dry run, would change:", plan.planned_changes(), "dry run: nothing would change")
+
+
+def render_connector_config(name: str, config: Mapping[str, str]) -> None:
+    """``config`` (secrets masked) as indented JSON, its lines never wrapped: it pastes as printed."""
+    console = _console()
+    console.print(f"connector config {name}:", markup=False, highlight=False)
+    dump = json.dumps(mask_mapping(config), indent=2)
+    console.print(dump, markup=False, highlight=False, soft_wrap=True)
 
 
 def _lines(title: str, lines: Sequence[str], empty: str | None = None) -> None:
@@ -95,21 +108,14 @@ def _lines(title: str, lines: Sequence[str], empty: str | None = None) -> None:
 
 def render_onboard_report(report: OnboardReport) -> None:
     """Connectors and what this run changed (nothing, on a re-run)."""
-    _console().print(
-        _table(
-            f"connectors: {report.source}",
-            ("connector", "outcome"),
-            sorted(report.connectors.items()),
-        )
-    )
+    _table(f"connectors: {report.source}", _OUTCOMES, sorted(report.connectors.items()))
     _lines("changed:", report.actions, "nothing changed: the source was already onboarded as configured")
     _lines("warnings:", report.warnings)
 
 
 def render_offboard_report(report: OffboardReport) -> None:
     """Connectors touched, what changed, and warnings about kept slots."""
-    rows = sorted(report.connectors.items())
-    _console().print(_table(f"offboard: {report.target}", ("connector", "outcome"), rows))
+    _table(f"offboard: {report.target}", _OUTCOMES, sorted(report.connectors.items()))
     _lines("changed:", report.actions, "nothing changed")
     _lines("warnings:", report.warnings)
 
@@ -130,7 +136,14 @@ def render_connector_statuses(rows: Sequence[Mapping[str, Any]]) -> None:
         )
         for row in rows
     ]
-    console.print(_table("connectors", ("source", "connector", "state", "tasks", "worker"), table_rows))
+    columns = (
+        Column("source", priority=2, identifier=True),
+        Column("connector", identifier=True),
+        Column("state"),
+        Column("tasks", priority=1, identifier=True),
+        Column("worker", priority=3, identifier=True),
+    )
+    _table("connectors", columns, table_rows)
     for row in rows:
         traces = [row.get("trace"), *(task.get("trace") for task in row["tasks"])]
         for trace in filter(None, traces):
