@@ -207,8 +207,12 @@ def _format_freshness(entry: dict[str, Any]) -> str:
 
 def run_demo(
     stack_config: Config, work_dir: Path, settings: DemoSettings, say: Callable[[str], None]
-) -> None:
-    """Run every step, printing what happens; raises DemoError at the first failing step."""
+) -> dict[str, Any]:
+    """Run every step, printing what happens; raises DemoError at the first failing step.
+
+    Returns what the last step compared (``demo --json`` prints it): the changes written, the source's
+    and the lake's row counts and amount totals, the table's state and freshness, and where it all is.
+    """
     demo = DemoRun(stack_config, work_dir, say)
     say("1. starting the local stack (first run installs everything; later runs take seconds)")
     began = time.monotonic()
@@ -273,6 +277,15 @@ def run_demo(
         )
     say(f"The lake equals the source. Query it: spark.read.format('hudi').load('{entry['lake_base_path']}')")
     say(f"Config used: {demo.config_path}; try `cdc-lake --config {demo.config_path} status`.")
+    return {
+        "table": TABLE,
+        "changes": dict(counts),
+        "source": {"rows": rows, "amount_total": str(total)},
+        "lake": {"rows": lake_rows, "amount_total": str(lake_total), "base_path": entry["lake_base_path"]},
+        "state": entry["state"],
+        "freshness_seconds": entry.get("freshness_seconds"),
+        "config": str(demo.config_path),
+    }
 
 
 def lake_summary(config_path: Path) -> tuple[int, Decimal]:

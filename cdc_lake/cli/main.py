@@ -472,11 +472,24 @@ def alerts_render(
 
 @cli.command()
 @click.argument("name", required=False)
-def runbook(name: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (name, path, markdown) instead.")
+def runbook(name: str | None, as_json: bool) -> None:
     """Print the runbook page NAME (as messages name it: NAME.md, docs/runbooks/NAME.md), or list them."""
-    from cdc_lake.ops.alerts import runbook_names, runbook_page
+    from cdc_lake.ops.alerts import RUNBOOKS, runbook_name, runbook_names, runbook_page
 
-    click.echo(runbook_page(name) if name else "\n".join(runbook_names()))
+    if name is None:
+        names = runbook_names()
+        if as_json:
+            emit_json([{"name": page, "path": f"{RUNBOOKS}/{page}.md"} for page in names])
+        else:
+            click.echo("\n".join(names))
+        return
+    text = runbook_page(name)
+    if as_json:
+        page = runbook_name(name)
+        emit_json({"name": page, "path": f"{RUNBOOKS}/{page}.md", "markdown": text})
+    else:
+        click.echo(text)
 
 
 @cli.command()

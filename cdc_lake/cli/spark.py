@@ -44,30 +44,34 @@ def package_coordinates() -> list[str]:
     is_flag=True,
     help="Print the group:artifact pairs for --exclude-packages that go with --packages.",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object holding the list instead.")
 @click.pass_context
-def jars(ctx: click.Context, coordinates: bool, excludes: bool) -> None:
+def jars(ctx: click.Context, coordinates: bool, excludes: bool, as_json: bool) -> None:
     """Print the driver's jars, comma-separated, for spark-submit's --jars (or --packages).
 
     The paths are the config's `spark.jars`, or the Hudi bundle, spark-avro, hadoop-aws, the
     Kafka source and the JDBC drivers, resolved through Maven once into the cache (nothing when
     `spark.conf` sets spark.jars.packages).  --coordinates prints the same set as Maven
     coordinates, --excludes what Spark's resolver must leave out of their dependencies (the Spark
-    distribution ships it) to get the same classpath.
+    distribution ships it) to get the same classpath.  --json prints {"jars"|"coordinates"|"excludes": [...]}.
     """
     if coordinates and excludes:
         raise click.UsageError("--coordinates and --excludes: pass one of them")
     if coordinates:
-        click.echo(",".join(package_coordinates()))
-        return
-    if excludes:
+        kind, found = "coordinates", package_coordinates()
+    elif excludes:
         from cdc_lake.jvm import SPARK_PACKAGES_EXCLUDES
 
-        click.echo(",".join(SPARK_PACKAGES_EXCLUDES))
-        return
-    from cdc_lake.spark.session import driver_jars
+        kind, found = "excludes", list(SPARK_PACKAGES_EXCLUDES)
+    else:
+        from cdc_lake.spark.session import driver_jars
 
-    settings = get_config(ctx, allow_default=True).spark
-    click.echo(",".join(str(jar) for jar in driver_jars(settings)))
+        settings = get_config(ctx, allow_default=True).spark
+        kind, found = "jars", [str(jar) for jar in driver_jars(settings)]
+    if as_json:
+        emit_json({kind: found})
+    else:
+        click.echo(",".join(found))
 
 
 @spark.command("pack-env")
@@ -104,11 +108,15 @@ def pack_env(output: Path, as_json: bool) -> None:
 
 
 @spark.command()
-def entrypoint() -> None:
+@click.option("--json", "as_json", is_flag=True, help='Print {"entrypoint": PATH} instead of the path.')
+def entrypoint(as_json: bool) -> None:
     """Print the Python file spark-submit runs as cdc-lake (its arguments are cdc-lake's)."""
     import cdc_lake.__main__ as main_module
 
-    click.echo(main_module.__file__)
+    if as_json:
+        emit_json({"entrypoint": main_module.__file__})
+    else:
+        click.echo(main_module.__file__)
 
 
 @spark.command()

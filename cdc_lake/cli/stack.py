@@ -89,11 +89,15 @@ def up(ctx: click.Context, as_json: bool) -> None:
 
 
 @stack.command()
+@click.option("--json", "as_json", is_flag=True, help='Print {"stopped": [SERVICE, ...]} instead of a line.')
 @click.pass_context
-def down(ctx: click.Context) -> None:
+def down(ctx: click.Context, as_json: bool) -> None:
     """Stop the services this stack started (data is kept)."""
     stopped = _local_stack(ctx).down()
-    click.echo(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    if as_json:
+        emit_json({"stopped": stopped})
+    else:
+        click.echo(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
 
 
 @stack.command()

@@ -158,9 +158,14 @@ def runbook_names() -> list[str]:
     return sorted(n.removesuffix(".md") for n in names if n.endswith(".md") and n != "README.md")
 
 
+def runbook_name(name: str) -> str:
+    """The page ``NAME`` that ``NAME``, ``NAME.md`` or ``docs/runbooks/NAME.md`` names."""
+    return name.removeprefix(f"{RUNBOOKS}/").removesuffix(".md")
+
+
 def runbook_page(name: str) -> str:
     """The shipped runbook page ``NAME``, ``NAME.md`` or ``docs/runbooks/NAME.md`` (as messages name it)."""
-    page = name.removeprefix(f"{RUNBOOKS}/").removesuffix(".md")
+    page = runbook_name(name)
     if page not in runbook_names():
         raise ConfigError(f"no runbook '{name}'; the runbooks are: {', '.join(runbook_names())}")
     return resources.files("cdc_lake.ops").joinpath("runbooks", f"{page}.md").read_text(encoding="utf-8")
