@@ -298,7 +298,10 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Show every onboarded table: state, tier, lake path, last commit, applied offsets, freshness.
+    """Show every onboarded table: state, tier, lake path, last commit, applied offsets, freshness, lag.
+
+    The Kafka lag is measured now, as `lag` measures it; --json also names the consumer group the
+    table's applied offsets are committed to (for Kafka's own lag tools).
 
     Exits non-zero when a table needs an operator, the most urgent kind deciding the code: 4 when
     a table is FAILED (docs/runbooks/table-failed.md), else 5 when one stopped in SCHEMA_CHANGED, else
@@ -311,10 +314,22 @@ def status(ctx: click.Context, as_json: bool) -> None:
     config = get_config(ctx)
     with StateStore.open_existing(config.state_store.url) as store:
         statuses = table_statuses(store)
+        if statuses:
+            # Imported only with tables to measure: the Kafka client is heavy.
+            from cdc_lake.kafka.groups import group_id
+            from cdc_lake.ops.lag import with_kafka_lag
+
+            statuses, unmeasured = with_kafka_lag(config, statuses)
+            if unmeasured:
+                click.echo(f"warning: {unmeasured}; lag as the applier last measured it", err=True)
         if as_json:
             stage = bootstrap_stage()
             emit_json([
-                {**row.to_json(), "bootstrap": stage.progress(store, row.name, row.state)}
+                {
+                    **row.to_json(),
+                    "consumer_group": group_id(row.name, row.lake_base_path),
+                    "bootstrap": stage.progress(store, row.name, row.state),
+                }
                 for row in statuses
             ])
         else:

@@ -3,7 +3,8 @@
 The applier reads exact offset ranges with ``assign()`` and keeps its offsets in the Hudi commits (the
 truth) and the state store (a copy), so ``kafka-consumer-groups``, Burrow or kafka_exporter would see
 nothing.  After each Hudi commit the applier also commits that commit's offsets to the consumer group
-:func:`group_id` names.  They are informational only: nothing in cdc-lake ever reads them back, and a
+:func:`~cdc_lake.kafka.groups.group_id` names (in its own module, free of Kafka clients).  They are
+informational only: nothing in cdc-lake ever reads them back, and a
 commit that fails never fails the batch; it logs one warning per failure streak (naming table, topic
 and group) and one line when commits succeed again.
 
@@ -25,7 +26,6 @@ one timeout per pause, not one per batch.  ACLs: the applier's principal needs R
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -36,24 +36,16 @@ from typing import Any, Final, Protocol
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from cdc_lake.kafka.groups import group_id
 from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.kafka.unreachable import rdkafka_logger
 
 _LOG = logging.getLogger(__name__)
 
-GROUP_PREFIX: Final = "cdc-lake."
-"""Every group cdc-lake commits to starts with this (one prefixed ACL covers them all)."""
 COMMIT_TIMEOUT_SECONDS: Final = 5.0
 """The longest one commit may take, coordinator lookup included."""
 RETRY_SECONDS: Final = 60.0
 """How long a group's commits pause after one failed."""
-_DIGEST_CHARS: Final = 12
-
-
-def group_id(table: str, base_path: str) -> str:
-    """The consumer group of the table copy at ``base_path``: ``cdc-lake.<table>.<12 hex digits>``."""
-    digest = hashlib.sha256(base_path.rstrip("/").encode()).hexdigest()[:_DIGEST_CHARS]
-    return f"{GROUP_PREFIX}{table}.{digest}"
 
 
 class OffsetAdmin(Protocol):

@@ -16,7 +16,7 @@ and the threshold checks (:mod:`cdc_lake.ops.alerts`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
 from cdc_lake.capture.plan import plan_source, table_topic
@@ -29,6 +29,7 @@ from cdc_lake.sources.base import CaptureLag, ReplicaDelay
 from cdc_lake.state.lifecycle import APPLIABLE_STATES
 from cdc_lake.state.models import utcnow
 from cdc_lake.state.records import TableInfo
+from cdc_lake.state.status import TableStatus
 from cdc_lake.state.store import StateStore
 
 
@@ -176,10 +177,7 @@ def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo
             lag: int | None = None
             current = store.current_copy(name)
             try:
-                topic = table_topic(source, table)
-                ends = end_offsets(config.kafka.bootstrap_servers, topic, extra=dict(config.kafka.consumer))
-                applied = current.applied_offsets
-                lag = sum(max(0, end - applied.get(partition, 0)) for partition, end in ends.items())
+                lag = table_kafka_lag(config, source, table, current.applied_offsets)
             except CdcLakeError as exc:
                 report.errors.append(f"{name}: kafka offsets: {exc}")
             freshness = current.freshness
@@ -201,6 +199,34 @@ def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo
                     quarantined=quarantined.get(name, 0),
                 )
             )
+
+
+def table_kafka_lag(config: Config, source: Source, table: Table, applied: Mapping[int, int]) -> int:
+    """Messages between ``applied`` (each partition's next offset to apply) and the table's topic's end."""
+    topic = table_topic(source, table)
+    ends = end_offsets(config.kafka.bootstrap_servers, topic, extra=dict(config.kafka.consumer))
+    return sum(max(0, end - applied.get(partition, 0)) for partition, end in ends.items())
+
+
+def with_kafka_lag(config: Config, statuses: Sequence[TableStatus]) -> tuple[list[TableStatus], str | None]:
+    """``statuses`` with each configured table's Kafka lag measured now, as ``lag`` measures it, so
+    ``status`` and ``lag`` agree also before the applier first measured a table (CATCHING_UP).
+
+    When Kafka cannot say, the rest keep the lag the applier last recorded, and the error is returned.
+    """
+    configured = {table.qualified_name(source): (source, table) for source, table in config.iter_tables()}
+    measured: list[TableStatus] = []
+    for status in statuses:
+        found = configured.get(status.name)
+        if found is None:
+            measured.append(status)
+            continue
+        try:
+            lag = table_kafka_lag(config, *found, status.applied_offsets)
+        except CdcLakeError as exc:
+            return [*measured, *statuses[len(measured):]], f"{status.name}: kafka offsets: {exc}"
+        measured.append(replace(status, lag_messages=lag))
+    return measured, None
 
 
 def collect_lag(config: Config, now: datetime | None = None) -> LagReport:

@@ -36,3 +36,13 @@ def test_status_imports_the_state_store_and_nothing_else_heavy(tmp_path: Path) -
 
     # A store at the current revision is read without Alembic (one query compares the revision).
     assert heavy_imports(_RUN_CLI, "status", cwd=tmp_path) == ["sqlalchemy"]
+
+
+def test_status_of_tables_loads_no_spark(tmp_path: Path) -> None:
+    (tmp_path / "cdc-lake.yaml").write_text("state_store:\n  url: sqlite:///state/cdc.db\n", encoding="utf-8")
+    with StateStore.open(f"sqlite:///{tmp_path}/state/cdc.db") as store:
+        store.upsert_source("pg", "postgres")
+        store.upsert_table("pg.public.orders", "pg", 0, "/lake/pg/public/orders")
+
+    # The Kafka lag is measured (the Kafka client), the consumer group named without Spark's reader.
+    assert "pyspark" not in heavy_imports(_RUN_CLI, "status", "--json", cwd=tmp_path)
