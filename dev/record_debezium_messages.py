@@ -2,16 +2,23 @@
 
 Run with the stack up (``cdc-lake stack up``)::
 
-    .venv/bin/python dev/record_debezium_messages.py
+    .venv/bin/python dev/record_debezium_messages.py [recording ...]
 
-For each engine (Postgres, MariaDB) it creates a table covering the mapped
-types, inserts rows, starts a connector with an initial snapshot (so ``r``
-events exist), then inserts, updates (Postgres: leaving a TOASTed column
-unchanged, so Debezium sends its placeholder), and deletes (``d`` plus the
-tombstone).  Every message of the table topic is written, raw bytes as hex
-with the registry schemas it references, to
-``tests/unit/data/recorded/<engine>.jsonl``, with the values decoding must
+Each recording (:func:`_scenarios`; all of them without arguments) creates a
+table on one engine, inserts rows, starts a connector with an initial snapshot
+(so ``r`` events exist), runs its changes, and writes every message of the
+table topic, raw bytes as hex with the registry schemas it references, to
+``tests/unit/data/recorded/<recording>.jsonl``, with the values decoding must
 produce under ``expect``.
+
+- ``postgres``, ``mariadb``: a table covering the mapped types; inserts,
+  updates (Postgres: leaving a TOASTed column unchanged, so Debezium sends its
+  placeholder), and deletes (``d`` plus the tombstone).
+- ``postgres_toast_arrays``: one TOASTed array of every mapped element type
+  (and a TOASTed text and bytea), stored out of line, left unchanged by an
+  update of another column (REPLICA IDENTITY DEFAULT): what Debezium sends for
+  each type's unavailable value, beside small arrays updated the same way and
+  real values shaped like another type's placeholder.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +125,166 @@ EXPECT: dict[str, list[dict[str, Any]]] = {
 }
 
 
+# One column per mapped array element type, plus a text and a bytea, stored EXTERNAL (out of line, not
+# compressed, once a value passes the TOAST threshold): (type, a value over the threshold, a small value).
+TOAST_COLUMNS: dict[str, tuple[str, str, str]] = {
+    "a_uuid": (
+        "uuid[]",
+        "array(select md5(i::text)::uuid from generate_series(1, 300) i)",
+        "array['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid, null]",
+    ),
+    "a_s": (
+        "smallint[]",
+        "array(select (i % 30000)::smallint from generate_series(1, 3000) i)",
+        "array['-32768'::smallint, null]",
+    ),
+    "a_int": ("integer[]", "array(select i from generate_series(1, 2000) i)", "array[2, null]"),
+    "a_big": (
+        "bigint[]",
+        "array(select i * 1000000000000 from generate_series(1, 1000) i)",
+        "array[9223372036854775807, null]",
+    ),
+    "a_bool": ("boolean[]", "array(select i % 3 = 0 from generate_series(1, 5000) i)", "array[true, null]"),
+    "a_r": ("real[]", "array(select i::real / 4 from generate_series(1, 2000) i)", "array[1.5::real, null]"),
+    "a_dp": (
+        "double precision[]",
+        "array(select i::float8 / 8 from generate_series(1, 1000) i)",
+        "array[2.5::float8, null]",
+    ),
+    "a_num": (
+        "numeric[]",
+        "array(select i::numeric / 100 from generate_series(1, 1000) i)",
+        "array[3.5, null]",
+    ),
+    "a_tstz": (
+        "timestamptz[]",
+        "array(select timestamptz '2024-01-01 00:00:00.123456+00' + i * interval '1 minute' "
+        "from generate_series(1, 1000) i)",
+        "array['2024-01-01 00:00:00.5+00'::timestamptz, null]",
+    ),
+    "a_date": (
+        "date[]",
+        "array(select date '2024-01-01' + i from generate_series(1, 2000) i)",
+        "array['2024-02-29'::date, null]",
+    ),
+    "a_text": (
+        "text[]",
+        "array(select 'text-element-' || i from generate_series(1, 500) i)",
+        "array['t', null]",
+    ),
+    "a_vc": (
+        "varchar(40)[]",
+        "array(select ('vc-' || i)::varchar(40) from generate_series(1, 500) i)",
+        "array['v'::varchar, null]",
+    ),
+    "a_json": (
+        "jsonb[]",
+        "array(select jsonb_build_object('k', i) from generate_series(1, 500) i)",
+        """array['{"a": 1}'::jsonb, null]""",
+    ),
+    "big": ("text", "repeat('0123456789abcdef', 400)", "'small'"),
+    "by": ("bytea", "decode(repeat('deadbeef', 2000), 'hex')", "'\\x00ff'::bytea"),
+}
+# Debezium 3.5 has no placeholder for an unchanged TOASTed array of these: converting it fails, which
+# stops the connector (event.converting.failure.handling.mode=fail; Debezium's default, warn, writes
+# NULL).  Onboarding refuses them under REPLICA IDENTITY DEFAULT; here they stay small (inline: an update
+# sends them in full), so the recording holds the update.
+NO_PLACEHOLDER = ("a_s", "a_bool", "a_r", "a_dp", "a_num", "a_tstz")
+PLACEHOLDER_TEXT = "__debezium_unavailable_value"
+PLACEHOLDER_INTS = list(PLACEHOLDER_TEXT.encode())
+TOAST_NAMES = ", ".join(TOAST_COLUMNS)
+BIG_ROW = ", ".join(
+    small if name in NO_PLACEHOLDER else big for name, (_, big, small) in TOAST_COLUMNS.items()
+)
+SMALL_ROW = ", ".join(small for _, _, small in TOAST_COLUMNS.values())
+# Real values shaped like a placeholder: decoding keeps them in a snapshot read (Debezium never sends a
+# placeholder there) and in a smallint[] (Debezium never sends the int-array shape for one).
+_INTS = "array[" + ", ".join(map(str, PLACEHOLDER_INTS)) + "]"
+LOOKALIKE_ROW = ", ".join(
+    {
+        "a_s": f"{_INTS}::smallint[]",
+        "a_int": _INTS,
+        "a_text": f"array['{PLACEHOLDER_TEXT}']",
+        "a_vc": f"array['{PLACEHOLDER_TEXT}'::varchar]",
+        "big": f"'{PLACEHOLDER_TEXT}'",
+        "by": f"'{PLACEHOLDER_TEXT}'::bytea",
+    }.get(name, "null")
+    for name in TOAST_COLUMNS
+)
+PG_TOAST_ARRAYS_SETUP = [
+    "drop table if exists rec.toast_arrays",
+    "create schema if not exists rec",
+    "create table rec.toast_arrays (id bigint primary key, n int, "
+    + ", ".join(f"{name} {kind}" for name, (kind, _, _) in TOAST_COLUMNS.items())
+    + ")",
+    "alter table rec.toast_arrays "
+    + ", ".join(f"alter column {name} set storage external" for name in TOAST_COLUMNS),
+    f"insert into rec.toast_arrays (id, n, {TOAST_NAMES}) values (0, 0, {LOOKALIKE_ROW})",
+]
+PG_TOAST_ARRAYS_CHANGES = [
+    f"insert into rec.toast_arrays (id, n, {TOAST_NAMES}) select 1, 0, {BIG_ROW}",
+    f"insert into rec.toast_arrays (id, n, {TOAST_NAMES}) values (2, 0, {SMALL_ROW})",
+    f"insert into rec.toast_arrays (id, n, {TOAST_NAMES}) values (3, 0, {LOOKALIKE_ROW})",
+    "update rec.toast_arrays set n = n + 1 where id in (1, 2, 3)",
+]
+_SMALL: dict[str, Any] = {
+    "a_uuid": ["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", None],
+    "a_s": [-32768, None],
+    "a_int": [2, None],
+    "a_big": [9223372036854775807, None],
+    "a_bool": [True, None],
+    "a_r": [1.5, None],
+    "a_dp": [2.5, None],
+    "a_num": ["3.500000000000000000", None],
+    "a_tstz": ["2024-01-01T00:00:00.500000+00:00", None],
+    "a_date": ["2024-02-29", None],
+    "a_text": ["t", None],
+    "a_vc": ["v", None],
+    "a_json": ['{"a": 1}', None],
+    "big": "small",
+    "by": "AP8=",
+}
+_UNAVAILABLE = {name: PLACEHOLDER_TEXT for name in TOAST_COLUMNS if name not in NO_PLACEHOLDER}
+_LOOKALIKES_KEPT: dict[str, Any] = {
+    "a_s": PLACEHOLDER_INTS,
+    "a_int": PLACEHOLDER_INTS,
+    "a_text": [PLACEHOLDER_TEXT],
+    "a_vc": [PLACEHOLDER_TEXT],
+    "big": PLACEHOLDER_TEXT,
+    "by": "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==",
+    "a_uuid": None,
+}
+# In a create or an update Debezium's placeholder and a real value of that shape cannot be told apart
+# (a create carries placeholders when a primary-key update moves a row): only smallint[] is kept.
+_LOOKALIKES_STREAMED = {
+    **{name: PLACEHOLDER_TEXT for name in ("a_int", "a_text", "a_vc", "big", "by")},
+    "a_s": PLACEHOLDER_INTS,
+    "a_uuid": None,
+}
+TOAST_EXPECT: list[dict[str, Any]] = [
+    {"op": "r", "after": {"id": 0, **_LOOKALIKES_KEPT}},
+    {"op": "c", "after": {"id": 1, "n": 0, **{name: _SMALL[name] for name in NO_PLACEHOLDER}}},
+    {"op": "c", "after": {"id": 2, "n": 0, **_SMALL}},
+    {"op": "c", "after": {"id": 3, **_LOOKALIKES_STREAMED}},
+    {
+        "op": "u",
+        "after": {"id": 1, "n": 1, **_UNAVAILABLE, **{name: _SMALL[name] for name in NO_PLACEHOLDER}},
+    },
+    {"op": "u", "after": {"id": 2, "n": 1, **_SMALL}},
+    {"op": "u", "after": {"id": 3, "n": 1, **_LOOKALIKES_STREAMED}},
+]
+
+
+def _scenarios() -> dict[str, Scenario]:
+    return {
+        "postgres": Scenario("postgres", "rec.all_types", PG_SETUP, PG_CHANGES, EXPECT["postgres"]),
+        "mariadb": Scenario("mariadb", "rec.all_types", MARIADB_SETUP, MARIADB_CHANGES, EXPECT["mariadb"]),
+        "postgres_toast_arrays": Scenario(
+            "postgres", "rec.toast_arrays", PG_TOAST_ARRAYS_SETUP, PG_TOAST_ARRAYS_CHANGES, TOAST_EXPECT
+        ),
+    }
+
+
 def _run_postgres(stack: LocalStack, statements: list[str]) -> None:
     with stack.postgres_primary.connect(DEMO_DATABASE) as conn:
         for statement in statements:
@@ -129,7 +297,19 @@ def _run_mariadb(stack: LocalStack, statements: list[str]) -> None:
             cur.execute(statement)
 
 
-def _connector(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> tuple[str, str]:
+@dataclass(frozen=True)
+class Scenario:
+    """One recording: its engine, table, setup before the connector starts, changes after, expectations."""
+
+    engine: str
+    table: str
+    setup: list[str]
+    changes: list[str]
+    expect: list[dict[str, Any]]
+
+
+def _connector(scenario: Scenario, stack: LocalStack, connect: KafkaConnectClient) -> tuple[str, str]:
+    engine, table = scenario.engine, scenario.table
     # A fresh name per run: Connect keeps a deleted connector's offsets, which would point into a dropped slot.
     name = f"record-{engine}-{int(time.time())}"
     creds = stack.layout.credentials
@@ -137,7 +317,7 @@ def _connector(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> t
         "user": creds.db_user,
         "password_env": "CDC_LAKE_DB_PASSWORD",
         "topic_prefix": name,
-        "tables": ["rec.all_types"],
+        "tables": [table],
         "registry_url": stack.registry.base_url,
     }
     if engine == "postgres":
@@ -146,7 +326,7 @@ def _connector(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> t
             [
                 heartbeat_table_ddl("rec.heartbeat"),
                 "drop publication if exists record_pub",
-                "create publication record_pub for table rec.all_types, rec.heartbeat",
+                f"create publication record_pub for table {table}, rec.heartbeat",
             ],
         )
         params = ConnectorParams(
@@ -170,7 +350,7 @@ def _connector(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> t
     config["snapshot.mode"] = "initial"
     connect.create_or_update(name, config)
     connect.wait_running(name, timeout=120)
-    return name, f"{name}.rec.all_types"
+    return name, f"{name}.{table}"
 
 
 def _drain(topic: str, expected: int, bootstrap: str) -> list[Any]:
@@ -194,15 +374,38 @@ def _schema_ids(*frames: bytes | None) -> list[int]:
     return [int.from_bytes(frame[1:5], "big") for frame in frames if frame]
 
 
-def record(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> Path:
-    """Produce, capture and write one engine's recording; returns its path."""
-    run = _run_postgres if engine == "postgres" else _run_mariadb
-    run(stack, PG_SETUP if engine == "postgres" else MARIADB_SETUP)
-    name, topic = _connector(engine, stack, connect)
-    time.sleep(5)  # the snapshot must finish before the streamed changes, so the topic order is fixed
-    run(stack, PG_CHANGES if engine == "postgres" else MARIADB_CHANGES)
-    expectations = EXPECT[engine]
-    messages = _drain(topic, len(expectations), stack.kafka.address())
+def _drop_slot(stack: LocalStack) -> None:
+    """Drop the recorder's slot once its deleted connector has released it."""
+    deadline = time.monotonic() + 60
+    with stack.postgres_primary.connect(DEMO_DATABASE) as conn:
+        while time.monotonic() < deadline:
+            active = conn.execute(
+                "select active from pg_replication_slots where slot_name = %s", (SLOT,)
+            ).fetchone()
+            if active is None:
+                return
+            if not active[0]:
+                conn.execute("select pg_drop_replication_slot(%s)", (SLOT,))
+                return
+            time.sleep(1)
+
+
+def record(recording: str, stack: LocalStack, connect: KafkaConnectClient) -> Path:
+    """Produce, capture and write one recording; returns its path."""
+    scenario = _scenarios()[recording]
+    run = _run_postgres if scenario.engine == "postgres" else _run_mariadb
+    run(stack, scenario.setup)
+    name, topic = _connector(scenario, stack, connect)
+    try:
+        time.sleep(5)  # the snapshot must finish before the streamed changes, so the topic order is fixed
+        run(stack, scenario.changes)
+        expectations = scenario.expect
+        messages = _drain(topic, len(expectations), stack.kafka.address())
+    finally:
+        # Also on failure: a connector left behind keeps the slot, and the next run's connector waits on it.
+        connect.delete(name)
+        if scenario.engine == "postgres":
+            _drop_slot(stack)
     seen: set[int] = set()
     lines = []
     for message, expect in zip(messages, expectations, strict=True):
@@ -227,22 +430,18 @@ def record(engine: str, stack: LocalStack, connect: KafkaConnectClient) -> Path:
                 }
             )
         )
-    connect.delete(name)
-    if engine == "postgres":
-        time.sleep(2)
-        _run_postgres(stack, [f"select pg_drop_replication_slot('{SLOT}')"])
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    path = OUT_DIR / f"{engine}.jsonl"
+    path = OUT_DIR / f"{recording}.jsonl"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def main() -> None:
-    """Record both engines."""
+    """Record the recordings named on the command line, or all of them."""
     stack = LocalStack(Config.default().stack)
     connect = KafkaConnectClient(stack.connect.url)
-    for engine in sys.argv[1:] or ["postgres", "mariadb"]:
-        print(f"recorded {record(engine, stack, connect)}")
+    for recording in sys.argv[1:] or list(_scenarios()):
+        print(f"recorded {record(recording, stack, connect)}")
 
 
 if __name__ == "__main__":

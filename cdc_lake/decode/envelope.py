@@ -4,6 +4,12 @@ A Debezium value is a record ``{before, after, source, transaction, op, ts_ms, .
 ``c`` (insert), ``r`` (snapshot read), ``u`` (update), ``d`` (delete) or ``t`` (truncate).  A delete is
 followed by a tombstone (same key, null value) so Kafka compaction can drop the key; tombstones are
 returned as :class:`Tombstone`, not errors.  Truncate events have no key and no row images.
+
+Debezium's unavailable-value placeholder (an unchanged TOASTed Postgres value) is looked for only where
+it can arrive: the after image of a streamed update or create from an engine that sends it
+(``EngineCapabilities.unavailable_placeholders``), and in each column only in the shape Debezium gives
+that column's type (:func:`cdc_lake.decode.types.placeholder_for`).  Elsewhere a value equal to a
+placeholder is kept as the value.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ OPS: Final = frozenset({"c", "r", "u", "d", "t"})
 #: ``source.snapshot`` of rows an incremental snapshot chunk read (Debezium's ``SnapshotRecord.INCREMENTAL``).
 INCREMENTAL: Final = "incremental"
 _NEEDS_AFTER: Final = frozenset({"c", "r", "u"})
+_MAY_HOLD_PLACEHOLDERS: Final = frozenset({"c", "u"})
 
 
 @dataclass(frozen=True)
@@ -169,6 +176,22 @@ def _position(op: str, source: EnvelopeSource, ref: MessageRef) -> SourcePositio
         raise DecodeError(f"{ref}: {exc}") from exc
 
 
+def _may_hold_placeholders(op: str, source: EnvelopeSource) -> bool:
+    """Whether the after image of this change can carry unavailable-value placeholders.
+
+    Only streamed updates and creates of an engine whose connector sends them (Postgres: an update
+    leaving a TOASTed value unchanged, or the create a primary-key update becomes); never a snapshot
+    read, a before image or a key, and never on MySQL/MariaDB, where a value equal to a placeholder is
+    a value.
+    """
+    if op not in _MAY_HOLD_PLACEHOLDERS or source.is_snapshot:
+        return False
+    try:
+        return capabilities_for_connector(source.connector).unavailable_placeholders
+    except SourceEngineError:
+        return False
+
+
 def _decode(lookup: SchemaLookup, data: bytes, ref: MessageRef, part: str) -> tuple[RegisteredSchema, Any]:
     schema_id, body = parse_frame(data, ref, part)
     registered = lookup.get_schema(schema_id)
@@ -176,12 +199,12 @@ def _decode(lookup: SchemaLookup, data: bytes, ref: MessageRef, part: str) -> tu
 
 
 def _convert(
-    registered: RegisteredSchema, raw: Mapping[str, Any] | None, ref: MessageRef
+    registered: RegisteredSchema, raw: Mapping[str, Any] | None, ref: MessageRef, placeholders: bool = False
 ) -> dict[str, Any] | None:
     if raw is None:
         return None
     try:
-        return registered.row_converter.convert(raw)
+        return registered.row_converter.convert(raw, placeholders)
     except DecodeError as exc:
         raise DecodeError(f"{ref}: {exc}") from exc
 
@@ -224,7 +247,7 @@ def decode_message(
         ref=ref,
         op=op,
         before=_convert(value_schema, raw["before"], ref),
-        after=_convert(value_schema, raw["after"], ref),
+        after=_convert(value_schema, raw["after"], ref, _may_hold_placeholders(op, source)),
         key=key,
         source=source,
         position=_position(op, source, ref),

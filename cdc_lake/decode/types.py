@@ -12,6 +12,12 @@ reads it, with Avro logical types NOT applied (days as int, decimals as bytes, t
 reader returns encoded values and invalid logical types that Java Avro tolerates (a Postgres
 ``numeric(5,-2)`` gives a decimal with negative scale) do not stop parsing.
 
+Debezium's unavailable-value placeholder (an unchanged TOASTed Postgres value) takes the shape of the
+column's type: :func:`placeholder_for` says, per Avro type, which raw value it is (or that there is
+none), and :class:`RowConverter` compiles that once per schema.  :meth:`RowConverter.convert` turns a
+column holding exactly its type's placeholder into :data:`UNAVAILABLE` only when asked to (the after
+image of a Postgres update or create); elsewhere a value equal to a placeholder is a value.
+
 The full table (Debezium type, Postgres and MySQL source types, Spark type, notes) is in
 ``docs/type-mapping.md``.
 """
@@ -19,7 +25,9 @@ The full table (Debezium type, Postgres and MySQL source types, Spark type, note
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Context, Decimal, InvalidOperation
@@ -54,8 +62,26 @@ from cdc_lake.representation import VARIABLE_SCALE_DECIMAL_SCALE, ColumnType
 #: Debezium's default ``unavailable.value.placeholder``: an unchanged TOASTed Postgres column.
 UNAVAILABLE_PLACEHOLDER: Final = "__debezium_unavailable_value"
 _PLACEHOLDER_BYTES: Final = UNAVAILABLE_PLACEHOLDER.encode()
-# Debezium's placeholder for int/bigint arrays is the placeholder's bytes as numbers.
+# Debezium's placeholder for int, bigint and date arrays: the placeholder's bytes as numbers.
 _PLACEHOLDER_INTS: Final = list(_PLACEHOLDER_BYTES)
+
+
+def _name_based_uuid(name: bytes) -> str:
+    """Java's ``UUID.nameUUIDFromBytes``: MD5 of the bytes, version 3, IETF variant (no namespace)."""
+    digest = bytearray(hashlib.md5(name, usedforsecurity=False).digest())
+    digest[6] = digest[6] & 0x0F | 0x30
+    digest[8] = digest[8] & 0x3F | 0x80
+    return str(uuid.UUID(bytes=bytes(digest)))
+
+
+#: Debezium's placeholder inside a uuid array (DBZ-6720): ``b68a35a7-17ad-35b3-af2a-ae46edb4545a``.
+UNAVAILABLE_UUID: Final = _name_based_uuid(_PLACEHOLDER_BYTES)
+# String semantics whose columns can be TOASTed (text-like): Debezium sends the placeholder string.
+_TOASTABLE_STRINGS: Final = frozenset(
+    {None, "io.debezium.data.Json", "io.debezium.data.Xml", "io.debezium.data.Ltree"}
+)
+# Text-like array elements (text, varchar, char, json, jsonb): a one-element array of the string.
+_TEXT_ARRAY_ELEMENTS: Final = frozenset({None, "io.debezium.data.Json"})
 
 #: Where :func:`stash_logical_types` keeps an Avro ``logicalType``.
 STASHED_LOGICAL_TYPE: Final = "cdc_lake.logicalType"
@@ -465,21 +491,69 @@ def _chosen_column(node: Any, path: str, chosen: ColumnType) -> _Column:
     return _chosen(node, path, chosen)
 
 
-def is_unavailable_placeholder(raw: Any) -> bool:
-    """True when a raw column value is Debezium's placeholder for an unchanged TOASTed value.
+def _unwrapped(node: Any) -> Any:
+    """The type of a "type or null" union (the shape Debezium gives an optional column or element)."""
+    if isinstance(node, list):
+        others = [branch for branch in node if branch != "null"]
+        return others[0] if len(others) == 1 else None
+    return node
 
-    Debezium writes the placeholder as the string itself, its UTF-8 bytes (bytea), a one-element text
-    array, the placeholder's bytes as numbers (int/bigint arrays) or a one-entry map (hstore).
+
+def placeholder_for(avro_type: Any) -> Any:
+    """The raw value Debezium 3.5 sends for an unchanged TOASTed Postgres column of ``avro_type``, or None.
+
+    Debezium shapes its placeholder after the column's type (``UnchangedToastedPlaceholder``), measured
+    against the stack and recorded in ``tests/unit/data/recorded/postgres_toast_arrays.jsonl``:
+
+    - text-like strings (``text``, ``varchar``, ``json``, ``jsonb``, ``xml``, ``ltree``, ...): the string;
+    - ``bytea``: its UTF-8 bytes;
+    - arrays of ``text``, ``varchar``, ``char``, ``json``, ``jsonb``: a one-element array of the string;
+    - ``uuid[]``: a one-element array of the name-based UUID :data:`UNAVAILABLE_UUID`;
+    - ``int[]``, ``bigint[]``, ``date[]``: the string's bytes as numbers (``[95, 95, 100, ...]``; a
+      ``date[]`` as days);
+    - ``hstore`` as a map: a one-entry map from the string to itself.
+
+    None for every other type: fixed-size values are never TOASTed, and for the other varlena types
+    (``smallint[]``, ``boolean[]``, ``real[]``, ``double precision[]``, ``numeric[]``,
+    ``timestamptz[]``, ``numeric``, bit strings, ...) Debezium has no placeholder of the column's
+    type: converting fails, which stops the connector (``event.converting.failure.handling.mode=fail``),
+    so such a value never arrives; onboarding refuses those arrays under REPLICA IDENTITY DEFAULT.
     """
-    if isinstance(raw, str):
-        return raw == UNAVAILABLE_PLACEHOLDER
-    if isinstance(raw, bytes):
-        return raw == _PLACEHOLDER_BYTES
-    if isinstance(raw, list):
-        return raw == [UNAVAILABLE_PLACEHOLDER] or raw == _PLACEHOLDER_INTS
-    if isinstance(raw, dict):
-        return raw == {UNAVAILABLE_PLACEHOLDER: UNAVAILABLE_PLACEHOLDER}
-    return False
+    node = _unwrapped(avro_type)
+    if isinstance(node, str):
+        node = {"type": node}
+    if not isinstance(node, Mapping) or not isinstance(node.get("type"), str):
+        return None
+    semantic = node.get("connect.name")
+    logical = node.get("logicalType", node.get(STASHED_LOGICAL_TYPE))
+    kind = node["type"]
+    if kind == "string":
+        return UNAVAILABLE_PLACEHOLDER if semantic in _TOASTABLE_STRINGS else None
+    if kind == "bytes":
+        return _PLACEHOLDER_BYTES if semantic is None and logical is None else None
+    if kind == "map":
+        return {UNAVAILABLE_PLACEHOLDER: UNAVAILABLE_PLACEHOLDER}
+    if kind != "array":
+        return None
+    items = _unwrapped(node["items"])
+    if isinstance(items, str):
+        items = {"type": items}
+    if not isinstance(items, Mapping):
+        return None
+    element, item_semantic = items.get("type"), items.get("connect.name")
+    if element == "string" and item_semantic in _TEXT_ARRAY_ELEMENTS:
+        return [UNAVAILABLE_PLACEHOLDER]
+    if element == "string" and item_semantic == "io.debezium.data.Uuid":
+        return [UNAVAILABLE_UUID]
+    if (
+        element == "int"
+        and items.get("connect.type") is None
+        and item_semantic in (None, "io.debezium.time.Date")
+    ):
+        return _PLACEHOLDER_INTS
+    if element == "long" and item_semantic is None and items.get("connect.type") in (None, "int64"):
+        return _PLACEHOLDER_INTS
+    return None
 
 
 class RowConverter:
@@ -506,6 +580,12 @@ class RowConverter:
             )
             for f in row_schema["fields"]
         ]
+        # Each column's placeholder shape, compiled once; a column_types choice (numeric, bits) has none.
+        self._placeholders = {
+            f["name"]: shape
+            for f in row_schema["fields"]
+            if f["name"] not in chosen and (shape := placeholder_for(f["type"])) is not None
+        }
         # Every top-level column is nullable: delete images with a default replica identity carry only the
         # key, unchanged TOAST columns are filled from the lake later, and Hudi evolves nullable columns.
         self.struct_type = StructType([StructField(name, col.spark, True) for name, col in self._columns])
@@ -515,17 +595,26 @@ class RowConverter:
         """The row's columns, in schema order."""
         return [name for name, _ in self._columns]
 
-    def convert(self, record: Mapping[str, Any]) -> dict[str, Any]:
+    @property
+    def placeholders(self) -> Mapping[str, Any]:
+        """The columns that can carry Debezium's unavailable-value placeholder, and its raw shape each."""
+        return self._placeholders
+
+    def convert(self, record: Mapping[str, Any], placeholders: bool = False) -> dict[str, Any]:
         """Convert a raw Avro row into Python values Spark accepts for :attr:`struct_type`.
 
-        Unchanged TOAST columns become :data:`UNAVAILABLE` and are not values.
+        With ``placeholders`` (the after image of a Postgres update or create: see
+        :func:`cdc_lake.decode.envelope.decode_message`), a column holding exactly the placeholder of its
+        type (:func:`placeholder_for`) becomes :data:`UNAVAILABLE`, never a value; without it, and in every
+        column whose type has no placeholder, the value is the value.
         """
+        shapes = self._placeholders if placeholders else {}
         row: dict[str, Any] = {}
         for name, col in self._columns:
             raw = record.get(name)
             if raw is None:
                 row[name] = None
-            elif is_unavailable_placeholder(raw):
+            elif shapes and name in shapes and raw == shapes[name]:
                 row[name] = UNAVAILABLE
             else:
                 row[name] = col.convert(raw)

@@ -171,3 +171,7 @@ class EngineCapabilities:
     rewrite_log: bool = False
     """The source logs table rewrites once onboarding installed the log (Postgres): the applier reads
     it before each batch and warns where it is missing."""
+    unavailable_placeholders: bool = False
+    """The connector sends an unchanged TOASTed value as its unavailable-value placeholder (Postgres,
+    in the after image of an update, or of the create a primary-key update becomes): the decoder looks
+    for it there only (:meth:`cdc_lake.decode.types.RowConverter.convert`)."""

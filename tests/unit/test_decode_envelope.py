@@ -209,6 +209,32 @@ def test_unchanged_toast_columns_are_unavailable_not_values(schemas: InMemorySch
     assert event.after["flag"] is False and event.after["id"] == 7
 
 
+def test_a_placeholder_equal_value_is_a_value_where_debezium_never_sends_one(
+    schemas: InMemorySchemas,
+) -> None:
+    """Issue 34 review 7: only a Postgres update's or create's after image can hold a placeholder."""
+    placeholder = "__debezium_unavailable_value"
+    row = pg_row(id=7, note=placeholder, blob=placeholder.encode(), tags=[placeholder])
+    read = pg_message(schemas, "r", None, row, snapshot="true")
+    assert read.after is not None and read.unavailable_columns == frozenset()
+    assert (read.after["note"], read.after["blob"], read.after["tags"]) == (
+        placeholder,
+        placeholder.encode(),
+        [placeholder],
+    )
+    # A REPLICA IDENTITY FULL before image holds the old row whole.
+    update = pg_message(schemas, "u", row, pg_row(id=7, note="new"))
+    assert update.before is not None and update.before["note"] == placeholder
+    # MySQL/MariaDB send no placeholder: a value equal to it is the value, in every op.
+    for op in ("c", "u"):
+        after = my_row(id=1, doc=placeholder, image=placeholder.encode())
+        key = framed(MY_KEY_ID, dbz.mysql_key(), {"id": 1})
+        value = framed(MY_VALUE_ID, dbz.mysql_envelope(), dbz.value(op, None, after, dbz.mysql_source()))
+        event = decode_message(schemas, dbz.MYSQL_TOPIC, 0, 0, key, value)
+        assert isinstance(event, ChangeEvent) and event.after is not None
+        assert (event.after["doc"], event.after["image"]) == (placeholder, placeholder.encode()), op
+
+
 def test_mysql_adaptive_microseconds_row(schemas: InMemorySchemas) -> None:
     after = my_row(
         id=1,

@@ -35,14 +35,16 @@ from pyspark.sql.types import (
 from cdc_lake.decode.schema import RegisteredSchema
 from cdc_lake.decode.types import (
     UNAVAILABLE,
+    UNAVAILABLE_UUID,
     RowConverter,
     convert_row,
     fit_decimal,
-    is_unavailable_placeholder,
+    placeholder_for,
     row_schema,
     spark_schema_for,
 )
 from cdc_lake.exceptions import DecodeError
+from cdc_lake.representation import parse_column_type
 
 
 def parsed(schema: dict[str, Any]) -> dict[str, Any]:
@@ -302,31 +304,83 @@ def test_unsupported_schemas_are_refused() -> None:
         row_schema(dbz.pg_key())
 
 
+PLACEHOLDER = "__debezium_unavailable_value"
+PLACEHOLDER_INTS = list(PLACEHOLDER.encode())
+
+
+def _array(items: Any) -> dict[str, Any]:
+    return {"type": "array", "items": ["null", items]}
+
+
+# Each column type and the raw value Debezium 3.5 sends for its unchanged TOASTed value (measured:
+# tests/unit/data/recorded/postgres_toast_arrays.jsonl), None where it sends none.
+PLACEHOLDER_SHAPES = [
+    pytest.param("string", PLACEHOLDER, id="text"),
+    pytest.param(dbz.semantic("string", "io.debezium.data.Json"), PLACEHOLDER, id="json"),
+    pytest.param(dbz.semantic("string", "io.debezium.data.Xml"), PLACEHOLDER, id="xml"),
+    pytest.param("bytes", PLACEHOLDER.encode(), id="bytea"),
+    pytest.param(_array("string"), [PLACEHOLDER], id="text[]"),
+    pytest.param(_array(dbz.semantic("string", "io.debezium.data.Json")), [PLACEHOLDER], id="jsonb[]"),
+    pytest.param(_array(dbz.semantic("string", "io.debezium.data.Uuid")), [UNAVAILABLE_UUID], id="uuid[]"),
+    pytest.param(_array("int"), PLACEHOLDER_INTS, id="int[]"),
+    pytest.param(_array("long"), PLACEHOLDER_INTS, id="bigint[]"),
+    pytest.param(_array(dbz.semantic("int", "io.debezium.time.Date")), PLACEHOLDER_INTS, id="date[]"),
+    pytest.param({"type": "map", "values": ["null", "string"]}, {PLACEHOLDER: PLACEHOLDER}, id="hstore-map"),
+    pytest.param(_array(dbz.INT16), None, id="smallint[]"),
+    pytest.param(_array("boolean"), None, id="boolean[]"),
+    pytest.param(_array("float"), None, id="real[]"),
+    pytest.param(_array("double"), None, id="double[]"),
+    pytest.param(_array(dbz.VARIABLE_SCALE_DECIMAL), None, id="numeric[]"),
+    pytest.param(_array(dbz.semantic("string", "io.debezium.time.ZonedTimestamp")), None, id="timestamptz[]"),
+    pytest.param(dbz.semantic("string", "io.debezium.data.Uuid"), None, id="uuid"),
+    pytest.param(dbz.semantic("string", "io.debezium.time.ZonedTimestamp"), None, id="timestamptz"),
+    pytest.param(dbz.decimal(12, 2), None, id="numeric(12,2)"),
+    pytest.param(dbz.VARIABLE_SCALE_DECIMAL, None, id="numeric"),
+    pytest.param("long", None, id="bigint"),
+]
+
+
+@pytest.mark.parametrize(("avro_type", "shape"), PLACEHOLDER_SHAPES)
+def test_each_column_type_has_the_placeholder_shape_debezium_sends_for_it(avro_type: Any, shape: Any) -> None:
+    assert placeholder_for(avro_type) == shape
+    assert placeholder_for(["null", avro_type]) == shape
+    assert UNAVAILABLE_UUID == "b68a35a7-17ad-35b3-af2a-ae46edb4545a"
+
+
+@pytest.mark.parametrize(("avro_type", "shape"), [p for p in PLACEHOLDER_SHAPES if p.values[1] is not None])
+def test_a_placeholder_is_unavailable_only_in_images_that_can_carry_it(avro_type: Any, shape: Any) -> None:
+    converter = RowConverter(one_column(avro_type))
+    assert converter.convert({"c": shape}, placeholders=True)["c"] is UNAVAILABLE
+    assert converter.convert({"c": shape})["c"] is not UNAVAILABLE
+
+
 @pytest.mark.parametrize(
-    "raw",
+    ("avro_type", "raw"),
     [
-        "__debezium_unavailable_value",
-        b"__debezium_unavailable_value",
-        ["__debezium_unavailable_value"],
-        list(b"__debezium_unavailable_value"),
-        {"__debezium_unavailable_value": "__debezium_unavailable_value"},
+        # Another type's placeholder shape is a real value: Debezium never sends it for this type.
+        pytest.param(_array(dbz.INT16), PLACEHOLDER_INTS, id="smallint[]"),
+        pytest.param(_array(dbz.semantic("string", "io.debezium.data.Uuid")), [PLACEHOLDER], id="uuid[]"),
+        pytest.param(_array("string"), [UNAVAILABLE_UUID], id="text[]"),
+        pytest.param(_array("string"), ["a", PLACEHOLDER], id="text[]-longer"),
+        pytest.param(_array("int"), [95], id="int[]-prefix"),
+        pytest.param("string", "__debezium_unavailable", id="text-prefix"),
+        pytest.param(dbz.semantic("string", "io.debezium.data.Uuid"), PLACEHOLDER, id="uuid"),
     ],
 )
-def test_toast_placeholder_shapes_are_recognised(raw: Any) -> None:
-    assert is_unavailable_placeholder(raw)
+def test_a_value_shaped_like_another_types_placeholder_is_kept(avro_type: Any, raw: Any) -> None:
+    converted = RowConverter(one_column(avro_type)).convert({"c": raw}, placeholders=True)["c"]
+    assert converted is not UNAVAILABLE and converted == raw
 
 
-@pytest.mark.parametrize(
-    "raw", ["__debezium_unavailable", b"x", ["a", "__debezium_unavailable_value"], [95], {}, 0]
-)
-def test_ordinary_values_are_not_placeholders(raw: Any) -> None:
-    assert not is_unavailable_placeholder(raw)
+def test_a_column_types_choice_has_no_placeholder() -> None:
+    # numeric as text: Debezium has no placeholder for a numeric, so the text is always a value.
+    row = one_column(dbz.VARIABLE_SCALE_DECIMAL)
+    converter = RowConverter(row, {"c": parse_column_type("string")})
+    assert converter.placeholders == {}
 
 
 def test_unavailable_sentinel_is_a_singleton_that_survives_pickling() -> None:
     assert pickle.loads(pickle.dumps(UNAVAILABLE)) is UNAVAILABLE
     assert repr(UNAVAILABLE) == "UNAVAILABLE"
-    assert (
-        convert(dbz.semantic("string", "io.debezium.data.Json"), "__debezium_unavailable_value")
-        is UNAVAILABLE
-    )
+    json = RowConverter(one_column(dbz.semantic("string", "io.debezium.data.Json")))
+    assert json.convert({"c": "__debezium_unavailable_value"}, placeholders=True)["c"] is UNAVAILABLE

@@ -27,4 +27,5 @@ CAPABILITIES: Final = EngineCapabilities(
     engine_class="PostgresEngine",
     column_module="cdc_lake.sources.postgres.column_types",
     rewrite_log=True,
+    unavailable_placeholders=True,
 )
