@@ -83,6 +83,7 @@ PROTECTED_OPTIONS: dict[str, str] = {
     "hoodie.compact.inline": "set lake.compaction.inline instead",
     "hoodie.compact.inline.max.delta.commits": "set lake.compaction.max_delta_commits instead",
     "hoodie.populate.meta.fields": "incremental reads, validation and hudi-rs need the meta fields",
+    "hoodie.datasource.write.row.writer.enable": "the bootstrap's record keys must equal the applier's",
 }
 """``hoodie.*`` options cdc-lake decides itself, with the reason a user cannot override them."""
 
@@ -245,8 +246,12 @@ def write_options(
     commit_metadata: dict[str, str] | None = None,
     *,
     unique_keys: bool = False,
+    row_writer: bool = True,
 ) -> dict[str, str]:
     """All Hudi datasource options for one write of ``spec`` with ``operation``.
+
+    ``row_writer``: a bulk insert may use Hudi's row writer, which builds record keys its own way; false
+    when that way differs from the upsert's for the table's key (:mod:`cdc_lake.hudi.keys`).
 
     ``unique_keys``: the caller's rows hold each record key once by construction (the applier's last
     change per key, not joined with anything), so Hudi's own combine before an upsert, a shuffle that
@@ -272,6 +277,7 @@ def write_options(
         "hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING",
         "hoodie.combine.before.upsert": "false" if unique_keys else "true",
         "hoodie.combine.before.delete": "true",
+        "hoodie.datasource.write.row.writer.enable": "true" if row_writer else "false",
         "hoodie.upsert.shuffle.parallelism": parallelism,
         "hoodie.insert.shuffle.parallelism": parallelism,
         "hoodie.delete.shuffle.parallelism": parallelism,

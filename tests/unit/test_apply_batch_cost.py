@@ -54,6 +54,7 @@ class _Save:
 class _Frame:
     def __init__(self) -> None:
         self.write = _Save()
+        self.schema = StructType([StructField("id", IntegerType())])
 
 
 def _commit(instant: str) -> CommitInfo:

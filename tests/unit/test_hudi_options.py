@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import pytest
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    DateType,
+    DecimalType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.hudi.keys import row_writer_keys_agree
 from cdc_lake.hudi.options import (
     CompactionSpec,
     HudiTableSpec,
     IndexType,
     TableType,
     WriteOperation,
+    passthrough_option_problem,
     write_options,
 )
 
@@ -114,3 +128,22 @@ def test_table_version_is_written_as_configured_and_checked() -> None:
     assert write_options(_spec(table_version=6), WriteOperation.UPSERT)["hoodie.write.table.version"] == "6"
     with pytest.raises(ConfigError, match=r"pg\.public\.orders.*table version 7.*6, 8, 9"):
         _spec(table_version=7)
+
+
+@pytest.mark.parametrize(
+    ("key_type", "agree"),
+    [(IntegerType(), True), (StringType(), True), (DateType(), True), (DecimalType(10, 2), True),
+     (TimestampNTZType(), True), (TimestampType(), False), (BinaryType(), False)],
+)
+def test_a_bulk_insert_leaves_the_row_writer_when_its_record_keys_differ(
+    key_type: DataType, agree: bool
+) -> None:
+    # The row writer's own key text for these types differs from the upsert's (proven against Hudi in
+    # tests/integration/test_hudi_record_key_types.py); a composite key with one such column counts too.
+    schema = StructType([StructField("id", IntegerType()), StructField("k", key_type)])
+    assert row_writer_keys_agree(schema, ("k",)) is agree
+    assert row_writer_keys_agree(schema, ("id", "k")) is agree
+    assert row_writer_keys_agree(schema, ("id",)) is True
+    options = write_options(_spec(), WriteOperation.BULK_INSERT, row_writer=agree)
+    assert options["hoodie.datasource.write.row.writer.enable"] == str(agree).lower()
+    assert passthrough_option_problem("hoodie.datasource.write.row.writer.enable") is not None

@@ -1,0 +1,162 @@
+"""The bootstrap and the applier build the same Hudi record key for every key type, through Hudi 1.1.
+
+Hudi builds the record key itself, and not the same way on every write path: its bulk insert with the
+row writer printed a ``timestamp`` key as milliseconds in the JVM's time zone (keys a microsecond apart
+became one) and a ``binary`` key as ``[B@...`` (the array's identity), while the upsert writes
+microseconds and hex.  A table bootstrapped one way and updated the other then held two rows per key,
+and a deleted key's bootstrapped row never left.
+
+Invariant, per key type a lake column can have (``cdc_lake.lake.schema.lake_type``), alone and in a
+composite key: after the bootstrap's bulk insert of N rows, the applier's upsert of every key and delete
+of some, the lake holds exactly one row per surviving key, each the applier's, and the record key the
+bootstrap wrote equals the applier's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from cdc_lake.hudi.options import HudiTableSpec, IndexType, TableType, WriteOperation
+from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.schema import lake_type
+from cdc_lake.state.records import Watermark
+from cdc_lake_bootstrap.write import write_group
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+
+_UTC = dt.UTC
+_T0 = dt.datetime(2024, 1, 1, 12, 0, 0, 123475, tzinfo=_UTC)
+KEY_VALUES: dict[str, tuple[DataType, list[Any]]] = {
+    "smallint": (ShortType(), [-32768, 0, 1, 32767]),
+    "int": (IntegerType(), [-(2**31), 0, 7, 2**31 - 1]),
+    "bigint": (LongType(), [-(2**63), 0, 7, 2**63 - 1]),
+    "string": (StringType(), ["a", "A", "ü€😀", " x ", "1,2"]),
+    "decimal": (DecimalType(12, 3), [Decimal("-1.5"), Decimal("0.000"), Decimal("1.500"), Decimal("1.501")]),
+    "decimal38": (DecimalType(38, 0), [Decimal("-" + "9" * 38), Decimal(0), Decimal("9" * 38)]),
+    "double": (DoubleType(), [-1.5, 0.0, 1e-300, 1.0000000000000002, 1e300]),
+    "float": (FloatType(), [-1.5, 0.0, 0.25, 2.0**100]),  # exact in 32 bits
+    "boolean": (BooleanType(), [False, True]),
+    "date": (DateType(), [dt.date(1, 1, 1), dt.date(1970, 1, 1), dt.date(2024, 2, 29), dt.date(9999, 12, 1)]),
+    # Microseconds apart, across a DST change (America/New_York, 2024-03-10), before the epoch.
+    "timestamp": (TimestampType(), [
+        _T0, _T0 + dt.timedelta(microseconds=1), _T0 + dt.timedelta(microseconds=2),
+        dt.datetime(2024, 3, 10, 6, 59, 59, 999999, tzinfo=_UTC), dt.datetime(2024, 3, 10, 7, 0, tzinfo=_UTC),
+        dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=_UTC),
+    ]),
+    "timestamp_ntz": (TimestampNTZType(), [
+        _T0.replace(tzinfo=None), (_T0 + dt.timedelta(microseconds=1)).replace(tzinfo=None),
+        dt.datetime(1900, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+    ]),
+    "binary": (BinaryType(), [b"\x00", b"\x00\x0f", b"\x0f", b"\xff" * 40]),
+}
+
+
+def _schema(key_type: DataType, composite: bool) -> StructType:
+    fields = [StructField("id", IntegerType(), False)] if composite else []
+    return StructType([
+        *fields,
+        StructField("k", lake_type(key_type), False),  # the type the lake stores (a short as an int)
+        StructField("name", StringType(), True),
+        StructField("lsn", LongType(), True),
+        StructField("_hoodie_is_deleted", BooleanType(), True),
+    ])
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as Spark's collect gives it back: bytes, and naive UTC times (the session's zone)."""
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(_UTC).replace(tzinfo=None)
+    return value
+
+
+def _hashable(row: Any) -> tuple[Any, ...]:
+    return tuple(_plain(v) for v in row)
+
+
+def _rows(values: list[Any], composite: bool, name: str, lsn: int, deleted: int = 0) -> list[tuple[Any, ...]]:
+    rows = []
+    for index, value in enumerate(values):
+        row = (value, name, lsn, index < deleted)
+        rows.append((index % 2, *row) if composite else row)
+    return rows
+
+
+LAYOUTS = {
+    "cow": {},
+    "mor-record-index": {"table_type": TableType.MERGE_ON_READ, "index": IndexType.RECORD_INDEX},
+    "bucket": {"index": IndexType.BUCKET},
+}
+
+
+def _check(spark: SparkSession, tmp_path: Path, type_name: str, composite: bool, layout: str) -> None:
+    key_type, values = KEY_VALUES[type_name]
+    keys = ("id", "k") if composite else ("k",)
+    spec = HudiTableSpec(
+        table_name=f"src.public.key_{type_name}", base_path=(tmp_path / "t").as_uri(),
+        record_key_fields=keys, ordering_field="lsn", parallelism=1, **LAYOUTS[layout],  # type: ignore[arg-type]
+    )
+    schema = _schema(key_type, composite)
+    created = dt.datetime(2026, 1, 1, tzinfo=_UTC)
+    watermark = Watermark(spec.table_name, "src.public.t", {0: 0}, None, None, created, True, ())
+    snapshot = spark.createDataFrame(_rows(values, composite, "boot", 0), schema)
+    write_group(spark, spec, snapshot, watermark, [0], {})
+    booted = read_table(spark, spec.base_path, meta_columns=True).select(*keys, "_hoodie_record_key")
+    boot_keys = {_hashable(r[:-1]): r[-1] for r in booted.collect()}
+
+    deleted = len(values) // 2
+    changes = _rows(values, composite, "apply", 1, deleted)
+    write_batch(spark, spec, spark.createDataFrame(changes, schema), WriteOperation.UPSERT)
+
+    lake = read_table(spark, spec.base_path, meta_columns=True)
+    found = sorted(tuple(r) for r in lake.groupBy("_hoodie_record_key").agg(F.count("*")).collect())
+    rows = lake.select(*keys, "name", "_hoodie_record_key").collect()
+    stored = {_hashable(r[:-2]): (r[-2], r[-1]) for r in rows}
+    expected = {_hashable(row[: len(keys)]) for row in changes[deleted:]}
+    n = len(expected)
+    assert len(boot_keys) == len(values), f"bootstrap wrote {len(boot_keys)} keys: {boot_keys}"
+    assert len(rows) == n, f"lake holds {len(rows)} rows for the source's {n}: {found}"
+    assert set(stored) == expected and {name for name, _ in stored.values()} == {"apply"}, stored
+    for key, (_, record_key) in stored.items():
+        assert boot_keys[key] == record_key, f"{key}: bootstrap {boot_keys[key]!r}, applier {record_key!r}"
+
+
+@pytest.mark.parametrize("composite", [False, True], ids=["single", "composite"])
+@pytest.mark.parametrize("type_name", sorted(KEY_VALUES))
+def test_bootstrap_and_applier_write_one_record_key_per_source_key(
+    spark: SparkSession, tmp_path: Path, type_name: str, composite: bool
+) -> None:
+    _check(spark, tmp_path, type_name, composite, "cow")
+
+
+@pytest.mark.parametrize("layout", ["mor-record-index", "bucket"])
+@pytest.mark.parametrize("type_name", ["timestamp", "binary"])
+def test_record_keys_agree_on_every_layout(
+    spark: SparkSession, tmp_path: Path, type_name: str, layout: str
+) -> None:
+    _check(spark, tmp_path, type_name, True, layout)
