@@ -25,9 +25,12 @@ class ValidateResult:
     missing: list[dict[str, Any]] = field(default_factory=list)
     extra: list[dict[str, Any]] = field(default_factory=list)
     different: list[dict[str, Any]] = field(default_factory=list)
+    duplicate: list[dict[str, Any]] = field(default_factory=list)
+    """Keys the lake holds more than once, each with its ``lake_rows``."""
     missing_count: int = 0
     extra_count: int = 0
     different_count: int = 0
+    duplicate_count: int = 0
     position: str | None = None
     caught_up: bool = True
     seconds: float = 0.0
@@ -35,7 +38,8 @@ class ValidateResult:
     @property
     def matches(self) -> bool:
         """True when the source and the lake hold the same rows."""
-        return self.missing_count == self.extra_count == self.different_count == 0 and (
+        differences = (self.missing_count, self.extra_count, self.different_count, self.duplicate_count)
+        return not any(differences) and (
             self.source_rows == self.lake_rows
         )
 
@@ -53,9 +57,11 @@ class ValidateResult:
             "missing_count": self.missing_count,
             "extra_count": self.extra_count,
             "different_count": self.different_count,
+            "duplicate_count": self.duplicate_count,
             "missing": self.missing,
             "extra": self.extra,
             "different": self.different,
+            "duplicate": self.duplicate,
             "position": self.position,
             "caught_up": self.caught_up,
             "seconds": round(self.seconds, 3),

@@ -25,7 +25,7 @@ re-bootstrap, the versioned path the table was switched to, not the configured o
    billion are found without joining the billion.
 4. **Down to keys.**  Only the rows of the last level's differing ranges are joined by key: a key
    only in the source is *missing*, only in the lake *extra*, in both with different hashes
-   *different*.
+   *different*; a key the lake holds more than once is a *duplicate* (named with its lake row count).
 
 The source side is read over JDBC from the replica in key-range partitions (``--partitions``);
 both sides stay in Spark, and only the differing keys (up to ``--max-keys`` of each kind) reach
@@ -65,6 +65,7 @@ _LOG = logging.getLogger(__name__)
 _HASH = "_cdc_validate_hash"
 _POS = "_cdc_validate_pos"
 _RANGE = "_cdc_validate_range"
+_LAKE_ROWS = "lake_rows"
 _HASH_SPAN = 1 << 62
 # Bisection stops when more ranges than this differ: the differences are everywhere, and listing
 # the ranges would cost more than the rows it spares.
@@ -231,11 +232,19 @@ def compare_rows(
 def _name_keys(
     sides: Sequence[DataFrame], key: Sequence[str], options: ValidateOptions, result: ValidateResult
 ) -> None:
-    """Join the rows of ``sides`` by key into missing, extra and different keys (and their counts)."""
-    left, right = sides[0].alias("s"), sides[1].alias("l")
+    """Join the rows of ``sides`` by key into missing, extra, different and duplicate keys (and counts).
+
+    A key the lake holds more than once (two record keys for one source key) is a *duplicate*, named with
+    its lake row count and left out of the other kinds: a reader keeping one row per key would hide it.
+    """
+    held = sides[1].groupBy(*[_col(k) for k in key]).agg(F.count(F.lit(1)).alias(_LAKE_ROWS))
+    doubled = held.where(F.col(_LAKE_ROWS) > 1).cache()
+    left, right = sides[0].alias("s"), sides[1].join(doubled, list(key), "left_anti").alias("l")
     on = [F.col(f"s.`{k}`").eqNullSafe(F.col(f"l.`{k}`")) for k in key]
     pairs = (
-        left.join(right, on, "full_outer")
+        left.join(doubled, list(key), "left_anti")
+        .alias("s")
+        .join(right, on, "full_outer")
         .select(
             *[F.coalesce(F.col(f"s.`{k}`"), F.col(f"l.`{k}`")).alias(k) for k in key],
             F.col(f"s.{_HASH}").alias("sh"),
@@ -254,13 +263,17 @@ def _name_keys(
         for kind, frame in kinds.items():
             setattr(result, f"{kind}_count", frame.count())
             setattr(result, kind, _keys(frame, key, options.max_keys))
+        result.duplicate_count = doubled.count()
+        result.duplicate = _keys(doubled, key, options.max_keys, _LAKE_ROWS)
     finally:
         pairs.unpersist()
+        doubled.unpersist()
 
 
-def _keys(frame: DataFrame, key: Sequence[str], limit: int) -> list[dict[str, Any]]:
-    rows = frame.select(*[_col(k) for k in key]).orderBy(*[_col(k) for k in key]).limit(limit).collect()
-    return [{k: row[k] for k in key} for row in rows]
+def _keys(frame: DataFrame, key: Sequence[str], limit: int, *also: str) -> list[dict[str, Any]]:
+    names = [*key, *also]
+    rows = frame.select(*[_col(n) for n in names]).orderBy(*[_col(k) for k in key]).limit(limit).collect()
+    return [{n: row[n] for n in names} for row in rows]
 
 
 def _source_frame(

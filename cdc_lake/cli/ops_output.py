@@ -131,3 +131,10 @@ def render_validation(result: ValidateResult, echo: Echo) -> None:
         echo(f"  {kind} in the lake: {count:,} keys" + (f" (first {len(keys)})" if len(keys) < count else ""))
         for key in keys:
             echo("    " + ", ".join(f"{name}={value}" for name, value in key.items()))
+    if result.duplicate_count:
+        shown = len(result.duplicate)
+        more = f" (first {shown})" if shown < result.duplicate_count else ""
+        echo(f"  duplicate in the lake: {result.duplicate_count:,} keys{more}")
+        for found in result.duplicate:
+            named = ", ".join(f"{k}={v}" for k, v in found.items() if k != "lake_rows")
+            echo(f"    {found['lake_rows']} lake rows for key {named}")

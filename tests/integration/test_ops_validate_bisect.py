@@ -96,3 +96,20 @@ def test_equal_tables_bisect_nothing(spark: SparkSession) -> None:
 
     assert (result.missing_count, result.different_count, result.extra_count) == (0, 0, 0)
     assert result.levels == 1 and result.compared_rows == 0 and result.differing_ranges == 0
+
+
+def test_keys_the_lake_holds_twice_are_named_as_duplicates(spark: SparkSession) -> None:
+    # Two record keys for one source key (a bootstrap and an applier that built them differently): a copy
+    # equal to the source row, and one with an older value; either way "2 lake rows for key".
+    source, _ = _tables(spark)
+    twins = source.where(F.col("id") == 777).unionByName(
+        source.where(F.col("id") == 888).withColumn("note", F.lit("an older value"))
+    )
+    lake = source.unionByName(twins)
+
+    result = _compare(spark, source, lake, "id", buckets=16, leaf_rows=100)
+
+    assert result.duplicate == [{"id": 777, "lake_rows": 2}, {"id": 888, "lake_rows": 2}], result
+    assert result.duplicate_count == 2 and not result.matches
+    assert (result.missing_count, result.different_count, result.extra_count) == (0, 0, 0)
+    assert (result.source_rows, result.lake_rows) == (ROWS, ROWS + 2)

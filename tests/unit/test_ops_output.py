@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from fixtures.metrics_scrape import APPLIED, breaching_report
 
-from cdc_lake.cli.ops_output import render_lag
+from cdc_lake.cli.ops_output import render_lag, render_validation
 from cdc_lake.config import Config
 from cdc_lake.ops.alerts import breaches
 from cdc_lake.ops.metrics import lag_samples
+from cdc_lake.validation import ValidateResult
 
 
 @pytest.fixture
@@ -46,3 +47,14 @@ def test_json_keeps_the_numbers() -> None:
 
     assert stale.to_json()["value"] == 10_000.0
     assert isinstance(stale.to_json()["threshold"], float)
+
+
+def test_validate_names_a_key_the_lake_holds_twice_as_a_duplicate() -> None:
+    result = ValidateResult("pg.public.t", source_rows=11, lake_rows=13, duplicate_count=2)
+    result.duplicate = [{"k": "2024-01-01 12:00:00.123475", "lake_rows": 2}, {"k": "x", "lake_rows": 2}]
+    printed: list[str] = []
+    render_validation(result, printed.append)
+    assert not result.matches and result.to_json()["duplicate_count"] == 2
+    assert printed[0].startswith("pg.public.t: DIFFERS"), printed
+    assert "  duplicate in the lake: 2 keys" in printed
+    assert "    2 lake rows for key k=2024-01-01 12:00:00.123475" in printed, printed
