@@ -209,6 +209,15 @@ NTZ = (
         ("'0001-01-01 00:00:00'", "'9999-12-31 23:59:59.999999'", "'2024-01-01 10:00:00.123456'", "null"),
     ),
 )
+# The array columns Debezium 3.5 sends no placeholder for when TOASTed and unchanged, with their elements.
+NO_TOAST_PLACEHOLDER = (
+    ("a_s", "int2"),
+    ("a_bool", "bool"),
+    ("a_r", "float4"),
+    ("a_dp", "float8"),
+    ("a_num", "numeric"),
+    ("a_tstz", "timestamptz"),
+)
 TYPES_DDL = (
     "create extension if not exists hstore",
     "create extension if not exists citext",
@@ -251,6 +260,16 @@ def test_every_postgres_type_ends_equal_in_the_lake_through_both_readers(
     assert "column nfree_s" not in check["detail"]  # the unconstrained numeric's default is exact (or loud)
     assert "column iv (interval) cannot" in check["detail"]
     assert "or set interval_handling: string on its source" in check["detail"]
+    # Arrays Debezium 3.5 has no TOAST placeholder for stop the connector when an update leaves one
+    # unchanged under REPLICA IDENTITY DEFAULT: refused by name, unless never TOASTed (PLAIN storage).
+    [arrays] = [c for c in report["checks"] if c["check"] == "TOASTed arrays"]
+    assert arrays["outcome"] == "fail"
+    for name, element in NO_TOAST_PLACEHOLDER:
+        assert f"{name} ({element}[])" in arrays["detail"], name
+    db.execute(
+        "alter table public.torture "
+        + ", ".join(f"alter column {name} set storage plain" for name, _ in NO_TOAST_PLACEHOLDER)
+    )
 
     # With the refused columns left out and the fallbacks chosen, onboarding passes.
     bootstrap_under_changes_and_compare(spark, tmp_path, torture, ROWS, ntz)

@@ -521,3 +521,35 @@ def test_the_onboarding_preflight_reports_the_tls_warning(monkeypatch: pytest.Mo
 
     assert results["source tls"].outcome is Outcome.WARN
     assert "primary sslmode require" in results["source tls"].detail
+
+
+def test_toastable_arrays_debezium_cannot_send_unchanged_are_refused_by_name() -> None:
+    """Issue 34 review 2: an unchanged TOASTed smallint[] (and the other measured arrays) stops the
+    connector under REPLICA IDENTITY DEFAULT; uuid[], int[] and text[] have placeholders."""
+    arrays = (
+        ("a_s", "int2"),
+        ("a_uuid", "uuid"),
+        ("a_int", "int4"),
+        ("a_tstz", "timestamptz"),
+        ("a_t", "text"),
+    )
+    facts = with_table(HEALTHY, toastable_arrays=arrays)
+
+    refused = check("TOASTed arrays", facts)
+
+    assert refused.failed
+    assert refused.detail.endswith("shop.orders (a_s (int2[]), a_tstz (timestamptz[]))")
+    assert (
+        refused.fix is not None
+        and "--replica-identity-full" in refused.fix
+        and "STORAGE PLAIN" in refused.fix
+    )
+    full = with_table(HEALTHY, toastable_arrays=arrays, replica_identity="f")
+    assert check("TOASTed arrays", full).outcome is Outcome.PASS
+    set_full = PreflightOptions(replica_identity_full=True)
+    assert check("TOASTed arrays", facts, options=set_full).outcome is Outcome.PASS
+    index = with_table(HEALTHY, toastable_arrays=arrays, replica_identity="i", identity_index=("id",))
+    assert check("TOASTed arrays", index).failed
+    # A column left out of the table's columns list is not captured.
+    listed = [TIER0, replace(SHARED, tables=(Table(name="shop.orders", columns=["id", "a_uuid"]),))]
+    assert check("TOASTed arrays", facts, listed).outcome is Outcome.PASS

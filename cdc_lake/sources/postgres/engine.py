@@ -90,7 +90,14 @@ select n.nspname || '.' || c.relname, c.relkind::text, c.relreplident::text, c.r
        array(select a.attname::text from pg_index i
              cross join lateral unnest(i.indkey) with ordinality as k(attnum, ord)
              join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
-             where i.indrelid = c.oid and i.indisreplident order by k.ord)
+             where i.indrelid = c.oid and i.indisreplident order by k.ord),
+       array(select array[a.attname::text, e.typname::text] from pg_attribute a
+             join pg_type d on d.oid = a.atttypid
+             join pg_type t on t.oid = case when d.typtype = 'd' then d.typbasetype else d.oid end
+             join pg_type e on e.oid = t.typelem
+             where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped and a.attstorage <> 'p'
+               and t.typcategory = 'A'
+             order by a.attnum)
 from pg_class c join pg_namespace n on n.oid = c.relnamespace
 where (n.nspname, c.relname) in (select * from unnest(%s::text[], %s::text[]))
 """
@@ -820,7 +827,9 @@ def _table_facts(conn: _Conn, names: Sequence[str]) -> dict[str, PgTableFacts]:
     schemas, tables = zip(*(_split(name) for name in names), strict=True) if names else ((), ())
     found: dict[str, PgTableFacts] = {}
     for row in conn.execute(_TABLES_QUERY, (list(schemas), list(tables))).fetchall():
-        name, kind, identity, unlogged, can_select, owned, columns, primary_key, toastable, index = row
+        name, kind, identity, unlogged, can_select, owned, columns, primary_key, toastable, index, arrays = (
+            row
+        )
         found[str(name)] = PgTableFacts(
             name=str(name),
             kind=str(kind),
@@ -832,6 +841,7 @@ def _table_facts(conn: _Conn, names: Sequence[str]) -> dict[str, PgTableFacts]:
             primary_key=tuple(primary_key),
             toastable=tuple(toastable),
             identity_index=tuple(index),
+            toastable_arrays=tuple((str(column), str(element)) for column, element in arrays),
         )
     return {name: found.get(name, PgTableFacts(name=name)) for name in names}
 
