@@ -5,9 +5,10 @@ every batch at the ends it saw when the command started), and never more than ``
 all, shared fairly between the partitions that have a backlog.
 
 Before planning, the topic is checked against the checkpoint: still the same topic (its Kafka id), with
-the same partitions, each still holding the next offset to apply.  Anything else stops the table with
-one line naming it, the topic, what changed and the way out (a re-bootstrap): the per-key order and the
-offsets the lake relies on do not carry over (docs/applier.md, "Guarantees").
+the same partitions, each still holding the next offset to apply, and not compacted (its
+``cleanup.policy``, read with the watermarks: :mod:`cdc_lake.kafka.topic_rules`).  Anything else stops
+the table with one line naming it, the topic, what changed and the way out (a re-bootstrap): the per-key
+order and the offsets the lake relies on do not carry over (docs/applier.md, "Guarantees").
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from cdc_lake.exceptions import KafkaReadError
 from cdc_lake.kafka.offsets import OffsetRange, TopicState
+from cdc_lake.kafka.topic_rules import compaction_refusal
 from cdc_lake.lake.checkpoint import Checkpoint
 
 
@@ -87,7 +89,8 @@ def plan_batch(
     up to date from this topic: it was deleted, or deleted and created again (a topic id other than the
     checkpoint's, or a stored offset beyond a partition's end); a partition with stored offsets
     disappeared; partitions were added since the checkpoint; or unread messages were already deleted by
-    retention.  Added partitions are refused for every engine: Debezium routes a key to a partition by
+    retention; or the topic is compacted (``cleanup.policy``), which can remove a delete event behind its
+    tombstone.  Added partitions are refused for every engine: Debezium routes a key to a partition by
     hashing it over the partition count, so a key's later changes may land in another partition, read
     in another order (and, on MySQL/MariaDB, ordered by their offset there, which can be below the one of
     the key's stored row).
@@ -100,6 +103,9 @@ def plan_batch(
             raise KafkaReadError(f"{where} no longer exists but offsets of it were applied; {way_out}")
         # Debezium creates a table's topic with its first change: until then there is nothing to apply.
         return BatchPlan(topic=topic, start={}, end={}, high={})
+    compacted = compaction_refusal(table, topic, now.cleanup_policy, way_out)
+    if compacted is not None:
+        raise KafkaReadError(compacted)
     if checkpoint.topic_id is not None and now.topic_id is not None and now.topic_id != checkpoint.topic_id:
         raise KafkaReadError(
             f"{where} was deleted and created again since the table applied it (topic id "

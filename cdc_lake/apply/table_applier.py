@@ -7,7 +7,10 @@ write upserts and deletes with the new offsets in one commit.  A batch of at mos
 offsets comes back to the driver decoded: its last change per key is taken there in plain Python and
 enters Spark one row per key (no Window job); a larger one stays on the executors for Spark's merge.
 Bad messages do not raise: the batch commits what precedes them and reports the first one, so the
-caller can stop the table with its name.
+caller can stop the table with its name.  Before reading, the plan refuses a topic the applier cannot
+order (:mod:`cdc_lake.kafka.topic_rules`): a compacted one (:func:`cdc_lake.apply.plan.plan_batch`), or
+one with several partitions for a table whose configured key is not its message key (the primary key,
+read from the registry's ``<topic>-key`` subject only for such a table).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from cdc_lake.apply.redelivery import advance
 from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import TypedSchemas
-from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.exceptions import CdcLakeError, KafkaReadError, SchemaRegistryError
 from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.timeline import latest_commit, record_key_fields, table_exists
 from cdc_lake.hudi.writer import read_table, write_batch
@@ -50,6 +53,7 @@ from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.group_offsets import commit_group_offsets
 from cdc_lake.kafka.offsets import topic_state
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark, split_ranges
+from cdc_lake.kafka.topic_rules import applier_way_out, partitioning_refusal
 from cdc_lake.lake.checkpoint import Checkpoint, Origin, resume_checkpoint
 from cdc_lake.lake.schema import merge_columns, row_columns
 from cdc_lake.lake.schema_change import (
@@ -182,6 +186,8 @@ class TableApplier:
         """The breaking schema change the last batch stopped at, if it stopped at one."""
         self._source_answers: dict[int, SourceDefaults] = {}
         """The source's answer about the columns each writer schema id adds (asked once per schema id)."""
+        self._message_key: tuple[str, ...] | None = None
+        """The topic's message key columns (the primary key; empty: none), once a check needed them."""
 
     @property
     def lake_columns(self) -> StructType | None:
@@ -195,6 +201,7 @@ class TableApplier:
         self._columns = None
         self._record_key = None
         self._exists = False
+        self._message_key = None
 
     def checkpoint(self) -> Checkpoint:
         """The offsets the next batch starts from (read from the last completed commit, then cached)."""
@@ -242,7 +249,34 @@ class TableApplier:
                 self.options.kafka.bootstrap_servers, self.target.topic, extra=self.options.kafka.consumer
             )
         )
+        self._refuse_partitioning(len(now.marks))
         return plan_batch(self.target.qualified_name, self.checkpoint(), now, self.options.max_events, limit)
+
+    def _refuse_partitioning(self, partitions: int) -> None:
+        """Raise when the topic has several partitions and the configured key is not the message key."""
+        key = self.target.key_fields
+        if partitions <= 1 or not key:
+            return
+        name, topic = self.target.qualified_name, self.target.topic
+        refusal = partitioning_refusal(
+            name, topic, partitions, key, self._message_key_fields(), applier_way_out(name)
+        )
+        if refusal is not None:
+            raise KafkaReadError(refusal)
+
+    def _message_key_fields(self) -> tuple[str, ...]:
+        """The columns of the topic's latest key schema; empty when it has none (null keys)."""
+        if self._message_key is None:
+            subject = f"{self.target.topic}-key"
+            try:
+                schema_id = self.registry.latest(subject).schema_id
+            except SchemaRegistryError as exc:
+                if not str(exc).startswith(f"subject {subject!r} has no registered versions"):
+                    raise
+                self._message_key = ()
+            else:
+                self._message_key = tuple(self.schemas.get_schema(schema_id).row_converter.column_names)
+        return self._message_key
 
     def apply_batch(
         self, limit: dict[int, int] | None = None, before_commit: Callable[[], None] | None = None

@@ -5,13 +5,16 @@ Watermarks of many topics are read in one batch (:func:`topic_states`): one meta
 latest offsets of all their partitions, so the cost of a poll over 200 tables is a few round trips, not
 200 consumers.  The metadata also carries each topic's id (Kafka 2.8 and later): a topic deleted and
 created again under its name gets a new one, which is how the applier tells it from the topic it applied
-(:func:`cdc_lake.apply.plan.plan_batch`), at no extra request.
+(:func:`cdc_lake.apply.plan.plan_batch`), at no extra request.  One ``DescribeConfigs`` request for all
+the topics that exist reads their ``cleanup.policy``: the plan refuses a compacted topic
+(:mod:`cdc_lake.kafka.topic_rules`), whose config may change any time after onboarding.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +28,15 @@ from confluent_kafka import (
     TopicPartition,
     Uuid,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    OffsetSpec,
+    ResourceType,
+)
 
 from cdc_lake.exceptions import KafkaReadError
+from cdc_lake.kafka.topic_rules import CLEANUP_POLICY
 from cdc_lake.kafka.unreachable import rdkafka_logger
 
 
@@ -73,11 +82,12 @@ class TopicState:
 
     ``topic_id`` is Kafka's id of the topic (a topic deleted and created again under its name gets a new
     one); None when the topic does not exist or the brokers predate topic ids.  ``marks`` is empty when
-    the topic does not exist.
+    the topic does not exist.  ``cleanup_policy`` is the topic's ``cleanup.policy`` (None: no topic).
     """
 
     topic_id: str | None
     marks: Marks
+    cleanup_policy: str | None = None
 
 
 def topic_states(
@@ -105,16 +115,16 @@ def topic_states(
         described = admin.describe_topics(TopicCollection(wanted), request_timeout=timeout)
         partitions: list[TopicPartition] = []
         for topic, future in described.items():
-            try:
-                description = future.result()
-            except KafkaException as exc:
-                if _error_code(exc) in _ABSENT:
-                    continue
-                raise
+            description = _unless_absent(future)
+            if description is None:
+                continue
             states[topic] = TopicState(_topic_id(description.topic_id), {})
             partitions.extend(TopicPartition(topic, info.id) for info in description.partitions)
         if not partitions:
             return states
+        existing = list(dict.fromkeys(tp.topic for tp in partitions))
+        for topic, policy in _cleanup_policies(admin, existing, timeout):
+            states[topic] = TopicState(states[topic].topic_id, {}, policy)
         low = _list_offsets(admin, partitions, OffsetSpec.earliest(), timeout)  # type: ignore[no-untyped-call]
         high = _list_offsets(admin, partitions, OffsetSpec.latest(), timeout)  # type: ignore[no-untyped-call]
         for topic, partition in low:
@@ -123,6 +133,28 @@ def topic_states(
     except KafkaException as exc:
         shown = ", ".join(repr(topic) for topic in wanted[:3]) + (" …" if len(wanted) > 3 else "")
         raise KafkaReadError(f"cannot read the offsets of topic(s) {shown}: {exc}") from exc
+
+
+def _cleanup_policies(admin: AdminClient, topics: list[str], timeout: float) -> Iterator[tuple[str, str]]:
+    """The ``cleanup.policy`` of each of ``topics`` that exists (one ``DescribeConfigs`` request)."""
+    futures = admin.describe_configs(
+        [ConfigResource(ResourceType.TOPIC, topic) for topic in topics], request_timeout=timeout
+    )
+    for resource, future in futures.items():
+        entries = _unless_absent(future)
+        entry = None if entries is None else entries.get(CLEANUP_POLICY)
+        if entry is not None and entry.value is not None:
+            yield resource.name, str(entry.value)
+
+
+def _unless_absent(future: Future[Any]) -> Any:
+    """``future``'s result; None when it failed because its topic does not exist (or has no leader yet)."""
+    try:
+        return future.result()
+    except KafkaException as exc:
+        if _error_code(exc) in _ABSENT:
+            return None
+        raise
 
 
 def _topic_id(raw: Uuid | None) -> str | None:

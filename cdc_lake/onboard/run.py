@@ -4,8 +4,10 @@
 onboarded), the connectors per tier, their rendered configs, and runs every preflight check.
 :func:`execute_onboarding` refuses a plan with a failed check; otherwise it reconciles each
 connector (tier 0 first), retires connectors the plan no longer has (a table that left tier 0),
-and records the source and its tables as PENDING_BOOTSTRAP.  A failure part-way rolls back
-what this run made and says what, if anything, is left.  Re-running changes nothing.
+and records the source and its tables as PENDING_BOOTSTRAP.  Topics that exist already are checked
+with the rest (:func:`cdc_lake.onboard.topics.check_topics`: not compacted, one partition unless keyed
+by the primary key).  A failure part-way rolls back what this run made and says what, if anything, is
+left.  Re-running changes nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from cdc_lake.onboard.preflight import (
     registry_base_url,
 )
 from cdc_lake.onboard.reconcile import Reconciler
+from cdc_lake.onboard.topics import check_topics
 from cdc_lake.onboard.type_check import check_column_types
 from cdc_lake.redaction import mask_mapping
 from cdc_lake.sources import engine_for
@@ -239,6 +242,8 @@ def plan_onboarding(config: Config, request: OnboardRequest) -> OnboardPlan:
     )
     checks = engine.preflight([plan.capture for plan in connectors], options)
     checks.extend(check_column_types(engine, source, tables))
+    if not service_checks[2].failed:
+        checks.append(check_topics(config, source, engine, tables))
     return OnboardPlan(
         config=config,
         source=source,

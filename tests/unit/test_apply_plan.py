@@ -139,3 +139,26 @@ def test_split_ranges_cuts_big_ranges_into_slices_in_order() -> None:
         OffsetRange(TOPIC, 1, 0, 5),
     ]
     assert split_ranges([OffsetRange(TOPIC, 0, 5, 5)], pieces=4) == []
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact,delete", "delete, compact"])
+def test_a_compacted_topic_stops_the_table_naming_topic_setting_and_way_out(policy: str) -> None:
+    """Issue 34 review 3: a delete event compacted away behind its tombstone left the row in the lake; the
+    topic's ``cleanup.policy`` (read with the watermarks) stops the table before every batch."""
+    checkpoint = Checkpoint(TOPIC, {0: 3}, None, Origin.COMMIT, topic_id=TOPIC_ID)
+
+    with pytest.raises(KafkaReadError) as raised:
+        plan_batch(TABLE, checkpoint, TopicState(TOPIC_ID, {0: (0, 9)}, policy), 1000)
+
+    message = str(raised.value)
+    assert f"table {TABLE}: topic {TOPIC!r} has cleanup.policy={policy}" in message
+    assert "--add-config cleanup.policy=delete" in message and f"cdc-lake rebootstrap {TABLE}" in message
+    assert "\n" not in message
+
+
+def test_a_topic_that_only_deletes_old_segments_plans_as_before() -> None:
+    checkpoint = Checkpoint(TOPIC, {0: 3}, None, Origin.COMMIT, topic_id=TOPIC_ID)
+
+    batch = plan_batch(TABLE, checkpoint, TopicState(TOPIC_ID, {0: (0, 9)}, "delete"), 1000)
+
+    assert batch.ranges == [OffsetRange(TOPIC, 0, 3, 9)]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Node, TopicPartition, TopicPartitionInfo, Uuid
-from confluent_kafka.admin import OffsetSpec, TopicDescription  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigEntry, ConfigResource, OffsetSpec, TopicDescription  # type: ignore[attr-defined]
 from test_apply_schedule import _Runner, _target
 
 from cdc_lake.apply.service import ApplyService
@@ -112,6 +112,14 @@ class _Admin:
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = settings
 
+    POLICIES = {"new": "compact,delete", "old": "delete"}
+
+    def describe_configs(
+        self, resources: list[ConfigResource], request_timeout: float
+    ) -> dict[Any, Future[Any]]:
+        policy = "cleanup.policy"
+        return {r: _done({policy: ConfigEntry(policy, self.POLICIES[r.name])}) for r in resources}
+
     def describe_topics(self, topics: Any, request_timeout: float) -> dict[str, Future[Any]]:
         return {
             name: _done(self.DESCRIBED[name]) if name in self.DESCRIBED
@@ -137,8 +145,8 @@ def test_topic_states_carry_the_topic_id_from_the_same_metadata_read(monkeypatch
     states = topic_states("k:9092", ["new", "old", "creating", "missing"])
 
     assert states == {
-        "new": TopicState(str(Uuid(7, 9)), {0: (3, 10), 1: (4, 11)}),
-        "old": TopicState(None, {0: (3, 10)}),
+        "new": TopicState(str(Uuid(7, 9)), {0: (3, 10), 1: (4, 11)}, "compact,delete"),
+        "old": TopicState(None, {0: (3, 10)}, "delete"),
         "creating": TopicState(None, {}),
         "missing": TopicState(None, {}),
     }
