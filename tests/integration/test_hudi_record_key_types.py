@@ -6,10 +6,10 @@ became one) and a ``binary`` key as ``[B@...`` (the array's identity), while the
 microseconds and hex.  A table bootstrapped one way and updated the other then held two rows per key,
 and a deleted key's bootstrapped row never left.
 
-Invariant, per key type a lake column can have (``cdc_lake.lake.schema.lake_type``), alone and in a
-composite key: after the bootstrap's bulk insert of N rows, the applier's upsert of every key and delete
-of some, the lake holds exactly one row per surviving key, each the applier's, and the record key the
-bootstrap wrote equals the applier's.
+Invariant, per key type a lake column can have (``cdc_lake.lake.schema.lake_type``), alone and in one
+composite key of them all (on every layout): after the bootstrap's bulk insert of N rows, the
+applier's upsert of every key and delete of some, the lake holds exactly one row per surviving key,
+each the applier's, and the record key the bootstrap wrote equals the applier's.
 """
 
 from __future__ import annotations
@@ -75,11 +75,10 @@ KEY_VALUES: dict[str, tuple[DataType, list[Any]]] = {
 }
 
 
-def _schema(key_type: DataType, composite: bool) -> StructType:
-    fields = [StructField("id", IntegerType(), False)] if composite else []
+def _schema(keys: dict[str, DataType]) -> StructType:
     return StructType([
-        *fields,
-        StructField("k", lake_type(key_type), False),  # the type the lake stores (a short as an int)
+        # The type the lake stores (a short as an int).
+        *(StructField(name, lake_type(key_type), False) for name, key_type in keys.items()),
         StructField("name", StringType(), True),
         StructField("lsn", LongType(), True),
         StructField("_hoodie_is_deleted", BooleanType(), True),
@@ -99,12 +98,14 @@ def _hashable(row: Any) -> tuple[Any, ...]:
     return tuple(_plain(v) for v in row)
 
 
-def _rows(values: list[Any], composite: bool, name: str, lsn: int, deleted: int = 0) -> list[tuple[Any, ...]]:
-    rows = []
-    for index, value in enumerate(values):
-        row = (value, name, lsn, index < deleted)
-        rows.append((index % 2, *row) if composite else row)
-    return rows
+def _rows(columns: dict[str, list[Any]], name: str, lsn: int, deleted: int = 0) -> list[tuple[Any, ...]]:
+    """One row per index up to the longest value list (shorter lists repeat), the first ``deleted``
+    flagged deleted."""
+    count = max(len(values) for values in columns.values())
+    return [
+        (*(values[i % len(values)] for values in columns.values()), name, lsn, i < deleted)
+        for i in range(count)
+    ]
 
 
 LAYOUTS = {
@@ -112,25 +113,33 @@ LAYOUTS = {
     "mor-record-index": {"table_type": TableType.MERGE_ON_READ, "index": IndexType.RECORD_INDEX},
     "bucket": {"index": IndexType.BUCKET},
 }
+KeyColumns = dict[str, tuple[DataType, list[Any]]]
+SHORT_BINARY = (BinaryType(), [v for v in KEY_VALUES["binary"][1] if len(v) < 8])
+SINGLE: dict[str, KeyColumns] = {name: {"k": key} for name, key in KEY_VALUES.items()}
+COMPOSITE: KeyColumns = {
+    # A row number first: every row's key is distinct even where a type has few values.
+    "id": (IntegerType(), list(range(max(len(values) for _, values in KEY_VALUES.values())))),
+    **{f"k_{name}": key for name, key in sorted(KEY_VALUES.items())},
+}
 
 
-def _check(spark: SparkSession, tmp_path: Path, type_name: str, composite: bool, layout: str) -> None:
-    key_type, values = KEY_VALUES[type_name]
-    keys = ("id", "k") if composite else ("k",)
+def _check(spark: SparkSession, tmp_path: Path, key: KeyColumns, layout: str) -> None:
+    keys = tuple(key)
     spec = HudiTableSpec(
-        table_name=f"src.public.key_{type_name}", base_path=(tmp_path / "t").as_uri(),
-        record_key_fields=keys, ordering_field="lsn", parallelism=1, **LAYOUTS[layout],  # type: ignore[arg-type]
+        table_name="src.public.keyed", base_path=(tmp_path / "t").as_uri(), record_key_fields=keys,
+        ordering_field="lsn", parallelism=1, **LAYOUTS[layout],  # type: ignore[arg-type]
     )
-    schema = _schema(key_type, composite)
+    schema = _schema({name: key_type for name, (key_type, _) in key.items()})
+    values = {name: key_values for name, (_, key_values) in key.items()}
     created = dt.datetime(2026, 1, 1, tzinfo=_UTC)
     watermark = Watermark(spec.table_name, "src.public.t", {0: 0}, None, None, created, True, ())
-    snapshot = spark.createDataFrame(_rows(values, composite, "boot", 0), schema)
-    write_group(spark, spec, snapshot, watermark, [0], {})
+    snapshot = _rows(values, "boot", 0)
+    write_group(spark, spec, spark.createDataFrame(snapshot, schema), watermark, [0], {})
     booted = read_table(spark, spec.base_path, meta_columns=True).select(*keys, "_hoodie_record_key")
     boot_keys = {_hashable(r[:-1]): r[-1] for r in booted.collect()}
 
-    deleted = len(values) // 2
-    changes = _rows(values, composite, "apply", 1, deleted)
+    deleted = len(snapshot) // 2
+    changes = _rows(values, "apply", 1, deleted)
     write_batch(spark, spec, spark.createDataFrame(changes, schema), WriteOperation.UPSERT)
 
     lake = read_table(spark, spec.base_path, meta_columns=True)
@@ -139,24 +148,28 @@ def _check(spark: SparkSession, tmp_path: Path, type_name: str, composite: bool,
     stored = {_hashable(r[:-2]): (r[-2], r[-1]) for r in rows}
     expected = {_hashable(row[: len(keys)]) for row in changes[deleted:]}
     n = len(expected)
-    assert len(boot_keys) == len(values), f"bootstrap wrote {len(boot_keys)} keys: {boot_keys}"
+    assert len(boot_keys) == len(snapshot), f"bootstrap wrote {len(boot_keys)} keys: {boot_keys}"
     assert len(rows) == n, f"lake holds {len(rows)} rows for the source's {n}: {found}"
     assert set(stored) == expected and {name for name, _ in stored.values()} == {"apply"}, stored
-    for key, (_, record_key) in stored.items():
-        assert boot_keys[key] == record_key, f"{key}: bootstrap {boot_keys[key]!r}, applier {record_key!r}"
+    for row_key, (_, record_key) in stored.items():
+        written = boot_keys[row_key]
+        assert written == record_key, f"{row_key}: bootstrap {written!r}, applier {record_key!r}"
 
 
-@pytest.mark.parametrize("composite", [False, True], ids=["single", "composite"])
 @pytest.mark.parametrize("type_name", sorted(KEY_VALUES))
 def test_bootstrap_and_applier_write_one_record_key_per_source_key(
-    spark: SparkSession, tmp_path: Path, type_name: str, composite: bool
+    spark: SparkSession, tmp_path: Path, type_name: str
 ) -> None:
-    _check(spark, tmp_path, type_name, composite, "cow")
+    _check(spark, tmp_path, SINGLE[type_name], "cow")
 
 
-@pytest.mark.parametrize("layout", ["mor-record-index", "bucket"])
-@pytest.mark.parametrize("type_name", ["timestamp", "binary"])
-def test_record_keys_agree_on_every_layout(
-    spark: SparkSession, tmp_path: Path, type_name: str, layout: str
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_composite_key_of_every_type_agrees_on_every_layout(
+    spark: SparkSession, tmp_path: Path, layout: str
 ) -> None:
-    _check(spark, tmp_path, type_name, True, layout)
+    key = COMPOSITE
+    if layout == "mor-record-index":
+        # Keys over 125 bytes are refused on the record index (test_hudi_record_keys.py): the two types the
+        # row writer renders differently, with short values.
+        key = {"id": COMPOSITE["id"], "k_timestamp": KEY_VALUES["timestamp"], "k_binary": SHORT_BINARY}
+    _check(spark, tmp_path, key, layout)

@@ -17,6 +17,7 @@ import json
 import math
 import struct
 import uuid
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -138,17 +139,22 @@ def assert_rows_equal(
     ``expected_from_source``: the expected rows are the source's (else another reader's lake rows);
     ``json_columns`` compare as parsed JSON; ``naive_utc_columns`` are naive source timestamps in UTC.
     """
-    actual_keys = [tuple(r[k] for k in key) for r in actual]
-    assert len(actual_keys) == len(set(actual_keys)), f"{reader}, {table}: duplicate keys"
+    def key_of(row: Mapping[str, Any], from_source: bool) -> tuple[Any, ...]:
+        return tuple(normalize(row[k], types[k], from_source, k in naive_utc_columns) for k in key)
+
+    actual_keys = [key_of(r, False) for r in actual]
+    held = Counter(actual_keys)
+    doubled = [(k, n) for k, n in held.items() if n > 1][:10]
+    assert not doubled, f"{reader}, {table}: {len(actual) - len(held)} duplicate lake rows: {doubled}"
     by_key = dict(zip(actual_keys, actual, strict=True))
-    expected_keys = {tuple(r[k] for k in key) for r in expected}
+    expected_keys = {key_of(r, expected_from_source) for r in expected}
     missing = sorted(expected_keys - set(by_key))[:10]
     extra = sorted(set(by_key) - expected_keys)[:10]
     assert not missing and not extra, f"{reader}, {table}: keys missing {missing}, extra {extra}"
     absent = sorted({c for row in expected for c in (row if columns is None else columns)} - set(types))
     assert not absent, f"{reader}, {table}: the lake has no columns {absent}"
     for row in expected:
-        found = by_key[tuple(row[k] for k in key)]
+        found = by_key[key_of(row, expected_from_source)]
         for column in row if columns is None else columns:
             spark_type = types[column]
             want = normalize(row[column], spark_type, expected_from_source, column in naive_utc_columns)
