@@ -25,6 +25,12 @@ one) and ``[B@...`` (the array's identity).  A table bootstrapped one way and up
 rows per key.  The bulk insert of a table keyed on such a type so leaves the row writer
 (:func:`row_writer_keys_agree`); every other key type gives the same text on both paths, each proven
 by ``tests/integration/test_hudi_record_key_types.py``.
+
+Hudi 1.1.1's metadata table cannot read back an HFile key of 126 bytes or more (its writer and reader
+encode the key length differently, apache/hudi#18450, fixed after 1.1.1): on the record index the next
+upsert's lookup fails, or runs the JVM out of memory, which ends every table of the Spark application.
+A table on the record index so refuses a row whose record key would be that long, in the write's own
+Spark job, naming the table, the row and the way out (a shorter key, or ``lake.index: GLOBAL_BLOOM``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, DataType, StringType, StructType, TimestampType
 
+from cdc_lake.hudi.options import HudiTableSpec, IndexType
 from cdc_lake.spark.errors import REFUSED_VALUE
 
 PLACEHOLDERS = ("__null__", "__empty__")
@@ -103,3 +110,48 @@ def refuse_ambiguous_keys(df: DataFrame, table: str, key_fields: Sequence[str]) 
         reason = F.concat(F.lit(head), row_key, F.lit(f" {_why(key_fields)}"))
         df = df.filter(F.when(ambiguous, F.raise_error(reason)).otherwise(F.lit(True)))
     return df
+
+
+RECORD_INDEX_KEY_BYTES = 125
+"""The longest record key (UTF-8 bytes) Hudi 1.1.1's record index reads back (apache/hudi#18450)."""
+
+
+def _key_text(column: Column, data_type: DataType) -> Column:
+    """A key value's text as Hudi's upsert writes it into the record key."""
+    if isinstance(data_type, BinaryType):
+        return F.lower(F.hex(column))
+    if isinstance(data_type, TimestampType):
+        return F.unix_micros(column).cast("string")
+    return column.cast("string")
+
+
+def record_key_text(schema: StructType, key_fields: Sequence[str]) -> Column:
+    """The record key Hudi builds for a row of ``schema`` (``f1:v1,f2:v2`` for a composite key)."""
+    types = {f.name: f.dataType for f in schema.fields}
+    if len(key_fields) == 1:
+        return _key_text(F.col(key_fields[0]), types[key_fields[0]])
+    parts = []
+    for name in key_fields:
+        text = _key_text(F.col(name), types[name])
+        value = F.when(text.isNull(), F.lit(PLACEHOLDERS[0])).when(text == "", F.lit(PLACEHOLDERS[1]))
+        parts.append(F.concat(F.lit(f"{name}:"), value.otherwise(text)))
+    return F.concat_ws(",", *parts)
+
+
+def refuse_long_record_keys(df: DataFrame, spec: HudiTableSpec) -> DataFrame:
+    """``df`` whose rows raise, in the job that consumes them, on a record key the record index cannot
+    read back (over :data:`RECORD_INDEX_KEY_BYTES`); ``df`` itself for any other index."""
+    if spec.index is not IndexType.RECORD_INDEX:
+        return df
+    length = F.octet_length(record_key_text(df.schema, spec.record_key_fields))
+    row_key = F.to_json(F.struct(*[F.col(k) for k in spec.record_key_fields]))
+    reason = F.concat(
+        F.lit(f"table {spec.table_name}: the record key {REFUSED_VALUE} "), row_key, F.lit(" is "),
+        length.cast("string"),
+        F.lit(
+            f" bytes; Hudi 1.1.1's record index cannot read back keys over {RECORD_INDEX_KEY_BYTES} bytes "
+            "(apache/hudi#18450); set key in the table's config to shorter columns or lake.index to "
+            "GLOBAL_BLOOM, then re-bootstrap the table (cdc-lake rebootstrap)"
+        ),
+    )
+    return df.filter(F.when(length > RECORD_INDEX_KEY_BYTES, F.raise_error(reason)).otherwise(F.lit(True)))

@@ -15,7 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_lake.exceptions import HudiWriteError
-from cdc_lake.hudi.keys import refuse_ambiguous_keys, row_writer_keys_agree
+from cdc_lake.hudi.keys import refuse_ambiguous_keys, refuse_long_record_keys, row_writer_keys_agree
 from cdc_lake.hudi.options import HudiTableSpec, WriteOperation, write_options
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
@@ -51,7 +51,8 @@ def write_batch(
     (the applier, under its lock): the timeline is then read once, after the
     write, instead of around it.  ``unique_keys``: ``df`` holds each record key once
     (:func:`~cdc_lake.hudi.options.write_options`).  A composite key value Hudi's record key cannot tell
-    apart from another fails the write (:mod:`cdc_lake.hudi.keys`).  A bulk insert leaves Hudi's row writer
+    apart from another, or too long for the record index to read back, fails the write
+    (:mod:`cdc_lake.hudi.keys`).  A bulk insert leaves Hudi's row writer
     only when it builds the same record keys as the upsert for the table's key types.
     """
     where = f"table '{spec.table_name}' at {spec.base_path}"
@@ -62,6 +63,7 @@ def write_batch(
             before = latest_commit(spark, spec.base_path)
             previous = None if before is None else before.instant
         rows = refuse_ambiguous_keys(df, spec.table_name, spec.record_key_fields)
+        rows = refuse_long_record_keys(rows, spec)
         rows.write.format("hudi").options(**options).mode("append").save(spec.base_path)
         after = latest_commit(spark, spec.base_path)
     except JVM_ERRORS as exc:

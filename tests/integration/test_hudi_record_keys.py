@@ -8,6 +8,7 @@ instead of leaving the lake with fewer rows than the source.  Keys Hudi can tell
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc_lake.exceptions import HudiWriteError
-from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
+from cdc_lake.hudi.options import HudiTableSpec, IndexType, TableType, WriteOperation
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.state.records import Watermark
@@ -96,3 +97,29 @@ def test_keys_hudi_tells_apart_are_all_written(spark: SparkSession, tmp_path: Pa
     assert [tuple(r) for r in stored] == [
         ("x,y", "b:z", "1"), ("x", "y,b", "2"), ("x:b", ",a", "3"), ("", "z", "4"), ("x", ",b", "5")
     ]
+
+
+@pytest.mark.parametrize("path", ["bootstrap", "apply"])
+def test_a_record_key_the_record_index_cannot_read_back_stops_the_write(
+    spark: SparkSession, tmp_path: Path, path: str
+) -> None:
+    # Hudi 1.1.1's record index fails every later lookup (or runs the JVM out of memory) once it holds a
+    # key of 126 bytes or more (apache/hudi#18450): 'a:' + 'x' * 60 + ',b:' + 'y' * 61 is 126 bytes.
+    spec = replace(
+        _spec(tmp_path, f"long_{path}"), table_type=TableType.MERGE_ON_READ, index=IndexType.RECORD_INDEX
+    )
+    longest = [("x" * 60, "y" * 60, "fits", 1, False)]  # 125 bytes: written, and upserted again
+    (_bootstrap if path == "bootstrap" else _apply)(spark, spec, longest)
+    _apply(spark, spec, [("x" * 60, "y" * 60, "again", 2, False)])
+
+    before = latest_commit(spark, spec.base_path)
+
+    with pytest.raises(HudiWriteError) as refused:
+        (_bootstrap if path == "bootstrap" else _apply)(spark, spec, [("x" * 60, "y" * 61, "no", 3, False)])
+
+    outcome = str(refused.value)
+    assert "is 126 bytes; Hudi 1.1.1's record index" in outcome, outcome
+    assert f"table {spec.table_name}: the record key of the row with key" in outcome and "\n" not in outcome
+    assert latest_commit(spark, spec.base_path) == before
+    stored = read_table(spark, spec.base_path).select("a", "b", "name").collect()
+    assert [tuple(r) for r in stored] == [("x" * 60, "y" * 60, "again")]
