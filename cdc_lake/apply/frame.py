@@ -31,8 +31,9 @@ Both paths leave each key's row with ``_cdc_missing`` (the columns still unavail
 Then, on either path:
 
 3. :func:`fill_from_lake`: what is still unavailable comes from the stored row (a join on the lookup key
-   with a snapshot read of the table, only when some row needs it).  A key the lake does not hold gets
-   null: the placeholder text is never written.
+   with a snapshot read of the table, only when some row needs it); a moved row whose old key the lake
+   does not hold (a bootstrap snapshot read it under its new key) takes its own key's stored row.  A key
+   the lake does not hold gets null: the placeholder text is never written.
 4. :func:`lake_frame`: the lake columns and metadata, with the delete flags.
 """
 
@@ -82,6 +83,9 @@ _OLD_PREFIX = "_cdc_old_"
 _FILL_PREFIX = "_cdc_fill_"
 _STORED_PREFIX = "_cdc_stored_"
 _STORED_KEY = "_cdc_stored_key"
+_OLD_PREFIX = "_cdc_old_"
+_OLD_KEY = "_cdc_old_key"
+_OLD_FOUND = "_cdc_old_found"
 
 
 def col(name: str) -> Column:
@@ -389,17 +393,35 @@ def fill_from_lake(
     """Fill the ``_cdc_missing`` columns of ``latest`` from ``stored`` (the lake table): the row of the
     ``_cdc_lookup`` key.
 
-    Only the keys that need it are looked up; a key absent from the lake, or a column the lake does not
-    have yet, leaves the column null.
+    A moved row whose old key the lake does not hold takes its own key's stored row instead (a live one):
+    only a bootstrap snapshot read after the move (or a re-sent move already applied) holds the new key
+    without the old, and that row holds the values the move left unchanged.  Only the keys that need it
+    are looked up; a key absent from the lake, or a column the lake does not have yet, leaves the column
+    null.
     """
-    needing = latest.where(F.size(col(MISSING_COLUMN)) > 0).select(col(LOOKUP_COLUMN).alias(_STORED_KEY))
+    own = F.struct(*[col(k) for k in key_fields])
+    needing = latest.where(F.size(col(MISSING_COLUMN)) > 0)
+    wanted = needing.select(col(LOOKUP_COLUMN).alias(_STORED_KEY)).unionByName(
+        needing.where(col(LOOKUP_COLUMN) != own).select(own.alias(_STORED_KEY))
+    )
     values = _stored_values(stored, key_fields, fill_columns)
-    lookup = values.join(needing.distinct(), [_STORED_KEY], "left_semi")
-    joined = latest.join(lookup, col(LOOKUP_COLUMN) == col(_STORED_KEY), "left")
-    fill = [name for name in fill_columns if _STORED_PREFIX + name in lookup.columns]
+    values = values.join(wanted.distinct(), [_STORED_KEY], "left_semi")
+    live = values
+    if SOFT_DELETED_COLUMN in stored.columns:
+        live = values.where(~F.coalesce(col(_STORED_PREFIX + SOFT_DELETED_COLUMN), F.lit(False)))
+    fill = [name for name in fill_columns if _STORED_PREFIX + name in values.columns]
+    old_row = values.select(col(_STORED_KEY).alias(_OLD_KEY), F.lit(True).alias(_OLD_FOUND),
+                            *[col(_STORED_PREFIX + n).alias(_OLD_PREFIX + n) for n in fill])
+    own_row = live.select(col(_STORED_KEY), *[col(_STORED_PREFIX + n) for n in fill])
+    joined = latest.join(old_row, col(LOOKUP_COLUMN) == col(_OLD_KEY), "left").join(
+        own_row, own == col(_STORED_KEY), "left"
+    )
     missing = col(MISSING_COLUMN)
     filled = {
-        name: F.when(F.array_contains(missing, name), col(_STORED_PREFIX + name))
+        name: F.when(
+            F.array_contains(missing, name),
+            F.when(col(_OLD_FOUND), col(_OLD_PREFIX + name)).otherwise(col(_STORED_PREFIX + name)),
+        )
         .otherwise(col(name))
         .alias(name)
         for name in fill
@@ -408,11 +430,13 @@ def fill_from_lake(
 
 
 def _stored_values(stored: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:
-    """The lake's record key as one struct column, and the fill columns it has (prefixed)."""
+    """The lake's record key as one struct column, and the fill columns it has (prefixed), with the
+    soft-delete flag when the table has one."""
     names = set(stored.columns) - set(key_fields)
+    wanted = dict.fromkeys([*fill_columns, SOFT_DELETED_COLUMN])
     return stored.select(
         F.struct(*[col(k) for k in key_fields]).alias(_STORED_KEY),
-        *[col(name).alias(_STORED_PREFIX + name) for name in fill_columns if name in names],
+        *[col(name).alias(_STORED_PREFIX + name) for name in wanted if name in names],
     )
 
 

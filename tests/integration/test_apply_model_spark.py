@@ -24,11 +24,18 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from cdc_lake.apply.decoding import BadMessage, Decoded, DecodedChange, DecodeSettings, decode_messages
-from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame, one_row_per_key
+from cdc_lake.apply.frame import (
+    LOOKUP_COLUMN,
+    MISSING_COLUMN,
+    fill_from_lake,
+    lake_frame,
+    latest_frame,
+    one_row_per_key,
+)
 from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
 from cdc_lake.hudi.writer import read_table, write_batch
-from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN
+from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN, SOFT_DELETED_COLUMN
 from cdc_lake.lake.schema import merge_columns
 from cdc_lake.lake.schema_change import WriterColumns
 
@@ -91,3 +98,27 @@ def test_spark_and_hudi_merge_as_the_model_does(
         }
         assert stored.count() == len(lake), "a key is in the lake twice"
         assert lake == expected, f"Spark+Hudi {lake}\nmodel {expected}\nsource {source.rows}"
+
+
+def test_a_moved_row_whose_old_key_the_lake_lacks_takes_its_own_stored_row(spark: SparkSession) -> None:
+    # Issue 34 review 1: a bootstrap snapshot read key 2 after key 1 moved to it; the catch-up's create of
+    # key 2 names key 1's stored row for its unchanged TOASTed note, and the lake never held key 1.
+    latest = spark.createDataFrame(
+        [
+            (2, 5, None, ["note"], (1,)),  # moved from 1, which the lake lacks: its own row (the snapshot's)
+            (4, 6, None, ["note"], (3,)),  # moved from 3, which the lake holds: the old key's row
+            (6, 7, None, ["note"], (5,)),  # moved from 5, lacking; its own row is soft-deleted: null
+            (8, 8, None, ["note"], (8,)),  # not moved, absent from the lake: null
+        ],
+        f"id int, qty int, note string, {MISSING_COLUMN} array<string>, {LOOKUP_COLUMN} struct<id: int>",
+    )
+    stored = spark.createDataFrame(
+        [(2, 0, "toasted:2", False), (3, 0, "toasted:3", False), (4, 0, "stale:4", False),
+         (6, 0, "deleted:6", True)],
+        f"id int, qty int, note string, {SOFT_DELETED_COLUMN} boolean",
+    )
+
+    filled = fill_from_lake(latest, stored, ("id",), ["note"])
+
+    notes = {r["id"]: r["note"] for r in filled.collect()}
+    assert notes == {2: "toasted:2", 4: "toasted:3", 6: None, 8: None}, notes
