@@ -19,7 +19,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from cdc_lake.apply.key_change import ambiguous_key_reason, missing_key_reason, old_key_delete
+from cdc_lake.apply.key_change import (
+    ambiguous_key_reason,
+    missing_key_reason,
+    old_key_delete,
+    unlogged_old_key_reason,
+)
 from cdc_lake.apply.redelivery import PartitionMarks, stream_position
 from cdc_lake.decode.envelope import ChangeEvent, decode_message
 from cdc_lake.decode.framing import HEADER_SIZE, MessageRef
@@ -86,7 +91,10 @@ class DecodeSettings:
     With ``soft_deletes``, the non-key columns a delete's before image leaves null are marked
     unavailable, so the soft-deleted row keeps its last stored values.  ``applied_positions`` holds each
     partition's applied stream position (see :mod:`cdc_lake.apply.redelivery`).  ``column_types`` is the
-    table's per-column representation (``docs/type-mapping.md``).
+    table's per-column representation (``docs/type-mapping.md``).  ``old_key_optional``: an update may
+    arrive without the configured key's old value when the key did not change (the source's replica
+    identity is USING INDEX over the key); otherwise such an update is a bad message
+    (:func:`cdc_lake.apply.key_change.unlogged_old_key_reason`).
     """
 
     topic: str
@@ -95,6 +103,7 @@ class DecodeSettings:
     soft_deletes: bool
     applied_positions: Mapping[int, str] = field(default_factory=dict)
     column_types: Mapping[str, str] = field(default_factory=dict)
+    old_key_optional: bool = False
 
 
 _REGISTRIES: dict[tuple[str, str, str], SchemaLookup] = {}
@@ -191,6 +200,10 @@ def decode_messages(settings: DecodeSettings, messages: Iterable[RawMessage]) ->
                 registry, settings.topic, message.partition, message.offset, message.key, message.value
             )
             if isinstance(decoded, ChangeEvent):
+                unlogged = unlogged_old_key_reason(decoded, settings.key_fields)
+                if unlogged is not None and not settings.old_key_optional:
+                    yield BadMessage(message.partition, message.offset, unlogged, message.key, message.value)
+                    continue
                 old_key = old_key_delete(decoded, settings.key_fields)
                 if old_key is not None:  # the update moved the row: delete it under its old key first
                     yield _change(settings, old_key, message, applied)

@@ -16,6 +16,19 @@ row, Hudi's ordering field (the update's position, above any stored one) lets it
 key as record key (no configured key) nothing is added: Debezium itself sends a delete and an insert
 when a primary key changes.
 
+An update whose before image lacks the configured key's old value (no before image at all, or one
+holding only the primary key) cannot say whether the key changed: Postgres sends that once the table's
+replica identity was set back to DEFAULT after onboarding (issue 34 review 6), MySQL/MariaDB under a
+``binlog_row_image`` other than FULL.  Upserting it would leave the row under its old key for ever if the
+key did change, so it is a bad message (:func:`unlogged_old_key_reason`) naming the fix: REPLICA IDENTITY
+FULL (``binlog_row_image=FULL``), then a re-bootstrap, since earlier such updates may already have left
+rows behind.  The rule holds for every update, not only after a check of the source: an identity set to
+DEFAULT and back to FULL between two batches still stops the table at the update made in between.  The
+one source set-up where such an update is normal, REPLICA IDENTITY USING INDEX over exactly the key
+(pgoutput logs the old key only when it changes), is asked of the source before each batch
+(:meth:`cdc_lake.sources.base.SourceEngine.update_may_omit_old_key`); an identity switched from DEFAULT
+to such an index between an update and its batch is not seen (docs/applier.md).
+
 A change whose row image lacks a key column (null, or absent from the image) is a bad message whose
 reason :func:`missing_key_reason` words: for a delete it is the before image that lacks it, which on
 Postgres means the table's replica identity does not carry the configured key.  A change whose
@@ -47,6 +60,24 @@ def old_key_delete(event: ChangeEvent, key_fields: Sequence[str] | None) -> Chan
     if old == [event.after.get(name) for name in key_fields]:
         return None
     return dataclasses.replace(event, op=_DELETE, after=None)
+
+
+def unlogged_old_key_reason(event: ChangeEvent, key_fields: Sequence[str] | None) -> str | None:
+    """The one-line reason when ``event`` is an update without the old value of the configured key (which
+    is not the message key), or None: table, key, and the fix."""
+    if not key_fields or event.op != _UPDATE or (event.key and set(event.key) == set(key_fields)):
+        return None
+    before = event.before or {}
+    missing = [name for name in key_fields if before.get(name) is None or before[name] is UNAVAILABLE]
+    if not missing:
+        return None
+    table = _table(event)
+    return (
+        f"table {table}: update without the old value of key column(s) {', '.join(missing)} "
+        f"(key {', '.join(key_fields)}): the source no longer logs the old key, so a changed key would "
+        f"leave its old row in the lake; on Postgres run ALTER TABLE {table} REPLICA IDENTITY FULL "
+        "(MySQL/MariaDB: binlog_row_image=FULL), then re-bootstrap the table (cdc-lake rebootstrap)"
+    )
 
 
 def missing_key_reason(event: ChangeEvent, column: str, key_fields: Sequence[str]) -> str:

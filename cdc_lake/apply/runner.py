@@ -89,9 +89,10 @@ def applier_options(
 ) -> ApplierOptions:
     """Batch options from the config's ``kafka`` and ``apply`` sections."""
     kafka = KafkaReadSettings(config.kafka.bootstrap_servers, dict(config.kafka.consumer))
+    catalog = SourceCatalog(config)
     return ApplierOptions(
         kafka=kafka, max_events=config.apply.batch_max_events, reader=reader, slices=slices,
-        source_defaults=SourceCatalog(config).defaults,
+        source_defaults=catalog.defaults, old_key_optional=catalog.old_key_optional,
     )
 
 

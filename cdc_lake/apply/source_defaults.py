@@ -1,5 +1,6 @@
 """Asking a table's source whether the columns a writer schema adds have a default there (and which
-source and engine a table has, for the rewrite checks of :mod:`cdc_lake.apply.rewrites`).
+source and engine a table has, for the rewrite checks of :mod:`cdc_lake.apply.rewrites`, and whether
+an update of a configured-key table may lack the key's old value, :mod:`cdc_lake.apply.key_change`).
 
 Debezium's schema drops some defaults (MySQL/MariaDB expression defaults, a nullable ``TIMESTAMP DEFAULT
 CURRENT_TIMESTAMP``, Postgres types without a default parser such as ``bytea`` and arrays), so before a
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from cdc_lake.config import Config
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.lake.schema_change import SourceDefaults
+from cdc_lake.lake.target import TableTarget
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.base import SourceEngine
 
@@ -51,6 +53,12 @@ class SourceCatalog:
             return SourceDefaults(found, primary_only=primary_only)
         except CdcLakeError as exc:
             return SourceDefaults({}, error=str(exc))
+
+    def old_key_optional(self, target: TableTarget) -> bool:
+        """Whether an update of ``target`` (a table with a configured key) may arrive without the key's
+        old value now (:meth:`cdc_lake.sources.base.SourceEngine.update_may_omit_old_key`)."""
+        _, engine = self.rewrite_source(target.qualified_name)
+        return engine.update_may_omit_old_key(target.source_table, target.key_fields or ())
 
     def rewrite_source(self, table: str) -> tuple[str, SourceEngine]:
         """The source name and engine of ``table`` (``source.schema.table``, or a re-bootstrap's copy

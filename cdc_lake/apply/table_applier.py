@@ -10,7 +10,9 @@ Bad messages do not raise: the batch commits what precedes them and reports the 
 caller can stop the table with its name.  Before reading, the plan refuses a topic the applier cannot
 order (:mod:`cdc_lake.kafka.topic_rules`): a compacted one (:func:`cdc_lake.apply.plan.plan_batch`), or
 one with several partitions for a table whose configured key is not its message key (the primary key,
-read from the registry's ``<topic>-key`` subject only for such a table).
+read from the registry's ``<topic>-key`` subject only for such a table).  For a table with a configured
+key, the source is asked before each batch that reads something whether an update may lack the key's
+old value (:mod:`cdc_lake.apply.key_change`; one catalog query on a Postgres primary, none elsewhere).
 """
 
 from __future__ import annotations
@@ -96,6 +98,9 @@ class ApplierOptions:
     reader: KafkaReader = KafkaReader.CONSUMER
     slices: int = 4
     board: OffsetBoard | None = None
+    old_key_optional: Callable[[TableTarget], bool] | None = None
+    """Asks a configured-key table's source whether an update may lack the key's old value
+    (:meth:`cdc_lake.apply.source_defaults.SourceCatalog.old_key_optional`); None: never."""
     """Where batch plans take end offsets from (the ``run`` service's batched reads); None: read alone."""
 
 
@@ -327,9 +332,11 @@ class TableApplier:
         before_commit: Callable[[], None] | None,
         steps: _Steps,
     ) -> BatchResult:
+        ask = self.options.old_key_optional
         settings = DecodeSettings(
             self.target.topic, self.registry, self.target.key_fields, self.target.soft_deletes,
             dict(checkpoint.positions), dict(self.target.column_types),
+            old_key_optional=bool(self.target.key_fields) and ask is not None and ask(self.target),
         )
         slices = split_ranges(plan.ranges, self.options.slices)
         raw = read_ranges_in_spark(self.spark, self.options.kafka, slices, self.options.reader)

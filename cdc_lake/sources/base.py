@@ -314,6 +314,17 @@ class SourceEngine(SnapshotSource):
     def table_rewrites(self, table: str, start: int) -> list[TableRewrite]:
         """The rewrites of ``table`` the source logged at ids ``start`` and above, in id order."""
 
+    def update_may_omit_old_key(self, table: str, key: Sequence[str]) -> bool:
+        """Whether an update of ``table`` that keeps its configured ``key`` (not the primary key) may
+        arrive without the key's old value in its before image, as the source is set up now.
+
+        Everywhere but a Postgres table with ``REPLICA IDENTITY USING INDEX`` over exactly the key, an
+        update without it means the source no longer logs the old key (a Postgres identity set back to
+        DEFAULT, a MySQL ``binlog_row_image`` other than FULL): the applier cannot tell whether the key
+        changed, and stops the table (:func:`cdc_lake.apply.key_change.unlogged_old_key_reason`).  The
+        binlog engines need no query: a FULL row image always carries it."""
+        return False
+
     @abstractmethod
     def replica_evaluates(self, default: str) -> bool:
         """Whether a replica computed ``default`` (as :meth:`column_defaults` spells it) for the existing

@@ -5,7 +5,8 @@ REPLICA IDENTITY DEFAULT, pgoutput sends no old ``code`` when it changes and a d
 carries only ``id``, so onboarding must refuse the table by name and create nothing.  With REPLICA
 IDENTITY FULL (set by ``onboard --replica-identity-full``), updates that change ``code`` (also two rows
 trading codes in one transaction, and a code moved then deleted) and deletes end with the lake equal to
-the source, read with Spark+Hudi and with hudi-rs.
+the source, read with Spark+Hudi and with hudi-rs.  A table whose identity is set back to DEFAULT after
+onboarding stops at the first update that lacks the old ``code`` (issue 34 review 6).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from support.apply import config_dict, postgres_capture, record_catching_up
 from support.bootstrap import (
     SourceDb,
     apply_until_live,
@@ -24,10 +26,12 @@ from support.bootstrap import (
     state_of,
     write_db_config,
 )
-from support.common import assert_one_line_failure, cli_run, load
+from support.common import assert_one_line_failure, cli_run, load, write_and_load
 from support.onboard import connectors_of
 from support.second_reader import second_reader_rows
 
+from cdc_lake.hudi.writer import read_table
+from cdc_lake.sources import engine_for
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
@@ -127,3 +131,56 @@ def test_key_not_primary_key_with_full_identity_key_changes_and_deletes_end_equa
     base_path = config.lake.table_base_path(table)
     lake = sorted(tuple(row[c] for c in COLUMNS) for row in second_reader_rows(base_path, COLUMNS))
     assert lake == source
+
+
+def test_replica_identity_set_back_to_default_stops_the_table_at_the_update_without_the_old_key(
+    spark: SparkSession, local_stack: LocalStack, tmp_path: Path
+) -> None:
+    """Issue 34 review 6: after onboarding (FULL), the identity is set to DEFAULT, a key changes, and the
+    identity is set back to FULL before the applier runs: the update carries no old ``code``.  The table
+    stops FAILED at it, naming REPLICA IDENTITY FULL and the re-bootstrap; the lake keeps one row per
+    row (before the fix the moved row was upserted beside its old one, LIVE).  The one identity under
+    which such an update is normal, USING INDEX over the key, is what the source is asked for."""
+    ddl = (
+        "create table {table} (id bigint primary key, code text not null unique, val text);"
+        "alter table {table} replica identity full;"
+        "insert into {table} select g, 'c' || g, 'v' || g from generate_series(1, 5) g"
+    )
+    with postgres_capture(local_stack, ddl) as capture:
+        table = f'"{capture.schema}"."{capture.table}"'
+        config_path = tmp_path / "cdc-lake.yaml"
+        config = write_and_load(
+            config_path,
+            config_dict(
+                local_stack, [capture], str(tmp_path / "lake"), f"sqlite:///{tmp_path}/state.db",
+                tables={capture.qualified_name: {"key": ["code"]}},
+            ),
+        )
+        record_catching_up(config)
+        capture.execute(f"update {table} set val = 'first' where id = 1")
+        capture.wait_for(1)
+        assert cli_run(config_path, "apply", "--once").exit_code == 0
+        capture.execute(
+            f"alter table {table} replica identity default",
+            f"update {table} set code = 'moved-1' where id = 1",
+            f"alter table {table} replica identity full",
+            f"update {table} set val = 'later' where id = 2",
+        )
+        capture.wait_for(3)
+
+        result = cli_run(config_path, "apply", "--once")
+
+        assert result.exit_code == 1, result.output
+        assert "update without the old value of key column(s) code (key code)" in result.output
+        assert f"ALTER TABLE {capture.schema}.{capture.table} REPLICA IDENTITY FULL" in result.output
+        assert "cdc-lake rebootstrap" in result.output
+        assert state_of(config, capture.qualified_name) is TableState.FAILED
+        lake = read_table(spark, config.lake.table_base_path(capture.qualified_name))
+        assert sorted(r["code"] for r in lake.select("code").collect()) == ["c1"], "no row under moved-1"
+
+        engine = engine_for(config.source(capture.source_name))
+        name = f"{capture.schema}.{capture.table}"
+        assert engine.update_may_omit_old_key(name, ("code",)) is False
+        capture.execute(f'alter table {table} replica identity using index "{capture.table}_code_key"')
+        assert engine.update_may_omit_old_key(name, ("code",)) is True
+        assert engine.update_may_omit_old_key(name, ("val",)) is False

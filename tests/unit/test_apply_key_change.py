@@ -8,8 +8,10 @@ before image of a delete carries only ``id``: a bad message naming the table, th
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import pytest
 from fixtures import debezium as dbz
 from fixtures.fake_registry import InMemorySchemas
 from fixtures.wire import framed
@@ -53,11 +55,14 @@ def test_key_not_primary_key_update_changing_the_key_deletes_the_old_key() -> No
     )
 
 
-def test_key_not_primary_key_update_keeping_the_key_or_without_before_image_is_one_upsert() -> None:
+def test_key_not_primary_key_update_keeping_the_key_or_under_an_index_identity_is_one_upsert() -> None:
+    """REPLICA IDENTITY USING INDEX over ``qty``: pgoutput logs the old key only when it changes, so an
+    update without a before image kept it (the source says so before the batch: ``old_key_optional``)."""
     kept = _message(1, "u", _row(id=1, qty=5, note="a"), _row(id=1, qty=5, note="b"), lsn=2000)
     unseen = _message(2, "u", None, _row(id=1, qty=6), lsn=3000)
+    settings = dataclasses.replace(SETTINGS, old_key_optional=True)
 
-    records = list(decode_messages(SETTINGS, [kept, unseen]))
+    records = list(decode_messages(settings, [kept, unseen]))
 
     assert [(r.op, r.row["qty"]) for r in records if isinstance(r, DecodedChange)] == [("u", 5), ("u", 6)]
     assert len(records) == 2
@@ -98,3 +103,35 @@ def test_key_not_primary_key_update_with_a_toast_placeholder_names_its_old_key()
     for record in records:
         summary.add(record)
     assert summary.moves_unavailable == 1
+
+
+@pytest.mark.parametrize("before", [None, _row(id=1)], ids=["no before image", "primary key only"])
+def test_an_update_without_the_old_key_is_a_bad_message_naming_the_identity_fix(
+    before: dict[str, Any] | None,
+) -> None:
+    """Issue 34 review 6: REPLICA IDENTITY DEFAULT set after onboarding sends updates without the old
+    ``qty``; upserting the new one left the row under its old key (two lake rows).  The table stops at
+    the update, naming REPLICA IDENTITY FULL and the re-bootstrap, whatever the identity is by the time
+    the batch runs (set to DEFAULT and back to FULL in between: the update still lacks it)."""
+    kept = _message(1, "u", _row(id=1, qty=5, note="a"), _row(id=1, qty=5, note="b"), lsn=2000)
+    moved = _message(2, "u", before, _row(id=1, qty=6), lsn=3000)
+
+    records = list(decode_messages(SETTINGS, [kept, moved]))
+
+    assert [type(r) for r in records] == [DecodedChange, BadMessage]
+    bad = records[1]
+    assert isinstance(bad, BadMessage) and bad.offset == 2
+    assert bad.reason == (
+        "table public.orders: update without the old value of key column(s) qty (key qty): the source no "
+        "longer logs the old key, so a changed key would leave its old row in the lake; on Postgres run "
+        "ALTER TABLE public.orders REPLICA IDENTITY FULL (MySQL/MariaDB: binlog_row_image=FULL), then "
+        "re-bootstrap the table (cdc-lake rebootstrap)"
+    )
+
+
+def test_an_update_of_a_table_keyed_by_its_message_key_needs_no_before_image() -> None:
+    """Keyed by the primary key (configured or not), a key change arrives as delete + create."""
+    update = _message(1, "u", None, _row(id=1, qty=6), lsn=2000)
+    by_id = dataclasses.replace(SETTINGS, key_fields=("id",))
+
+    assert [r.op for r in decode_messages(by_id, [update]) if isinstance(r, DecodedChange)] == ["u"]

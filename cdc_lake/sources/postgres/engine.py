@@ -624,6 +624,15 @@ class PostgresEngine(SourceEngine):
             for log_id, reason, statement in rows
         ]
 
+    def update_may_omit_old_key(self, table: str, key: Sequence[str]) -> bool:
+        """True when ``table``'s replica identity is USING INDEX over exactly ``key`` on the primary now:
+        pgoutput then logs the old key only when it changes.  FULL logs every old row; DEFAULT (or an
+        index over other columns) with a configured key other than the primary key never logs it, which
+        onboarding refuses and an update without it stops the table."""
+        with self._connect() as conn:
+            facts = _table_facts(conn, [table])[table]
+        return facts.replica_identity == "i" and set(facts.identity_index) == set(key)
+
     def replica_evaluates(self, default: str) -> bool:
         """Never: a streaming replica replays the primary's WAL, the rows the primary wrote included."""
         return False
