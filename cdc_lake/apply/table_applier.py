@@ -47,7 +47,8 @@ from cdc_lake.apply.redelivery import advance
 from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import TypedSchemas
-from cdc_lake.exceptions import CdcLakeError, KafkaReadError, SchemaRegistryError
+from cdc_lake.exceptions import CdcLakeError, HudiWriteError, KafkaReadError, SchemaRegistryError
+from cdc_lake.hudi.keys import row_writer_key_reason, row_writer_record_key
 from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.timeline import latest_commit, record_key_fields, table_exists
 from cdc_lake.hudi.writer import read_table, write_batch
@@ -433,12 +434,22 @@ class TableApplier:
         )
 
     def _refresh_lake(self) -> None:
-        """Learn the lake table's columns; a table whose first commit never completed has none yet."""
+        """Learn the lake table's columns; a table whose first commit never completed has none yet.
+
+        A table an earlier cdc-lake bootstrapped through Hudi's row writer with a timestamp or binary key
+        holds record keys the applier never writes (:mod:`cdc_lake.hudi.keys`): it stops here, naming
+        the way out, instead of gaining a second row per key.
+        """
         if self._columns is None and table_exists(self.spark, self.target.base_path):
-            columns = row_columns(read_table(self.spark, self.target.base_path).schema)
+            lake = read_table(self.spark, self.target.base_path, meta_columns=True)
+            columns = row_columns(lake.schema)
             if columns.fields:
+                record_key = record_key_fields(self.spark, self.target.base_path)
+                foreign = row_writer_record_key(lake, record_key or ())
+                if foreign is not None:
+                    raise HudiWriteError(row_writer_key_reason(self.target.qualified_name, foreign))
                 self._columns = columns
-                self._record_key = record_key_fields(self.spark, self.target.base_path)
+                self._record_key = record_key
                 self._exists = True
 
     def _merge_schemas(

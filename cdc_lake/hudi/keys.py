@@ -35,6 +35,7 @@ Spark job, naming the table, the row and the way out (a shorter key, or ``lake.i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,6 +45,8 @@ from pyspark.sql.types import BinaryType, DataType, StringType, StructType, Time
 
 from cdc_lake.hudi.options import HudiTableSpec, IndexType
 from cdc_lake.spark.errors import REFUSED_VALUE
+
+RECORD_KEY_COLUMN = "_hoodie_record_key"
 
 PLACEHOLDERS = ("__null__", "__empty__")
 """What Hudi writes in a composite record key for a null and for an empty string component."""
@@ -57,6 +60,46 @@ def row_writer_keys_agree(schema: StructType, key_fields: Sequence[str]) -> bool
     """Whether Hudi's row writer builds the upsert's record key for every key column of ``schema``."""
     types = {f.name: f.dataType for f in schema.fields}
     return not any(isinstance(types.get(name), ROW_WRITER_KEY_TYPES) for name in key_fields)
+
+
+_ROW_WRITER_TEXT: dict[type[DataType], str] = {
+    TimestampType: r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d",  # toString(): 2024-01-01 12:00:00.123
+    BinaryType: r"\[B@",  # the array's identity: [B@45000dd1
+}
+
+
+def row_writer_key_pattern(schema: StructType, key_fields: Sequence[str]) -> str | None:
+    """A regular expression matching a record key that Hudi's row writer built for a timestamp or binary
+    key column of ``schema`` (the upsert writes digits or hex there), or None when the key has no such
+    column.  A composite key's component is matched after its ``,<column>:`` (a string value holding
+    that separator is refused, :func:`refuse_ambiguous_keys`)."""
+    types = {f.name: f.dataType for f in schema.fields}
+    parts = []
+    for name in key_fields:
+        text = next((t for kind, t in _ROW_WRITER_TEXT.items() if isinstance(types.get(name), kind)), None)
+        if text is not None:
+            parts.append(f"^{text}" if len(key_fields) == 1 else f"(^|,){re.escape(name)}:{text}")
+    return "|".join(parts) or None
+
+
+def row_writer_record_key(lake: DataFrame, key_fields: Sequence[str]) -> str | None:
+    """A record key of ``lake`` (read with Hudi's meta columns) that an earlier cdc-lake bootstrap wrote
+    through the row writer for a timestamp or binary key, or None: such a table holds two rows per key
+    once the applier upserts it.  One pass over the record key column, only for such keys."""
+    pattern = row_writer_key_pattern(lake.schema, key_fields)
+    if pattern is None:
+        return None
+    found = lake.select(RECORD_KEY_COLUMN).where(F.col(RECORD_KEY_COLUMN).rlike(pattern)).limit(1).collect()
+    return str(found[0][0]) if found else None
+
+
+def row_writer_key_reason(table: str, record_key: str) -> str:
+    """The applier's one-line error for a table holding :func:`row_writer_record_key`'s keys."""
+    return (
+        f"table {table}: the lake holds record key {record_key!r}, written by the bootstrap of an earlier "
+        "cdc-lake through Hudi's row writer, which builds timestamp and binary keys differently from the "
+        "applier (two lake rows per key, deleted keys kept); re-bootstrap the table (cdc-lake rebootstrap)"
+    )
 
 
 def _markers(key_fields: Sequence[str]) -> tuple[str, ...]:

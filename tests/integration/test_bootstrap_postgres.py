@@ -8,6 +8,7 @@ partitions than production so a table still spans several partitions and commits
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import threading
@@ -25,6 +26,8 @@ from support.bootstrap import (
     commit_runs,
     onboard,
     state_of,
+    wait_for_schema,
+    wait_streamed,
     write_db_config,
 )
 from support.common import cli_run, load
@@ -32,6 +35,7 @@ from support.engines import POSTGRES
 
 from cdc_lake.config import Source
 from cdc_lake.exceptions import BootstrapError
+from cdc_lake.hudi import writer as hudi_writer
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack
@@ -196,3 +200,37 @@ def test_a_replica_that_lags_forever_fails_saying_how_far_behind(db: SourceDb) -
     assert f"did not replay past {ahead} within 2s" in str(raised.value)
     assert "bytes of WAL behind" in str(raised.value)
 
+
+
+def test_a_table_an_earlier_version_bootstrapped_with_row_writer_keys_stops_naming_rebootstrap(
+    spark: SparkSession, db: SourceDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 34 review 8: cdc-lake before 419a223 bulk-inserted a timestamp key through Hudi's row writer
+    # (millisecond text), which the applier never writes: every update left a second row.  Such a table
+    # stops FAILED at its next batch, naming the way out, instead of going on doubling rows.
+    db.execute(
+        "create table old_keys (k timestamptz primary key, note text)",
+        "insert into old_keys select timestamptz '2024-01-01 12:00:00.123475+00' "
+        "+ g * interval '1 microsecond', 'v' || g from generate_series(0, 4) g",
+    )
+    config_path = write_db_config(tmp_path, db, [{"name": "old_keys"}], str(tmp_path / "lake"))
+    onboard(config_path, db.source)
+    config = load(config_path)
+    table = db.qualified("old_keys")
+    db.execute("update old_keys set note = 'w0' where note = 'v0'")  # registers the value schema
+    wait_for_schema(config, table)
+    monkeypatch.setattr(hudi_writer, "row_writer_keys_agree", lambda schema, keys: True)  # the old choice
+    assert cli_run(config_path, "bootstrap", table).exit_code == 0
+    monkeypatch.undo()
+    db.execute("update old_keys set note = note || '!'")
+    wait_streamed(config, table)
+
+    applied = cli_run(config_path, "apply", "--once", "--tables", table)
+
+    assert applied.exit_code != 0, applied.output
+    assert state_of(config, table) is TableState.FAILED, (applied.output, applied.stderr)
+    status = cli_run(config_path, "status", "--json")
+    assert "see docs/runbooks/table-failed.md" in status.stderr, status.stderr
+    reason = next(t for t in json.loads(status.stdout) if t["name"] == table)["last_error"]
+    assert "'2024-01-01 12:00:00.123', written by the bootstrap of an earlier cdc-lake" in reason, reason
+    assert "cdc-lake rebootstrap" in reason and "\n" not in reason

@@ -7,15 +7,17 @@ The write-side refusal (a Spark expression in every Hudi write) runs against rea
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from fixtures import debezium as dbz
 from fixtures.fake_registry import InMemorySchemas
 from fixtures.wire import framed
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType, TimestampType
 
 from cdc_lake.apply.decoding import BadMessage, DecodedChange, DecodeSettings, decode_messages
-from cdc_lake.hudi.keys import ambiguous_key_column, ambiguous_key_reason
+from cdc_lake.hudi.keys import ambiguous_key_column, ambiguous_key_reason, row_writer_key_pattern
 from cdc_lake.kafka.reader import RawMessage
 
 KEY = ("note", "uid")
@@ -97,3 +99,30 @@ def test_the_applier_stops_at_a_change_whose_key_hudi_cannot_tell_apart() -> Non
     assert isinstance(first, BadMessage) and isinstance(second, BadMessage)
     assert (first.offset, first.reason) == (1, ambiguous_key_reason("public.orders", "note", KEY))
     assert (second.offset, second.reason) == (2, ambiguous_key_reason("public.orders", "uid", KEY))
+
+
+@pytest.mark.parametrize(
+    ("key", "record_key", "written_by_the_row_writer"),
+    [
+        (("ts",), "2024-01-01 12:00:00.123", True),
+        (("ts",), "1704110400123475", False),
+        (("ts",), "-1", False),
+        (("b",), "[B@45000dd1", True),
+        (("b",), "000f", False),
+        (("id", "ts"), "id:1,ts:2024-01-01 12:00:00.0", True),
+        (("id", "ts"), "id:1,ts:1704110400123475", False),
+        (("note", "b"), "note:2024-01-01 12:00:00 [B@1,b:0f", False),  # the look-alikes are the string's
+        (("note", "b"), "note:x,b:[B@3d7d4d3d", True),
+    ],
+)
+def test_a_record_key_the_row_writer_built_is_recognised(
+    key: tuple[str, ...], record_key: str, written_by_the_row_writer: bool
+) -> None:
+    schema = StructType([
+        StructField("id", IntegerType()), StructField("ts", TimestampType()), StructField("b", BinaryType()),
+        StructField("note", StringType()),
+    ])
+    pattern = row_writer_key_pattern(schema, key)
+    assert pattern is not None
+    assert bool(re.search(pattern, record_key)) is written_by_the_row_writer
+    assert row_writer_key_pattern(schema, ("id", "note")) is None
