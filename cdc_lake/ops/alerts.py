@@ -256,19 +256,22 @@ ALERTS: tuple[Alert, ...] = (
     ),
     Alert(
         "CdcLakeDebeziumStreamingBehind", "warning",
-        "{{ $labels.plugin }} connector {{ $labels.server }} reads changes {{ $value | humanizeDuration }}"
-        " after their commit",
-        "Debezium's streaming {{ $labels.plugin }} connector with topic prefix {{ $labels.server }} (the"
-        " source's name unless it sets topic_prefix) reads changes {{ $value | humanizeDuration }} after"
+        "{{ $labels.plugin }} connector {{ $labels.connector }} ({{ $labels.server }}) reads changes"
+        " {{ $value | humanizeDuration }} after their commit",
+        "Debezium's streaming {{ $labels.plugin }} connector {{ $labels.connector }} with topic prefix"
+        " {{ $labels.server }} (the source's name unless it sets topic_prefix) reads changes"
+        " {{ $value | humanizeDuration }} after"
         " they were committed (MilliSecondsBehindSource), over debezium_behind_max_seconds, while still"
         " reading: capture is the slow part, not Kafka or the applier. The slot or binlog retains meanwhile.",
         "debezium-streaming-behind",
         (
             # MilliSecondsBehindSource keeps the last change's lag while the source is quiet: only a
-            # connector that read a change within the threshold is behind now.
+            # connector that read a change within the threshold is behind now.  The tier-0 connectors
+            # of one source share plugin and server: the match is per connector (its custom.metric.tags
+            # label), so a quiet connector is never paired with a busy sibling's recent change.
             External(
                 'debezium_metrics_millisecondsbehindsource{context="streaming"} / 1000 > $threshold'
-                " and on(plugin, server, task)"
+                " and on(plugin, server, connector, task)"
                 ' debezium_metrics_millisecondssincelastevent{context="streaming"} / 1000 < $threshold',
                 _monitoring("debezium_behind_max_seconds"),
             ),

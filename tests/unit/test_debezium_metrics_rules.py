@@ -1,65 +1,32 @@
 """Debezium's JMX metrics: the Connect workers' exporter agent and the shipped rules file.
 
-The rules are applied here the way jmx_prometheus_javaagent 1.0.1 applies them (checked against the
-agent itself, see docs/operations.md): each attribute of a bean is matched as
-``domain<key=value, ...><>Attribute: value`` against ``^.*(?:pattern).*$``, the first matching rule
-names the sample, an attribute no rule matches is dropped, and a bean outside ``includeObjectNames``
-is never read.  The stack test (tests/integration/test_ops_debezium_metrics.py) scrapes the real agent.
+The rules are applied the way jmx_prometheus_javaagent 1.0.1 applies them (:mod:`fixtures.jmx_exporter`).
+The stack test (tests/integration/test_ops_debezium_metrics.py) scrapes the real agent.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import re
-from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
+from fixtures.jmx_exporter import RULES, Exported
+from fixtures.jmx_exporter import export as _export
 
 from cdc_lake import jvm
 from cdc_lake.stack.kafka import KafkaBroker, KafkaConnect, SecureKafkaConnect
 from cdc_lake.stack.process import ManagedProcess
 from cdc_lake.stack.service import HOST, StackLayout
 
-RULES = resources.files("cdc_lake.stack").joinpath("resources/jmx-exporter-connect.yaml")
-RULES_FILE: dict[str, Any] = yaml.safe_load(RULES.read_text())
-
-Exported = tuple[str, dict[str, str], float]
-
-
-def _java(value: object) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _export(domain: str, keys: list[tuple[str, str]], attribute: str, value: object) -> Exported | None:
-    """The sample the rules make of one bean attribute, or None when it is not exported."""
-    rules = RULES_FILE
-    object_name = f"{domain}:{','.join(f'{k}={v}' for k, v in keys)}"
-    if not any(fnmatch.fnmatchcase(object_name, included) for included in rules["includeObjectNames"]):
-        return None
-    text = f"{domain}<{', '.join(f'{k}={v}' for k, v in keys)}><>{attribute}: {_java(value)}"
-    for rule in rules["rules"]:
-        match = re.fullmatch(f"^.*(?:{rule['pattern']}).*$", text)
-        if match is None:
-            continue
-
-        def expand(template: str, found: re.Match[str] = match) -> str:
-            return re.sub(r"\$(\d)", lambda ref: found.group(int(ref.group(1))), template)
-
-        if "value" not in rule and isinstance(value, str):
-            return None  # the agent skips a string it is not told the value of
-        name = expand(rule["name"]).lower() if rules["lowercaseOutputName"] else expand(rule["name"])
-        labels = {key: expand(str(label)) for key, label in rule.get("labels", {}).items()}
-        return name, labels, float(rule.get("value", value))
-    return None
-
-
 PG = [("type", "connector-metrics"), ("context", "streaming"), ("server", "pg")]
 PG_LABELS = {"plugin": "postgres", "context": "streaming", "server": "pg"}
 # A connector with several tasks orders its keys server, task, context.
 MYSQL_TASK = [("type", "connector-metrics"), ("server", "my"), ("task", "0"), ("context", "snapshot")]
+# Debezium 3.x appends custom.metric.tags (cdc-lake sets connector=<name>) after its own keys; a value
+# with characters JMX reserves is quoted.
+TIER0 = "cdc-lake.pg.tier0.shop.customers"
+PG_TAGGED = [*PG, ("connector", TIER0)]
+MYSQL_TASK_TAGGED = [*MYSQL_TASK, ("connector", '"cdc-lake.my:1"')]
+MYSQL_TASK_LABELS = {"plugin": "mysql", "server": "my", "task": "0", "context": "snapshot"}
 TASK = [("type", "connector-task-metrics"), ("connector", "cdc-lake.pg"), ("task", "0")]
 CONNECTOR = [("type", "connector-metrics"), ("connector", "cdc-lake.pg")]
 WORKER = [("type", "connect-worker-metrics"), ("connector", "cdc-lake.pg")]
@@ -74,8 +41,7 @@ WORKER = [("type", "connect-worker-metrics"), ("connector", "cdc-lake.pg")]
         ("debezium.postgres", PG, "QueueRemainingCapacity", 8000,
          ("debezium_metrics_queueremainingcapacity", PG_LABELS, 8000.0)),
         ("debezium.mysql", MYSQL_TASK, "SnapshotRunning", False,
-         ("debezium_metrics_snapshotrunning",
-          {"plugin": "mysql", "server": "my", "task": "0", "context": "snapshot"}, 0.0)),
+         ("debezium_metrics_snapshotrunning", MYSQL_TASK_LABELS, 0.0)),
         ("debezium.mariadb", PG, "TotalNumberOfEventsSeen", 42,
          ("debezium_metrics_totalnumberofeventsseen", {**PG_LABELS, "plugin": "mariadb"}, 42.0)),
         ("kafka.connect", TASK, "status", "running",
@@ -84,6 +50,10 @@ WORKER = [("type", "connect-worker-metrics"), ("connector", "cdc-lake.pg")]
          ("kafka_connect_connector_status", {"connector": "cdc-lake.pg", "status": "failed"}, 1.0)),
         ("kafka.connect", WORKER, "connector-failed-task-count", 1.0,
          ("kafka_connect_worker_connector_task_count", {"connector": "cdc-lake.pg", "state": "failed"}, 1.0)),
+        ("debezium.postgres", PG_TAGGED, "MilliSecondsBehindSource", 1234,
+         ("debezium_metrics_millisecondsbehindsource", {**PG_LABELS, "connector": TIER0}, 1234.0)),
+        ("debezium.mysql", MYSQL_TASK_TAGGED, "SnapshotRunning", True,
+         ("debezium_metrics_snapshotrunning", {**MYSQL_TASK_LABELS, "connector": "cdc-lake.my:1"}, 1.0)),
         ("debezium.postgres", PG, "LastEvent", "an event's text", None),
         ("kafka.producer", [("type", "producer-metrics"), ("client-id", "p")], "record-send-rate", 1.0, None),
     ],

@@ -8,6 +8,7 @@ rule for vanished metrics fires when nothing is scraped.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from fixtures.jmx_exporter import Bean, scrape
 from fixtures.metrics_scrape import breaching_report, full_scrape
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -236,6 +238,40 @@ def test_debezium_streaming_behind_fires_while_changes_stream_late(tmp_path: Pat
     fired = {"plugin": "postgres", "context": "streaming", "server": "late"}
 
     _rule_test(tmp_path, [*late, *quiet, *current], {DEBEZIUM_BEHIND: [fired], "CdcLakeMetricsAbsent": [{}]})
+
+
+def _streaming_bean(server: str, connector: str) -> Bean:
+    """The streaming bean of Postgres connector ``connector`` (custom.metric.tags=connector=NAME)."""
+    keys = [("type", "connector-metrics"), ("context", "streaming"), ("server", server)]
+    return "debezium.postgres", [*keys, ("connector", connector)]
+
+
+def _exported(beans: list[tuple[Bean, Mapping[str, object]]]) -> list[dict[str, str]]:
+    """promtool input series: what the shipped exporter rules make of ``beans`` on a worker."""
+    series = []
+    for name, labels, value in scrape(beans):
+        selector = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        series.append({"series": f"{name}{{{selector}}}", "values": f"{value!r}+0x10"})
+    return series
+
+
+def test_debezium_streaming_behind_fires_for_the_late_connector_not_its_quiet_sibling(tmp_path: Path) -> None:
+    # Tier-0 connectors of one source share its topic prefix (`server`); only custom.metric.tags tell
+    # them apart.  A: caught up long ago and quiet since, its last change's lag still in the bean.
+    quiet = {"MilliSecondsBehindSource": 200_000, "MilliSecondsSinceLastEvent": 3_600_000}
+    late = {"MilliSecondsBehindSource": 200_000, "MilliSecondsSinceLastEvent": 50}
+    current = {"MilliSecondsBehindSource": 800, "MilliSecondsSinceLastEvent": 50}
+    late_sibling = "cdc-lake.shop.tier0.public.b"
+    beans: list[tuple[Bean, Mapping[str, object]]] = [
+        (_streaming_bean("shop", "cdc-lake.shop.tier0.public.a"), quiet),
+        (_streaming_bean("shop", late_sibling), late),
+        # A quiet connector beside a busy one that is not behind: nothing fires.
+        (_streaming_bean("crm", "cdc-lake.crm.tier0.public.a"), quiet),
+        (_streaming_bean("crm", "cdc-lake.crm.tier0.public.b"), current),
+    ]
+    fired = {"plugin": "postgres", "context": "streaming", "server": "shop", "connector": late_sibling}
+
+    _rule_test(tmp_path, _exported(beans), {DEBEZIUM_BEHIND: [fired], "CdcLakeMetricsAbsent": [{}]})
 
 
 def test_debezium_streaming_behind_takes_its_threshold_from_the_config() -> None:

@@ -94,3 +94,17 @@ def test_debeziums_streaming_lag_and_queue_have_panels_following_the_source_vari
         'debezium_metrics_queueremainingcapacity{context="streaming",server=~"$source"}',
     ):
         assert shown in exprs, shown
+
+
+def test_debeziums_panels_show_one_line_per_connector() -> None:
+    # The tier-0 connectors of one source share `server`: grouped by it, a quiet connector and a late
+    # sibling would be one line (max: the late one's; sum: their queues added).
+    panels = _dashboard()["panels"]
+    targets = [t for panel in panels for t in panel["targets"] if "debezium_metrics_" in t["expr"]]
+
+    assert targets
+    for target in targets:
+        groupings = re.findall(r"\bby \(([^)]*)\)", target["expr"])
+        assert groupings, target["expr"]
+        assert all("connector" in grouping.split(", ") for grouping in groupings), target["expr"]
+        assert "{{connector}}" in target["legendFormat"], target["legendFormat"]
