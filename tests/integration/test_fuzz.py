@@ -4,7 +4,9 @@
 its workload, runs it around a real bootstrap (changes before it, during it from a thread, after it),
 applies until LIVE, and checks the lake against the source with both readers, the record keys for
 duplicates, and the bootstrap's record keys against the applier's.  ``benchmarks/fuzz_bench.py`` runs
-many seeds; a failing seed is saved under ``tests/integration/data/fuzz_regressions/``.
+many seeds; a failing seed is saved under ``tests/integration/data/fuzz_regressions/`` and replayed with
+``fuzz_bench.py --replay FILE...`` (not here: each case costs a bootstrap and an apply, and this file's
+budget is one case per engine).
 """
 
 from __future__ import annotations
