@@ -2,10 +2,22 @@
 
 While a bootstrap runs, :class:`TableProgress` is updated after every commit and, between commits, from
 Spark's task counts; a :class:`ProgressView` shows it (a rich bar on a terminal, one line per step
-otherwise).  What must outlive the process goes to the state store as runs of the table: ``bootstrap``
-(the whole run), ``bootstrap.plan`` (estimated rows, partitions, key) and ``bootstrap.commit`` (one per
-Hudi commit: its partitions and rows).  :func:`bootstrap_status` rebuilds the progress from those and the
-watermark's plan for ``cdc-lake status --json``, from any process.
+otherwise).
+
+What it shows only moves forward.  ``rows_written`` is exact: the rows of the Hudi commits, added as
+each commit lands (:meth:`TableProgress.committed`).  Between commits the running one's rows are an
+estimate from the share of Spark tasks done, and that share falls each time Hudi adds a stage to the
+job, so :meth:`TableProgress.reading` keeps the largest estimate of the commit, and ``rows_read`` (what
+the bar, rows/s and the ETA use) is the largest written-plus-estimate seen so far: a commit that wrote
+fewer rows than estimated holds the count until the next ones pass it.  Every step has a phase, named
+before the step starts, so no step runs unnamed: ``checking the source``, ``starting Spark``, ``saving
+the watermark``, ``waiting for the replica``, ``planning``, ``copying``, ``handing off``, ``handed
+off`` (then ``catching up`` and ``live`` with ``--apply``).
+
+What must outlive the process goes to the state store as runs of the table: ``bootstrap`` (the whole
+run), ``bootstrap.plan`` (estimated rows, partitions, key) and ``bootstrap.commit`` (one per Hudi commit:
+its partitions and rows). :func:`bootstrap_status` rebuilds the progress from those and the watermark's
+plan for ``cdc-lake status --json``, from any process.
 """
 
 from __future__ import annotations
@@ -43,11 +55,25 @@ class TableProgress:
     rows_in_flight: int = 0
     rows_before: int = 0
     started: float = field(default_factory=time.monotonic)
+    rows_shown: int = 0
+    """The largest ``rows_read`` so far: what is shown never decreases."""
 
     @property
     def rows_read(self) -> int:
-        """Rows committed plus those the running commit has read so far (an estimate from task counts)."""
-        return self.rows_written + self.rows_in_flight
+        """Rows committed plus the running commit's largest estimate, never less than shown before."""
+        return max(self.rows_shown, self.rows_written + self.rows_in_flight)
+
+    def reading(self, rows: int) -> None:
+        """The running commit has read about ``rows`` (from task counts): kept if the largest yet."""
+        self.rows_in_flight = max(self.rows_in_flight, rows)
+        self.rows_shown = self.rows_read
+
+    def committed(self, rows: int, partitions: int) -> None:
+        """A commit of ``partitions`` partitions wrote ``rows`` rows: exact, replacing its estimate."""
+        self.rows_written += rows
+        self.partitions_done += partitions
+        self.rows_in_flight = 0
+        self.rows_shown = self.rows_read
 
     def rows_per_second(self, now: float) -> float | None:
         """Rows read per second by this run."""

@@ -253,6 +253,7 @@ class TableBootstrap:
         )
 
     def _bootstrap(self, state: TableState) -> str:
+        self._show("checking the source")
         engine = engine_for(self.source)
         role = self.role()
         if role == "replica":
@@ -272,6 +273,7 @@ class TableBootstrap:
             self.registry, self.target.topic, reads, self.name, self.table.column_types
         )
         _LOG.info("%s: %s", self.name, agreed)
+        self._show("starting Spark")
         spark = get_spark(self.config.spark, self.config.lake)
 
         watermark = self.store.get_watermark(self.name) if state is TableState.BOOTSTRAPPING else None
@@ -449,9 +451,7 @@ class TableBootstrap:
             }
             run_id = self.store.start_run(COMMIT_RUN, self.name, detail)
             self.store.finish_run(run_id, RunOutcome.OK, detail)
-            progress.rows_written += rows
-            progress.rows_in_flight = 0
-            progress.partitions_done += len(group)
+            progress.committed(rows, len(group))
             self._show()
 
     def _estimated_rows(self, watermark: Watermark) -> int:
@@ -531,7 +531,7 @@ class TableBootstrap:
                             done += stage.numCompletedTasks
                             total += stage.numTasks
                 share = done / total if total else 0.0
-                self.progress.rows_in_flight = int(share * per_partition * partitions)
+                self.progress.reading(int(share * per_partition * partitions))
                 self._show()
 
         thread = threading.Thread(target=tick, name="bootstrap-progress", daemon=True)

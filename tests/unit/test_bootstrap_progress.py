@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from cdc_lake.config import load_config
+from cdc_lake.decode.registry import SchemaRegistry
+from cdc_lake.lake.applier import ApplierFactory
 from cdc_lake.state import BootstrapPartition, RunOutcome, StateStore, TableState
+from cdc_lake_bootstrap import run
 from cdc_lake_bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, LineView, TableProgress, bootstrap_status
 
 TABLE = "src.s.t"
@@ -30,6 +35,91 @@ def test_rate_and_eta_count_only_this_runs_rows() -> None:
     assert progress.rows_per_second(110.0) == 30.0
     assert progress.eta_seconds(110.0) == 10.0
     assert TableProgress(TABLE, started=100.0).rows_per_second(110.0) is None
+
+
+def test_rows_and_eta_never_go_back_while_hudi_adds_stages() -> None:
+    # Measured: the running commit's estimate from Spark's task counts fell each time Hudi added a
+    # stage (5,000 -> 2,500 -> 5,000 -> 3,333 rows), and a commit wrote fewer rows than estimated.
+    progress = TableProgress(TABLE, partitions_total=2, estimated_rows=10_000, started=100.0)
+    shown: list[int] = []
+    etas: list[float | None] = []
+    for event in (5_000, 2_500, 5_000, 3_333, ("commit", 4_000), 1_000, ("commit", 5_500)):
+        if isinstance(event, tuple):
+            progress.committed(event[1], partitions=1)
+        else:
+            progress.reading(event)
+        shown.append(progress.rows_read)
+        etas.append(progress.eta_seconds(110.0))  # one instant: only the rows move the ETA
+
+    assert shown == sorted(shown)
+    assert shown[:4] == [5_000] * 4
+    assert (progress.rows_written, progress.partitions_done, progress.rows_in_flight) == (9_500, 2, 0)
+    known = [eta for eta in etas if eta is not None]
+    assert known == sorted(known, reverse=True)
+
+
+class _Stop(Exception):
+    """Ends the bootstrap at the step under test."""
+
+
+class _Phases:
+    """A view that records each phase it is shown."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    def show(self, progress: TableProgress) -> None:
+        if not self.shown or self.shown[-1] != progress.phase:
+            self.shown.append(progress.phase)
+
+    def close(self) -> None:
+        """Nothing to finish."""
+
+
+def test_the_first_slow_steps_are_named_before_they_start(
+    tmp_path: Path, store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Measured: about 100 s without a phase while the source was checked and Spark started.
+    config_file = tmp_path / "cdc-lake.yaml"
+    config_file.write_text(
+        f"state_store:\n  url: sqlite:///{tmp_path}/state.db\nlake:\n  base_path: {tmp_path}/lake\n"
+        "sources:\n  src:\n    engine: postgres\n    primary: {port: 1, database: d, user: u}\n"
+        "    tables:\n      - name: s.t\n"
+    )
+    config = load_config(config_file)
+    source, table = next(config.iter_tables())
+    view = _Phases()
+    seen: dict[str, list[str]] = {}
+
+    class Engine:
+        def table_shape(self, name: str, role: str) -> object:
+            seen["table shape"] = list(view.shown)
+            return object()
+
+        def quote_identifier(self, name: str) -> str:
+            return name
+
+    def spark_start(*_: object) -> object:
+        seen["spark"] = list(view.shown)
+        raise _Stop
+
+    monkeypatch.setattr(run, "engine_for", lambda _: Engine())
+    for step in ("record_key", "selected_columns", "column_reads"):
+        monkeypatch.setattr(run, step, lambda *_, **__: ())
+    monkeypatch.setattr(run, "align_with_registry", lambda *_: ((), "agreed", {}))
+    monkeypatch.setattr(run, "get_spark", spark_start)
+    registry, applier = cast(SchemaRegistry, None), cast(ApplierFactory, None)
+    bootstrap = run.TableBootstrap(
+        config, source, table, store, registry, view, False, applier, read_primary=True
+    )
+
+    with pytest.raises(_Stop):
+        bootstrap.run()
+
+    assert seen == {
+        "table shape": ["checking the source"],
+        "spark": ["checking the source", "starting Spark"],
+    }
 
 
 def test_line_view_prints_phase_changes_and_commits_once() -> None:
