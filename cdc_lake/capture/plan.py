@@ -176,7 +176,10 @@ def render_config(engine: str, plan: ConnectorPlan, params: ConnectorParams) -> 
 
     * ``custom.metric.tags`` names the connector in Debezium's JMX metrics: connectors of one
       source share ``topic.prefix``, and without a distinct tag a second connector waits a
-      minute for the first one's metrics name to free up.
+      minute for the first one's metrics name to free up.  Debezium appends it to the MBean
+      name (``...,server=<prefix>,connector=<name>``), and the shipped JMX exporter rules
+      (``cdc_lake/stack/resources/jmx-exporter-connect.yaml``) make it the ``connector`` label
+      the Debezium alert and dashboard panels match on.
     * ``topic.heartbeat.prefix`` gives a tier-0 connector its own heartbeat topic.
     * ``message.key.columns`` keys the events of tables with a configured key.
     """
