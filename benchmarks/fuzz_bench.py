@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=1, help="rows and transactions scale (1: CI size)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--replay", type=Path, nargs="+", help="run saved cases instead of seeds")
+    parser.add_argument(
+        "--avoid-known", action="store_true", help="steer clear of the open findings (see generate())"
+    )
     parser.add_argument("--deadline", type=float, default=0, help="stop starting seeds after N seconds")
     args = parser.parse_args(argv)
     stack = LocalStack(Config.default(Path.cwd()).stack)
@@ -100,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = [FuzzCase.load(path) for path in args.replay]
     else:
         seeds = range(args.first_seed, args.first_seed + args.seeds)
-        cases = [generate(args.engine, seed, args.size) for seed in seeds]
+        cases = [generate(args.engine, seed, args.size, avoid_known=args.avoid_known) for seed in seeds]
     started = time.monotonic()
     results: list[dict[str, Any]] = []
     out = args.json or Path(f"fuzz-{args.engine}.json")
