@@ -211,7 +211,9 @@ def test_a_quarantined_message_is_replayed_after_a_fix_and_a_later_change_of_its
     topic = SyntheticTopic(local_stack, f"qrep_{run}")
     topic.send([
         (topic.key(1), topic.change("c", 1, "a", (100, 2))),
-        (None, topic.change("u", 1, "keyless", (150, 2))),  # offset 1: no message key, no `key` configured
+        # Offset 1: no message key and no `key` configured; its before image (REPLICA IDENTITY FULL, as a
+        # keyless table's updates need) names the key the operator's fix configures.
+        (None, topic.change("u", 1, "keyless", (150, 2), before=True)),
     ])
     config_path = tmp_path / "cdc-lake.yaml"
     data = config_dict(

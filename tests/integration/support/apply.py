@@ -920,9 +920,16 @@ class SyntheticTopic:
         return self._frame(self.key_id, self.key_schema, {"id": key})
 
     def change(
-        self, op: str, key: int, name: str | None = None, ratio: tuple[int, int] | None = None
+        self,
+        op: str,
+        key: int,
+        name: str | None = None,
+        ratio: tuple[int, int] | None = None,
+        *,
+        before: bool = False,
     ) -> bytes:
-        """The framed value of an ``op`` change of row ``key`` (``ratio`` is (unscaled, scale))."""
+        """The framed value of an ``op`` change of row ``key`` (``ratio`` is (unscaled, scale)); ``before``:
+        an update carries its before image (REPLICA IDENTITY FULL), with the key unchanged."""
         self.lsn += 100
         row = {
             "id": key,
@@ -945,7 +952,7 @@ class SyntheticTopic:
             "lsn": self.lsn,
         }
         value = {
-            "before": row if op == "d" else None,
+            "before": row if op == "d" or (before and op == "u") else None,
             "after": None if op == "d" else row,
             "source": source,
             "op": op,
