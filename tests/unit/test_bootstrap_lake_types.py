@@ -175,6 +175,16 @@ def test_types_without_an_exact_read_are_refused_by_name(
             _pg("_numeric", "numeric[]", kind="array", element="numeric"),
             (ArrayType(DecimalType(38, 18), True), Conversion.DECIMAL_TEXT),
         ),
+        (  # Debezium registers the element's precision and scale (found by the fuzzer, issue 34)
+            "postgres",
+            _pg("_numeric", "numeric(10,2)[]", kind="array", element="numeric"),
+            (ArrayType(DecimalType(10, 2), True), Conversion.DECIMAL_TEXT),
+        ),
+        (
+            "postgres",
+            _pg("_numeric", "numeric(50,10)[]", kind="array", element="numeric"),
+            (ArrayType(DecimalType(38, 10), True), Conversion.DECIMAL_TEXT),
+        ),
         (
             "postgres",
             _pg("_timestamptz", "timestamptz[]", kind="array", element="timestamptz"),

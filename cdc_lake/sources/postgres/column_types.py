@@ -7,6 +7,8 @@ engine's declaration (``column_module``) and imported when first asked, since it
 
 from __future__ import annotations
 
+import re
+
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -65,6 +67,8 @@ _PG_TEXT_ARRAY_ELEMENTS: dict[str, tuple[DataType, Conversion]] = {
     "date": (DateType(), Conversion.DATE_TEXT),
     "timestamptz": (TimestampType(), Conversion.PG_UTC_TIMESTAMP_TEXT),
 }
+_PG_SCALED_NUMERIC_ARRAY = re.compile(r"numeric\((?P<precision>\d+),\s*(?P<scale>-?\d+)\)\[\]")
+"""The declared type of a ``numeric(p,s)[]`` column (``format_type``: ``numeric(10,2)[]``)."""
 _PG_SIMPLE: dict[str, DataType] = {
     "bool": BooleanType(),
     "int2": ShortType(),
@@ -139,6 +143,10 @@ def _pg_array(column: SourceColumn, quoted: str) -> Mapped:
     if simple is not None:
         return ColumnRead(column.name, quoted, ArrayType(simple, True))
     as_text = _PG_TEXT_ARRAY_ELEMENTS.get(element)
+    scaled = _PG_SCALED_NUMERIC_ARRAY.fullmatch(column.declared) if element == "numeric" else None
+    if scaled is not None:
+        # Debezium registers a numeric(p,s)[] element as decimal(p,s), as it does a numeric(p,s) column.
+        as_text = (spark_decimal(int(scaled["precision"]), int(scaled["scale"])), Conversion.DECIMAL_TEXT)
     if as_text is not None:
         lake, conversion = as_text
         return ColumnRead(column.name, f"{quoted}::text[]", ArrayType(lake, True), conversion, True)
