@@ -86,18 +86,25 @@ class SourceDb:
         return conn
 
     def execute(self, *statements: str) -> None:
-        """Run statements on the primary and commit."""
+        """Run statements on the primary and commit, as one transaction."""
+        self.execute_transactions([statements])
+
+    def execute_transactions(self, transactions: Sequence[Sequence[str]]) -> None:
+        """Run each transaction's statements on the primary and commit it, on one connection."""
         if self.engine == "postgres":
             with self.connect_pg() as conn:
-                for statement in statements:
-                    conn.execute(statement)  # type: ignore[arg-type]
+                for statements in transactions:
+                    with conn.transaction():
+                        for statement in statements:
+                            conn.execute(statement.encode())
             return
         conn = self.connect_maria()
         try:
-            with conn.cursor() as cur:
-                for statement in statements:
-                    cur.execute(statement)
-            conn.commit()
+            for statements in transactions:
+                with conn.cursor() as cur:
+                    for statement in statements:
+                        cur.execute(statement)
+                conn.commit()
         finally:
             conn.close()
 
