@@ -239,12 +239,11 @@ def _name_keys(
     """
     held = sides[1].groupBy(*[_col(k) for k in key]).agg(F.count(F.lit(1)).alias(_LAKE_ROWS))
     doubled = held.where(F.col(_LAKE_ROWS) > 1).cache()
-    left, right = sides[0].alias("s"), sides[1].join(doubled, list(key), "left_anti").alias("l")
+    left = sides[0].join(doubled, list(key), "left_anti").alias("s")
+    right = sides[1].join(doubled, list(key), "left_anti").alias("l")
     on = [F.col(f"s.`{k}`").eqNullSafe(F.col(f"l.`{k}`")) for k in key]
     pairs = (
-        left.join(doubled, list(key), "left_anti")
-        .alias("s")
-        .join(right, on, "full_outer")
+        left.join(right, on, "full_outer")
         .select(
             *[F.coalesce(F.col(f"s.`{k}`"), F.col(f"l.`{k}`")).alias(k) for k in key],
             F.col(f"s.{_HASH}").alias("sh"),

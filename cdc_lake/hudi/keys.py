@@ -133,6 +133,16 @@ def ambiguous_key_reason(table: str, column: str, key_fields: Sequence[str]) -> 
     return f"table {table}: key column {column!r} {why}, then re-bootstrap the table (cdc-lake rebootstrap)"
 
 
+def _row_key(key_fields: Sequence[str]) -> Column:
+    """A row's key values as JSON, for the refusal that names the row."""
+    return F.to_json(F.struct(*[F.col(k) for k in key_fields]))
+
+
+def _refuse_where(df: DataFrame, refused: Column, reason: Column) -> DataFrame:
+    """``df`` whose rows raise ``reason`` where ``refused`` holds, in the job that consumes them."""
+    return df.filter(F.when(refused, F.raise_error(reason)).otherwise(F.lit(True)))
+
+
 def refuse_ambiguous_keys(df: DataFrame, table: str, key_fields: Sequence[str]) -> DataFrame:
     """``df`` whose rows raise, in the job that consumes them, on an ambiguous string key value.
 
@@ -148,10 +158,10 @@ def refuse_ambiguous_keys(df: DataFrame, table: str, key_fields: Sequence[str]) 
         ambiguous: Column = column.isin(*PLACEHOLDERS)
         for marker in markers:
             ambiguous = ambiguous | (F.instr(column, marker) > 0)
-        row_key = F.to_json(F.struct(*[F.col(k) for k in key_fields]))
+        row_key = _row_key(key_fields)
         head = f"table {table}: key column {name!r} {REFUSED_VALUE} "
         reason = F.concat(F.lit(head), row_key, F.lit(f" {_why(key_fields)}"))
-        df = df.filter(F.when(ambiguous, F.raise_error(reason)).otherwise(F.lit(True)))
+        df = _refuse_where(df, ambiguous, reason)
     return df
 
 
@@ -187,7 +197,7 @@ def refuse_long_record_keys(df: DataFrame, spec: HudiTableSpec) -> DataFrame:
     if spec.index is not IndexType.RECORD_INDEX:
         return df
     length = F.octet_length(record_key_text(df.schema, spec.record_key_fields))
-    row_key = F.to_json(F.struct(*[F.col(k) for k in spec.record_key_fields]))
+    row_key = _row_key(spec.record_key_fields)
     reason = F.concat(
         F.lit(f"table {spec.table_name}: the record key {REFUSED_VALUE} "), row_key, F.lit(" is "),
         length.cast("string"),
@@ -197,4 +207,4 @@ def refuse_long_record_keys(df: DataFrame, spec: HudiTableSpec) -> DataFrame:
             "GLOBAL_BLOOM, then re-bootstrap the table (cdc-lake rebootstrap)"
         ),
     )
-    return df.filter(F.when(length > RECORD_INDEX_KEY_BYTES, F.raise_error(reason)).otherwise(F.lit(True)))
+    return _refuse_where(df, length > RECORD_INDEX_KEY_BYTES, reason)
