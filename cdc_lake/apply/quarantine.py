@@ -9,8 +9,8 @@ change the message carried is missing from the lake) until ``cdc-lake rebootstra
 ``cdc-lake validate`` clears the mark (:meth:`StateStore.clear_possibly_diverged`).
 
 The applier then leaves quarantined offsets out of every batch that covers them, and the Hudi commit of
-that batch lists them under :data:`QUARANTINED_KEY` in its metadata, so the lake itself records what it
-skipped.  Nothing is ever skipped without such a record.
+that batch lists them in its metadata, so the lake itself records what it skipped
+(:mod:`cdc_lake.apply.skipped`).  Nothing is ever skipped without such a record.
 
 After fixing the cause (a ``column_types`` override, a registry schema, a ``key``), ``cdc-lake quarantine
 --replay TABLE --partition P --offset O`` applies the message after all (:func:`replay`), under the
@@ -32,14 +32,11 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
-import json
 import logging
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from pyspark import RDD
 
 from cdc_lake.apply.decoding import BadMessage, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.config import Config
@@ -54,57 +51,12 @@ from cdc_lake.state.store import StateStore
 
 _LOG = logging.getLogger(__name__)
 
-QUARANTINED_KEY = "quarantined"
-"""Commit metadata: the quarantined offsets the commit's range skipped, ``{"partition": [offsets]}``."""
 QUARANTINE_RUN = "quarantine"
 REPLAY_RUN = "quarantine replay"
 WRITABLE = frozenset({TableState.LIVE, TableState.CATCHING_UP})
 """The states whose table a replay may write to (the applier's own, not stopped)."""
 WIDTH = 80
 """Columns of ``quarantine --list``'s lines."""
-
-
-def skipped_offsets(
-    store: StateStore | None,
-    table: str,
-    topic: str,
-    start: Mapping[int, int],
-    end: Mapping[int, int],
-    topic_id: str | None = None,
-) -> frozenset[tuple[int, int]]:
-    """The (partition, offset) pairs quarantined for ``table`` that lie in ``[start, end)``.
-
-    ``topic_id`` is the topic's Kafka id now (None: not known): a row quarantined from a topic of another
-    id (deleted and created again since) skips nothing.  A re-bootstrap's copy (``table~vN``) skips what
-    its table's quarantine holds: a quarantined offset before the copy's watermark is never read by it
-    (the snapshot holds that change), one after it stays missing in the copy too, and the switch keeps
-    its row and the possibly-diverged mark (:meth:`StateStore.switch_rebootstrap`).  A replayed row
-    skips nothing: its change is in the lake, and a copy reading the message again applies it.
-    """
-    if store is None:
-        return frozenset()
-    return frozenset(
-        (q.partition, q.offset)
-        for q in store.quarantined(table.partition("~")[0], topic)
-        if q.missing and q.partition in end and start.get(q.partition, 0) <= q.offset < end[q.partition]
-        and (q.topic_id is None or topic_id is None or q.topic_id == topic_id)
-    )
-
-
-def without_quarantined(raw: RDD[RawMessage], skipped: frozenset[tuple[int, int]]) -> RDD[RawMessage]:
-    """``raw`` without the quarantined messages (unchanged when there are none)."""
-    if not skipped:
-        return raw
-    return raw.filter(lambda message: (message.partition, message.offset) not in skipped)
-
-
-def commit_metadata(skipped: frozenset[tuple[int, int]], end: Mapping[int, int]) -> dict[str, str]:
-    """The commit metadata naming the quarantined offsets below ``end`` (empty when there are none)."""
-    by_partition: dict[str, list[int]] = {}
-    for partition, offset in sorted(skipped):
-        if offset < end.get(partition, 0):
-            by_partition.setdefault(str(partition), []).append(offset)
-    return {QUARANTINED_KEY: json.dumps(by_partition)} if by_partition else {}
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,8 @@ from cdc_lake.apply.decoding import (
 )
 from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame, one_row_per_key
 from cdc_lake.apply.plan import BatchPlan, plan_batch
-from cdc_lake.apply.quarantine import commit_metadata, skipped_offsets, without_quarantined
 from cdc_lake.apply.redelivery import advance
+from cdc_lake.apply.skipped import commit_metadata, skipped_offsets, without_quarantined
 from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import TypedSchemas

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.apply.quarantine import skipped_offsets
+from cdc_lake.apply.skipped import skipped_offsets
 from cdc_lake.exceptions import StateStoreError
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore, versioned_path

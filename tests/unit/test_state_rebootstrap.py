@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.apply.quarantine import QUARANTINED_KEY, commit_metadata, skipped_offsets
+from cdc_lake.apply.skipped import QUARANTINED_KEY, commit_metadata, skipped_offsets
 from cdc_lake.exceptions import StateStoreError
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import RebootstrapPhase
