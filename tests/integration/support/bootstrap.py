@@ -31,7 +31,7 @@ from pyspark.sql.types import StringType
 
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import Config, load_config
-from cdc_lake.connect.client import KafkaConnectClient
+from cdc_lake.connect.client import KafkaConnectClient, connector_failure
 from cdc_lake.decode.registry import registry_client
 from cdc_lake.exceptions import SchemaRegistryError
 from cdc_lake.hudi.writer import read_table
@@ -472,16 +472,27 @@ def kill_after_first_commit(
     return commit_runs(config_path, table)
 
 
-def wait_for_schema(config: Config, table: str, timeout: float = 120.0) -> None:
-    """Wait until Debezium has registered the value schema of ``table``'s topic."""
+def wait_for_schema(config: Config, table: str, timeout: float = 240.0) -> None:
+    """Wait until Debezium has registered the value schema of ``table``'s topic.
+
+    It stops at once when one of the source's connectors FAILED, and a timeout names the connectors'
+    states, so a run that fails here says whether Debezium stopped or only did not get there.
+    """
     source, entry = config.table(table)
     subject = f"{target_for(config, source, entry).topic}-value"
     registry = registry_client(config)
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            registry.latest(subject)
-            return
-        except SchemaRegistryError:
-            assert time.monotonic() < deadline, f"no schema registered for {subject}"
-            time.sleep(1)
+    with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
+        names = [name for name in connect.list_connectors() if of_source(source.name)(name)]
+        while True:
+            try:
+                registry.latest(subject)
+                return
+            except SchemaRegistryError:
+                failure = connector_failure(connect, names)
+                assert failure is None, f"no schema registered for {subject}: {failure}"
+                if time.monotonic() > deadline:
+                    states = ", ".join(f"{name}: {connect.status(name).describe()}" for name in names)
+                    waited = f"no schema for {subject} in {timeout:.0f}s"
+                    raise AssertionError(f"{waited}; connectors: {states or 'none'}") from None
+                time.sleep(1)
