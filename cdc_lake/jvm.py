@@ -42,6 +42,7 @@ KAFKA_VERSION = "4.1.1"  # the Kafka that Debezium 3.5 is built against
 DEBEZIUM_VERSION = "3.5.0.Final"
 APICURIO_VERSION = "2.6.13.Final"  # the newest line whose converter resolves completely from Maven Central
 LOG4J_VERSION = "2.24.3"
+SLF4J_VERSION = "2.0.16"  # the API log4j-slf4j2-impl binds; an older one resolved beside it logs nothing
 SPARK_KAFKA_CLIENTS_VERSION = "3.4.1"  # the kafka-clients spark-sql-kafka-0-10 3.5.x is built against
 COMMONS_POOL2_VERSION = "2.11.1"  # likewise, for its consumer pool
 JMX_EXPORTER_VERSION = "1.0.1"
@@ -177,6 +178,9 @@ KAFKA_SERVER = ArtifactSet(
         MavenArtifact("org.apache.kafka", "connect-runtime", KAFKA_VERSION),
         MavenArtifact("org.apache.logging.log4j", "log4j-slf4j2-impl", LOG4J_VERSION),
         MavenArtifact("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
+        # Named, so that it wins over the 1.7 API a dependency asks for: with that one the worker's and
+        # Debezium's logs went to SLF4J's no-operation logger.
+        MavenArtifact("org.slf4j", "slf4j-api", SLF4J_VERSION),
     ),
 )
 """Broker, admin tools and the Kafka Connect worker share one classpath."""
