@@ -259,7 +259,7 @@ def bootstrap_table(spark: SparkSession, target: TableTarget | HudiTableSpec, ro
     checkpoint = Checkpoint(topic, {0: 0}, None, Origin.WATERMARK)
     began = time.monotonic()
     spec = target if isinstance(target, HudiTableSpec) else target.spec(("id",))
-    write_batch(spark, spec, frame, WriteOperation.BULK_INSERT, checkpoint.commit_metadata())
+    write_batch(spark, spec, frame, WriteOperation.BULK_INSERT, checkpoint.metadata().to_dict())
     return time.monotonic() - began
 
 

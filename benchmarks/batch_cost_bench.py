@@ -194,7 +194,7 @@ def bootstrap(spark: SparkSession, spec: HudiTableSpec, rows: int) -> float:
     )
     began = time.perf_counter()
     checkpoint = Checkpoint(PG_TOPIC, {0: 0, 1: 0}, None, Origin.WATERMARK)
-    write_batch(spark, spec, frame, WriteOperation.BULK_INSERT, checkpoint.commit_metadata())
+    write_batch(spark, spec, frame, WriteOperation.BULK_INSERT, checkpoint.metadata().to_dict())
     return time.perf_counter() - began
 
 

@@ -75,7 +75,7 @@ from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.hudi.options import COMMIT_METADATA_PREFIX
 from cdc_lake.kafka.offsets import OffsetRange, end_offsets
 from cdc_lake.kafka.reader import KafkaReadSettings, iter_range
-from cdc_lake.lake.checkpoint import OFFSETS_KEY
+from cdc_lake.lake.commit_metadata import OFFSETS_KEY
 from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 

@@ -15,7 +15,7 @@ partitions are read again.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -24,12 +24,9 @@ from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
 from cdc_lake.hudi.timeline import latest_commit, table_exists
 from cdc_lake.hudi.writer import write_batch
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
-from cdc_lake.lake.schema_change import lengths_metadata
+from cdc_lake.lake.commit_metadata import CommitMetadata
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 from cdc_lake.state.records import Watermark
-
-ATTEMPT_KEY = "bootstrap.attempt"
-PARTITIONS_KEY = "bootstrap.partitions"
 
 
 def attempt_id(watermark: Watermark) -> str:
@@ -37,20 +34,18 @@ def attempt_id(watermark: Watermark) -> str:
     return watermark.created_at.isoformat()
 
 
-def commit_metadata(
-    watermark: Watermark, partitions: list[int], lengths: Mapping[str, int]
-) -> dict[str, str]:
+def group_metadata(watermark: Watermark, partitions: list[int], lengths: Mapping[str, int]) -> CommitMetadata:
     """The metadata of one bootstrap commit: the watermark checkpoint, the attempt and its partitions,
     and the character lengths of the registered schema the copy was aligned with."""
     checkpoint = Checkpoint(
         watermark.topic, dict(watermark.offsets), watermark.ts_source_ms, Origin.WATERMARK
     )
-    return {
-        **checkpoint.commit_metadata(),
-        ATTEMPT_KEY: attempt_id(watermark),
-        PARTITIONS_KEY: ",".join(str(index) for index in sorted(partitions)),
-        **lengths_metadata(lengths),
-    }
+    return replace(
+        checkpoint.metadata(),
+        bootstrap_attempt=attempt_id(watermark),
+        bootstrap_partitions=frozenset(partitions),
+        char_lengths=dict(lengths),
+    )
 
 
 @dataclass(frozen=True)
@@ -84,13 +79,13 @@ def lake_state(spark: SparkSession, base_path: str, table: str, watermark: Water
     commit = latest_commit(spark, base_path)
     if commit is None:
         return LakeState(True, frozenset())
-    if commit.metadata.get(ATTEMPT_KEY) != attempt_id(watermark):
+    stored = CommitMetadata.from_dict(commit.metadata)
+    if stored.bootstrap_attempt != attempt_id(watermark):
         raise BootstrapError(
             f"table {table}: lake path {base_path} has commit {commit.instant} ({commit.operation}) that "
             "this bootstrap did not write; remove the path or re-bootstrap the table"
         )
-    listed = commit.metadata.get(PARTITIONS_KEY, "")
-    return LakeState(True, frozenset(int(i) for i in listed.split(",") if i))
+    return LakeState(True, stored.bootstrap_partitions)
 
 
 def write_group(
@@ -102,5 +97,5 @@ def write_group(
     lengths: Mapping[str, int],
 ) -> str:
     """Bulk-insert ``rows`` (the lake rows of ``partitions``) as one commit; returns its instant."""
-    metadata = commit_metadata(watermark, partitions, lengths)
+    metadata = group_metadata(watermark, partitions, lengths).to_dict()
     return write_batch(spark, spec, rows, WriteOperation.BULK_INSERT, metadata)

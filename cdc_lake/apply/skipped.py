@@ -3,22 +3,18 @@
 A message the operator quarantined (:mod:`cdc_lake.apply.quarantine`, the command) is never applied by a
 batch whose range covers it: :func:`skipped_offsets` finds the quarantined offsets in the range,
 :func:`without_quarantined` drops them from the messages read, and the batch's commit names them in its
-metadata (:func:`commit_metadata`, under :data:`QUARANTINED_KEY`), so the lake itself records what it
-skipped.
+metadata (:func:`quarantined_below`, :attr:`cdc_lake.lake.commit_metadata.CommitMetadata.quarantined`), so
+the lake itself records what it skipped.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 from pyspark import RDD
 
 from cdc_lake.kafka.reader import RawMessage
 from cdc_lake.state.store import StateStore
-
-QUARANTINED_KEY = "quarantined"
-"""Commit metadata: the quarantined offsets the commit's range skipped, ``{"partition": [offsets]}``."""
 
 
 def skipped_offsets(
@@ -57,10 +53,12 @@ def without_quarantined(raw: RDD[RawMessage], skipped: frozenset[tuple[int, int]
     return raw.filter(lambda message: (message.partition, message.offset) not in skipped)
 
 
-def commit_metadata(skipped: frozenset[tuple[int, int]], end: Mapping[int, int]) -> dict[str, str]:
-    """The commit metadata naming the quarantined offsets below ``end`` (empty when there are none)."""
-    by_partition: dict[str, list[int]] = {}
+def quarantined_below(
+    skipped: frozenset[tuple[int, int]], end: Mapping[int, int]
+) -> dict[int, tuple[int, ...]]:
+    """The quarantined offsets below ``end`` per partition, as a commit records them (empty: none)."""
+    by_partition: dict[int, tuple[int, ...]] = {}
     for partition, offset in sorted(skipped):
         if offset < end.get(partition, 0):
-            by_partition.setdefault(str(partition), []).append(offset)
-    return {QUARANTINED_KEY: json.dumps(by_partition)} if by_partition else {}
+            by_partition[partition] = (*by_partition.get(partition, ()), offset)
+    return by_partition

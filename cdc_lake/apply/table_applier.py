@@ -43,7 +43,7 @@ from cdc_lake.apply.decoding import (
 from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame, one_row_per_key
 from cdc_lake.apply.plan import BatchPlan, plan_batch
 from cdc_lake.apply.redelivery import advance
-from cdc_lake.apply.skipped import commit_metadata, skipped_offsets, without_quarantined
+from cdc_lake.apply.skipped import quarantined_below, skipped_offsets, without_quarantined
 from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import TypedSchemas
@@ -58,6 +58,7 @@ from cdc_lake.kafka.offsets import topic_state
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark, split_ranges
 from cdc_lake.kafka.topic_rules import applier_way_out, partitioning_refusal
 from cdc_lake.lake.checkpoint import Checkpoint, Origin, resume_checkpoint
+from cdc_lake.lake.commit_metadata import CommitMetadata
 from cdc_lake.lake.schema import merge_columns, row_columns
 from cdc_lake.lake.schema_change import (
     IncompatibleSchemaChange,
@@ -65,12 +66,8 @@ from cdc_lake.lake.schema_change import (
     SourceDefaults,
     WriterColumns,
     classify,
-    compared_metadata,
-    copied_columns,
     key_change,
-    lengths_metadata,
     policy_columns,
-    recorded_lengths,
     widest_lengths,
 )
 from cdc_lake.lake.target import TableTarget
@@ -217,7 +214,8 @@ class TableApplier:
                 self.target.base_path, self.target.topic, self.target.qualified_name, self.store, commit
             )
             self._seen_commit = None if commit is None else commit.instant
-            self._lengths = {} if commit is None else recorded_lengths(commit.metadata)
+            stored = None if commit is None else CommitMetadata.from_dict(commit.metadata)
+            self._lengths = {} if stored is None else dict(stored.char_lengths)
             _LOG.info(
                 "%s resumes from %s %s", self.target.qualified_name, self._checkpoint.origin.value,
                 self._checkpoint.offsets,
@@ -383,9 +381,7 @@ class TableApplier:
         )
         fill = sorted(name for name in summary.unavailable if name in columns.fieldNames())
         stored = read_table(self.spark, self.target.base_path) if fill and self._exists else None
-        latest = latest_frame(
-            self.spark, records, columns, cut, key_fields, fill, stored, summary.moves_unavailable
-        )
+        latest = latest_frame(self.spark, records, columns, cut, key_fields, fill, summary.moves_unavailable)
         unique = one_row_per_key(columns, key_fields, stored)
         if stored is not None:
             latest = fill_from_lake(latest, stored, key_fields, fill)
@@ -400,10 +396,10 @@ class TableApplier:
                 self.target.topic, offsets, newest, Origin.COMMIT, positions=positions, topic_id=plan.topic_id
             )
             spec = self.target.spec(key_fields)
-            metadata = {
-                **after.commit_metadata(), **commit_metadata(skipped, end),
-                **compared_metadata(self._compared(columns)), **lengths_metadata(lengths),
-            }
+            metadata = replace(
+                after.metadata(), quarantined=quarantined_below(skipped, end),
+                compared_columns=self._compared(columns), char_lengths=lengths,
+            ).to_dict()
             steps.done("frame")
             if before_commit is not None:
                 before_commit()
@@ -494,7 +490,7 @@ class TableApplier:
         if self.target.columns:
             return frozenset(lake.fieldNames())
         commit = latest_commit(self.spark, self.target.base_path)
-        return None if commit is None else copied_columns(commit.metadata)
+        return None if commit is None else CommitMetadata.from_dict(commit.metadata).compared_columns
 
     def _classify(self, schema_id: int, writer: WriterColumns, lengths: dict[str, int]) -> None:
         """Stop before a writer schema the lake table cannot follow (columns versions older than the lake's

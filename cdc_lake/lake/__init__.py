@@ -8,6 +8,8 @@ this package, never on each other:
 - :mod:`cdc_lake.lake.schema_change`: a new writer schema classified against the table, and the
   table's schema policy;
 - :mod:`cdc_lake.lake.checkpoint`: the Kafka offsets stored in each Hudi commit (where apply resumes);
+- :mod:`cdc_lake.lake.commit_metadata`: everything a commit records besides its rows, the one owner of
+  the stored keys;
 - :mod:`cdc_lake.lake.target`: one configured table as a lake table (topic, base path, Hudi spec);
 - :mod:`cdc_lake.lake.applier`: the applier as the bootstrap sees it (catch a table up), wired in by
   the command line.

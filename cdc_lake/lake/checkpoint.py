@@ -1,11 +1,12 @@
 """Where a table's apply resumes: the Kafka offsets stored in its last completed Hudi commit.
 
-Every apply commit carries, in its extra metadata, the topic and the next offset to apply per partition
-(HoodieStreamer's checkpoint idea): the data and the offsets become durable in one atomic commit, so a
-crash at any point resumes exactly after the last completed commit.  An inflight commit is invisible
-here and Hudi rolls it back on the next write.  Before the first apply commit the offsets come from the
-bootstrap's saved watermark, and a table never bootstrapped starts at the beginning of its topic.
-The state store's applied offsets are only a copy for ``status``.
+Every apply commit carries, in its extra metadata (:class:`~cdc_lake.lake.commit_metadata.CommitMetadata`),
+the topic and the next offset to apply per partition (HoodieStreamer's checkpoint idea): the data and the
+offsets become durable in one atomic commit, so a crash at any point resumes exactly after the last
+completed commit.  An inflight commit is invisible here and Hudi rolls it back on the next write.
+Before the first apply commit the offsets come from the bootstrap's saved watermark, and a table never
+bootstrapped starts at the beginning of its topic.  The state store's applied offsets are only a copy
+for ``status``.
 
 The offsets name every partition the topic had when the checkpoint was taken (a plan covers every
 partition, empty ones included, and so does the bootstrap's watermark), so they are also the partition
@@ -18,22 +19,16 @@ records it.
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import dataclass, field
 
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi.timeline import CommitInfo
+from cdc_lake.lake.commit_metadata import CommitMetadata, MalformedCommitMetadata
 from cdc_lake.state import TableState
 from cdc_lake.state.store import StateStore
 
 _BOOTSTRAPPED = frozenset({TableState.CATCHING_UP, TableState.LIVE})
 """States a bootstrap leaves only after its commits exist."""
-
-TOPIC_KEY = "kafka.topic"
-OFFSETS_KEY = "kafka.offsets"
-SOURCE_TS_KEY = "source.newest_ts_ms"
-POSITIONS_KEY = "kafka.stream_positions"
-TOPIC_ID_KEY = "kafka.topic_id"
 
 
 class Origin(enum.StrEnum):
@@ -61,19 +56,15 @@ class Checkpoint:
     positions: dict[int, str] = field(default_factory=dict)
     topic_id: str | None = None
 
-    def commit_metadata(self) -> dict[str, str]:
-        """The extra metadata that stores this checkpoint in a Hudi commit."""
-        metadata = {
-            TOPIC_KEY: self.topic,
-            OFFSETS_KEY: json.dumps({str(p): o for p, o in sorted(self.offsets.items())}),
-        }
-        if self.newest_source_ts_ms is not None:
-            metadata[SOURCE_TS_KEY] = str(self.newest_source_ts_ms)
-        if self.positions:
-            metadata[POSITIONS_KEY] = json.dumps({str(p): m for p, m in sorted(self.positions.items())})
-        if self.topic_id is not None:
-            metadata[TOPIC_ID_KEY] = self.topic_id
-        return metadata
+    def metadata(self) -> CommitMetadata:
+        """The commit metadata that stores this checkpoint in a commit (the other fields empty)."""
+        return CommitMetadata(
+            topic=self.topic,
+            offsets=dict(self.offsets),
+            newest_source_ts_ms=self.newest_source_ts_ms,
+            positions=dict(self.positions),
+            topic_id=self.topic_id,
+        )
 
 
 def checkpoint_from_commit(commit: CommitInfo, topic: str, where: str) -> Checkpoint | None:
@@ -81,23 +72,26 @@ def checkpoint_from_commit(commit: CommitInfo, topic: str, where: str) -> Checkp
 
     Raises HudiWriteError when the offsets belong to another topic or cannot be parsed.
     """
-    raw = commit.metadata.get(OFFSETS_KEY)
-    if raw is None:
+    try:
+        stored = CommitMetadata.from_dict(commit.metadata)
+    except MalformedCommitMetadata as exc:
+        raise HudiWriteError(f"{where}: commit {commit.instant} has {exc}") from exc
+    if stored.offsets is None:
         return None
-    stored_topic = commit.metadata.get(TOPIC_KEY, topic)
+    stored_topic = topic if stored.topic is None else stored.topic
     if stored_topic != topic:
         raise HudiWriteError(
             f"{where}: commit {commit.instant} holds offsets of topic {stored_topic!r}, not {topic!r}"
         )
-    try:
-        offsets = {int(p): int(o) for p, o in json.loads(raw).items()}
-        newest = commit.metadata.get(SOURCE_TS_KEY)
-        newest_ts = int(newest) if newest is not None else None
-        positions = {int(p): str(m) for p, m in json.loads(commit.metadata.get(POSITIONS_KEY, "{}")).items()}
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise HudiWriteError(f"{where}: commit {commit.instant} has malformed offsets {raw!r}") from exc
-    topic_id = commit.metadata.get(TOPIC_ID_KEY)
-    return Checkpoint(topic, offsets, newest_ts, Origin.COMMIT, commit.instant, positions, topic_id)
+    return Checkpoint(
+        topic,
+        dict(stored.offsets),
+        stored.newest_source_ts_ms,
+        Origin.COMMIT,
+        commit.instant,
+        dict(stored.positions),
+        stored.topic_id,
+    )
 
 
 def resume_checkpoint(

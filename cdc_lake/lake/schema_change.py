@@ -12,7 +12,7 @@ Each change between the lake table's columns (and record key) and the newest wri
 Character lengths are not in the lake's types (every ``varchar(n)``/``char(n)`` is a ``string``): the
 connectors propagate the source type of character columns (``datatype.propagate.source.type``), so the
 writer schema's field carries ``__debezium.source.column.length`` (:attr:`WriterColumns.lengths`), and
-each commit records the lengths the lake was written with (:func:`lengths_metadata`: the bootstrap's
+each commit records the lengths the lake was written with (``CommitMetadata.char_lengths``: the bootstrap's
 from the registered schema it aligned with, the applier's the widest it applied).  A writer length
 below the recorded one is ``NARROWED`` (the source may have truncated values, or refused them, without
 a row event); a longer one is no change.  A length missing on either side (an older writer version, a
@@ -41,9 +41,9 @@ exact.  ``TABLE_SWAPPED`` is no writer schema's: the source table was renamed aw
 name (an online schema-change tool's swap, read from the connector's schema history by
 :mod:`cdc_lake.apply.swaps`, :func:`table_swap`), so the change events after it are another table's;
 the copy a re-bootstrap reads is the new table's, on the replica as on the primary (the swap's rows
-replicate as rows).  Each apply commit records
-the columns its policy compared (:func:`compared_metadata`); under a frozen list every listed column the
-lake lacks counts as not copied.
+replicate as rows).  Each apply commit records the columns its policy compared
+(``CommitMetadata.compared_columns``); under a frozen list every listed column the lake lacks counts as
+not copied.
 
 A message written with an older writer version is no change (:meth:`SchemaDiff.without_older_version_gaps`)
 only while the subject's history shows that version predates the column: a column dropped and re-added
@@ -59,7 +59,6 @@ re-bootstraps the table when it stops (docs/schema-changes.md).
 from __future__ import annotations
 
 import enum
-import json
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -349,7 +348,7 @@ def classify(
 ) -> SchemaDiff:
     """The differences between the lake columns of ``table`` and the writer's (both already restricted
     by policy); ``copied``: the columns the lake was copied and applied with, when not every column;
-    ``lengths``: the character lengths the lake was written with (:func:`recorded_lengths`)."""
+    ``lengths``: the character lengths the lake was written with (``CommitMetadata.char_lengths``)."""
     recorded = lengths or {}
     incoming = {f.name: lake_type(f.dataType) for f in writer.struct.fields}
     stored = {f.name: f.dataType for f in lake.fields}
@@ -440,34 +439,6 @@ class IncompatibleSchemaChange(SchemaChangeError):
     def __init__(self, diff: SchemaDiff) -> None:
         super().__init__(diff.summary())
         self.diff = diff
-
-
-COMPARED_KEY = "schema.compared_columns"
-
-
-def compared_metadata(compared: frozenset[str] | None) -> dict[str, str]:
-    """The commit metadata recording the columns a policy compared (none: every column)."""
-    return {} if compared is None else {COMPARED_KEY: json.dumps(sorted(compared))}
-
-
-def copied_columns(metadata: Mapping[str, str]) -> frozenset[str] | None:
-    """The columns a commit's metadata says its policy compared (None: every column, or not recorded)."""
-    raw = metadata.get(COMPARED_KEY)
-    return None if raw is None else frozenset(str(name) for name in json.loads(raw))
-
-
-LENGTHS_KEY = "schema.char_lengths"
-
-
-def lengths_metadata(lengths: Mapping[str, int]) -> dict[str, str]:
-    """The commit metadata recording the character lengths the lake was written with (none: nothing)."""
-    return {LENGTHS_KEY: json.dumps(dict(sorted(lengths.items())))} if lengths else {}
-
-
-def recorded_lengths(metadata: Mapping[str, str]) -> dict[str, int]:
-    """The character lengths a commit's metadata records (empty: none recorded, e.g. an older commit)."""
-    raw = metadata.get(LENGTHS_KEY)
-    return {} if raw is None else {str(name): int(n) for name, n in json.loads(raw).items()}
 
 
 def policy_columns(

@@ -23,7 +23,7 @@ from support.common import write_and_load
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config
 from cdc_lake.hudi.timeline import latest_commit
-from cdc_lake.lake.checkpoint import OFFSETS_KEY
+from cdc_lake.lake.commit_metadata import OFFSETS_KEY
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore

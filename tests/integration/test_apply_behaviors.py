@@ -36,7 +36,7 @@ from cdc_lake.apply.runner import ApplyRunner, apply_once
 from cdc_lake.config import Config
 from cdc_lake.decode.types import UNAVAILABLE_PLACEHOLDER
 from cdc_lake.hudi.timeline import latest_commit
-from cdc_lake.lake.checkpoint import OFFSETS_KEY, TOPIC_KEY
+from cdc_lake.lake.commit_metadata import OFFSETS_KEY, TOPIC_KEY
 from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState

@@ -53,7 +53,7 @@ from cdc_lake.config import Config
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table
-from cdc_lake.lake.checkpoint import OFFSETS_KEY
+from cdc_lake.lake.commit_metadata import OFFSETS_KEY
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 

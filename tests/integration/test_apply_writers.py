@@ -30,7 +30,7 @@ from cdc_lake.exceptions import KafkaReadError
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.kafka.offsets import OffsetRange
 from cdc_lake.kafka.reader import KafkaReadSettings, iter_range
-from cdc_lake.lake.checkpoint import OFFSETS_KEY
+from cdc_lake.lake.commit_metadata import OFFSETS_KEY
 from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState

@@ -32,13 +32,12 @@ from support.engines import StackEngine
 
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table
-from cdc_lake.lake.checkpoint import OFFSETS_KEY
+from cdc_lake.lake.commit_metadata import ATTEMPT_KEY, OFFSETS_KEY, PARTITIONS_KEY
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 from cdc_lake_bootstrap import partitions
 from cdc_lake_bootstrap import run as bootstrap_run
-from cdc_lake_bootstrap.write import ATTEMPT_KEY, PARTITIONS_KEY
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
 

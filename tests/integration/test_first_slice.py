@@ -34,8 +34,8 @@ from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.group_offsets import group_id
 from cdc_lake.kafka.offsets import wait_for_messages
 from cdc_lake.kafka.reader import KafkaReadSettings
-from cdc_lake.lake.checkpoint import OFFSETS_KEY
 from cdc_lake.lake.columns import OP_COLUMN
+from cdc_lake.lake.commit_metadata import OFFSETS_KEY
 from cdc_lake.lake.schema_change import SourceDefaults
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.stack.java import classpath_argv

@@ -44,9 +44,9 @@ from support.bootstrap import (
 from support.common import cli_run, load, write_and_load
 from support.second_reader import second_reader_rows
 
-from cdc_lake.apply.skipped import QUARANTINED_KEY
 from cdc_lake.cli.main import cli
 from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.lake.commit_metadata import QUARANTINED_KEY
 from cdc_lake.lake.target import target_for
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState

@@ -21,7 +21,7 @@ def test_offsets_time_positions_and_topic_id_round_trip_through_commit_metadata(
         "pg.public.t", {0: 17, 1: 4}, 1_700_000_000_000, Origin.COMMIT, positions={0: "pg:1"}, topic_id="x1"
     )
 
-    loaded = checkpoint_from_commit(_commit(stored.commit_metadata()), "pg.public.t", "here")
+    loaded = checkpoint_from_commit(_commit(stored.metadata().to_dict()), "pg.public.t", "here")
 
     assert loaded == Checkpoint(
         "pg.public.t", {0: 17, 1: 4}, 1_700_000_000_000, Origin.COMMIT, "20250101000000000", {0: "pg:1"}, "x1"
@@ -34,7 +34,7 @@ def test_a_commit_of_an_earlier_version_has_no_topic_id() -> None:
     )
 
     assert loaded is not None and (loaded.offsets, loaded.topic_id) == ({0: 3}, None)
-    assert "kafka.topic_id" not in Checkpoint("pg.public.t", {0: 3}, None, Origin.COMMIT).commit_metadata()
+    assert "kafka.topic_id" not in Checkpoint("pg.public.t", {0: 3}, None, Origin.COMMIT).metadata().to_dict()
 
 
 def test_a_commit_without_offsets_is_not_a_checkpoint() -> None:

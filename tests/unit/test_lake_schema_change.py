@@ -19,6 +19,7 @@ from pyspark.sql.types import (
 )
 
 from cdc_lake.decode.schema import RegisteredSchema
+from cdc_lake.lake.commit_metadata import CommitMetadata
 from cdc_lake.lake.schema_change import (
     EVOLVABLE,
     ChangeKind,
@@ -26,14 +27,15 @@ from cdc_lake.lake.schema_change import (
     SourceDefaults,
     WriterColumns,
     classify,
-    compared_metadata,
-    copied_columns,
     key_change,
-    lengths_metadata,
     policy_columns,
-    recorded_lengths,
     widest_lengths,
 )
+
+
+def _stored(metadata: CommitMetadata) -> CommitMetadata:
+    """``metadata`` as a commit stores and reads it back."""
+    return CommitMetadata.from_dict(metadata.to_dict())
 
 
 def _struct(**columns: DataType) -> StructType:
@@ -392,9 +394,9 @@ def test_a_column_the_lake_was_not_copied_with_stops_the_table() -> None:
 def test_commits_record_the_columns_a_policy_compared() -> None:
     frozen = policy_columns(SchemaPolicy.FREEZE, None, ["id"], LAKE)
 
-    assert copied_columns(compared_metadata(frozen)) == frozenset(LAKE.fieldNames())
-    assert copied_columns(compared_metadata(None)) is None
-    assert copied_columns({}) is None
+    assert _stored(CommitMetadata(compared_columns=frozen)).compared_columns == frozenset(LAKE.fieldNames())
+    assert _stored(CommitMetadata(compared_columns=None)).compared_columns is None
+    assert CommitMetadata.from_dict({}).compared_columns is None
 
 
 def _writer(**lengths: int | None) -> WriterColumns:
@@ -448,8 +450,8 @@ def test_commits_record_the_widest_character_length_applied() -> None:
     recorded = widest_lengths({"val": 200, "note": 10}, _writer(val=300, note=None, extra=5).lengths)
 
     assert recorded == {"val": 300, "note": 10, "extra": 5}
-    assert recorded_lengths(lengths_metadata(recorded)) == recorded
-    assert lengths_metadata({}) == {} and recorded_lengths({}) == {}
+    assert _stored(CommitMetadata(char_lengths=recorded)).char_lengths == recorded
+    assert CommitMetadata(char_lengths={}).to_dict() == {} and CommitMetadata.from_dict({}).char_lengths == {}
     assert _writer(val=20, note=30).restricted(frozenset({"id", "note"})).lengths == {"note": 30}
 
 

@@ -87,7 +87,7 @@ def copying(config: Config) -> Iterator[Rebootstrap]:
 
 
 def _switch(config: Config, record: Rebootstrap, monkeypatch: pytest.MonkeyPatch) -> None:
-    metadata = Checkpoint(TOPIC, {0: 4}, 1000, Origin.WATERMARK).commit_metadata()
+    metadata = Checkpoint(TOPIC, {0: 4}, 1000, Origin.WATERMARK).metadata().to_dict()
     commit = CommitInfo("20260202000000000", "commit", None, "BULK_INSERT", metadata)
     monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commit)
     monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState("id", {}))

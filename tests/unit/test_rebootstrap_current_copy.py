@@ -82,7 +82,7 @@ def _run_switch(
     monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore, copying: Rebootstrap
 ) -> None:
     """The switch, the copy's latest commit being its bootstrap commit (the watermark's offsets)."""
-    metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).commit_metadata()
+    metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).metadata().to_dict()
     commits = {copying.new_path: CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)}
     monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commits[path])
     monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
@@ -194,7 +194,7 @@ def test_a_switch_keeps_the_copys_own_apply_commits(
     monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore, copying: Rebootstrap
 ) -> None:
     store.record_applied_offsets(copying.copy_name, {0: 44, 1: 7}, COPY_COMMIT)
-    metadata = Checkpoint(TOPIC, {0: 44, 1: 7}, 2000, Origin.COMMIT).commit_metadata()
+    metadata = Checkpoint(TOPIC, {0: 44, 1: 7}, 2000, Origin.COMMIT).metadata().to_dict()
     commit = CommitInfo(COPY_COMMIT, "commit", None, "UPSERT", metadata)
     monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commit)
     # A unit test: no Kafka (it read the real broker's topic state when the stack ran, failed otherwise).

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.apply.skipped import QUARANTINED_KEY, commit_metadata, skipped_offsets
+from cdc_lake.apply.skipped import quarantined_below, skipped_offsets
 from cdc_lake.exceptions import StateStoreError
+from cdc_lake.lake.commit_metadata import QUARANTINED_KEY, CommitMetadata
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import RebootstrapPhase
 from cdc_lake.state.store import StateStore, versioned_path
@@ -60,8 +61,9 @@ def test_skipped_offsets_are_those_in_the_batch_range_and_the_commit_lists_them(
 
     assert skipped == {(0, 9)}
     assert copy_skips == {(0, 3), (0, 9), (0, 20)}
-    assert commit_metadata(skipped, {0: 20}) == {QUARANTINED_KEY: '{"0": [9]}'}
-    assert commit_metadata(skipped, {0: 9}) == {}
+    recorded = CommitMetadata(quarantined=quarantined_below(skipped, {0: 20}))
+    assert recorded.to_dict() == {QUARANTINED_KEY: '{"0": [9]}'}
+    assert CommitMetadata(quarantined=quarantined_below(skipped, {0: 9})).to_dict() == {}
     assert skipped_offsets(None, TABLE, "pg.public.orders", {0: 0}, {0: 21}) == frozenset()
 
 
