@@ -5,6 +5,11 @@ environment, validates it against strict models (an unknown key is an error
 naming its dotted path), and resolves relative paths against the file's
 directory.  ``Config.default()`` gives the local stack's defaults without a file.
 Secrets are :class:`pydantic.SecretStr`, so printing a config never shows them.
+
+A source's model is its engine's (:mod:`cdc_lake.sources.settings`, ``sources/<engine>/settings.py``),
+found in the engine registry by its ``engine``: this module imports the sources' models, and nothing
+under :mod:`cdc_lake.sources` imports it.  ``Source``, ``Connection`` and
+``Table`` are importable from here as from there.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
@@ -21,8 +26,6 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
@@ -33,60 +36,24 @@ from pydantic_core import PydanticCustomError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from cdc_lake.exceptions import ConfigError, SourceEngineError, UnknownSourceError, UnknownTableError
-from cdc_lake.hudi.options import IndexType, passthrough_option_problem
+from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
+from cdc_lake.hudi.options import IndexType
 from cdc_lake.redaction import is_secret_key
-from cdc_lake.representation import parse_column_type
+from cdc_lake.sources.settings import DEFAULT_HEARTBEAT_SECONDS as DEFAULT_HEARTBEAT_SECONDS
+from cdc_lake.sources.settings import ConfigModel as _Model
+from cdc_lake.sources.settings import Connection as Connection
+from cdc_lake.sources.settings import HudiOptions, PassthroughValue, Secret
+from cdc_lake.sources.settings import Source as Source
+from cdc_lake.sources.settings import Table as Table
 
 DEFAULT_CONFIG_NAME = "cdc-lake.yaml"
 DEFAULT_STATE_DIR = ".cdc-lake"
-DEFAULT_HEARTBEAT_SECONDS = 2.0
-"""A source's default heartbeat interval.  On an idle Postgres table the hand-off waits for two
-heartbeats (the first writes the heartbeat row, the next commits the offset past it): 2 s keeps that
-near 5 s, where 10 s cost about 17 s per table (docs/benchmarks.md, goal 4); its cost is one row
-upsert and one Kafka record per connector per interval."""
-
 _ENV_REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _CONNECT_ENV_REFERENCE = re.compile(r"^env:[A-Za-z_][A-Za-z0-9_]*$")
 _ENV_BODY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
 _CONNECT_ENV_VALUE = re.compile(r"^\$\{env:[A-Za-z_][A-Za-z0-9_]*\}$")
 # One ``name=value`` option of a JAAS line (``Module required a="x" b=y;``); quoted values may hold escapes.
 _JAAS_OPTION = re.compile(r'([A-Za-z_][\w.-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+)')
-# Source names become Postgres slot names, Kafka topic prefixes and lake directories;
-# slot names only allow lowercase letters, digits and underscores.
-_SOURCE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
-
-ENGINE_SOURCE_SETTINGS: Final = frozenset({"slot_name", "publication_name", "server_id", "interval_handling"})
-"""The settings of a source that only some engines take: each engine declares the ones it takes
-(``EngineCapabilities.settings``), and a source that sets another is refused."""
-ENGINE_CONNECTION_SETTINGS: Final = frozenset(
-    {
-        "sslmode",
-        "sslrootcert",
-        "ssl_ca",
-        "ssl_verify_identity",
-        "ssl_truststore",
-        "ssl_truststore_password_env",
-    }
-)
-"""The settings of a source's connection that only some engines take (TLS), declared the same way."""
-
-IntervalHandling = Literal["numeric", "string"]
-"""A Postgres source's ``interval.handling.mode``: ``numeric`` (Debezium's default, lossy, so interval columns
-are refused) or ``string`` (exact text, ``docs/type-mapping.md``)."""
-
-
-def _scalar_to_str(value: object) -> object:
-    """Let YAML numbers and booleans stand where a string is expected (``false`` becomes ``"false"``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return value
-
-
-PassthroughValue = Annotated[str, BeforeValidator(_scalar_to_str)]
-Secret = Annotated[SecretStr, BeforeValidator(_scalar_to_str)]
 
 
 def _is_a_file(value: str) -> str:
@@ -98,24 +65,6 @@ def _is_a_file(value: str) -> str:
 LocalFile = Annotated[str, AfterValidator(_is_a_file)]
 """A file cdc-lake reads itself (a CA bundle, a client certificate or key), used as written: it must
 exist when the config loads."""
-
-
-def _passthrough_hudi_options(value: dict[str, str]) -> dict[str, str]:
-    for key in value:
-        problem = passthrough_option_problem(key)
-        if problem is not None:
-            raise PydanticCustomError("hudi_option", problem)
-    return value
-
-
-HudiOptions = Annotated[dict[str, PassthroughValue], AfterValidator(_passthrough_hudi_options)]
-"""``hoodie.*`` options passed to every write of a table (docs/hudi.md#passing-hudi-options)."""
-
-
-class _Model(BaseModel):
-    """Base for every config model: unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 class S3Settings(_Model):
@@ -503,6 +452,7 @@ class StackPorts(_Model):
     spark_master: int = Field(default=17077, ge=1, le=65535)
     spark_master_ui: int = Field(default=18090, ge=1, le=65535)
     spark_worker_ui: int = Field(default=18091, ge=1, le=65535)
+    trino: int = Field(default=18095, ge=1, le=65535)
 
 
 class GlueSettings(_Model):
@@ -529,229 +479,20 @@ class CatalogSettings(_Model):
     hive: HiveMetastoreSettings | None = None
 
 
+class TrinoStackSettings(_Model):
+    """The stack's opt-in Trino (``cdc-lake stack up --with trino`` starts it too)."""
+
+    enabled: bool = False
+    java_home: Path | None = None
+    """A JDK 24 or newer for Trino; unset: the newest one under /usr/lib/jvm."""
+
+
 class StackSettings(_Model):
     """The local stack: where its data lives and which ports it listens on."""
 
     data_dir: Path = Path(DEFAULT_STATE_DIR) / "stack"
     ports: StackPorts = Field(default_factory=StackPorts)
-
-
-class Connection(_Model):
-    """How to reach one database server.
-
-    ``sslmode`` and ``sslrootcert`` (Postgres) are used by every connection cdc-lake opens to the
-    server (preflight, positions, lag, bootstrap and validate JDBC reads) and rendered into the
-    Debezium connector (``database.sslmode``, ``database.sslrootcert``: the path must exist on the
-    Connect workers too).  ``verify-full`` checks the certificate chain and the host name.
-
-    ``ssl_ca`` and ``ssl_verify_identity`` (MySQL/MariaDB) do the same there: with ``ssl_ca`` every
-    connection requires TLS and verifies the server's chain against that CA (PEM), and
-    ``ssl_verify_identity`` also checks the host name (pymysql, the JDBC drivers, Debezium's
-    ``database.ssl.mode``).  Debezium reads the CA from a PKCS#12 truststore, ``ssl_truststore``
-    (default: ``ssl_ca`` with the suffix ``.p12``), which onboarding makes from ``ssl_ca`` with
-    ``keytool`` when it is missing; its password is read from the environment variable named by
-    ``ssl_truststore_password_env`` (by cdc-lake and, as ``${env:VAR}``, by the Connect workers).
-    """
-
-    host: str = "127.0.0.1"
-    port: int = Field(ge=1, le=65535)
-    database: str | None = None
-    user: str
-    password: Secret | None = None
-    sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] | None = None
-    sslrootcert: str | None = None
-    ssl_ca: str | None = None
-    ssl_verify_identity: bool = False
-    ssl_truststore: str | None = None
-    ssl_truststore_password_env: str = Field(
-        default="CDC_LAKE_TRUSTSTORE_PASSWORD", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"
-    )
-
-    @model_validator(mode="after")
-    def _root_cert_needs_verification(self) -> Connection:
-        if self.sslrootcert is not None and self.sslmode not in ("verify-ca", "verify-full"):
-            raise PydanticCustomError(
-                "tls_setting", "sslrootcert is used only with sslmode verify-ca or verify-full"
-            )
-        if self.ssl_ca is None and (self.ssl_verify_identity or self.ssl_truststore is not None):
-            raise PydanticCustomError(
-                "tls_setting", "ssl_verify_identity and ssl_truststore are used only with ssl_ca"
-            )
-        return self
-
-    def mysql_tls(self) -> bool:
-        """Whether MySQL/MariaDB connections to this server require TLS (``ssl_ca`` is set)."""
-        return self.ssl_ca is not None
-
-    def truststore_path(self) -> str:
-        """The PKCS#12 truststore Debezium verifies the server with: ``ssl_truststore`` or by ``ssl_ca``."""
-        if self.ssl_ca is None:
-            raise ConfigError("ssl_truststore is derived from ssl_ca, which is not set")
-        return self.ssl_truststore or str(Path(self.ssl_ca).with_suffix(".p12"))
-
-    def tls_settings(self) -> dict[str, str]:
-        """The libpq/pgJDBC TLS parameters set for this server (empty: the driver defaults)."""
-        settings = {"sslmode": self.sslmode, "sslrootcert": self.sslrootcert}
-        return {key: value for key, value in settings.items() if value is not None}
-
-
-class Table(_Model):
-    """One replicated table, named ``schema.table`` (MySQL: ``database.table``)."""
-
-    name: str
-    tier: int = Field(default=1, ge=0)
-    key: list[str] | None = None
-    columns: list[str] | None = None
-    partition_by: list[str] | None = None
-    hudi_options: HudiOptions = Field(default_factory=dict)
-    column_types: dict[str, str] = Field(default_factory=dict)
-    """Per-column lake representation for columns whose default mapping is not exact
-    (docs/type-mapping.md): ``string`` (the exact text) or ``decimal(p,s)`` (Postgres unconstrained
-    ``numeric``: fails loudly on a value it cannot hold).  Bootstrap and applier both honour it."""
-    schema_changes: Literal["evolve", "freeze", "rebootstrap"] = "evolve"
-    """What a new source schema does to the lake table (docs/schema-changes.md): ``evolve`` follows
-    additive and widening changes and stops on others (SCHEMA_CHANGED); ``freeze`` ignores columns the
-    lake table lacks; ``rebootstrap``: ``cdc-lake run`` re-bootstraps the table when it stops."""
-
-    @field_validator("column_types")
-    @classmethod
-    def _known_column_types(cls, value: dict[str, str]) -> dict[str, str]:
-        for column, spec in value.items():
-            try:
-                parse_column_type(spec)
-            except ValueError as exc:
-                raise PydanticCustomError(
-                    "column_type", "column {column}: {problem}", {"column": column, "problem": str(exc)}
-                ) from exc
-        return value
-
-    @field_validator("name")
-    @classmethod
-    def _one_dot(cls, value: str) -> str:
-        parts = value.split(".")
-        if len(parts) != 2 or not all(parts):
-            raise PydanticCustomError("table_name", "must be schema.table (exactly one dot)")
-        return value
-
-    @property
-    def schema_name(self) -> str:
-        """The schema (MySQL: database) part of the name."""
-        return self.name.split(".")[0]
-
-    @property
-    def table_name(self) -> str:
-        """The table part of the name."""
-        return self.name.split(".")[1]
-
-    def qualified_name(self, source: Source | str) -> str:
-        """``source.schema.table``: how commands, the state store and logs name this table."""
-        source_name = source if isinstance(source, str) else source.name
-        return f"{source_name}.{self.name}"
-
-
-class Source(_Model):
-    """One source database: its primary (CDC), its read replica (bootstrap) and its tables.
-
-    ``name`` comes from the key under ``sources``; connector names and defaults derive from it.
-    ``engine`` names a registered engine (:data:`cdc_lake.sources.ENGINES`).  A source may set only
-    the engine-specific settings (:data:`ENGINE_SOURCE_SETTINGS`, :data:`ENGINE_CONNECTION_SETTINGS`)
-    its engine declares, then the engine's declared ``source_rules`` require its settings and fill its
-    defaults: the engines, not this module, know which settings each takes.
-    """
-
-    name: str
-    engine: str
-    primary: Connection
-    replica: Connection | None = None
-    topic_prefix: str | None = None
-    slot_name: str | None = None
-    publication_name: str | None = None
-    server_id: int | None = Field(default=None, ge=1, le=2**32 - 1)
-    interval_handling: IntervalHandling = "numeric"
-    heartbeat_interval_seconds: float = Field(default=DEFAULT_HEARTBEAT_SECONDS, ge=0.5, le=3600)
-    """Debezium's ``heartbeat.interval.ms`` for this source's connectors: how often an idle connector
-    commits an offset (and, on Postgres, writes its heartbeat row).  The bootstrap's hand-off and
-    onboarding wait for those on an idle table, so it bounds their wait (docs/onboarding.md)."""
-    tables: list[Table] = Field(default_factory=list)
-
-    @field_validator("name")
-    @classmethod
-    def _identifier(cls, value: str) -> str:
-        if not _SOURCE_NAME.match(value):
-            raise PydanticCustomError(
-                "source_name", "source names must be lowercase identifiers ([a-z_][a-z0-9_]*)"
-            )
-        return value
-
-    @field_validator("engine")
-    @classmethod
-    def _registered(cls, value: str) -> str:
-        _engine_rules(value)
-        return value
-
-    @model_validator(mode="after")
-    def _engine_rules_and_defaults(self) -> Source:
-        settings, rules = _engine_rules(self.engine)
-        for setting, where, alternatives in self._engine_settings(settings):
-            if setting not in settings:
-                raise PydanticCustomError(
-                    "engine_setting",
-                    "{where} applies only to {engines} sources{alternatives}",
-                    {"where": where, "engines": _engines_taking(setting), "alternatives": alternatives},
-                )
-        rules(self)
-        self.topic_prefix = self.topic_prefix or self.name
-        seen: set[str] = set()
-        for table in self.tables:
-            if table.name in seen:
-                raise PydanticCustomError(
-                    "duplicate_table", "table {table} is listed more than once", {"table": table.name}
-                )
-            seen.add(table.name)
-        return self
-
-    def _engine_settings(self, taken: frozenset[str]) -> Iterator[tuple[str, str, str]]:
-        """(setting, where, hint) for each engine-specific setting this source sets, ``where`` its path
-        (``server_id``, ``primary.ssl_ca``); a connection setting's hint names those of ``taken`` (the
-        settings its engine takes) that a connection can set instead."""
-        for setting in sorted(ENGINE_SOURCE_SETTINGS & self.model_fields_set):
-            yield setting, setting, ""
-        own = ", ".join(sorted(taken & ENGINE_CONNECTION_SETTINGS))
-        hint = f" ({self.engine}: {own})" if own else ""
-        for role, connection in (("primary", self.primary), ("replica", self.replica)):
-            if connection is not None:
-                for setting in sorted(ENGINE_CONNECTION_SETTINGS & connection.model_fields_set):
-                    yield setting, f"{role}.{setting}", hint
-
-    def table(self, name: str) -> Table:
-        """The table called ``schema.table`` in this source."""
-        for table in self.tables:
-            if table.name == name:
-                return table
-        raise UnknownTableError(f"table {self.name}.{name} is not in the config")
-
-
-def _engine_rules(engine: str) -> tuple[frozenset[str], Callable[[Source], None]]:
-    """The settings and the source rules the registered engine ``engine`` declares; one line listing the
-    known engines when no engine of that name is registered."""
-    # Imported here, not at module level: the engines' rules take this module's Source, so the registry
-    # sits above the config (tests/unit/test_layering.py); it imports no database driver.
-    from cdc_lake.sources import capabilities_for
-
-    try:
-        capabilities = capabilities_for(engine)
-    except SourceEngineError as exc:
-        raise PydanticCustomError("engine", "{problem}", {"problem": str(exc)}) from None
-    return capabilities.settings, capabilities.source_rules
-
-
-def _engines_taking(setting: str) -> str:
-    """The registered engines that declare engine-specific ``setting``, as ``mariadb/mysql``."""
-    from cdc_lake.sources import ENGINES
-
-    return "/".join(
-        sorted(name for name, capabilities in ENGINES.items() if setting in capabilities.settings)
-    )
+    trino: TrinoStackSettings = Field(default_factory=lambda: TrinoStackSettings())
 
 
 class Config(_Model):

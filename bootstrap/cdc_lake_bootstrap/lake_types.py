@@ -28,7 +28,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from cdc_lake.config import IntervalHandling
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.lake.schema import lake_type
 from cdc_lake.representation import STRING
@@ -42,6 +41,7 @@ from cdc_lake.sources.column_types import (
     spark_decimal,
     unknown_columns_problem,
 )
+from cdc_lake.sources.settings import IntervalHandling
 from cdc_lake.sources.snapshot import TableShape
 from cdc_lake.spark.errors import REFUSED_VALUE
 

@@ -267,7 +267,7 @@ class TableBootstrap:
             names,
             engine.quote_identifier,
             self.table.column_types,
-            interval_handling=self.source.interval_handling,
+            interval_handling=self.source.interval_mode(),
         )
         reads, agreed, lengths = align_with_registry(
             self.registry, self.target.topic, reads, self.name, self.table.column_types

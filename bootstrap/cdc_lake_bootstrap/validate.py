@@ -300,7 +300,7 @@ def _source_frame(
         names,
         engine.quote_identifier,
         table.column_types,
-        interval_handling=source.interval_handling,
+        interval_handling=source.interval_mode(),
     )
     selected = ", ".join(f"{r.select} AS {engine.quote_identifier(r.name)}" for r in reads)
     where = "1 = 1"

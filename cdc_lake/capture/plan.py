@@ -10,14 +10,14 @@ exactly the same connectors, and ``lag`` (what the primary keeps per connector) 
 (a table's topic) plan what onboarding made without asking Kafka Connect:
 
 * connectors: ``cdc-lake.<source>`` and ``cdc-lake.<source>.tier0.<schema>.<table>``
-* slots and publications: the source's ``slot_name`` / ``publication_name``, and for tier 0
-  ``<slot_name>_t0_<schema>_<table>_<hash>``, at most 63 characters
-* MySQL/MariaDB server ids: the source's ``server_id``; tier 0 a stable id derived from it
+* what names each connector's capture on the source is the engine's (``Source.capture_ids``):
+  Postgres slots and publications (the source's ``slot_name`` / ``publication_name``, and for tier 0
+  ``<slot_name>_t0_<schema>_<table>_<hash>``, at most 63 characters), MySQL/MariaDB server ids (the
+  source's ``server_id``; tier 0 a stable id derived from it)
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,14 +28,10 @@ from cdc_lake.connect.streaming import HEARTBEAT_TOPIC_PREFIX, heartbeat_topic
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.sources import capabilities_for
 from cdc_lake.sources.base import Capture
+from cdc_lake.sources.settings import short_digest
 
 CONNECTOR_PREFIX = "cdc-lake"
-PG_NAME_MAX = 63
-_HASH_CHARS = 8
-_TIER0_SERVER_ID_SPREAD = 100_000
-_MAX_SERVER_ID = 2**32 - 1
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]")
-_UNSAFE_PG_CHARS = re.compile(r"[^a-z0-9_]")
 
 
 @dataclass(frozen=True)
@@ -59,25 +55,10 @@ class ConnectorPlan:
         return heartbeat_topic(self.heartbeat_key)
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()[:_HASH_CHARS]
-
-
 def name_slug(table_name: str) -> str:
     """``schema.table`` made safe for connector and topic names (a hash marks any character replaced)."""
     safe = _UNSAFE_NAME_CHARS.sub("_", table_name)
-    return safe if safe == table_name else f"{safe}-{_digest(table_name)}"
-
-
-def tier0_pg_name(base: str, table_name: str) -> str:
-    """A tier-0 slot or publication name: ``<base>_t0_<schema>_<table>_<hash>``, at most 63 characters.
-
-    The hash of the table name keeps names distinct when lower-casing, replacing characters
-    or truncating would make two tables' names equal.
-    """
-    readable = _UNSAFE_PG_CHARS.sub("_", f"{base}_t0_{table_name.replace('.', '_')}".lower())
-    suffix = f"_{_digest(table_name)}"
-    return readable[: PG_NAME_MAX - len(suffix)] + suffix
+    return safe if safe == table_name else f"{safe}-{short_digest(table_name)}"
 
 
 def shared_connector_name(source: Source) -> str:
@@ -114,7 +95,7 @@ def plan_source(source: Source, tables: Sequence[Table]) -> list[ConnectorPlan]:
     prefix = topic_prefix(source)
     tier0 = sorted((table for table in tables if table.tier == 0), key=lambda table: table.name)
     shared = [table for table in tables if table.tier != 0]
-    server_ids = _tier0_server_ids(source, [table.name for table in tier0])
+    ids = source.capture_ids([table.name for table in tier0])
     plans = []
     for table in tier0:
         slug = name_slug(table.name)
@@ -122,15 +103,7 @@ def plan_source(source: Source, tables: Sequence[Table]) -> list[ConnectorPlan]:
             ConnectorPlan(
                 name=tier0_connector_name(source, table.name),
                 capture=Capture(
-                    connector=tier0_connector_name(source, table.name),
-                    tables=(table,),
-                    slot_name=tier0_pg_name(source.slot_name, table.name) if source.slot_name else None,
-                    publication_name=(
-                        tier0_pg_name(source.publication_name, table.name)
-                        if source.publication_name
-                        else None
-                    ),
-                    server_id=server_ids.get(table.name),
+                    connector=tier0_connector_name(source, table.name), tables=(table,), **ids[table.name]
                 ),
                 tier0=True,
                 heartbeat_key=f"tier0.{slug}.{prefix}",
@@ -143,32 +116,13 @@ def plan_source(source: Source, tables: Sequence[Table]) -> list[ConnectorPlan]:
             ConnectorPlan(
                 name=name,
                 capture=Capture(
-                    connector=name,
-                    tables=tuple(sorted(shared, key=lambda table: table.name)),
-                    slot_name=source.slot_name,
-                    publication_name=source.publication_name,
-                    server_id=source.server_id,
+                    connector=name, tables=tuple(sorted(shared, key=lambda table: table.name)), **ids[None]
                 ),
                 tier0=False,
                 heartbeat_key=prefix,
             )
         )
     return plans
-
-
-def _tier0_server_ids(source: Source, table_names: Sequence[str]) -> dict[str, int]:
-    """A stable server id per tier-0 table: the source's id plus an offset hashed from the table name."""
-    if source.server_id is None:
-        return {}
-    taken = {source.server_id}
-    ids = {}
-    for name in table_names:
-        candidate = source.server_id + 1 + int(_digest(name), 16) % _TIER0_SERVER_ID_SPREAD
-        while candidate in taken or candidate > _MAX_SERVER_ID:
-            candidate = candidate + 1 if candidate < _MAX_SERVER_ID else 1
-        taken.add(candidate)
-        ids[name] = candidate
-    return ids
 
 
 def render_config(engine: str, plan: ConnectorPlan, params: ConnectorParams) -> dict[str, str]:

@@ -6,21 +6,30 @@ A template is a flat JSON object of Kafka Connect settings whose values may hold
 :class:`ConnectorParams`; a marker left without a value is an error naming it.  The
 ``{{...}}`` syntax is distinct from Kafka's ``${provider:key}`` config-provider syntax,
 which passes through untouched: the source password is always ``${env:VAR}``, resolved
-on the Connect worker and never known to cdc-lake.
+on the Connect worker and never known to cdc-lake.  The parameters are the engines' to build
+(:mod:`cdc_lake.sources.connector`, re-exported here).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from importlib import resources
 
 from cdc_lake import jvm
-from cdc_lake.config import DEFAULT_HEARTBEAT_SECONDS
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.sources.connector import (
+    CONVERTER_SIDES,
+    CONVERTERS,
+    ENV_VAR,
+    ConnectorParams,
+    ConverterSettings,
+    heartbeat_query,
+    heartbeat_table_ddl,
+    split_qualified,
+)
 
 __all__ = [
     "CONVERTERS",
@@ -45,107 +54,6 @@ _PARAM_FOR = {"heartbeat_action_query": "heartbeat_table"}
 
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}")
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
-_ENV_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-CONVERTERS = ("apicurio", "confluent")
-"""Avro converters a connector can write with; both write the Confluent wire format the decoder reads."""
-
-CONFLUENT_AVRO_CONVERTER = "io.confluent.connect.avro.AvroConverter"
-_CONVERTER_SIDES = ("key.converter", "value.converter")
-
-
-@dataclass(frozen=True)
-class ConverterSettings:
-    """Which Avro converter the connector uses and how it authenticates to the registry.
-
-    ``apicurio`` (the local stack's) takes its settings from the engine templates.  ``confluent``
-    is Confluent's ``AvroConverter`` against ``confluent_url`` (any Confluent-API registry).
-    ``credentials_env`` names the environment variable on the Connect workers holding the
-    registry credentials (``user:password`` for ``user_info``, a token for ``bearer``); the
-    connector config carries only the ``${env:VAR}`` placeholder.
-    """
-
-    kind: str = "apicurio"
-    confluent_url: str | None = None
-    credentials_env: str | None = None
-    credentials_kind: str = "user_info"
-
-    def settings(self, connector: str) -> dict[str, str] | None:
-        """The converter settings replacing the templates' (None: keep the templates' Apicurio block)."""
-        if self.kind not in CONVERTERS:
-            raise ConfigError(
-                f"connector {connector!r}: unknown converter {self.kind!r} (expected one of {CONVERTERS})"
-            )
-        if self.kind == "apicurio":
-            if self.credentials_env is not None:
-                raise ConfigError(
-                    f"connector {connector!r}: registry credentials for the Connect workers need "
-                    "schema_registry.converter: confluent (the Apicurio converter is rendered without auth)"
-                )
-            return None
-        if not self.confluent_url:
-            raise ConfigError(f"connector {connector!r}: the Confluent converter needs the registry URL")
-        block: dict[str, str] = {}
-        for side in _CONVERTER_SIDES:
-            block[side] = CONFLUENT_AVRO_CONVERTER
-            block[f"{side}.schema.registry.url"] = self.confluent_url
-            if self.credentials_env is None:
-                continue
-            if not _ENV_VAR.fullmatch(self.credentials_env):
-                raise ConfigError(
-                    f"connector {connector!r}: {self.credentials_env!r} is not an environment variable name"
-                )
-            secret = f"${{env:{self.credentials_env}}}"
-            if self.credentials_kind == "bearer":
-                block[f"{side}.bearer.auth.credentials.source"] = "STATIC_TOKEN"
-                block[f"{side}.bearer.auth.token"] = secret
-            else:
-                block[f"{side}.basic.auth.credentials.source"] = "USER_INFO"
-                block[f"{side}.basic.auth.user.info"] = secret
-        return block
-
-
-@dataclass(frozen=True)
-class ConnectorParams:
-    """Everything a connector template needs, for one source and one connector.
-
-    ``tables`` are fully qualified: ``schema.table`` for Postgres, ``database.table`` for
-    MySQL/MariaDB.  ``columns`` maps some of those tables to their frozen column lists;
-    tables absent from it keep all their columns.  ``password_env`` is the NAME of the
-    environment variable holding the password on the Connect worker.  ``registry_url``
-    is the registry server's base URL (``http://host:port``); the API path is added to
-    match the installed converter.  Postgres needs ``database``, ``slot_name``,
-    ``publication_name`` and ``heartbeat_table`` (``schema.table``); MySQL/MariaDB need
-    ``server_id`` and ``kafka_bootstrap`` (for the schema history topic).  ``interval_handling`` is the
-    Postgres connector's ``interval.handling.mode`` (the source's setting).
-    ``database_settings`` are extra ``database.*`` connector settings (TLS), added as given.
-    ``converter`` chooses the Avro converter (:class:`ConverterSettings`).
-    ``schema_history_clients`` are Java Kafka client settings (security) for the MySQL/MariaDB
-    schema-history producer and consumer.
-    """
-
-    host: str
-    port: int
-    user: str
-    password_env: str
-    topic_prefix: str
-    tables: Sequence[str]
-    registry_url: str
-    database: str | None = None
-    columns: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    slot_name: str | None = None
-    publication_name: str | None = None
-    heartbeat_table: str | None = None
-    server_id: int | None = None
-    kafka_bootstrap: str | None = None
-    heartbeat_interval_ms: int = round(DEFAULT_HEARTBEAT_SECONDS * 1000)
-    interval_handling: str = "numeric"
-    topic_partitions: int = 1
-    topic_replication_factor: int = 1
-    database_settings: Mapping[str, str] = field(default_factory=dict)
-    converter: ConverterSettings = field(default_factory=ConverterSettings)
-    schema_history_clients: Mapping[str, str] = field(default_factory=dict)
 
 
 def schema_history_name(connector: str) -> str:
@@ -162,7 +70,7 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
         known = ", ".join(ENGINE_NAMES)
         raise ConfigError(f"connector {name!r}: unknown source engine {engine!r} (expected one of {known})")
     _check_params(name, params)
-    tables = [_split_qualified(name, "tables", table) for table in params.tables]
+    tables = [split_qualified(name, "tables", table) for table in params.tables]
     values: dict[str, str | None] = {
         "host": params.host,
         "port": str(params.port),
@@ -174,7 +82,7 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
         "database_include_list": ",".join(dict.fromkeys(_regex(db) for db, _ in tables)),
         "slot_name": params.slot_name,
         "publication_name": params.publication_name,
-        "heartbeat_action_query": _heartbeat_query(name, params.heartbeat_table),
+        "heartbeat_action_query": heartbeat_query(name, params.heartbeat_table),
         "heartbeat_interval_ms": str(params.heartbeat_interval_ms),
         "interval_handling": params.interval_handling,
         # MySQL/MariaDB templates: the binlog client asks the server for heartbeat events at 0.8 times
@@ -193,7 +101,7 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
     config = {key: _fill(name, engine, value, values) for key, value in _template(engine).items()}
     converter = params.converter.settings(name)
     if converter is not None:
-        config = {key: value for key, value in config.items() if not key.startswith(_CONVERTER_SIDES)}
+        config = {key: value for key, value in config.items() if not key.startswith(CONVERTER_SIDES)}
         config.update(converter)
     if params.columns:
         config["column.include.list"] = _column_include_list(name, params, tables)
@@ -213,30 +121,6 @@ def registry_api_url(base_url: str) -> str:
     return base_url.rstrip("/") + _apicurio_line()[0]
 
 
-def heartbeat_table_ddl(table: str) -> str:
-    """Postgres DDL for the heartbeat table (``schema.table``) the connector's heartbeat query writes.
-
-    One row per connector; the table must also be in the connector's publication so that
-    heartbeat writes reach the slot and let it confirm WAL on an otherwise idle database.
-    """
-    schema, name = _split_qualified("heartbeat", "heartbeat_table", table)
-    return (
-        f"CREATE TABLE IF NOT EXISTS {_pg_ident(schema)}.{_pg_ident(name)} "
-        "(connector text PRIMARY KEY, ts timestamptz NOT NULL)"
-    )
-
-
-def _heartbeat_query(connector: str, table: str | None) -> str | None:
-    if table is None:
-        return None
-    schema, name = _split_qualified(connector, "heartbeat_table", table)
-    literal = "'" + connector.replace("'", "''") + "'"
-    return (
-        f"INSERT INTO {_pg_ident(schema)}.{_pg_ident(name)} (connector, ts) VALUES ({literal}, now()) "
-        "ON CONFLICT (connector) DO UPDATE SET ts = EXCLUDED.ts"
-    )
-
-
 def _check_params(name: str, params: ConnectorParams) -> None:
     if not _NAME.fullmatch(name):
         raise ConfigError(f"connector name {name!r} must match {_NAME.pattern}")
@@ -244,7 +128,7 @@ def _check_params(name: str, params: ConnectorParams) -> None:
         raise ConfigError(
             f"connector {name!r}: topic_prefix {params.topic_prefix!r} must match {_NAME.pattern}"
         )
-    if not _ENV_VAR.fullmatch(params.password_env):
+    if not ENV_VAR.fullmatch(params.password_env):
         raise ConfigError(f"connector {name!r}: password_env must be an environment variable NAME")
     if not 0 < params.port < 65536:
         raise ConfigError(f"connector {name!r}: port {params.port} is out of range")
@@ -283,24 +167,11 @@ def _column_include_list(name: str, params: ConnectorParams, tables: list[tuple[
     return ",".join(entries)
 
 
-def _split_qualified(name: str, setting: str, qualified: str) -> tuple[str, str]:
-    parts = qualified.split(".")
-    if len(parts) != 2 or not all(parts) or "," in qualified:
-        raise ConfigError(
-            f"connector {name!r}: {setting} entry {qualified!r} must be 'schema.table' without commas"
-        )
-    return parts[0], parts[1]
-
-
 def _regex(*parts: str) -> str:
     # Debezium include lists are comma-separated Java regexes matched against the whole
     # qualified name; re.escape only adds backslashes before non-alphanumerics, which
     # Java reads as literal characters too.
     return r"\.".join(re.escape(part) for part in parts)
-
-
-def _pg_ident(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
 
 
 def _apicurio_line() -> tuple[str, str]:

@@ -21,7 +21,6 @@ from cdc_lake.capture.plan import (
     render_config,
     table_topic,
     tier0_connector_name,
-    tier0_pg_name,
 )
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import FAILED, KafkaConnectClient
@@ -29,6 +28,7 @@ from cdc_lake.connect.streaming import heartbeat_count, wait_streaming
 from cdc_lake.exceptions import CdcLakeError, ConnectError
 from cdc_lake.onboard.topics import ensure_topics
 from cdc_lake.sources.base import Change, ConnectorEndpoints, PreflightOptions, SourceEngine
+from cdc_lake.sources.settings import CaptureIds
 
 STOPPED = "STOPPED"
 _RESTART_SECONDS = 30.0
@@ -176,25 +176,22 @@ class Reconciler:
 
     def sweep(self, tables: Sequence[Table], drop_slot: bool) -> None:
         """Release the slots and publications any connector of ``tables`` may have left behind."""
-        names = [self._fallback_names(tier0_connector_name(self.source, t.name), tables) for t in tables]
-        for slot, publication in dict.fromkeys(
-            [*names, (self.source.slot_name, self.source.publication_name)]
-        ):
+        ids = self.source.capture_ids([table.name for table in tables])
+        names = [
+            *(_slot_and_publication(ids[table.name]) for table in tables),
+            _slot_and_publication(ids[None]),
+        ]
+        for slot, publication in dict.fromkeys(names):
             done, warnings = self.engine.release(slot, publication, drop_slot)
             self.journal.add(*(Change(line) for line in done))
             self.journal.warnings.extend(warnings)
 
     def _fallback_names(self, name: str, tables: Sequence[Table]) -> tuple[str | None, str | None]:
+        ids = self.source.capture_ids([table.name for table in tables])
         for table in tables:
             if tier0_connector_name(self.source, table.name) == name:
-                slot = tier0_pg_name(self.source.slot_name, table.name) if self.source.slot_name else None
-                publication = (
-                    tier0_pg_name(self.source.publication_name, table.name)
-                    if self.source.publication_name
-                    else None
-                )
-                return slot, publication
-        return self.source.slot_name, self.source.publication_name
+                return _slot_and_publication(ids[table.name])
+        return _slot_and_publication(ids[None])
 
     def _stop(self, name: str) -> None:
         """Stop the connector and wait until its tasks are gone, so no old task emits another heartbeat."""
@@ -213,6 +210,7 @@ class Reconciler:
     def _restart_failed(self, name: str) -> None:
         """Restart ``name`` and its FAILED tasks: what they lacked was just re-created (the way out of
         a task failed on a dropped publication, docs/runbooks/connector-failed.md)."""
+
         def failed() -> bool:
             status = self.connect.status(name)
             return status.state == FAILED or any(task.state == FAILED for task in status.tasks)
@@ -246,3 +244,7 @@ class Reconciler:
         self.connect.create_or_update(name, previous)
         self.connect.resume(name)
         return f"restored the previous config of connector {name}"
+
+
+def _slot_and_publication(ids: CaptureIds) -> tuple[str | None, str | None]:
+    return ids.get("slot_name"), ids.get("publication_name")

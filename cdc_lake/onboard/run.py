@@ -232,7 +232,7 @@ def plan_onboarding(config: Config, request: OnboardRequest) -> OnboardPlan:
         if not service_checks[0].failed:
             names_check, registered = check_connector_names(connect, configs)
             service_checks.append(names_check)
-            if source.server_id is not None:
+            if any(plan.capture.server_id is not None for plan in connectors):
                 in_use = server_ids_in_use(connect, source, names)
     options = PreflightOptions(
         registered=frozenset(registered),

@@ -57,7 +57,7 @@ def check_column_types(engine: SourceEngine, source: Source, tables: Sequence[Ta
             shape,
             _selected(table, shape),
             table.column_types,
-            interval_handling=source.interval_handling,
+            interval_handling=source.interval_mode(),
         )
         problems.extend(refusal.message(qualified) for refusal in found)
     results = []

@@ -27,8 +27,8 @@ from cdc_lake.sources import mysql, postgres
 from cdc_lake.sources.capabilities import EngineCapabilities, PositionCodec
 
 if TYPE_CHECKING:
-    from cdc_lake.config import Source
     from cdc_lake.sources.base import SourceEngine
+    from cdc_lake.sources.settings import Source
 
 __all__ = [
     "ENGINES",

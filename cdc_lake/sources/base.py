@@ -26,11 +26,11 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from cdc_lake.config import Connection, Source, Table
-from cdc_lake.connect.render import ConnectorParams, ConverterSettings
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.capabilities import EngineCapabilities, TableRewrite
 from cdc_lake.sources.checks import CheckResult
+from cdc_lake.sources.connector import ConnectorParams, ConverterSettings
+from cdc_lake.sources.settings import Connection, Source, Table
 from cdc_lake.sources.snapshot import SnapshotSource
 
 _Session = TypeVar("_Session", bound=AbstractContextManager[Any])

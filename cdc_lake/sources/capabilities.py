@@ -15,14 +15,13 @@ marks (:mod:`cdc_lake.apply.redelivery`).  The rules every engine shares stay th
 sort below every streamed change and have no stream position; an event strictly below its
 partition's mark is skipped.
 
-An engine's hooks into the config are its ``settings`` and its ``source_rules``.  ``settings`` names
-the engine-specific settings it takes (of those the config lists in ``ENGINE_SOURCE_SETTINGS`` and
-``ENGINE_CONNECTION_SETTINGS``); the config refuses any other of them a source of the engine sets, in
-one line naming the engines that take it.  ``source_rules``, called with a source of that engine once
-its fields and settings have validated, requires the settings the engine needs and fills its defaults
-(Postgres: slot and publication names), raising ``PydanticCustomError``, which the config reports as
-one line under ``sources.<name>``.  The config finds an engine in the registry by the source's
-``engine``, so no engine falls into another's rules.
+An engine's hook into the config is its ``source_model``, a subclass of
+:class:`~cdc_lake.sources.settings.Source` in its package (``sources/<engine>/settings.py``) holding
+its own settings (and, in its ``connection_model``, its connections' TLS settings), whose validators
+require what the engine needs and fill its defaults (Postgres: slot and publication names), raising
+``PydanticCustomError``, which the config reports as one line under ``sources.<name>``.  The config
+finds the model in the registry by the source's ``engine``, so no engine falls into another's rules,
+and a source setting another engine's setting is refused in one line naming the engines that take it.
 
 An engine's table renames are its hook into the swap detection (:mod:`cdc_lake.capture.history`):
 ``table_renames`` reads one DDL statement of its connector's schema history into the tables it renames
@@ -42,7 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from cdc_lake.exceptions import DecodeError
 
 if TYPE_CHECKING:
-    from cdc_lake.config import Source
+    from cdc_lake.sources.settings import Source
 
 ORDERING_WIDTH: Final = 40
 """Digits of every ordering value, so string order is numeric order (a Hudi ordering field, a string)."""
@@ -148,9 +147,8 @@ class EngineCapabilities:
     ``connector_values`` are the ``source.connector`` values its Debezium connector writes into every
     change event; ``positions`` reads those events' positions; ``replication_slots`` says the source
     keeps a replication slot (and a publication) per connector, which onboarding creates, checks and
-    releases; ``settings`` are the engine-specific settings of a source or of its connections that the
-    engine takes (field names: ``server_id``, ``sslmode``); ``source_rules`` checks a source of this
-    engine in the config and fills its defaults; ``engine_module``/``engine_class`` locate the engine
+    releases; ``source_model`` is its sources' config model (its own settings, its rules and defaults);
+    ``engine_module``/``engine_class`` locate the engine
     class (which imports the Python driver);
     ``column_module`` is the module whose ``column_read`` tells how the bootstrap reads each catalog
     type (a :data:`~cdc_lake.sources.column_types.ColumnReader`; it imports pyspark);
@@ -162,8 +160,7 @@ class EngineCapabilities:
     connector_values: frozenset[str]
     positions: PositionCodec
     replication_slots: bool
-    settings: frozenset[str]
-    source_rules: Callable[[Source], None]
+    source_model: type[Source]
     engine_module: str
     engine_class: str
     column_module: str
@@ -175,3 +172,8 @@ class EngineCapabilities:
     """The connector sends an unchanged TOASTed value as its unavailable-value placeholder (Postgres,
     in the after image of an update, or of the create a primary-key update becomes): the decoder looks
     for it there only (:meth:`cdc_lake.decode.types.RowConverter.convert`)."""
+
+    @property
+    def settings(self) -> frozenset[str]:
+        """The engine-specific settings its sources and connections take (``server_id``, ``sslmode``)."""
+        return self.source_model.own_settings() | self.source_model.connection_model.own_settings()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from cdc_lake.config import Connection, Source
+    from cdc_lake.sources.settings import Connection, Source
 
 _NAMES_SHOWN = 5
 

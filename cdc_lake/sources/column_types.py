@@ -39,13 +39,14 @@ from dataclasses import dataclass
 
 from pyspark.sql.types import DataType, DecimalType
 
-from cdc_lake.config import IntervalHandling
 from cdc_lake.representation import MAX_PRECISION as SPARK_MAX_PRECISION
 from cdc_lake.representation import ColumnType, parse_column_type
 from cdc_lake.sources import capabilities_for
+from cdc_lake.sources.settings import IntervalHandling
 from cdc_lake.sources.snapshot import SourceColumn, TableShape
 
 Quote = Callable[[str], str]
+
 
 class Conversion(enum.StrEnum):
     """How the value JDBC returns becomes the lake value."""
@@ -122,11 +123,11 @@ ColumnReader = Callable[[SourceColumn, str, ColumnType | None, IntervalHandling]
 ``column`` (``quoted`` its quoted name) with the table's ``column_types`` override, or why it cannot
 exactly.  ``interval_handling`` is the source's setting (Postgres only: other engines ignore it)."""
 
+
 def bit_width(declared: str) -> int:
     """``n`` of a declared ``bit(n)`` (1 when undeclared, as in SQL)."""
     match = re.search(r"\((\d+)\)", declared)
     return int(match.group(1)) if match else 1
-
 
 
 def column_read(
@@ -168,9 +169,7 @@ def refusals(
     *,
     interval_handling: IntervalHandling = "numeric",
 ) -> list[Refusal]:
-    """The columns among ``names`` (all when None) of ``shape`` that cannot be replicated exactly.
-
-    """
+    """The columns among ``names`` (all when None) of ``shape`` that cannot be replicated exactly."""
     wanted = set(names) if names is not None else {c.name for c in shape.columns}
     overrides = parsed_column_types(column_types)
     found: list[Refusal] = []

@@ -6,17 +6,11 @@ import re
 
 import pytest
 
-from cdc_lake.capture.plan import (
-    PG_NAME_MAX,
-    name_slug,
-    plan_source,
-    render_config,
-    table_topic,
-    tier0_pg_name,
-)
+from cdc_lake.capture.plan import name_slug, plan_source, render_config, table_topic
 from cdc_lake.config import Connection, Source, Table
 from cdc_lake.connect.render import ConnectorParams
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.sources.postgres.settings import PG_NAME_MAX, tier0_pg_name
 
 
 def postgres(tables: list[Table], name: str = "pg") -> Source:

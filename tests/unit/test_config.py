@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.config import (
-    ENGINE_CONNECTION_SETTINGS,
-    ENGINE_SOURCE_SETTINGS,
     Config,
     Connection,
     Source,
@@ -283,18 +281,35 @@ def test_source_rules(tmp_path: Path, source_yaml: str, expected: str) -> None:
     assert expected in error_of(write(tmp_path, "sources:\n  " + source_yaml + "\n"))
 
 
-def test_every_engine_declares_its_own_source_rules() -> None:
+def test_every_engine_declares_its_own_source_model() -> None:
     # An engine name without its own entry used to fall into the MySQL family's rules (server_id).
-    rules = {name: ENGINES[name].source_rules for name in ENGINE_NAMES}
-    assert rules["mysql"] is rules["mariadb"] is not rules["postgres"]
+    models = {name: ENGINES[name].source_model for name in ENGINE_NAMES}
+    assert models["mysql"] is models["mariadb"] is not models["postgres"]
 
 
-def test_the_engine_specific_settings_are_fields_each_taken_by_an_engine() -> None:
-    declared = set().union(*(ENGINES[name].settings for name in ENGINE_NAMES))
+def test_the_engine_specific_settings_live_in_the_engines_models_only() -> None:
+    declared = {name: ENGINES[name].settings for name in ENGINE_NAMES}
 
-    assert declared == ENGINE_SOURCE_SETTINGS | ENGINE_CONNECTION_SETTINGS
-    assert set(Source.model_fields) >= ENGINE_SOURCE_SETTINGS
-    assert set(Connection.model_fields) >= ENGINE_CONNECTION_SETTINGS
+    assert declared["postgres"] == {
+        "slot_name",
+        "publication_name",
+        "interval_handling",
+        "sslmode",
+        "sslrootcert",
+    }
+    assert (
+        declared["mysql"]
+        == declared["mariadb"]
+        == {
+            "server_id",
+            "ssl_ca",
+            "ssl_verify_identity",
+            "ssl_truststore",
+            "ssl_truststore_password_env",
+        }
+    )
+    assert not set(Source.model_fields) & set().union(*declared.values())
+    assert not set(Connection.model_fields) & set().union(*declared.values())
 
 
 def test_source_defaults_derive_from_its_name(tmp_path: Path) -> None:
@@ -309,7 +324,8 @@ def test_source_defaults_derive_from_its_name(tmp_path: Path) -> None:
         "cdc_lake_pg",
         "cdc_lake_pg",
     )
-    assert (maria.topic_prefix, maria.slot_name, maria.server_id) == ("maria", None, 7)
+    assert (maria.topic_prefix, maria.server_id) == ("maria", 7)
+    assert not hasattr(maria, "slot_name"), "a Postgres setting is no MariaDB source's"
 
 
 def test_compaction_is_only_for_merge_on_read(tmp_path: Path) -> None:
@@ -512,7 +528,7 @@ def test_connector_clients_take_connect_env_references_and_expand_plain_settings
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PROTOCOL", "SASL_SSL")
-    jaas = "'Scram required username=\"${PROTOCOL}\" password=\"${env:KAFKA_PW}\";'"
+    jaas = '\'Scram required username="${PROTOCOL}" password="${env:KAFKA_PW}";\''
     text = (
         "kafka:\n  connector_clients:\n    security.protocol: ${PROTOCOL}\n"
         f"    sasl.jaas.config: {jaas}\n    ssl.truststore.password: ${{env:TRUST_PW}}\n"

@@ -1,8 +1,9 @@
 """A new engine is its declaration: the made-up ``fakedb`` engine passes config, decode, ordering and re-send.
 
 The engine (``fixtures/fake_engine.py``) is registered for these tests only, by adding its
-capabilities to :data:`cdc_lake.sources.ENGINES`; nothing else of ``cdc_lake`` knows it.  What runs
-is production code: the config loader with the engine's own source rules, the envelope decoder, the
+capabilities to :data:`cdc_lake.sources.ENGINES`; nothing else of ``cdc_lake`` knows it, and its
+settings model lives with it.  What runs is production code: the config loader with the engine's own
+settings model, the envelope decoder, the
 ordering value, the applier's decode path with its re-send skip and the marks a commit stores.
 """
 
@@ -76,8 +77,30 @@ def test_a_source_of_the_engine_loads_with_its_own_rules_only(tmp_path: Path) ->
     config = load_config(_config_file(tmp_path, "{port: 7000, user: u, database: shop}"))
 
     fk = config.source("fk")
-    assert (fk.engine, fk.topic_prefix, fk.table("shop.items").tier) == (fake.NAME, "fk", 1)
-    assert (fk.server_id, fk.slot_name, fk.publication_name) == (None, None, None), "no other engine's rules"
+    assert isinstance(fk, fake.FakeSource)
+    assert (fk.engine, fk.topic_prefix, fk.table("shop.items").tier, fk.epoch_start) == (
+        fake.NAME,
+        "fk",
+        1,
+        1,
+    )
+    assert not hasattr(fk, "server_id") and not hasattr(fk, "slot_name"), "no other engine's settings"
+    assert fk.capture_ids(["shop.items"]) == {None: {}, "shop.items": {}}
+
+
+def test_the_engines_own_settings_are_read_and_refused_elsewhere(tmp_path: Path) -> None:
+    path = _config_file(tmp_path, "{port: 7000, user: u, database: shop}")
+    path.write_text(path.read_text(encoding="utf-8") + "    epoch_start: 4\n", encoding="utf-8")
+
+    assert load_config(path).source("fk").epoch_start == 4  # type: ignore[attr-defined]
+    assert sources.capabilities_for(fake.NAME).settings == {"epoch_start"}
+    postgres = (
+        "  pg:\n    engine: postgres\n    epoch_start: 4\n    primary: {port: 1, database: d, user: u}\n"
+    )
+    path.write_text(path.read_text(encoding="utf-8") + postgres, encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert str(refused.value) == f"{path}: sources.pg: epoch_start applies only to fakedb sources"
 
 
 def test_the_engines_own_source_rules_apply(tmp_path: Path) -> None:

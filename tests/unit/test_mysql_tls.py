@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.config import Connection, Source, load_config
+from cdc_lake.config import Source, load_config
 from cdc_lake.exceptions import ConfigError, SourceEngineError
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.base import Capture, ConnectorEndpoints
+from cdc_lake.sources.mysql.settings import MySqlConnection
 from cdc_lake.sources.mysql.tls import ensure_truststore, jdbc_properties, pymysql_settings
 
 PASSWORD_ENV = "TEST_TRUSTSTORE_PASSWORD"
@@ -43,8 +44,8 @@ def _ca(directory: Path) -> Path:
     return cert
 
 
-def _tls(ca: str, **extra: object) -> Connection:
-    return Connection.model_validate(
+def _tls(ca: str, **extra: object) -> MySqlConnection:
+    return MySqlConnection.model_validate(
         {"port": 13306, "user": "cdc", "ssl_ca": ca, "ssl_truststore_password_env": PASSWORD_ENV, **extra}
     )
 
@@ -95,7 +96,7 @@ def test_every_client_gets_the_same_verification() -> None:
         "ssl_verify_cert": True,
         "ssl_verify_identity": True,
     }
-    assert pymysql_settings(Connection(port=1, user="u")) == {}
+    assert pymysql_settings(MySqlConnection(port=1, user="u")) == {}
     assert jdbc_properties("mariadb", full, "replica") == {
         "sslMode": "verify-full",
         "serverSslCert": "/ca.crt",

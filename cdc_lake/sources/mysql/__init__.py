@@ -2,7 +2,7 @@
 
 This module declares both engines' facts (:data:`MYSQL`, :data:`MARIADB`) and imports no driver;
 :mod:`cdc_lake.sources.mysql.codec` reads their change events' positions (the decode path's hook),
-:mod:`cdc_lake.sources.mysql.config_rules` checks a source's settings (the config's hook),
+:mod:`cdc_lake.sources.mysql.settings` holds a source's own settings (the config's hook),
 :mod:`cdc_lake.sources.mysql.engine` holds the engines (they import pymysql),
 :mod:`cdc_lake.sources.mysql.checks` their preflight checks, :mod:`cdc_lake.sources.mysql.tls`
 their TLS settings for every client, :mod:`cdc_lake.sources.mysql.column_types` the bootstrap's
@@ -17,18 +17,15 @@ from typing import Final
 
 from cdc_lake.sources.capabilities import EngineCapabilities
 from cdc_lake.sources.mysql.codec import CODEC
-from cdc_lake.sources.mysql.config_rules import source_rules
 from cdc_lake.sources.mysql.ddl import table_renames
+from cdc_lake.sources.mysql.settings import MySqlSource
 
 MYSQL: Final = EngineCapabilities(
     name="mysql",
     connector_values=frozenset({"mysql"}),
     positions=CODEC,
     replication_slots=False,
-    settings=frozenset(
-        {"server_id", "ssl_ca", "ssl_verify_identity", "ssl_truststore", "ssl_truststore_password_env"}
-    ),
-    source_rules=source_rules,
+    source_model=MySqlSource,
     engine_module="cdc_lake.sources.mysql.engine",
     engine_class="MySqlEngine",
     column_module="cdc_lake.sources.mysql.column_types",

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cdc_lake.config import Connection, Source
 from cdc_lake.sources.base import Capture, PreflightOptions, captured_keys
 from cdc_lake.sources.checks import (
     CheckResult,
@@ -18,6 +17,8 @@ from cdc_lake.sources.checks import (
     check_source_tls,
     name_list,
 )
+from cdc_lake.sources.mysql.settings import MySqlConnection
+from cdc_lake.sources.settings import Connection, Source, engine_model
 
 MIN_BINLOG_RETENTION_SECONDS = 3 * 86_400
 """Shorter retention risks a purged binlog (and a re-bootstrap) after a weekend-long outage."""
@@ -95,7 +96,7 @@ def check_tls(source: Source) -> CheckResult:
     """Every connection requires TLS and verifies the server's certificate (``ssl_ca``), else a warning."""
 
     def unverified(connection: Connection) -> str | None:
-        if connection.mysql_tls():
+        if engine_model(connection, MySqlConnection).mysql_tls():
             return None
         return "no ssl_ca (TLS neither required nor verified: credentials and rows may cross in plaintext)"
 

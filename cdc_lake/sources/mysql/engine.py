@@ -20,8 +20,6 @@ from typing import Any, ClassVar
 import pymysql
 from pymysql.cursors import DictCursor
 
-from cdc_lake.config import Connection
-from cdc_lake.connect.render import ConnectorParams
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.base import (
     Capture,
@@ -34,8 +32,10 @@ from cdc_lake.sources.base import (
 )
 from cdc_lake.sources.capabilities import TableRewrite
 from cdc_lake.sources.checks import CheckResult
+from cdc_lake.sources.connector import ConnectorParams
 from cdc_lake.sources.mysql import MARIADB, MYSQL
 from cdc_lake.sources.mysql.checks import MyReplicaFacts, MySqlFacts, MyTableFacts, check_tls, evaluate
+from cdc_lake.sources.mysql.settings import MySqlConnection, MySqlSource
 from cdc_lake.sources.mysql.tls import (
     connector_settings,
     ensure_truststore,
@@ -44,6 +44,7 @@ from cdc_lake.sources.mysql.tls import (
     truststore_password,
 )
 from cdc_lake.sources.positions import LogPosition, MariaDbGtidPosition, MySqlGtidSet
+from cdc_lake.sources.settings import Connection, Source, engine_model
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
 
 _VARIABLES = (
@@ -97,7 +98,6 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-
 def _open(
     connection: Connection, read_timeout: float = READ_TIMEOUT_SECONDS
 ) -> pymysql.connections.Connection[Any]:
@@ -112,7 +112,7 @@ def _open(
         write_timeout=WRITE_TIMEOUT_SECONDS,
         autocommit=True,
         program_name="cdc-lake",
-        **pymysql_settings(connection),
+        **pymysql_settings(engine_model(connection, MySqlConnection)),
     )
 
 
@@ -141,6 +141,11 @@ class MySqlEngine(SourceEngine):
     position_query = "SELECT @@GLOBAL.gtid_executed"
     replica_position_query = "SELECT @@GLOBAL.gtid_executed"
 
+    def __init__(self, source: Source) -> None:
+        super().__init__(source)
+        self.settings = engine_model(source, MySqlSource)
+        """The source as its engine's model: its server id and TLS settings."""
+
     # Connections
 
     def _connect(
@@ -161,7 +166,7 @@ class MySqlEngine(SourceEngine):
 
     def _truststore_check(self) -> list[CheckResult]:
         """With TLS, the connector's truststore password is in the environment (nothing to check without)."""
-        primary = self.source.primary
+        primary = self.settings.primary
         if not primary.mysql_tls():
             return []
         try:
@@ -248,7 +253,7 @@ class MySqlEngine(SourceEngine):
 
     def prepare(self, capture: Capture, options: PreflightOptions) -> list[Change]:
         """Nothing on the source; the connector's truststore when the primary's ``ssl_ca`` is set."""
-        primary = self.source.primary
+        primary = self.settings.primary
         if primary.mysql_tls() and ensure_truststore(primary, "primary"):
             return [Change(f"created truststore {primary.truststore_path()} from {primary.ssl_ca}")]
         return []
@@ -276,7 +281,7 @@ class MySqlEngine(SourceEngine):
             server_id=capture.server_id,
             kafka_bootstrap=endpoints.kafka_bootstrap,
             schema_history_clients=endpoints.kafka_clients,
-            database_settings=connector_settings(self.flavor, self.source.primary),
+            database_settings=connector_settings(self.flavor, self.settings.primary),
         )
 
     # Positions
@@ -340,7 +345,7 @@ class MySqlEngine(SourceEngine):
         properties = {
             "driver": self.jdbc_driver,
             "user": connection.user,
-            **jdbc_properties(self.flavor, connection, role),
+            **jdbc_properties(self.flavor, engine_model(connection, MySqlConnection), role),
         }
         if connection.password is not None:
             properties["password"] = connection.password.get_secret_value()

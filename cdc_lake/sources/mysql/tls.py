@@ -27,14 +27,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cdc_lake.config import Connection
 from cdc_lake.exceptions import SourceEngineError
+from cdc_lake.sources.mysql.settings import MySqlConnection
 
 _ALIAS = "cdc-lake-ca"
 _KEYTOOL_TIMEOUT = 60
 
 
-def pymysql_settings(connection: Connection) -> dict[str, object]:
+def pymysql_settings(connection: MySqlConnection) -> dict[str, object]:
     """Keyword arguments for :func:`pymysql.connect` (empty: no TLS asked for)."""
     if connection.ssl_ca is None:
         return {}
@@ -45,7 +45,7 @@ def pymysql_settings(connection: Connection) -> dict[str, object]:
     }
 
 
-def jdbc_properties(flavor: str, connection: Connection, role: str) -> dict[str, str]:
+def jdbc_properties(flavor: str, connection: MySqlConnection, role: str) -> dict[str, str]:
     """JDBC driver properties of ``flavor`` (``mariadb`` or ``mysql``) for ``role``'s TLS."""
     if connection.ssl_ca is None:
         return {}
@@ -62,7 +62,7 @@ def jdbc_properties(flavor: str, connection: Connection, role: str) -> dict[str,
     }
 
 
-def connector_settings(flavor: str, connection: Connection) -> dict[str, str]:
+def connector_settings(flavor: str, connection: MySqlConnection) -> dict[str, str]:
     """``database.*`` settings of the Debezium connector for ``connection``'s TLS."""
     if connection.ssl_ca is None:
         return {}
@@ -77,7 +77,7 @@ def connector_settings(flavor: str, connection: Connection) -> dict[str, str]:
     }
 
 
-def truststore_password(connection: Connection, role: str) -> str:
+def truststore_password(connection: MySqlConnection, role: str) -> str:
     """The truststore password from the environment; unset is an error naming the setting."""
     variable = connection.ssl_truststore_password_env
     value = os.environ.get(variable)
@@ -89,7 +89,7 @@ def truststore_password(connection: Connection, role: str) -> str:
     return value
 
 
-def ensure_truststore(connection: Connection, role: str) -> bool:
+def ensure_truststore(connection: MySqlConnection, role: str) -> bool:
     """Make the truststore from ``ssl_ca`` if it is missing, else check it opens; True when made."""
     path = Path(connection.truststore_path())
     variable = connection.ssl_truststore_password_env

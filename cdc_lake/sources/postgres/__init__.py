@@ -2,7 +2,7 @@
 
 This module declares the engine's facts (:data:`CAPABILITIES`) and imports no driver;
 :mod:`cdc_lake.sources.postgres.codec` reads its change events' positions (the decode path's hook),
-:mod:`cdc_lake.sources.postgres.config_rules` checks a source's settings (the config's hook),
+:mod:`cdc_lake.sources.postgres.settings` holds a source's own settings (the config's hook),
 :mod:`cdc_lake.sources.postgres.engine` is the engine (it imports psycopg) and
 :mod:`cdc_lake.sources.postgres.checks` its preflight checks, judged on recorded facts, and
 :mod:`cdc_lake.sources.postgres.column_types` the bootstrap's read of each catalog type.
@@ -14,15 +14,14 @@ from typing import Final
 
 from cdc_lake.sources.capabilities import EngineCapabilities
 from cdc_lake.sources.postgres.codec import CODEC
-from cdc_lake.sources.postgres.config_rules import source_rules
+from cdc_lake.sources.postgres.settings import PostgresSource
 
 CAPABILITIES: Final = EngineCapabilities(
     name="postgres",
     connector_values=frozenset({"postgresql"}),
     positions=CODEC,
     replication_slots=True,
-    settings=frozenset({"slot_name", "publication_name", "interval_handling", "sslmode", "sslrootcert"}),
-    source_rules=source_rules,
+    source_model=PostgresSource,
     engine_module="cdc_lake.sources.postgres.engine",
     engine_class="PostgresEngine",
     column_module="cdc_lake.sources.postgres.column_types",

@@ -11,7 +11,6 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cdc_lake.config import Connection, Source
 from cdc_lake.sources.base import Capture, PreflightOptions, captured_keys
 from cdc_lake.sources.checks import (
     CheckResult,
@@ -21,6 +20,8 @@ from cdc_lake.sources.checks import (
     name_list,
 )
 from cdc_lake.sources.postgres.rewrites import REWRITE_LOG
+from cdc_lake.sources.postgres.settings import PostgresConnection
+from cdc_lake.sources.settings import Connection, Source, engine_model
 
 PLUGIN = "pgoutput"
 
@@ -215,7 +216,7 @@ def check_tls(source: Source) -> CheckResult:
     """Every connection verifies the server's certificate (sslmode verify-ca, verify-full), else a warning."""
 
     def unverified(connection: Connection) -> str | None:
-        problem = _UNVERIFIED_SSLMODES.get(connection.sslmode)
+        problem = _UNVERIFIED_SSLMODES.get(engine_model(connection, PostgresConnection).sslmode)
         return None if problem is None else f"sslmode {problem}"
 
     return check_source_tls(source, unverified, "sslmode: verify-full and sslrootcert (the servers' CA file)")
@@ -519,7 +520,8 @@ def check_rewrite_log(facts: PostgresFacts) -> CheckResult:
         return CheckResult.ok(name, f"{REWRITE_LOG} and its event trigger will be created")
     if log.table_exists and log.trigger_enabled:
         return CheckResult.fail(
-            name, f"{facts.user} may not read {REWRITE_LOG}",
+            name,
+            f"{facts.user} may not read {REWRITE_LOG}",
             f"GRANT USAGE ON SCHEMA cdc_lake TO {_quote(facts.user)}; "
             f"GRANT SELECT ON {REWRITE_LOG} TO {_quote(facts.user)}",
         )
@@ -527,7 +529,7 @@ def check_rewrite_log(facts: PostgresFacts) -> CheckResult:
         name,
         f"{REWRITE_LOG} or its table_rewrite event trigger is missing and {facts.user} is no superuser: "
         "a rewrite by ALTER ... TYPE ... USING or SET UNLOGGED would not stop its table",
-        "a superuser runs the statements of docs/schema-changes.md (\"Table rewrites\") once per database",
+        'a superuser runs the statements of docs/schema-changes.md ("Table rewrites") once per database',
     )
 
 

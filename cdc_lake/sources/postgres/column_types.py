@@ -26,7 +26,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from cdc_lake.config import IntervalHandling
 from cdc_lake.representation import MAX_PRECISION as SPARK_MAX_PRECISION
 from cdc_lake.representation import STRING, VARIABLE_SCALE_DECIMAL_SCALE, ColumnType
 from cdc_lake.sources.column_types import (
@@ -38,6 +37,7 @@ from cdc_lake.sources.column_types import (
     override_decimal,
     spark_decimal,
 )
+from cdc_lake.sources.settings import IntervalHandling
 from cdc_lake.sources.snapshot import SourceColumn
 
 _PG_TEXT_AS_TEXT = frozenset({"text", "varchar", "bpchar", "name"})

@@ -17,8 +17,6 @@ from urllib.parse import quote as url_quote
 import psycopg
 from psycopg import sql
 
-from cdc_lake.config import Connection, Source, Table
-from cdc_lake.connect.render import ConnectorParams, heartbeat_table_ddl
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.base import (
     Capture,
@@ -31,6 +29,7 @@ from cdc_lake.sources.base import (
 )
 from cdc_lake.sources.capabilities import TableRewrite
 from cdc_lake.sources.checks import CheckResult
+from cdc_lake.sources.connector import ConnectorParams, heartbeat_table_ddl
 from cdc_lake.sources.positions import LogPosition, Lsn
 from cdc_lake.sources.postgres import CAPABILITIES
 from cdc_lake.sources.postgres.checks import (
@@ -58,6 +57,8 @@ from cdc_lake.sources.postgres.rewrites import (
     one_line,
     rewrite_stop,
 )
+from cdc_lake.sources.postgres.settings import PostgresConnection, PostgresSource
+from cdc_lake.sources.settings import Connection, Source, Table, engine_model
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
 
 _Conn = psycopg.Connection[tuple[Any, ...]]
@@ -128,6 +129,8 @@ class PostgresEngine(SourceEngine):
 
     def __init__(self, source: Source) -> None:
         super().__init__(source)
+        self.settings = engine_model(source, PostgresSource)
+        """The source as its engine's model: its slot, publication, interval and TLS settings."""
         self.database = source.primary.database or ""
 
     # Connections
@@ -149,7 +152,7 @@ class PostgresEngine(SourceEngine):
             "password": password,
             "connect_timeout": _CONNECT_TIMEOUT,
             "application_name": "cdc-lake",
-            **connection.tls_settings(),
+            **engine_model(connection, PostgresConnection).tls_settings(),
         }
         return psycopg.connect(autocommit=True, **libpq)
 
@@ -304,9 +307,9 @@ class PostgresEngine(SourceEngine):
             if _publication_tables(conn, publication) is None:
                 listed = sql.SQL(", ").join(_ident(t) for t in [HEARTBEAT_TABLE, *capture.table_names])
                 conn.execute(
-                    sql.SQL(
-                        "create publication {} for table {} with (publish = {})"
-                    ).format(sql.Identifier(publication), listed, sql.Literal(PUBLISHED))
+                    sql.SQL("create publication {} for table {} with (publish = {})").format(
+                        sql.Identifier(publication), listed, sql.Literal(PUBLISHED)
+                    )
                 )
                 changes.append(
                     Change(
@@ -435,11 +438,11 @@ class PostgresEngine(SourceEngine):
         self, shared: ConnectorParams, capture: Capture, endpoints: ConnectorEndpoints
     ) -> ConnectorParams:
         """The Postgres connector's database, slot, publication, heartbeat table, TLS and intervals."""
-        primary = self.source.primary
+        primary = self.settings.primary
         return replace(
             shared,
             database=self.database,
-            interval_handling=self.source.interval_handling,
+            interval_handling=self.settings.interval_handling,
             slot_name=capture.slot_name,
             publication_name=capture.publication_name,
             heartbeat_table=HEARTBEAT_TABLE,
@@ -509,7 +512,8 @@ class PostgresEngine(SourceEngine):
             f"jdbc:postgresql://{connection.host}:{connection.port}/{database}"
             "?ApplicationName=cdc-lake-bootstrap&connectTimeout=10&tcpKeepAlive=true&readOnly=true"
         )
-        properties = {"driver": "org.postgresql.Driver", "user": connection.user, **connection.tls_settings()}
+        tls = engine_model(connection, PostgresConnection).tls_settings()
+        properties = {"driver": "org.postgresql.Driver", "user": connection.user, **tls}
         if connection.password is not None:
             properties["password"] = connection.password.get_secret_value()
         session_init = (
@@ -546,8 +550,18 @@ class PostgresEngine(SourceEngine):
                     element=None if element is None else str(element),
                     element_kind=None if element_kind is None else _kind(element_kind, None),
                 )
-                for (column, type_name, declared, nullable, precision, scale, kind, category, element,
-                     element_kind) in conn.execute(_COLUMNS_QUERY, (oid,)).fetchall()
+                for (
+                    column,
+                    type_name,
+                    declared,
+                    nullable,
+                    precision,
+                    scale,
+                    kind,
+                    category,
+                    element,
+                    element_kind,
+                ) in conn.execute(_COLUMNS_QUERY, (oid,)).fetchall()
             ]
             primary_key = tuple(
                 str(row[0])
@@ -788,6 +802,7 @@ from pg_replication_slots where slot_name = any(%s)
 
 # Below this many rows (by the statistics) a table is counted exactly when planning its bootstrap.
 _EXACT_COUNT_BELOW = 100_000
+
 
 def _kind(typtype: object, category: object) -> str:
     """``SourceColumn.kind`` of a ``pg_type.typtype`` (and ``typcategory``, 'A' for arrays)."""
