@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from cdc_lake.stack.service import ServiceStatus
 
 
-def _local_stack(ctx: click.Context) -> LocalStack:
+def _local_stack(ctx: click.Context, with_services: tuple[str, ...] = ()) -> LocalStack:
     from cdc_lake.stack.manager import LocalStack
 
-    return LocalStack(get_config(ctx, allow_default=True).stack)
+    return LocalStack(get_config(ctx, allow_default=True).stack, with_services)
 
 
 def _print_statuses(statuses: list[ServiceStatus]) -> None:
@@ -63,13 +63,20 @@ def stack() -> None:
 
 
 @stack.command()
+@click.option(
+    "--with",
+    "with_services",
+    multiple=True,
+    metavar="SERVICE",
+    help="Also run an optional service: trino (a SQL reader of the lake; needs Java 24+).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print statuses and timings as JSON.")
 @click.pass_context
-def up(ctx: click.Context, as_json: bool) -> None:
+def up(ctx: click.Context, with_services: tuple[str, ...], as_json: bool) -> None:
     """Install what is missing, start what is not running, wait until every service is healthy."""
     from rich.console import Console
 
-    local = _local_stack(ctx)
+    local = _local_stack(ctx, with_services)
     console = Console(stderr=True)
     began = time.monotonic()
     with console.status("starting the local stack") as spinner:

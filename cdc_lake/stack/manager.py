@@ -1,14 +1,19 @@
-"""Bring the whole local stack up, down, or report on it."""
+"""Bring the whole local stack up, down, or report on it.
+
+The services start in dependency waves.  Trino is opt-in (``stack.trino.enabled`` or ``up --with
+trino``): it joins the last wave when asked for, and ``down`` and ``status`` count it while it runs.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 from cdc_lake.config import StackSettings
+from cdc_lake.exceptions import StackError
 from cdc_lake.redaction import private_directory
 from cdc_lake.stack.glue import GlueCatalog
 from cdc_lake.stack.hive import HiveMetastore
@@ -21,8 +26,11 @@ from cdc_lake.stack.process import wait_until
 from cdc_lake.stack.registry import SchemaRegistry, SecureSchemaRegistry
 from cdc_lake.stack.service import Service, ServiceStatus, StackLayout
 from cdc_lake.stack.spark import SparkMaster, SparkWorker
+from cdc_lake.stack.trino import Trino
 
 HEALTH_TIMEOUT_SECONDS = 180.0
+OPTIONAL_SERVICES = ("trino",)
+"""Services that run only when asked for (``up --with NAME`` or their ``stack.<name>.enabled``)."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,12 @@ class StackTimings:
 class LocalStack:
     """Every service of the local stack, started in dependency waves."""
 
-    def __init__(self, settings: StackSettings) -> None:
+    def __init__(self, settings: StackSettings, with_services: Collection[str] = ()) -> None:
+        unknown = sorted(set(with_services) - set(OPTIONAL_SERVICES))
+        if unknown:
+            raise StackError(
+                f"stack: no optional service {', '.join(unknown)}; choose from {', '.join(OPTIONAL_SERVICES)}"
+            )
         self.layout = StackLayout(data_dir=Path(settings.data_dir), ports=settings.ports)
         self.postgres_primary = PostgresPrimary(self.layout)
         self.postgres_replica = PostgresReplica(self.layout, self.postgres_primary)
@@ -53,6 +66,8 @@ class LocalStack:
         self.hive_metastore = HiveMetastore(self.layout)
         self.spark_master = SparkMaster(self.layout)
         self.spark_worker = SparkWorker(self.layout, self.spark_master)
+        self.trino = Trino(self.layout, settings.trino.java_home)
+        trino = settings.trino.enabled or "trino" in with_services or self.trino.process.pid() is not None
         # Each wave starts together and must be healthy before the next one starts.
         self.waves: tuple[tuple[Service, ...], ...] = (
             (
@@ -73,6 +88,7 @@ class LocalStack:
                 self.glue,
                 self.hive_metastore,
                 self.spark_worker,
+                *((self.trino,) if trino else ()),
             ),
         )
 
