@@ -2,11 +2,12 @@
 
 A table ``source.schema.table`` is registered as ``<database>.<source>_<schema>_<table>`` (Glue names
 are lowercase, without dots), an external table whose storage descriptor points at the table's
-current base path, with the columns of the lake table (Hudi's metadata columns first, as Hudi writes
-them) and the parameters Athena and Spark use to read a Hudi copy-on-write table: Hudi's input format,
-the Parquet SerDe, ``spark.sql.sources.provider=hudi`` and ``path``.  It is written as Glue's
-``TableInput``; the Hive catalog builds its metastore ``Table`` from that.  Neither boto3 nor a JVM is
-needed here.
+current base path, with every column of the lake table as Hudi writes it (Hudi's metadata columns,
+the source's, then the lake's own ``_cdc_*`` columns, so that a reader can filter soft-deleted rows;
+Hudi's delete marker is never a visible column) and the parameters Athena and Spark use to read a
+Hudi copy-on-write table: Hudi's input format, the Parquet SerDe, ``spark.sql.sources.provider=hudi``
+and ``path``.  It is written as Glue's ``TableInput``; the Hive catalog builds its metastore
+``Table`` from that.  Neither boto3 nor a JVM is needed here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql.types import ByteType, DataType, ShortType, StructType, TimestampNTZType
+
+from cdc_lake.lake.columns import DELETED_COLUMN, METADATA_FIELDS
 
 HUDI_META_COLUMNS = (
     "_hoodie_commit_time",
@@ -51,11 +54,14 @@ def hive_type(data_type: DataType) -> str:
 def table_input(
     name: str, location: str, columns: StructType, partition_fields: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The Glue ``TableInput`` of a Hudi table at ``location`` with row ``columns``."""
+    """The Glue ``TableInput`` of a Hudi table at ``location`` with row ``columns`` (the source's)."""
     partitions = set(partition_fields)
     meta = [{"Name": c, "Type": "string"} for c in HUDI_META_COLUMNS]
     data = [
         {"Name": f.name, "Type": hive_type(f.dataType)} for f in columns.fields if f.name not in partitions
+    ]
+    lake = [
+        {"Name": f.name, "Type": hive_type(f.dataType)} for f in METADATA_FIELDS if f.name != DELETED_COLUMN
     ]
     keys = [{"Name": f.name, "Type": hive_type(f.dataType)} for f in columns.fields if f.name in partitions]
     return {
@@ -69,7 +75,7 @@ def table_input(
         },
         "PartitionKeys": keys,
         "StorageDescriptor": {
-            "Columns": meta + data,
+            "Columns": meta + data + lake,
             "Location": location,
             "InputFormat": INPUT_FORMAT,
             "OutputFormat": OUTPUT_FORMAT,

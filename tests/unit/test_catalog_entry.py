@@ -57,6 +57,17 @@ def test_the_table_input_is_an_external_hudi_table_at_the_location() -> None:
     assert made["Parameters"]["spark.sql.sources.provider"] == "hudi"
     assert sd["Location"] == made["Parameters"]["path"] == "s3a://lake/pg/public/orders__v2"
     assert sd["InputFormat"] == INPUT_FORMAT
-    assert [c["Name"] for c in sd["Columns"]] == [*HUDI_META_COLUMNS, "id", "total", "at"]
-    assert [c["Type"] for c in sd["Columns"]][-3:] == ["bigint", "decimal(12,2)", "timestamp"]
+    # Every lake column a reader filters on (soft deletes, source time, ordering) is in the entry.
+    lake = ["_cdc_op", "_cdc_source_ts", "_cdc_ordering", "_cdc_applied_at", "_cdc_deleted"]
+    assert [c["Name"] for c in sd["Columns"]] == [*HUDI_META_COLUMNS, "id", "total", "at", *lake]
+    assert [c["Type"] for c in sd["Columns"]][-8:] == [
+        "bigint",
+        "decimal(12,2)",
+        "timestamp",
+        "string",
+        "timestamp",
+        "string",
+        "timestamp",
+        "boolean",
+    ]
     assert made["PartitionKeys"] == [{"Name": "region", "Type": "string"}]
