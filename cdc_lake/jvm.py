@@ -233,6 +233,8 @@ and its own v2 API, which the converter uses."""
 TRINO_VERSION = "476"  # needs Java 24 or newer (cdc_lake/stack/trino.py finds one)
 TRINO_SERVER = MavenArtifact("io.trino", "trino-server", TRINO_VERSION, type="tar.gz")
 """Trino's server distribution, the opt-in SQL reader of the stack (its Hudi connector reads the lake)."""
+TRINO_CLI = MavenArtifact("io.trino", "trino-cli", TRINO_VERSION, classifier="executable")
+"""Trino's command-line client (one executable jar), which ``cdc-lake stack trino`` runs."""
 
 KEYCLOAK_VERSION = "24.0.5"  # the last line running on Java 17 (Keycloak 26 needs Java 21)
 KEYCLOAK_DIST = MavenArtifact("org.keycloak", "keycloak-quarkus-dist", KEYCLOAK_VERSION, type="zip")

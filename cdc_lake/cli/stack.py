@@ -1,4 +1,7 @@
-"""`cdc-lake stack up|down|status`: the local stack every test and the demo run against.
+"""`cdc-lake stack up|down|status|kafka|trino`: the local stack every test and the demo run against.
+
+``kafka`` and ``trino`` run Kafka's and Trino's own command-line tools pointed at the stack, with the
+tool's exit code.
 
 The services (and the drivers and boto3 they use) are imported when a command runs, not for ``--help``.
 """
@@ -119,3 +122,39 @@ def status(ctx: click.Context, as_json: bool) -> None:
         _print_statuses(statuses)
     if not all(s.healthy for s in statuses):
         ctx.exit(1)
+
+
+@stack.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("tool")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def kafka(ctx: click.Context, tool: str, args: tuple[str, ...]) -> None:
+    """Run Kafka's TOOL against the stack's broker (--bootstrap-server is set): consumer-groups,
+    topics, get-offsets or console-consumer, as kafka-TOOL.sh would.
+
+    Example: cdc-lake stack kafka consumer-groups --describe --all-groups
+    """
+    import subprocess
+
+    from cdc_lake.stack.tools import kafka_tool_argv
+
+    argv = kafka_tool_argv(_local_stack(ctx).layout, tool, args)
+    ctx.exit(subprocess.run(argv, check=False).returncode)
+
+
+@stack.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def trino(ctx: click.Context, args: tuple[str, ...]) -> None:
+    """Run Trino's client against the stack's Trino (up --with trino), catalog hudi: lake tables are
+    hudi.DATABASE.TABLE, DATABASE being catalog.hive.database.
+
+    Example: cdc-lake stack trino --execute "show tables from hudi.lake"
+    """
+    import subprocess
+
+    from cdc_lake.stack.tools import trino_cli_argv
+
+    settings = get_config(ctx, allow_default=True).stack
+    argv = trino_cli_argv(_local_stack(ctx).layout, settings.trino.java_home, args)
+    ctx.exit(subprocess.run(argv, check=False).returncode)
