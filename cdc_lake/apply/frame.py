@@ -21,19 +21,23 @@ job.  A larger batch, still on the executors, runs the same merge as Spark steps
    key's values: its unavailable columns are the row's state before the move, which the new key never
    held.  Under REPLICA IDENTITY DEFAULT or USING INDEX the old tuple holds the key only, so Debezium
    sends the placeholder for an unchanged TOASTed column of the moved row (with FULL it fills it in
-   itself).  The old key's state is its latest change of the batch before the move, else its stored
-   row; a chain of moves in one batch is resolved one link per pass.  A create whose delete is not
-   in the batch (a batch cut between the two) cannot name its old key (the create carries no before
-   image) and gets null: a documented limit (docs/applier.md, "Guarantees").
+   itself).  The old key's state is its latest change of the batch before the move (its values, and
+   the keys whose stored row gives the rest), else its stored row; the moved row adds its own key to
+   those lookup keys, so a chain of moves carries every key of the chain.  A chain in one batch is
+   resolved one link per pass.  A create whose delete is not in the batch (a batch cut between the
+   two) cannot name its old key (the create carries no before image) and gets null: a documented
+   limit (docs/applier.md, "Guarantees").
 
 Both paths leave each key's row with ``_cdc_missing`` (the columns still unavailable) and
-``_cdc_lookup`` (the record key whose stored row holds them: the key's own, or a moved row's old key).
-Then, on either path:
+``_cdc_lookups`` (the record keys whose stored row may hold them, oldest first: the key's own, or a
+moved row's chain of keys then its own).  Then, on either path:
 
-3. :func:`fill_from_lake`: what is still unavailable comes from the stored row (a join on the lookup key
-   with a snapshot read of the table, only when some row needs it); a moved row whose old key the lake
-   does not hold (a bootstrap snapshot read it under its new key) takes its own key's stored row.  A key
-   the lake does not hold gets null: the placeholder text is never written.
+3. :func:`fill_from_lake`: what is still unavailable comes from the stored row of the first lookup key
+   the lake holds (live, after the first key: a soft-deleted row is not the row's state), a join with a
+   snapshot read of the table, only when some row needs it.  In steady operation the lake holds the
+   first key; a bootstrap snapshot may have read a moved row under any later key of its chain (the
+   catch-up replays the moves before the read).  A key none of whose lookups the lake holds gets null:
+   the placeholder text is never written.
 4. :func:`lake_frame`: the lake columns and metadata, with the delete flags.
 """
 
@@ -77,15 +81,15 @@ UNAVAILABLE_COLUMN = "_cdc_unavailable"
 MOVED_FROM_COLUMN = "_cdc_moved_from"
 POSITION_COLUMN = "_cdc_position"
 MISSING_COLUMN = "_cdc_missing"
-LOOKUP_COLUMN = "_cdc_lookup"
+LOOKUPS_COLUMN = "_cdc_lookups"
 _SEGMENT = "_cdc_segment"
 _OLD_PREFIX = "_cdc_old_"
 _FILL_PREFIX = "_cdc_fill_"
 _STORED_PREFIX = "_cdc_stored_"
 _STORED_KEY = "_cdc_stored_key"
-_OLD_PREFIX = "_cdc_old_"
-_OLD_KEY = "_cdc_old_key"
-_OLD_FOUND = "_cdc_old_found"
+_OWN_KEY = "_cdc_own_key"
+_CANDIDATES = "_cdc_candidates"
+_RANK = "_cdc_rank"
 
 
 def col(name: str) -> Column:
@@ -103,26 +107,30 @@ _META = (OP_COLUMN, SOURCE_TS_COLUMN, ORDERING_COLUMN)
 def change_struct(columns: StructType, key_fields: Sequence[str]) -> StructType:
     """Schema of :func:`change_frame`: the lake columns, then the change's metadata."""
     by_name = {f.name: f for f in lake_struct(columns).fields}
-    return StructType([
-        *columns.fields,
-        *[by_name[name] for name in _META],
-        StructField(KAFKA_PARTITION_COLUMN, IntegerType(), False),
-        StructField(KAFKA_OFFSET_COLUMN, LongType(), False),
-        StructField(UNAVAILABLE_COLUMN, ArrayType(StringType(), False), False),
-        StructField(MOVED_FROM_COLUMN, _key_struct(columns, key_fields), True),
-        StructField(POSITION_COLUMN, StringType(), True),
-    ])
+    return StructType(
+        [
+            *columns.fields,
+            *[by_name[name] for name in _META],
+            StructField(KAFKA_PARTITION_COLUMN, IntegerType(), False),
+            StructField(KAFKA_OFFSET_COLUMN, LongType(), False),
+            StructField(UNAVAILABLE_COLUMN, ArrayType(StringType(), False), False),
+            StructField(MOVED_FROM_COLUMN, _key_struct(columns, key_fields), True),
+            StructField(POSITION_COLUMN, StringType(), True),
+        ]
+    )
 
 
 def latest_struct(columns: StructType, key_fields: Sequence[str]) -> StructType:
     """Schema of :func:`driver_latest`: the lake columns, the change's metadata, what is still missing."""
     by_name = {f.name: f for f in lake_struct(columns).fields}
-    return StructType([
-        *columns.fields,
-        *[by_name[name] for name in _META],
-        StructField(MISSING_COLUMN, ArrayType(StringType(), False), False),
-        StructField(LOOKUP_COLUMN, _key_struct(columns, key_fields), True),
-    ])
+    return StructType(
+        [
+            *columns.fields,
+            *[by_name[name] for name in _META],
+            StructField(MISSING_COLUMN, ArrayType(StringType(), False), False),
+            StructField(LOOKUPS_COLUMN, ArrayType(_key_struct(columns, key_fields), False), True),
+        ]
+    )
 
 
 def before_cutoffs(cutoffs: Mapping[int, int]) -> Callable[[Decoded], bool]:
@@ -190,7 +198,7 @@ def driver_latest(
             source_time(change.source_ts_ms),
             change.ordering,
             list(last.missing),
-            last.lookup if last.missing else None,
+            list(last.lookups) if last.missing else None,
         )
 
     rows = [as_tuple(last) for last in last_changes(changes, key_fields, fill_columns)]
@@ -204,7 +212,6 @@ def latest_frame(
     cutoffs: Mapping[int, int],
     key_fields: Sequence[str],
     fill_columns: Sequence[str],
-    stored: DataFrame | None,
     moves: int,
 ) -> DataFrame:
     """The batch's last change per key, filled from the batch: in Python for records on the driver, else
@@ -213,7 +220,7 @@ def latest_frame(
     if isinstance(records, list):
         return driver_latest(spark, records, columns, cutoffs, key_fields, fill_columns)
     changes = change_frame(spark, records, columns, cutoffs, key_fields)
-    changes = fill_moved(changes, stored, key_fields, fill_columns, moves)
+    changes = fill_moved(changes, key_fields, fill_columns, moves)
     return latest_changes(changes, key_fields, fill_columns)
 
 
@@ -235,19 +242,24 @@ def _order(prefix: str = "") -> list[Column]:
     return [col(prefix + name) for name in _ORDER_NAMES]
 
 
-def _pending(fill_columns: Sequence[str]) -> Column:
-    """A moved row still lacking one of ``fill_columns``."""
-    wanted = F.array(*[F.lit(name) for name in fill_columns])
-    lacking = F.size(F.array_intersect(col(UNAVAILABLE_COLUMN), wanted)) > 0
-    return col(MOVED_FROM_COLUMN).isNotNull() & lacking
+def _own(key_fields: Sequence[str]) -> Column:
+    """The row's record key as one struct."""
+    return F.struct(*[col(k) for k in key_fields])
 
 
-def _pair_moves(changes: DataFrame, key_fields: Sequence[str]) -> DataFrame:
+def _pending() -> Column:
+    """A moved row whose lookup keys are not known yet (its old key's state is still pending)."""
+    return col(MOVED_FROM_COLUMN).isNotNull() & col(LOOKUPS_COLUMN).isNull()
+
+
+def _pair_moves(changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:
     """Name the old key of each Postgres primary-key update's create: the delete at its stream position.
 
     A streamed create with unavailable columns is always such a create (an insert's values are all in
-    the WAL).  Without its delete in the batch, the old key is unknown: a key of nulls, which matches
-    no row.
+    the WAL).  Without its delete in the batch, the old key is unknown (a key of nulls, which matches
+    no row): its unavailable columns are null and it looks nothing up.  Adds ``_cdc_lookups``: the
+    key's own for a row that is not moved or lacks no fill column, empty for an unknown old key, null
+    (pending) for the moved rows :func:`fill_moved` resolves.
     """
     is_create = col(OP_COLUMN) == F.lit("c")
     create = is_create & (F.size(col(UNAVAILABLE_COLUMN)) > 0) & col(MOVED_FROM_COLUMN).isNull()
@@ -256,49 +268,67 @@ def _pair_moves(changes: DataFrame, key_fields: Sequence[str]) -> DataFrame:
         F.struct(*[col(k) for k in key_fields]).alias("_cdc_pair"),
     )
     paired = changes.join(deletes, create & (col(POSITION_COLUMN) == col("_cdc_pair_position")), "left")
-    unknown = F.struct(*[F.lit(None).cast(changes.schema[k].dataType).alias(k) for k in key_fields])
-    moved = F.when(create, F.coalesce(col("_cdc_pair"), unknown)).otherwise(col(MOVED_FROM_COLUMN))
-    return paired.select(*[moved.alias(n) if n == MOVED_FROM_COLUMN else col(n) for n in changes.columns])
+    unknown_key = F.struct(*[F.lit(None).cast(changes.schema[k].dataType).alias(k) for k in key_fields])
+    unknown = create & col("_cdc_pair").isNull()
+    moved = F.when(create, F.coalesce(col("_cdc_pair"), unknown_key)).otherwise(col(MOVED_FROM_COLUMN))
+    wanted = F.array(*[F.lit(name) for name in fill_columns])
+    lacking = F.size(F.array_intersect(col(UNAVAILABLE_COLUMN), wanted)) > 0
+    no_key = F.array().cast(ArrayType(_key_struct(changes.schema, key_fields), False))
+    lookups = F.when(unknown, no_key).when(moved.isNull() | ~lacking, F.array(_own(key_fields)))
+    values: dict[str, Column] = {
+        n: F.when(unknown & F.array_contains(col(UNAVAILABLE_COLUMN), n), F.lit(None)).otherwise(col(n))
+        for n in fill_columns
+    }
+    values[MOVED_FROM_COLUMN] = moved
+    values[UNAVAILABLE_COLUMN] = F.when(unknown, F.array_except(col(UNAVAILABLE_COLUMN), wanted)).otherwise(
+        col(UNAVAILABLE_COLUMN)
+    )
+    return paired.select(
+        *[values.get(n, col(n)).alias(n) for n in changes.columns], lookups.alias(LOOKUPS_COLUMN)
+    )
 
 
 def fill_moved(
-    changes: DataFrame,
-    stored: DataFrame | None,
-    key_fields: Sequence[str],
-    fill_columns: Sequence[str],
-    passes: int,
+    changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str], passes: int
 ) -> DataFrame:
-    """Fill the unavailable columns of moved rows from their old key's state before the move.
+    """Fill the unavailable columns of moved rows from their old key's state before the move, and name
+    the keys whose stored row gives the rest (``_cdc_lookups``).
 
     The old key's state is the latest change of the old key before the move's ordering value (the
-    columns it lacked taken from that key's earlier changes since its own last move), else the old
-    key's ``stored`` row.  When that latest change is itself a moved row still lacking the column, the
-    next pass resolves it: at most ``passes`` passes (the number of moved rows with unavailable
-    columns), stopping when none is left.
+    columns it lacked taken from that key's earlier changes since its own last move, the rest from the
+    lookup keys of that stretch's first change), else the old key's stored row.  When that stretch
+    starts with a moved row still pending, the next pass resolves it: at most ``passes`` passes (the
+    number of moved rows with unavailable columns), stopping when none is left.
     """
     if passes == 0 or not fill_columns:
         return changes
-    changes = _pair_moves(changes, key_fields)
-    lookup = None if stored is None else _stored_values(stored, key_fields, fill_columns)
+    changes = _pair_moves(changes, key_fields, fill_columns)
     for _ in range(passes):
-        changes = _fill_moved_once(changes, lookup, key_fields, fill_columns).localCheckpoint()
-        if changes.where(_pending(fill_columns)).isEmpty():
+        changes = _fill_moved_once(changes, key_fields, fill_columns).localCheckpoint()
+        if changes.where(_pending()).isEmpty():
             break
     return changes
 
 
+def _segmented(changes: DataFrame, key_fields: Sequence[str]) -> DataFrame:
+    """Every change with its key's segment: the moves into the key so far, in source order."""
+    keys = [col(k) for k in key_fields]
+    by_key = (
+        Window.partitionBy(*keys).orderBy(*_order()).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    return changes.withColumn(_SEGMENT, F.sum(col(MOVED_FROM_COLUMN).isNotNull().cast("int")).over(by_key))
+
+
 def _old_key_states(changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:
-    """Every change's key, order, segment (moves so far) and the last value of each column in it."""
+    """Every change's key, order, the last value of each column in its segment and the segment's lookups."""
     keys = [col(k) for k in key_fields]
     before = Window.unboundedPreceding, Window.currentRow
-    by_key = Window.partitionBy(*keys).orderBy(*_order()).rowsBetween(*before)
-    moves = F.sum(col(MOVED_FROM_COLUMN).isNotNull().cast("int")).over(by_key)
-    segmented = changes.withColumn(_SEGMENT, moves)
     in_segment = Window.partitionBy(*keys, col(_SEGMENT)).orderBy(*_order()).rowsBetween(*before)
     unavailable = col(UNAVAILABLE_COLUMN)
-    return segmented.select(
+    return _segmented(changes, key_fields).select(
         F.struct(*keys).alias(_OLD_PREFIX + "key"),
-        *[col(name).alias(_OLD_PREFIX + name) for name in (*_ORDER_NAMES, _SEGMENT)],
+        *[col(name).alias(_OLD_PREFIX + name) for name in _ORDER_NAMES],
+        F.first(col(LOOKUPS_COLUMN)).over(in_segment).alias(_OLD_PREFIX + "lookups"),
         *[
             F.last(F.when(~F.array_contains(unavailable, n), F.struct(col(n).alias("v"))), ignorenulls=True)
             .over(in_segment)
@@ -308,37 +338,31 @@ def _old_key_states(changes: DataFrame, key_fields: Sequence[str], fill_columns:
     )
 
 
-def _fill_moved_once(
-    changes: DataFrame, lookup: DataFrame | None, key_fields: Sequence[str], fill_columns: Sequence[str]
-) -> DataFrame:
+def _fill_moved_once(changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:
     """One pass of :func:`fill_moved`: each pending moved row takes what its old key's state names."""
     states = _old_key_states(changes, key_fields, fill_columns)
-    pending = changes.where(_pending(fill_columns))
-    rest = changes.where(~_pending(fill_columns))
+    pending = changes.where(_pending())
+    rest = changes.where(~_pending())
     earlier = col(_OLD_PREFIX + ORDERING_COLUMN) < col(ORDERING_COLUMN)
     matched = pending.join(states, (col(MOVED_FROM_COLUMN) == col(_OLD_PREFIX + "key")) & earlier, "left")
     latest_first = Window.partitionBy(col(KAFKA_PARTITION_COLUMN), col(KAFKA_OFFSET_COLUMN)).orderBy(
         *[c.desc_nulls_last() for c in _order(_OLD_PREFIX)]
     )
-    rank = F.row_number().over(latest_first).alias("_cdc_rank")
-    matched = matched.select("*", rank).where(F.col("_cdc_rank") == 1)
-    stored_names = set()
-    if lookup is not None:
-        matched = matched.join(lookup, col(MOVED_FROM_COLUMN) == col(_STORED_KEY), "left")
-        stored_names = set(lookup.columns)
+    rank = F.row_number().over(latest_first).alias(_RANK)
+    matched = matched.select("*", rank).where(F.col(_RANK) == 1)
     found = col(_OLD_PREFIX + ORDERING_COLUMN).isNotNull()
-    from_start = col(_OLD_PREFIX + _SEGMENT) == 0
+    base = F.when(found, col(_OLD_PREFIX + "lookups")).otherwise(F.array(col(MOVED_FROM_COLUMN)))
+    ready = base.isNotNull()
+    own = F.array(_own(key_fields))
+    lookups = F.when(ready, F.when(F.size(base) == 0, base).otherwise(F.array_distinct(F.concat(base, own))))
     unavailable = col(UNAVAILABLE_COLUMN)
-    values: dict[str, Column] = {}
-    resolved: dict[str, Column] = {}
+    values: dict[str, Column] = {LOOKUPS_COLUMN: lookups}
+    taken: dict[str, Column] = {}
     for n in fill_columns:
-        stored_name = _STORED_PREFIX + n
-        from_store = col(stored_name) if stored_name in stored_names else F.lit(None)
         state = col(_OLD_PREFIX + "v_" + n)
-        resolved[n] = ~found | state.isNotNull() | from_start
-        value = F.when(found & state.isNotNull(), state.getField("v")).otherwise(from_store)
-        values[n] = F.when(F.array_contains(unavailable, n) & resolved[n], value).otherwise(col(n))
-    values[UNAVAILABLE_COLUMN] = F.filter(unavailable, lambda name: ~_flag(name, resolved))
+        taken[n] = ready & found & state.isNotNull()
+        values[n] = F.when(F.array_contains(unavailable, n) & taken[n], state.getField("v")).otherwise(col(n))
+    values[UNAVAILABLE_COLUMN] = F.filter(unavailable, lambda name: ~_flag(name, taken))
     updated = matched.select(*[values.get(n, col(n)).alias(n) for n in changes.columns])
     return rest.unionByName(updated)
 
@@ -352,12 +376,15 @@ def _flag(name: Column, flags: Mapping[str, Column]) -> Column:
 
 
 def latest_changes(changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:
-    """The last change of each key, its unavailable columns filled from earlier changes in the batch.
+    """The last change of each key, its unavailable columns filled from earlier changes in the batch since
+    the last move into the key (a moved row's values before it were filled by :func:`fill_moved`).
 
-    Adds ``_cdc_missing``: the columns still unavailable after that.
+    Adds ``_cdc_missing``: the columns still unavailable after that; and ``_cdc_lookups``: those of the
+    stretch's first change (:func:`fill_moved`'s), else the key's own.
     """
-    order = (col(ORDERING_COLUMN), col(KAFKA_PARTITION_COLUMN), col(KAFKA_OFFSET_COLUMN))
-    window = Window.partitionBy(*[col(k) for k in key_fields]).orderBy(*order)
+    keys = [col(k) for k in key_fields]
+    segmented = _segmented(changes, key_fields)
+    window = Window.partitionBy(*keys, col(_SEGMENT)).orderBy(*_order())
     unavailable = col(UNAVAILABLE_COLUMN)
     fills = [
         F.last(F.when(~F.array_contains(unavailable, name), F.struct(col(name).alias("v"))), ignorenulls=True)
@@ -365,8 +392,12 @@ def latest_changes(changes: DataFrame, key_fields: Sequence[str], fill_columns: 
         .alias(_FILL_PREFIX + name)
         for name in fill_columns
     ]
-    is_last = F.lead(col(KAFKA_OFFSET_COLUMN), 1).over(window).isNull().alias("_cdc_is_last")
-    ranked = changes.select("*", *fills, is_last).where(F.col("_cdc_is_last"))
+    own = F.array(_own(key_fields))
+    first = F.first(col(LOOKUPS_COLUMN)).over(window) if LOOKUPS_COLUMN in changes.columns else own
+    is_last = F.lead(col(KAFKA_OFFSET_COLUMN), 1).over(Window.partitionBy(*keys).orderBy(*_order())).isNull()
+    ranked = segmented.select(
+        "*", *fills, first.alias("_cdc_first_lookups"), is_last.alias("_cdc_is_last")
+    ).where(F.col("_cdc_is_last"))
     filled = {
         name: F.when(F.array_contains(unavailable, name), col(_FILL_PREFIX + name).getField("v"))
         .otherwise(col(name))
@@ -374,9 +405,10 @@ def latest_changes(changes: DataFrame, key_fields: Sequence[str], fill_columns: 
         for name in fill_columns
     }
     missing = F.filter(unavailable, lambda name: _fill_missing(name, fill_columns))
-    base = [filled.get(f, col(f)) for f in changes.columns if f != UNAVAILABLE_COLUMN]
-    lookup = F.struct(*[col(k) for k in key_fields])
-    return ranked.select(*base, missing.alias(MISSING_COLUMN), lookup.alias(LOOKUP_COLUMN))
+    base = [filled.get(f, col(f)) for f in changes.columns if f not in (UNAVAILABLE_COLUMN, LOOKUPS_COLUMN)]
+    return ranked.select(
+        *base, missing.alias(MISSING_COLUMN), col("_cdc_first_lookups").alias(LOOKUPS_COLUMN)
+    )
 
 
 def _fill_missing(name: Column, fill_columns: Sequence[str]) -> Column:
@@ -391,37 +423,38 @@ def fill_from_lake(
     latest: DataFrame, stored: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]
 ) -> DataFrame:
     """Fill the ``_cdc_missing`` columns of ``latest`` from ``stored`` (the lake table): the row of the
-    ``_cdc_lookup`` key.
+    first ``_cdc_lookups`` key the lake holds, any row for the first key and a live one for the others.
 
-    A moved row whose old key the lake does not hold takes its own key's stored row instead (a live one):
-    only a bootstrap snapshot read after the move (or a re-sent move already applied) holds the new key
-    without the old, and that row holds the values the move left unchanged.  Only the keys that need it
-    are looked up; a key absent from the lake, or a column the lake does not have yet, leaves the column
-    null.
+    The first key is the one whose stored row holds the row's state (its own, or where a moved row's
+    chain of keys started); a bootstrap snapshot read after a move holds the row under a later key of
+    the chain (or a re-sent move already applied does), and that row holds the values the moves left
+    unchanged.  Only the keys that need it are looked up; a row none of whose keys the lake holds, or a
+    column the lake does not have yet, leaves the column null.
     """
-    own = F.struct(*[col(k) for k in key_fields])
-    needing = latest.where(F.size(col(MISSING_COLUMN)) > 0)
-    wanted = needing.select(col(LOOKUP_COLUMN).alias(_STORED_KEY)).unionByName(
-        needing.where(col(LOOKUP_COLUMN) != own).select(own.alias(_STORED_KEY))
+    own = _own(key_fields)
+    needing = (
+        latest.where(F.size(col(MISSING_COLUMN)) > 0)
+        .select(own.alias(_OWN_KEY), col(LOOKUPS_COLUMN).alias(_CANDIDATES))
+        .distinct()
     )
+    candidates = needing.select("*", F.posexplode(col(_CANDIDATES)).alias(_RANK, _STORED_KEY))
     values = _stored_values(stored, key_fields, fill_columns)
-    values = values.join(wanted.distinct(), [_STORED_KEY], "left_semi")
-    live = values
+    values = values.join(candidates.select(_STORED_KEY).distinct(), [_STORED_KEY], "left_semi")
+    held = candidates.join(values, [_STORED_KEY])
     if SOFT_DELETED_COLUMN in stored.columns:
-        live = values.where(~F.coalesce(col(_STORED_PREFIX + SOFT_DELETED_COLUMN), F.lit(False)))
+        deleted = F.coalesce(col(_STORED_PREFIX + SOFT_DELETED_COLUMN), F.lit(False))
+        held = held.where((col(_RANK) == 0) | ~deleted)
     fill = [name for name in fill_columns if _STORED_PREFIX + name in values.columns]
-    old_row = values.select(col(_STORED_KEY).alias(_OLD_KEY), F.lit(True).alias(_OLD_FOUND),
-                            *[col(_STORED_PREFIX + n).alias(_OLD_PREFIX + n) for n in fill])
-    own_row = live.select(col(_STORED_KEY), *[col(_STORED_PREFIX + n) for n in fill])
-    joined = latest.join(old_row, col(LOOKUP_COLUMN) == col(_OLD_KEY), "left").join(
-        own_row, own == col(_STORED_KEY), "left"
+    first = Window.partitionBy(col(_OWN_KEY), col(_CANDIDATES)).orderBy(col(_RANK))
+    chosen = (
+        held.select("*", F.row_number().over(first).alias("_cdc_choice"))
+        .where(F.col("_cdc_choice") == 1)
+        .select(col(_OWN_KEY), col(_CANDIDATES), *[col(_STORED_PREFIX + n) for n in fill])
     )
+    joined = latest.join(chosen, (own == col(_OWN_KEY)) & (col(LOOKUPS_COLUMN) == col(_CANDIDATES)), "left")
     missing = col(MISSING_COLUMN)
     filled = {
-        name: F.when(
-            F.array_contains(missing, name),
-            F.when(col(_OLD_FOUND), col(_OLD_PREFIX + name)).otherwise(col(_STORED_PREFIX + name)),
-        )
+        name: F.when(F.array_contains(missing, name), col(_STORED_PREFIX + name))
         .otherwise(col(name))
         .alias(name)
         for name in fill

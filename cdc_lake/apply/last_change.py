@@ -8,22 +8,26 @@ this function as the applier's decision path, and ``tests/integration/test_apply
 the Spark steps and the driver's frame equal to it on generated batches.
 
 In source order (ordering value, Kafka partition, offset), each change leaves its key in a *state*:
-every fill column either has a value, or comes from the stored row of one record key (the lake's row,
-read later by ``frame.fill_from_lake``; null when the lake has no such row or column).  A key starts
-from its own stored row.  A change takes its available columns from its row and each unavailable one
-(an unchanged TOAST value; with soft deletes, what a delete's before image lacks) from the state it
-follows:
+every fill column either has a value, or comes from a stored row (the lake's, read later by
+``frame.fill_from_lake``) found through the state's *lookups*: the record keys whose stored row may hold
+the row's values, the first one the lake holds giving them (any stored row for the first key, a live one
+for the others; null when the lake holds none, or lacks the column).  A key starts from its own stored
+row.  A change takes its available columns from its row and each unavailable one (an unchanged TOAST
+value; with soft deletes, what a delete's before image lacks) from the state it follows:
 
 - an ordinary change follows its key's previous state (the key's earlier changes in the batch, then its
   stored row);
 - a *moved* row follows its old key's state before the move: the old key's latest change whose ordering
   value is strictly below the move's (the move's own delete shares its position and is excluded), else
-  the old key's stored row.  A moved row is an update that changed the configured key
-  (``DecodedChange.moved_from``), or a create carrying unavailable columns (a Postgres primary-key
-  update under REPLICA IDENTITY DEFAULT), paired with the delete at its stream position; unpaired (the
-  batch was cut between the two), its old key is unknown and the columns it lacks are null.
+  the old key's stored row; it adds its own key to that state's lookups.  A moved row is an update that
+  changed the configured key (``DecodedChange.moved_from``), or a create carrying unavailable columns (a
+  Postgres primary-key update under REPLICA IDENTITY DEFAULT), paired with the delete at its stream
+  position; unpaired (the batch was cut between the two), its old key is unknown and the columns it
+  lacks are null.
 
-Because every state names at most one stored row, the result needs one lookup per key.
+So a row moved along a chain of keys looks its unchanged values up under every key of the chain, oldest
+first: in steady operation the lake holds the oldest one, while a bootstrap's snapshot may have read the
+row under any later key of the chain (the catch-up replays the moves before it).
 """
 
 from __future__ import annotations
@@ -41,21 +45,22 @@ Key = tuple[Any, ...]
 class LastChange:
     """A key's last change of the batch, its row resolved as far as the batch can.
 
-    ``missing`` lists the fill columns to take from the stored row of ``lookup`` (the key's own, or for
-    a moved row an old key's); their values in ``change.row`` are None until then.
+    ``missing`` lists the fill columns to take from the stored row of the first of ``lookups`` the lake
+    holds (the key's own; for a moved row its chain's keys, oldest first, then its own); their values in
+    ``change.row`` are None until then.
     """
 
     change: DecodedChange
     missing: tuple[str, ...]
-    lookup: Key
+    lookups: tuple[Key, ...]
 
 
 @dataclass(frozen=True)
 class _State:
     values: Mapping[str, Any]
     """Fill columns whose value is known."""
-    lookup: Key
-    """The key whose stored row gives the other fill columns."""
+    lookups: tuple[Key, ...]
+    """The keys whose stored row gives the other fill columns: the first the lake holds."""
 
 
 def change_order(change: DecodedChange) -> tuple[str, int, int]:
@@ -85,18 +90,20 @@ def last_changes(
         states = history.setdefault(key, [])
         old = _old_key(change, deletes)
         if old is None:
-            base = states[-1][1] if states else _State({}, key)
+            base = states[-1][1] if states else _State({}, (key,))
             values = dict(base.values)
+            lookups = base.lookups
         else:
             earlier = [state for at, state in history.get(old, []) if at < change.ordering]
-            base = unknown if not old else earlier[-1] if earlier else _State({}, old)
+            base = unknown if not old else earlier[-1] if earlier else _State({}, (old,))
             values = {}
+            lookups = (*base.lookups, key) if base.lookups and key not in base.lookups else base.lookups
         for name in fill_columns:
             if name not in change.unavailable:
                 values[name] = change.row.get(name)
             elif name in base.values:
                 values[name] = base.values[name]
-        state = _State(values, base.lookup)
+        state = _State(values, lookups)
         states.append((change.ordering, state))
         last[key] = (change, state)
     return [_resolved(change, state, fill_columns) for change, state in last.values()]
@@ -122,4 +129,4 @@ def _resolved(change: DecodedChange, state: _State, fill_columns: Sequence[str])
         else:
             row[name] = None
             missing.append(name)
-    return LastChange(change._replace(row=row), tuple(missing), state.lookup)
+    return LastChange(change._replace(row=row), tuple(missing), state.lookups)

@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.apply.decoding import BadMessage, Decoded, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.apply.frame import (
-    LOOKUP_COLUMN,
+    LOOKUPS_COLUMN,
     MISSING_COLUMN,
     fill_from_lake,
     lake_frame,
@@ -81,7 +81,7 @@ def test_spark_and_hudi_merge_as_the_model_does(
         paths = []
         decoded: list[Decoded] = list(changes)
         for records in (spark.sparkContext.parallelize(decoded, 2), decoded):
-            latest = latest_frame(spark, records, columns, {}, ("id",), fill, stored, moves)
+            latest = latest_frame(spark, records, columns, {}, ("id",), fill, moves)
             if stored is not None:
                 latest = fill_from_lake(latest, stored, ("id",), fill)
             paths.append(lake_frame(latest, columns, applied_at, soft_deletes=False))
@@ -105,12 +105,13 @@ def test_a_moved_row_whose_old_key_the_lake_lacks_takes_its_own_stored_row(spark
     # key 2 names key 1's stored row for its unchanged TOASTed note, and the lake never held key 1.
     latest = spark.createDataFrame(
         [
-            (2, 5, None, ["note"], (1,)),  # moved from 1, which the lake lacks: its own row (the snapshot's)
-            (4, 6, None, ["note"], (3,)),  # moved from 3, which the lake holds: the old key's row
-            (6, 7, None, ["note"], (5,)),  # moved from 5, lacking; its own row is soft-deleted: null
-            (8, 8, None, ["note"], (8,)),  # not moved, absent from the lake: null
+            (2, 5, None, ["note"], [(1,), (2,)]),  # moved from 1, not in the lake: its own (the snapshot's)
+            (4, 6, None, ["note"], [(3,), (4,)]),  # moved from 3, which the lake holds: the old key's row
+            (6, 7, None, ["note"], [(5,), (6,)]),  # moved from 5, lacking; its own row is soft-deleted: null
+            (8, 8, None, ["note"], [(8,)]),  # not moved, absent from the lake: null
         ],
-        f"id int, qty int, note string, {MISSING_COLUMN} array<string>, {LOOKUP_COLUMN} struct<id: int>",
+        f"id int, qty int, note string, {MISSING_COLUMN} array<string>, "
+        f"{LOOKUPS_COLUMN} array<struct<id: int>>",
     )
     stored = spark.createDataFrame(
         [(2, 0, "toasted:2", False), (3, 0, "toasted:3", False), (4, 0, "stale:4", False),

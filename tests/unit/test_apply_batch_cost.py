@@ -197,11 +197,11 @@ def test_a_small_batch_enters_spark_one_row_per_key_merged_on_the_driver() -> No
     ]
     columns = StructType([StructField(name, IntegerType()) for name in ("id", "qty")])
     columns.add(StructField("note", StringType()))
-    schema = frame.latest_frame(spark, records, columns, {0: 3}, ("id",), ["note"], None, 0)  # type: ignore[arg-type]
+    schema = frame.latest_frame(spark, records, columns, {0: 3}, ("id",), ["note"], 0)  # type: ignore[arg-type]
     assert isinstance(schema, StructType)
     named = [dict(zip(schema.fieldNames(), row, strict=True)) for row in spark.rows]
-    picked = [(r["id"], r["qty"], r["note"], r[frame.MISSING_COLUMN], r[frame.LOOKUP_COLUMN]) for r in named]
-    assert picked == [(1, 3, "a", [], None), (2, 2, None, ["note"], (2,))]
+    picked = [(r["id"], r["qty"], r["note"], r[frame.MISSING_COLUMN], r[frame.LOOKUPS_COLUMN]) for r in named]
+    assert picked == [(1, 3, "a", [], None), (2, 2, None, ["note"], [(2,)])]
 
 
 @pytest.mark.parametrize(
