@@ -86,8 +86,9 @@ from cdc_lake.decode.framing import encode_frame
 from cdc_lake.decode.ordering import ORDERING_WIDTH, SNAPSHOT_ORDERING_VALUE
 from cdc_lake.decode.types import stash_logical_types
 from cdc_lake.extras import optional_module
-from cdc_lake.hudi.options import HudiTableSpec, IndexType, TableType, WriteOperation, write_options
-from cdc_lake.hudi.writer import UNREAD, Unread, read_table, write_batch
+from cdc_lake.hudi.format import hudi_spec
+from cdc_lake.hudi.options import HudiTableSpec, write_options
+from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.kafka.offsets import OffsetRange, end_offsets
 from cdc_lake.kafka.reader import KafkaReader, read_ranges_in_spark, split_ranges
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
@@ -99,6 +100,8 @@ from cdc_lake.lake.columns import (
     SOFT_DELETED_COLUMN,
     SOURCE_TS_COLUMN,
 )
+from cdc_lake.lake.format import UNREAD, Unread, WriteOperation
+from cdc_lake.lake.layout import IndexType, TableType
 from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.spark import get_spark
 from cdc_lake.stack.manager import LocalStack
@@ -258,7 +261,7 @@ def bootstrap_table(spark: SparkSession, target: TableTarget | HudiTableSpec, ro
     topic = "bench.s.t" if isinstance(target, HudiTableSpec) else target.topic
     checkpoint = Checkpoint(topic, {0: 0}, None, Origin.WATERMARK)
     began = time.monotonic()
-    spec = target if isinstance(target, HudiTableSpec) else target.spec(("id",))
+    spec = target if isinstance(target, HudiTableSpec) else hudi_spec(target.spec(("id",)))
     write_batch(spark, spec, frame, WriteOperation.BULK_INSERT, checkpoint.metadata().to_dict())
     return time.monotonic() - began
 
@@ -412,7 +415,7 @@ def limit(
     record_catching_up(config)
     (target,) = select_targets(config)
     bootstrap_seconds = bootstrap_table(spark, target, rows)
-    plain_spec = replace(target.spec(("id",)), base_path=f"{target.base_path}-plain")
+    plain_spec = replace(hudi_spec(target.spec(("id",))), base_path=f"{target.base_path}-plain")
     shutil.copytree(target.base_path, plain_spec.base_path)
     probe = WriteProbe(None if rows_path.exists() else rows_path)
     table_applier.write_batch = probe  # type: ignore[assignment]

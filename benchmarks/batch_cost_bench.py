@@ -60,15 +60,9 @@ from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableAppli
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE  # noqa: E402
 from cdc_lake.decode.registry import SchemaRegistry  # noqa: E402
 from cdc_lake.hudi import timeline, writer  # noqa: E402
-from cdc_lake.hudi.options import (  # noqa: E402
-    CompactionSpec,
-    HudiTableSpec,
-    IndexType,
-    TableType,
-    WriteOperation,
-    write_options,
-)
-from cdc_lake.hudi.writer import UNREAD, Unread, read_table, write_batch  # noqa: E402
+from cdc_lake.hudi.format import hudi_spec  # noqa: E402
+from cdc_lake.hudi.options import HudiTableSpec, write_options  # noqa: E402
+from cdc_lake.hudi.writer import read_table, write_batch  # noqa: E402
 from cdc_lake.kafka.offsets import OffsetRange, TopicState  # noqa: E402
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, RawMessage  # noqa: E402
 from cdc_lake.lake.checkpoint import Checkpoint, Origin  # noqa: E402
@@ -80,6 +74,8 @@ from cdc_lake.lake.columns import (  # noqa: E402
     SOFT_DELETED_COLUMN,
     SOURCE_TS_COLUMN,
 )
+from cdc_lake.lake.format import UNREAD, Unread, WriteOperation  # noqa: E402
+from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType  # noqa: E402
 from cdc_lake.lake.schema_change import SourceDefaults  # noqa: E402
 from cdc_lake.lake.target import TableTarget  # noqa: E402
 
@@ -250,7 +246,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         table_type=TableType(args.table_type), index=IndexType(args.index),
         compaction=CompactionSpec(True, 5), soft_deletes=False,
     )
-    spec = target.spec(("id",))
+    spec = hudi_spec(target.spec(("id",)))
     bootstrap_seconds = bootstrap(spark, spec, args.rows)
     plain = replace(spec, base_path=str(work / "lake" / "plain"))
     shutil.copytree(spec.base_path, plain.base_path)

@@ -61,7 +61,8 @@ from cdc_lake.apply import table_applier
 from cdc_lake.apply.runner import ApplyRunner, apply_once
 from cdc_lake.apply.table_applier import use_driver_python
 from cdc_lake.config import Config
-from cdc_lake.hudi.options import HudiTableSpec, WriteOperation, write_options
+from cdc_lake.hudi.format import hudi_spec
+from cdc_lake.hudi.options import HudiTableSpec, write_options
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.lake.columns import (
     APPLIED_AT_COLUMN,
@@ -71,6 +72,7 @@ from cdc_lake.lake.columns import (
     SOFT_DELETED_COLUMN,
     SOURCE_TS_COLUMN,
 )
+from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.spark import get_spark
 from cdc_lake.stack.manager import LocalStack
@@ -271,7 +273,7 @@ def run_variant(
         shutil.copytree(master.base_path, target.base_path)
         applier_seconds, applier_figures = applier_arm(spark, config, target, rows_path)
 
-        spec = target.spec(("id",))
+        spec = hudi_spec(target.spec(("id",)))
         write_spec = replace(spec, base_path=str(pair_root / "write-only"))
         shutil.copytree(master.base_path, write_spec.base_path)
         write_seconds, upserted = plain_upsert(spark, write_spec, rows_path)

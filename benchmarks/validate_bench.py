@@ -34,8 +34,9 @@ from bootstrap_bench import bench_database
 
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
-from cdc_lake.hudi.options import WriteOperation
+from cdc_lake.hudi.format import hudi_spec
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.target import target_for
 from cdc_lake.spark import get_spark
 from cdc_lake.stack.manager import LocalStack
@@ -126,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         spark = get_spark(config.spark, config.lake)
         source, entry = config.table(table)
         doomed = read_table(spark, config.lake.table_base_path(table)).where(F.col("id") == args.rows // 2)
-        write_batch(spark, target_for(config, source, entry).spec(("id",)), doomed, WriteOperation.DELETE)
+        spec = hudi_spec(target_for(config, source, entry).spec(("id",)))
+        write_batch(spark, spec, doomed, WriteOperation.DELETE)
         _log("validate (b): one row deleted in the lake")
         differs = _validate(config_path, config, table, args)
         _log(json.dumps(differs))

@@ -37,7 +37,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
-from cdc_lake.hudi.options import IndexType
 from cdc_lake.redaction import is_secret_key
 from cdc_lake.sources.settings import DEFAULT_HEARTBEAT_SECONDS as DEFAULT_HEARTBEAT_SECONDS
 from cdc_lake.sources.settings import ConfigModel as _Model
@@ -555,6 +554,8 @@ class Config(_Model):
         # A per-partition index looks a key up only in the partition its incoming row names: a delete whose
         # image lacks the partition value (Postgres REPLICA IDENTITY DEFAULT) or an update that changes it
         # would miss the stored row, which would stay.
+        from cdc_lake.lake.layout import IndexType
+
         if IndexType(self.lake.index).is_global:
             return self
         for source, table in self.iter_tables():

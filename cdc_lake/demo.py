@@ -289,13 +289,13 @@ def run_demo(
 
 
 def lake_summary(config_path: Path) -> tuple[int, Decimal]:
-    """Row count and amount total of the demo table in the lake, read with Spark and the Hudi bundle."""
-    from cdc_lake.hudi.writer import read_table
+    """Row count and amount total of the demo table in the lake, read with Spark and the lake format."""
+    from cdc_lake.lake.format import load_format
     from cdc_lake.spark import get_spark
 
     config = load_config(config_path)
     spark = get_spark(config.spark, config.lake)
-    df = read_table(spark, config.lake.table_base_path(TABLE))
+    df = load_format(spark).read(config.lake.table_base_path(TABLE))
     df.createOrReplaceTempView("orders")
     row = spark.sql("select count(*) as n, coalesce(sum(amount), 0) as total from orders").collect()[0]
     return int(row["n"]), Decimal(row["total"])

@@ -29,6 +29,7 @@ from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.decode.registry import SchemaRegistry, registry_client
 from cdc_lake.exceptions import BootstrapBusyError, BootstrapError, CdcLakeError
+from cdc_lake.hudi.format import hudi_spec
 from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.hudi.timeline import latest_commit, records_written
 from cdc_lake.kafka.reader import KafkaReadSettings
@@ -430,7 +431,7 @@ class TableBootstrap:
         progress.rows_written = progress.rows_before = self._rows_committed(watermark)
         progress.started = time.monotonic()
         access = engine.jdbc_access(role)
-        spec = dataclasses.replace(self.target.spec(key), parallelism=self._executors(spark))
+        spec = dataclasses.replace(hudi_spec(self.target.spec(key)), parallelism=self._executors(spark))
         group_size = self._executors(spark) * PARTITIONS_PER_COMMIT_PER_SLOT
         pending = list(watermark.pending_partitions)
         self._show("copying")

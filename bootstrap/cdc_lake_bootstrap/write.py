@@ -20,11 +20,12 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_lake.exceptions import BootstrapError, HudiWriteError
-from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
+from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.hudi.timeline import latest_commit, table_exists
 from cdc_lake.hudi.writer import write_batch
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
 from cdc_lake.lake.commit_metadata import CommitMetadata
+from cdc_lake.lake.format import WriteOperation
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 from cdc_lake.state.records import Watermark
 

@@ -48,8 +48,8 @@ from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.exceptions import CdcLakeError, HudiWriteError, KafkaReadError, SchemaRegistryError
+from cdc_lake.hudi.format import hudi_spec
 from cdc_lake.hudi.keys import row_writer_key_reason, row_writer_record_key
-from cdc_lake.hudi.options import WriteOperation
 from cdc_lake.hudi.timeline import latest_commit, record_key_fields, table_exists
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.kafka.board import OffsetBoard
@@ -59,6 +59,7 @@ from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in
 from cdc_lake.kafka.topic_rules import applier_way_out, partitioning_refusal
 from cdc_lake.lake.checkpoint import Checkpoint, Origin, resume_checkpoint
 from cdc_lake.lake.commit_metadata import CommitMetadata
+from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.schema import merge_columns, row_columns
 from cdc_lake.lake.schema_change import (
     IncompatibleSchemaChange,
@@ -395,7 +396,7 @@ class TableApplier:
             after = Checkpoint(
                 self.target.topic, offsets, newest, Origin.COMMIT, positions=positions, topic_id=plan.topic_id
             )
-            spec = self.target.spec(key_fields)
+            spec = hudi_spec(self.target.spec(key_fields))
             metadata = replace(
                 after.metadata(), quarantined=quarantined_below(skipped, end),
                 compared_columns=self._compared(columns), char_lengths=lengths,

@@ -43,7 +43,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, DataType, StringType, StructType, TimestampType
 
-from cdc_lake.hudi.options import HudiTableSpec, IndexType
+from cdc_lake.hudi.options import HudiTableSpec
+from cdc_lake.lake.layout import IndexType
 from cdc_lake.spark.errors import REFUSED_VALUE
 
 RECORD_KEY_COLUMN = "_hoodie_record_key"

@@ -16,9 +16,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.lake.format import WriteOperation
+from cdc_lake.lake.layout import (
+    DEFAULT_TABLE_VERSION,
+    TABLE_VERSIONS,
+    CompactionSpec,
+    IndexType,
+    TableType,
+)
 
 COMMIT_METADATA_PREFIX = "cdc_lake."
 """Writer options starting with this prefix are stored as extra metadata in the Hudi commit."""
@@ -27,12 +34,6 @@ DELETE_MARKER_COLUMN = "_hoodie_is_deleted"
 """Boolean column: rows where it is true are hard-deleted by an upsert (deletes and upserts in one commit)."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-TABLE_VERSIONS = (6, 8, 9)
-"""Hudi table versions Hudi 1.1 can write (``hoodie.write.table.version``); 9 is its own."""
-
-DEFAULT_TABLE_VERSION = 9
-
 
 _ORDERING = "the latest source position must win every merge (docs/applier.md)"
 _LAYOUT = "the bootstrap, the applier and readers rely on one partition layout"
@@ -94,59 +95,6 @@ def passthrough_option_problem(key: str) -> str | None:
         return f"'{key}' is not a Hudi option (only hoodie.* keys pass through)"
     reason = PROTECTED_OPTIONS.get(key)
     return None if reason is None else f"'{key}' cannot be overridden: {reason}"
-
-
-class TableType(StrEnum):
-    """Hudi table types: rewrite base files on update, or append logs and compact later."""
-
-    COPY_ON_WRITE = "COPY_ON_WRITE"
-    MERGE_ON_READ = "MERGE_ON_READ"
-
-
-class IndexType(StrEnum):
-    """How the writer finds the file group holding an incoming key.
-
-    The global kinds (GLOBAL_BLOOM, GLOBAL_SIMPLE, RECORD_INDEX) enforce key
-    uniqueness across partitions and move a row whose partition value changes;
-    BLOOM, SIMPLE and BUCKET look a key up only in the partition its incoming row
-    names, so they suit only unpartitioned tables (the config refuses them with
-    ``partition_by``: a delete image without the partition value, or an update
-    that changes it, would miss the stored row).
-    """
-
-    GLOBAL_BLOOM = "GLOBAL_BLOOM"
-    RECORD_INDEX = "RECORD_INDEX"
-    GLOBAL_SIMPLE = "GLOBAL_SIMPLE"
-    BLOOM = "BLOOM"
-    SIMPLE = "SIMPLE"
-    BUCKET = "BUCKET"
-
-    @property
-    def is_global(self) -> bool:
-        """Whether the index finds a key in any partition (and moves a row whose partition changes)."""
-        return self in (IndexType.GLOBAL_BLOOM, IndexType.GLOBAL_SIMPLE, IndexType.RECORD_INDEX)
-
-
-class WriteOperation(StrEnum):
-    """Hudi write operations the product uses.
-
-    UPSERT merges by event-time ordering: an incoming row (or delete flagged in
-    ``_hoodie_is_deleted``) replaces the stored one only if its ordering value is
-    higher.  DELETE removes the given keys whatever their ordering value.
-    BULK_INSERT writes without looking keys up: for the snapshot into a new table.
-    """
-
-    UPSERT = "upsert"
-    DELETE = "delete"
-    BULK_INSERT = "bulk_insert"
-
-
-@dataclass(frozen=True)
-class CompactionSpec:
-    """MERGE_ON_READ compaction: inline after every ``max_delta_commits`` delta commits, or left to a job."""
-
-    inline: bool = True
-    max_delta_commits: int = 5
 
 
 @dataclass(frozen=True)

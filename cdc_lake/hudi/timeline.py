@@ -9,28 +9,17 @@ invisible to readers and rolled back by the next write.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi.options import COMMIT_METADATA_PREFIX
+from cdc_lake.lake.format import CommitInfo
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 
 # Operations that rewrite files without new data; their commits carry no cdc-lake metadata.
 _TABLE_SERVICE_OPERATIONS = frozenset({"COMPACT", "LOG_COMPACT", "CLUSTER"})
-
-
-@dataclass(frozen=True)
-class CommitInfo:
-    """A completed Hudi write commit and the cdc-lake metadata stored in it (prefix removed)."""
-
-    instant: str
-    action: str
-    completion_time: str | None
-    operation: str
-    metadata: dict[str, str] = field(default_factory=dict)
 
 
 def _properties_path(spark: SparkSession, base_path: str) -> tuple[Any, Any]:

@@ -9,28 +9,18 @@ and offsets become visible atomically.
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_lake.exceptions import HudiWriteError
 from cdc_lake.hudi.keys import refuse_ambiguous_keys, refuse_long_record_keys, row_writer_keys_agree
-from cdc_lake.hudi.options import HudiTableSpec, WriteOperation, write_options
+from cdc_lake.hudi.options import HudiTableSpec, write_options
 from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.lake.format import UNREAD, Unread, WriteOperation
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 
 _META_COLUMN_PREFIX = "_hoodie_"
-
-
-class Unread(enum.Enum):
-    """The type of :data:`UNREAD`."""
-
-    UNREAD = enum.auto()
-
-
-UNREAD = Unread.UNREAD
-"""``previous`` of :func:`write_batch` when the caller has not just read the table's latest commit."""
 
 
 def write_batch(

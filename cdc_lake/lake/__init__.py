@@ -10,10 +10,14 @@ this package, never on each other:
 - :mod:`cdc_lake.lake.checkpoint`: the Kafka offsets stored in each Hudi commit (where apply resumes);
 - :mod:`cdc_lake.lake.commit_metadata`: everything a commit records besides its rows, the one owner of
   the stored keys;
-- :mod:`cdc_lake.lake.target`: one configured table as a lake table (topic, base path, Hudi spec);
+- :mod:`cdc_lake.lake.target`: one configured table as a lake table (topic, base path, its spec);
+- :mod:`cdc_lake.lake.layout`: the layout settings a table is created with and
+  :class:`~cdc_lake.lake.layout.TableSpec`, one table as a format writes it;
+- :mod:`cdc_lake.lake.format`: the lake format (:class:`~cdc_lake.lake.format.LakeFormat`: exists, read,
+  write, commits, remove) and the loader table naming each format's class;
 - :mod:`cdc_lake.lake.applier`: the applier as the bootstrap sees it (catch a table up), wired in by
   the command line.
 
 Every Hudi call itself (Spark options, writes, reads, the timeline, table properties) is in
-:mod:`cdc_lake.hudi`.
+:mod:`cdc_lake.hudi`, whose :class:`~cdc_lake.hudi.format.HudiFormat` implements the lake format.
 """

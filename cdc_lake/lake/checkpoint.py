@@ -22,8 +22,8 @@ import enum
 from dataclasses import dataclass, field
 
 from cdc_lake.exceptions import HudiWriteError
-from cdc_lake.hudi.timeline import CommitInfo
 from cdc_lake.lake.commit_metadata import CommitMetadata, MalformedCommitMetadata
+from cdc_lake.lake.format import CommitInfo
 from cdc_lake.state import TableState
 from cdc_lake.state.store import StateStore
 
@@ -103,9 +103,9 @@ def resume_checkpoint(
 ) -> Checkpoint:
     """Where ``table`` resumes: its last completed commit's offsets, else its bootstrap watermark, else 0.
 
-    ``commit`` is the table's latest completed data commit (:func:`cdc_lake.hudi.timeline.latest_commit`;
-    None when it has none).  A table with commits but no offsets in them (a bootstrap's bulk insert)
-    needs the watermark.
+    ``commit`` is the table's latest completed data commit
+    (:meth:`cdc_lake.lake.format.LakeFormat.latest_commit`; None when it has none).  A table with commits
+    but no offsets in them (a bootstrap's bulk insert) needs the watermark.
     """
     where = f"table {table} at {base_path}"
     if commit is not None:

@@ -1,4 +1,4 @@
-"""One configured table as a lake table: its topic, its lake path and its Hudi table settings.
+"""One configured table as a lake table: its topic, its lake path and its table layout settings.
 
 Both writers (the bootstrap's bulk insert and the applier's upserts) write a table through the same
 :class:`TableTarget`, so the applier's first upsert finds the table its own spec would have created.
@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from cdc_lake.capture.plan import schema_history_topic, table_topic
 from cdc_lake.config import Config, Source, Table
-from cdc_lake.hudi.options import DEFAULT_TABLE_VERSION, CompactionSpec, HudiTableSpec, IndexType, TableType
-from cdc_lake.lake.columns import ORDERING_COLUMN
+from cdc_lake.lake.layout import DEFAULT_TABLE_VERSION, CompactionSpec, IndexType, TableSpec, TableType
 from cdc_lake.lake.schema_change import SchemaPolicy
 
 
@@ -47,19 +46,18 @@ class TableTarget:
     history_topic: str | None = None
     """The schema-history topic whose RENAME statements may swap the table (None: the engine has none)."""
 
-    def spec(self, key_fields: tuple[str, ...]) -> HudiTableSpec:
-        """The Hudi table spec, ordered by the source position column (``_cdc_ordering``)."""
-        return HudiTableSpec(
-            table_name=self.hudi_name or self.qualified_name,
+    def spec(self, key_fields: tuple[str, ...]) -> TableSpec:
+        """The table as a format writes it, keyed by ``key_fields``."""
+        return TableSpec(
+            name=self.hudi_name or self.qualified_name,
             base_path=self.base_path,
-            record_key_fields=key_fields,
-            ordering_field=ORDERING_COLUMN,
+            key_fields=key_fields,
             partition_fields=self.partition_fields,
             table_type=self.table_type,
             index=self.index,
             compaction=self.compaction,
             table_version=self.table_version,
-            extra_options=self.hudi_options,
+            options=self.hudi_options,
         )
 
 

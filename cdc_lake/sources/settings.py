@@ -40,7 +40,6 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from cdc_lake.exceptions import SourceEngineError, UnknownTableError
-from cdc_lake.hudi.options import passthrough_option_problem
 from cdc_lake.representation import parse_column_type
 
 DEFAULT_HEARTBEAT_SECONDS: Final = 2.0
@@ -80,6 +79,8 @@ Secret = Annotated[SecretStr, BeforeValidator(_scalar_to_str)]
 
 
 def _passthrough_hudi_options(value: dict[str, str]) -> dict[str, str]:
+    from cdc_lake.hudi.options import passthrough_option_problem
+
     for key in value:
         problem = passthrough_option_problem(key)
         if problem is not None:

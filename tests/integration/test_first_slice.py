@@ -28,7 +28,6 @@ from cdc_lake import jvm
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
 from cdc_lake.config import S3Settings
 from cdc_lake.decode.registry import SchemaRegistry
-from cdc_lake.hudi.options import CompactionSpec, IndexType, TableType
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.group_offsets import group_id
@@ -36,6 +35,7 @@ from cdc_lake.kafka.offsets import wait_for_messages
 from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.lake.columns import OP_COLUMN
 from cdc_lake.lake.commit_metadata import OFFSETS_KEY
+from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType
 from cdc_lake.lake.schema_change import SourceDefaults
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.stack.java import classpath_argv

@@ -40,8 +40,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from cdc_lake.hudi.options import HudiTableSpec, IndexType, TableType, WriteOperation
+from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.format import WriteOperation
+from cdc_lake.lake.layout import IndexType, TableType
 from cdc_lake.lake.schema import lake_type
 from cdc_lake.state.records import Watermark
 from cdc_lake_bootstrap.write import write_group

@@ -17,9 +17,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc_lake.exceptions import HudiWriteError
-from cdc_lake.hudi.options import HudiTableSpec, IndexType, TableType, WriteOperation
+from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.format import WriteOperation
+from cdc_lake.lake.layout import IndexType, TableType
 from cdc_lake.state.records import Watermark
 from cdc_lake_bootstrap.run import write_failure
 from cdc_lake_bootstrap.write import write_group

@@ -10,9 +10,11 @@ from pyspark.sql import SparkSession
 from support.second_reader import second_reader_rows
 
 from cdc_lake.exceptions import HudiWriteError
-from cdc_lake.hudi.options import CompactionSpec, HudiTableSpec, IndexType, TableType, WriteOperation
+from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.format import WriteOperation
+from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

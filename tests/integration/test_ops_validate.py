@@ -25,8 +25,9 @@ from support.bootstrap import SourceDb, apply_until_live, onboard, postgres_db, 
 from support.common import cli_run, load
 from support.ops import alerts_everywhere
 
-from cdc_lake.hudi.options import WriteOperation
+from cdc_lake.hudi.format import hudi_spec
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.target import target_for
 from cdc_lake.stack.manager import LocalStack
 
@@ -79,7 +80,7 @@ def test_validate_names_changed_rows_and_lake_alerts_fire(
     target = target_for(config, source, entry)
     base_path = config.lake.table_base_path(table)
     doomed = read_table(spark, base_path).where(F.col("id") == 7)
-    write_batch(spark, target.spec(("id",)), doomed, WriteOperation.DELETE)
+    write_batch(spark, hudi_spec(target.spec(("id",))), doomed, WriteOperation.DELETE)
     assert cli_run(config_path, "connectors", "pause", db.source).exit_code == 0
     try:
         _wait_paused(config_path, db.source)

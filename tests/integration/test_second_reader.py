@@ -39,8 +39,10 @@ from support import apply
 from support.compare import assert_rows_equal
 from support.second_reader import second_reader_rows
 
-from cdc_lake.hudi.options import HudiTableSpec, TableType, WriteOperation
+from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.format import WriteOperation
+from cdc_lake.lake.layout import TableType
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 

@@ -7,7 +7,7 @@ import time
 
 from cdc_lake.apply.runner import TableOutcome
 from cdc_lake.apply.service import RETRY_MIN_SECONDS, ApplyService, _Schedule
-from cdc_lake.hudi.options import CompactionSpec, IndexType, TableType
+from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType
 from cdc_lake.lake.target import TableTarget
 
 

@@ -18,15 +18,9 @@ from pyspark.sql.types import (
 
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.hudi.keys import row_writer_keys_agree
-from cdc_lake.hudi.options import (
-    CompactionSpec,
-    HudiTableSpec,
-    IndexType,
-    TableType,
-    WriteOperation,
-    passthrough_option_problem,
-    write_options,
-)
+from cdc_lake.hudi.options import HudiTableSpec, passthrough_option_problem, write_options
+from cdc_lake.lake.format import WriteOperation
+from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType
 
 
 def _spec(**kwargs: object) -> HudiTableSpec:

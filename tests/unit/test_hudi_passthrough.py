@@ -9,15 +9,10 @@ import pytest
 
 from cdc_lake.config import load_config
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.hudi.options import (
-    PROTECTED_OPTIONS,
-    CompactionSpec,
-    HudiTableSpec,
-    IndexType,
-    TableType,
-    WriteOperation,
-    write_options,
-)
+from cdc_lake.hudi.format import hudi_spec
+from cdc_lake.hudi.options import PROTECTED_OPTIONS, HudiTableSpec, write_options
+from cdc_lake.lake.format import WriteOperation
+from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType
 from cdc_lake.lake.target import target_for
 
 TUNABLE = {
@@ -63,8 +58,8 @@ def test_options_reach_every_write_and_the_table_wins(tmp_path: Path) -> None:
         )
     )
     source = config.source("pg")
-    orders = target_for(config, source, source.table("public.orders")).spec(("id",))
-    customers = target_for(config, source, source.table("public.customers")).spec(("id",))
+    orders = hudi_spec(target_for(config, source, source.table("public.orders")).spec(("id",)))
+    customers = hudi_spec(target_for(config, source, source.table("public.customers")).spec(("id",)))
 
     for operation in WriteOperation:
         written = write_options(orders, operation, {"offsets": "x"})

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.exceptions import HudiWriteError
-from cdc_lake.hudi.timeline import CommitInfo
 from cdc_lake.lake.checkpoint import Checkpoint, Origin, checkpoint_from_commit, resume_checkpoint
+from cdc_lake.lake.format import CommitInfo
 from cdc_lake.state import StateStore, TableState
 
 

@@ -18,9 +18,9 @@ from cdc_lake.catalog.glue import GlueCatalog
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config, load_config
 from cdc_lake.exceptions import CatalogError, RebootstrapError
-from cdc_lake.hudi.timeline import CommitInfo
 from cdc_lake.kafka.offsets import TopicState
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
+from cdc_lake.lake.format import CommitInfo
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import Rebootstrap, RebootstrapPhase
 from cdc_lake.state.store import StateStore, versioned_path

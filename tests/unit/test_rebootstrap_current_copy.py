@@ -18,9 +18,9 @@ from fixtures.caught_up import CaughtUpApplier
 
 from cdc_lake.config import Config, load_config
 from cdc_lake.exceptions import RebootstrapError
-from cdc_lake.hudi.timeline import CommitInfo
 from cdc_lake.kafka.offsets import TopicState
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
+from cdc_lake.lake.format import CommitInfo
 from cdc_lake.ops import lag
 from cdc_lake.ops.lag import LagReport
 from cdc_lake.state.lifecycle import TableState

@@ -1,0 +1,73 @@
+"""Hudi as a lake format: :class:`HudiFormat`, the :class:`~cdc_lake.lake.format.LakeFormat` writers use.
+
+A lake :class:`~cdc_lake.lake.layout.TableSpec` becomes a :class:`~cdc_lake.hudi.options.HudiTableSpec`
+here (:func:`hudi_spec`: the spec's key, partitioning and layout, ordered by the source position column
+``_cdc_ordering``), and the commit metadata the writer options Hudi stores in the commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pyspark.sql import DataFrame
+
+from cdc_lake.hudi import timeline, writer
+from cdc_lake.hudi.options import HudiTableSpec
+from cdc_lake.lake.columns import ORDERING_COLUMN
+from cdc_lake.lake.commit_metadata import CommitMetadata
+from cdc_lake.lake.format import UNREAD, CommitInfo, LakeFormat, Unread, WriteOperation
+from cdc_lake.lake.layout import TableSpec
+
+
+def hudi_spec(spec: TableSpec) -> HudiTableSpec:
+    """The Hudi table spec of the lake table ``spec``, ordered by ``_cdc_ordering``."""
+    hudi = HudiTableSpec(
+        table_name=spec.name,
+        base_path=spec.base_path,
+        record_key_fields=spec.key_fields,
+        ordering_field=ORDERING_COLUMN,
+        partition_fields=spec.partition_fields,
+        table_type=spec.table_type,
+        index=spec.index,
+        compaction=spec.compaction,
+        table_version=spec.table_version,
+        extra_options=spec.options,
+    )
+    return hudi if spec.parallelism is None else dataclasses.replace(hudi, parallelism=spec.parallelism)
+
+
+class HudiFormat(LakeFormat):
+    """Hudi tables through Hudi's Spark datasource and Java API (``cdc_lake.hudi.writer``, ``.timeline``)."""
+
+    def table_exists(self, base_path: str) -> bool:
+        return timeline.table_exists(self.spark, base_path)
+
+    def read(self, base_path: str, *, meta_columns: bool = False) -> DataFrame:
+        return writer.read_table(self.spark, base_path, meta_columns=meta_columns)
+
+    def write(
+        self,
+        spec: TableSpec,
+        rows: DataFrame,
+        operation: WriteOperation,
+        metadata: CommitMetadata,
+        *,
+        previous: str | Unread | None = UNREAD,
+        unique_keys: bool = False,
+    ) -> str:
+        metadata_options = metadata.to_dict()
+        return writer.write_batch(
+            self.spark, hudi_spec(spec), rows, operation, metadata_options, previous, unique_keys=unique_keys
+        )
+
+    def latest_commit(self, base_path: str) -> CommitInfo | None:
+        return timeline.latest_commit(self.spark, base_path)
+
+    def records_written(self, base_path: str, instant: str) -> int:
+        return timeline.records_written(self.spark, base_path, instant)
+
+    def record_key_fields(self, base_path: str) -> tuple[str, ...] | None:
+        return timeline.record_key_fields(self.spark, base_path)
+
+    def remove(self, base_path: str) -> None:
+        writer.remove_table(self.spark, base_path)

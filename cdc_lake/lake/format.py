@@ -1,0 +1,130 @@
+"""The lake format: what the writers and the operations ask of a table format, and which class a name loads.
+
+:class:`LakeFormat` is the interface both writers (the bootstrap's bulk insert, the applier's upserts)
+and the operations use for a table's data and commits: whether a table exists, a snapshot read, one
+write (an operation and its :class:`~cdc_lake.lake.commit_metadata.CommitMetadata`) as one commit, the
+latest data commit and the records a commit wrote, the record key fields the table was created with,
+and removing a table.  :data:`FORMATS` maps each ``lake.format`` name to the class implementing it,
+imported only when that format is loaded (:func:`load_format`), so a new format is its package plus one
+line there.  Hudi (:class:`cdc_lake.hudi.format.HudiFormat`) is the only one; the tests hold an
+in-memory one that passes the same behaviour suite.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from cdc_lake.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cdc_lake.lake.commit_metadata import CommitMetadata
+    from cdc_lake.lake.layout import TableSpec
+
+DEFAULT_FORMAT = "hudi"
+FORMATS: dict[str, str] = {
+    "hudi": "cdc_lake.hudi.format.HudiFormat",
+}
+"""``lake.format`` name -> the class implementing it (``module.Class``), imported when loaded."""
+
+
+class WriteOperation(StrEnum):
+    """The write operations the product uses.
+
+    UPSERT merges by event-time ordering: an incoming row (or delete flagged in the delete marker
+    column) replaces the stored one only if its ordering value is higher.  DELETE removes the given keys
+    whatever their ordering value.  BULK_INSERT writes without looking keys up: for the snapshot into a
+    new table.
+    """
+
+    UPSERT = "upsert"
+    DELETE = "delete"
+    BULK_INSERT = "bulk_insert"
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """A completed write commit and the cdc-lake metadata stored in it (without a format's prefix)."""
+
+    instant: str
+    action: str
+    completion_time: str | None
+    operation: str
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+class Unread(enum.Enum):
+    """The type of :data:`UNREAD`."""
+
+    UNREAD = enum.auto()
+
+
+UNREAD = Unread.UNREAD
+"""``previous`` of :meth:`LakeFormat.write` when the caller has not just read the table's latest commit."""
+
+
+class LakeFormat(ABC):
+    """One table format, bound to a Spark session; every table is named by its base path."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    @abstractmethod
+    def table_exists(self, base_path: str) -> bool:
+        """Whether ``base_path`` holds a table of this format."""
+
+    @abstractmethod
+    def read(self, base_path: str, *, meta_columns: bool = False) -> DataFrame:
+        """The table's latest snapshot; the format's own columns only with ``meta_columns``."""
+
+    @abstractmethod
+    def write(
+        self,
+        spec: TableSpec,
+        rows: DataFrame,
+        operation: WriteOperation,
+        metadata: CommitMetadata,
+        *,
+        previous: str | Unread | None = UNREAD,
+        unique_keys: bool = False,
+    ) -> str:
+        """Write ``rows`` into ``spec``'s table as one commit storing ``metadata``; its instant.
+
+        The table is created by its first write.  ``previous``: the latest data commit's instant (None:
+        none) when the caller has just read it.  ``unique_keys``: ``rows`` hold each key once.
+        """
+
+    @abstractmethod
+    def latest_commit(self, base_path: str) -> CommitInfo | None:
+        """The latest completed data commit (table services skipped), None for none or no table."""
+
+    @abstractmethod
+    def records_written(self, base_path: str, instant: str) -> int:
+        """How many records the completed commit ``instant`` wrote."""
+
+    @abstractmethod
+    def record_key_fields(self, base_path: str) -> tuple[str, ...] | None:
+        """The record key fields the table was created with (None: it names none)."""
+
+    @abstractmethod
+    def remove(self, base_path: str) -> None:
+        """Delete the table at ``base_path`` and all its files (nothing when there is none)."""
+
+
+def load_format(spark: SparkSession, name: str = DEFAULT_FORMAT) -> LakeFormat:
+    """The format ``name`` (a ``lake.format`` value) bound to ``spark``; its module is imported now.
+
+    Raises ConfigError, one line naming the setting and the known formats, for an unknown name.
+    """
+    path = FORMATS.get(name)
+    if path is None:
+        raise ConfigError(f"lake.format: unknown format {name!r} (known: {', '.join(sorted(FORMATS))})")
+    module, _, cls = path.rpartition(".")
+    implementation: type[LakeFormat] = getattr(importlib.import_module(module), cls)
+    return implementation(spark)

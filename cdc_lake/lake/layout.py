@@ -1,0 +1,79 @@
+"""The layout settings a lake table is created with (table type, index, compaction, table version) and
+:class:`TableSpec`, one table as a format writes it.
+
+The settings are the config's ``lake.table_type``, ``lake.index``, ``lake.compaction`` and
+``lake.table_version`` (docs/hudi.md), carried by every :class:`~cdc_lake.lake.target.TableTarget`; the
+format turns a spec into its writer options.  Nothing here imports the config or a format, so both
+can name these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+TABLE_VERSIONS = (6, 8, 9)
+"""Hudi table versions Hudi 1.1 can write (``hoodie.write.table.version``); 9 is its own."""
+
+DEFAULT_TABLE_VERSION = 9
+
+
+class TableType(StrEnum):
+    """Hudi table types: rewrite base files on update, or append logs and compact later."""
+
+    COPY_ON_WRITE = "COPY_ON_WRITE"
+    MERGE_ON_READ = "MERGE_ON_READ"
+
+
+class IndexType(StrEnum):
+    """How the writer finds the file group holding an incoming key.
+
+    The global kinds (GLOBAL_BLOOM, GLOBAL_SIMPLE, RECORD_INDEX) enforce key
+    uniqueness across partitions and move a row whose partition value changes;
+    BLOOM, SIMPLE and BUCKET look a key up only in the partition its incoming row
+    names, so they suit only unpartitioned tables (the config refuses them with
+    ``partition_by``: a delete image without the partition value, or an update
+    that changes it, would miss the stored row).
+    """
+
+    GLOBAL_BLOOM = "GLOBAL_BLOOM"
+    RECORD_INDEX = "RECORD_INDEX"
+    GLOBAL_SIMPLE = "GLOBAL_SIMPLE"
+    BLOOM = "BLOOM"
+    SIMPLE = "SIMPLE"
+    BUCKET = "BUCKET"
+
+    @property
+    def is_global(self) -> bool:
+        """Whether the index finds a key in any partition (and moves a row whose partition changes)."""
+        return self in (IndexType.GLOBAL_BLOOM, IndexType.GLOBAL_SIMPLE, IndexType.RECORD_INDEX)
+
+
+@dataclass(frozen=True)
+class CompactionSpec:
+    """MERGE_ON_READ compaction: inline after every ``max_delta_commits`` delta commits, or left to a job."""
+
+    inline: bool = True
+    max_delta_commits: int = 5
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One lake table as a format writes it: name, path, key, partitioning and layout settings.
+
+    ``TableTarget.spec`` builds it for a key; the format derives its own writer settings from it (the
+    ordering field is the lake contract's ``_cdc_ordering``).  ``name`` is the format's table name,
+    ``options`` the passed-through format options (global, then the table's), ``parallelism`` the
+    write's parallelism (None: the format's default).
+    """
+
+    name: str
+    base_path: str
+    key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...] = ()
+    table_type: TableType = TableType.COPY_ON_WRITE
+    index: IndexType = IndexType.GLOBAL_BLOOM
+    compaction: CompactionSpec = field(default_factory=CompactionSpec)
+    table_version: int = DEFAULT_TABLE_VERSION
+    options: tuple[tuple[str, str], ...] = ()
+    parallelism: int | None = None
