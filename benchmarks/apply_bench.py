@@ -76,7 +76,6 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from cdc_lake.apply import table_applier
 from cdc_lake.apply.decoding import BatchSummary, DecodeSettings, decode_messages, summarize
 from cdc_lake.apply.runner import ApplyRunner, applier_options, apply_once
 from cdc_lake.apply.service import ApplyService
@@ -86,6 +85,7 @@ from cdc_lake.decode.framing import encode_frame
 from cdc_lake.decode.ordering import ORDERING_WIDTH, SNAPSHOT_ORDERING_VALUE
 from cdc_lake.decode.types import stash_logical_types
 from cdc_lake.extras import optional_module
+from cdc_lake.hudi import writer
 from cdc_lake.hudi.format import hudi_spec
 from cdc_lake.hudi.options import HudiTableSpec, write_options
 from cdc_lake.hudi.writer import read_table, write_batch
@@ -418,7 +418,7 @@ def limit(
     plain_spec = replace(hudi_spec(target.spec(("id",))), base_path=f"{target.base_path}-plain")
     shutil.copytree(target.base_path, plain_spec.base_path)
     probe = WriteProbe(None if rows_path.exists() else rows_path)
-    table_applier.write_batch = probe  # type: ignore[assignment]
+    writer.write_batch = probe  # type: ignore[assignment]
     try:
         with StateStore.open(config.state_store.url) as store:
             runner = ApplyRunner.for_config(spark, store, config, slices=4)
@@ -426,7 +426,7 @@ def limit(
             (outcome,) = apply_once(runner, [target], workers=1)
             applier_seconds = time.monotonic() - began - probe.kept_seconds
     finally:
-        table_applier.write_batch = write_batch
+        writer.write_batch = write_batch
     assert outcome.error is None, outcome.error
     plain_seconds, plain_rows = plain_upsert(spark, plain_spec, rows_path)
     expected = rows + counts["inserts"] - counts["deletes"]

@@ -57,10 +57,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
 from cdc_lake import jvm
-from cdc_lake.apply import table_applier
 from cdc_lake.apply.runner import ApplyRunner, apply_once
 from cdc_lake.apply.table_applier import use_driver_python
 from cdc_lake.config import Config
+from cdc_lake.hudi import writer
 from cdc_lake.hudi.format import hudi_spec
 from cdc_lake.hudi.options import HudiTableSpec, write_options
 from cdc_lake.hudi.writer import read_table, write_batch
@@ -191,7 +191,7 @@ def applier_arm(
     """The applier's full path on one batch into ``target`` (already a copy of the master); the first
     call saves the written rows at ``rows_path`` (outside the timed figure).  Returns (seconds, figures)."""
     probe = WriteProbe(None if rows_path.exists() else rows_path)
-    table_applier.write_batch = probe  # type: ignore[attr-defined]
+    writer.write_batch = probe  # type: ignore[assignment]
     try:
         with StateStore.open(config.state_store.url) as store:
             runner = ApplyRunner.for_config(spark, store, config, slices=4)
@@ -199,7 +199,7 @@ def applier_arm(
             (outcome,) = apply_once(runner, [target], workers=1)
             seconds = time.monotonic() - began - probe.kept_seconds
     finally:
-        table_applier.write_batch = write_batch  # type: ignore[attr-defined]
+        writer.write_batch = write_batch
     if outcome.error is not None:
         raise RuntimeError(f"the applier failed on {target.qualified_name}: {outcome.error}")
     (batch,) = probe.batches

@@ -44,11 +44,10 @@ from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
 from cdc_lake.decode.registry import registry_client
 from cdc_lake.exceptions import BootstrapBusyError, CatalogError, CdcLakeError, RebootstrapError
-from cdc_lake.hudi.timeline import latest_commit
-from cdc_lake.hudi.writer import read_table, remove_table
 from cdc_lake.kafka.offsets import topic_state
 from cdc_lake.lake.applier import ApplierFactory
 from cdc_lake.lake.checkpoint import checkpoint_from_commit
+from cdc_lake.lake.format import load_format
 from cdc_lake.lake.schema import row_columns
 from cdc_lake.lake.schema_change import SchemaDiff, SchemaPolicy
 from cdc_lake.lake.target import TableTarget, target_for
@@ -229,7 +228,7 @@ def _switch(
 
 def _latest_commit(spark: SparkSession, name: str, target: TableTarget) -> tuple[str, dict[int, int]] | None:
     """The copy's latest commit and the offsets it holds (its bootstrap's last commit: the watermark's)."""
-    commit = latest_commit(spark, target.base_path)
+    commit = load_format(spark).latest_commit(target.base_path)
     if commit is None:
         return None
     checkpoint = checkpoint_from_commit(commit, target.topic, f"table {name} copy at {target.base_path}")
@@ -247,7 +246,7 @@ def _register(config: Config, store: StateStore, spark: SparkSession, name: str,
     if catalog is None:
         return
     path = store.current_copy(name).path
-    columns = row_columns(read_table(spark, path).schema)
+    columns = row_columns(load_format(spark).read(path).schema)
     try:
         for known in catalog.register(name, path, columns, target.partition_fields):
             _LOG.info("%s: catalog entry %s now at %s", name, known, path)
@@ -299,7 +298,7 @@ def _remove_lake_path(config: Config, table: str, path: str, which: str) -> None
             f"(`cdc-lake apply --once --tables {table}` registers the table's current copy; run this again "
             "once readers have moved)"
         )
-    remove_table(spark, path)
+    load_format(spark).remove(path)
 
 
 def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResult]:

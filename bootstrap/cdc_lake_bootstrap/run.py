@@ -29,11 +29,10 @@ from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.decode.registry import SchemaRegistry, registry_client
 from cdc_lake.exceptions import BootstrapBusyError, BootstrapError, CdcLakeError
-from cdc_lake.hudi.format import hudi_spec
-from cdc_lake.hudi.options import HudiTableSpec
-from cdc_lake.hudi.timeline import latest_commit, records_written
 from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.lake.applier import BUSY, ApplierFactory
+from cdc_lake.lake.format import load_format
+from cdc_lake.lake.layout import TableSpec
 from cdc_lake.lake.target import TableTarget, target_for
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.snapshot import JdbcAccess, SnapshotSource
@@ -344,7 +343,7 @@ class TableBootstrap:
         (:mod:`cdc_lake.apply.rewrites`).
         """
         self._show("saving the watermark")
-        check_fresh(spark, self.target.base_path, self.name)
+        check_fresh(load_format(spark), self.target.base_path, self.name)
         if self.target.history_topic is not None:
             kafka = KafkaReadSettings(self.config.kafka.bootstrap_servers, dict(self.config.kafka.consumer))
             self._history_start = history_end(kafka, self.target.history_topic)
@@ -409,7 +408,7 @@ class TableBootstrap:
 
     def _reconcile(self, spark: SparkSession, watermark: Watermark) -> Watermark:
         """Mark done what the lake's latest commit holds (a run killed between commit and marks)."""
-        lake = lake_state(spark, self.target.base_path, self.name, watermark)
+        lake = lake_state(load_format(spark), self.target.base_path, self.name, watermark)
         for index in sorted(lake.committed):
             if any(p.index == index and not p.done for p in watermark.partitions):
                 watermark = self.store.mark_partition_done(self.name, index)
@@ -431,7 +430,7 @@ class TableBootstrap:
         progress.rows_written = progress.rows_before = self._rows_committed(watermark)
         progress.started = time.monotonic()
         access = engine.jdbc_access(role)
-        spec = dataclasses.replace(hudi_spec(self.target.spec(key)), parallelism=self._executors(spark))
+        spec = dataclasses.replace(self.target.spec(key), parallelism=self._executors(spark))
         group_size = self._executors(spark) * PARTITIONS_PER_COMMIT_PER_SLOT
         pending = list(watermark.pending_partitions)
         self._show("copying")
@@ -440,7 +439,7 @@ class TableBootstrap:
             began = time.monotonic()
             with self._ticking(spark, len(group)):
                 instant = self._write(spark, access, query, watermark, spec, group)
-            rows = records_written(spark, self.target.base_path, instant)
+            rows = load_format(spark).records_written(self.target.base_path, instant)
             for partition in group:
                 watermark = self.store.mark_partition_done(self.name, partition.index)
             detail = {
@@ -476,7 +475,7 @@ class TableBootstrap:
         access: JdbcAccess,
         query: SnapshotQuery,
         watermark: Watermark,
-        spec: HudiTableSpec,
+        spec: TableSpec,
         group: Sequence[BootstrapPartition],
     ) -> str:
         """Read and bulk-insert one group, trying again once after a failure (e.g. a dropped connection)."""
@@ -487,7 +486,7 @@ class TableBootstrap:
                 rows = snapshot_rows(
                     spark, access, query, group, self.config.bootstrap.fetch_size, self.name, source_ts
                 )
-                return write_group(spark, spec, rows, watermark, indexes, query.char_lengths)
+                return write_group(load_format(spark), spec, rows, watermark, indexes, query.char_lengths)
             except _FAILURES as exc:
                 cause = describe_failure(exc)
                 # The whole trace (Spark's, Hudi's) only in the log: -v shows it.
@@ -504,8 +503,9 @@ class TableBootstrap:
     def _committed_instant(self, spark: SparkSession, watermark: Watermark, indexes: list[int]) -> str | None:
         """The latest commit's instant if it holds ``indexes`` (the failure came after the commit)."""
         try:
-            if set(indexes) <= lake_state(spark, self.target.base_path, self.name, watermark).committed:
-                commit = latest_commit(spark, self.target.base_path)
+            lake = load_format(spark)
+            if set(indexes) <= lake_state(lake, self.target.base_path, self.name, watermark).committed:
+                commit = lake.latest_commit(self.target.base_path)
                 return None if commit is None else commit.instant
         except _FAILURES:
             return None

@@ -48,9 +48,9 @@ from cdc_lake.capture.plan import table_topic, topic_prefix
 from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import BootstrapError
-from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.lake.columns import DELETED_COLUMN, SOFT_DELETED_COLUMN
+from cdc_lake.lake.format import load_format
 from cdc_lake.sources import engine_for
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
@@ -381,7 +381,7 @@ def validate_table(
             prefix = topic_prefix(source_config)
             watch = CatchUpWatch(table_name, store, connect, prefix, table.name)
             result.caught_up = wait_lake_caught_up(ends, watch, options.catch_up_timeout)
-    lake = read_table(spark, store.current_copy(table_name).path)
+    lake = load_format(spark).read(store.current_copy(table_name).path)
     for flag in (DELETED_COLUMN, SOFT_DELETED_COLUMN):
         if flag in lake.columns:
             lake = lake.where(~F.coalesce(_col(flag), F.lit(False)))

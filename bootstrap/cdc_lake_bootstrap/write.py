@@ -17,15 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from cdc_lake.exceptions import BootstrapError, HudiWriteError
-from cdc_lake.hudi.options import HudiTableSpec
-from cdc_lake.hudi.timeline import latest_commit, table_exists
-from cdc_lake.hudi.writer import write_batch
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
 from cdc_lake.lake.commit_metadata import CommitMetadata
-from cdc_lake.lake.format import WriteOperation
+from cdc_lake.lake.format import LakeFormat, WriteOperation
+from cdc_lake.lake.layout import TableSpec
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 from cdc_lake.state.records import Watermark
 
@@ -57,27 +55,27 @@ class LakeState:
     committed: frozenset[int]
 
 
-def _exists(spark: SparkSession, base_path: str) -> bool:
+def _exists(lake: LakeFormat, base_path: str) -> bool:
     try:
-        return table_exists(spark, base_path)
+        return lake.table_exists(base_path)
     except JVM_ERRORS as exc:
         raise HudiWriteError(f"reading lake path {base_path} failed: {root_cause(exc)}") from exc
 
 
-def check_fresh(spark: SparkSession, base_path: str, table: str) -> None:
+def check_fresh(lake: LakeFormat, base_path: str, table: str) -> None:
     """Refuse to start a bootstrap into a base path that already holds a Hudi table."""
-    if _exists(spark, base_path):
+    if _exists(lake, base_path):
         raise BootstrapError(
             f"table {table}: lake path {base_path} already holds a Hudi table; a bootstrap writes into a "
             "fresh base path (remove it, or re-bootstrap the table)"
         )
 
 
-def lake_state(spark: SparkSession, base_path: str, table: str, watermark: Watermark) -> LakeState:
+def lake_state(lake: LakeFormat, base_path: str, table: str, watermark: Watermark) -> LakeState:
     """The partitions of ``watermark``'s attempt the lake holds; any other writer's commit is an error."""
-    if not _exists(spark, base_path):
+    if not _exists(lake, base_path):
         return LakeState(False, frozenset())
-    commit = latest_commit(spark, base_path)
+    commit = lake.latest_commit(base_path)
     if commit is None:
         return LakeState(True, frozenset())
     stored = CommitMetadata.from_dict(commit.metadata)
@@ -90,13 +88,13 @@ def lake_state(spark: SparkSession, base_path: str, table: str, watermark: Water
 
 
 def write_group(
-    spark: SparkSession,
-    spec: HudiTableSpec,
+    lake: LakeFormat,
+    spec: TableSpec,
     rows: DataFrame,
     watermark: Watermark,
     partitions: list[int],
     lengths: Mapping[str, int],
 ) -> str:
     """Bulk-insert ``rows`` (the lake rows of ``partitions``) as one commit; returns its instant."""
-    metadata = group_metadata(watermark, partitions, lengths).to_dict()
-    return write_batch(spark, spec, rows, WriteOperation.BULK_INSERT, metadata)
+    metadata = group_metadata(watermark, partitions, lengths)
+    return lake.write(spec, rows, WriteOperation.BULK_INSERT, metadata)

@@ -32,7 +32,6 @@ from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
 from cdc_lake.decode.registry import SchemaRegistry, registry_client
 from cdc_lake.exceptions import ApplyError, CdcLakeError, SourceEngineError
-from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
 from cdc_lake.lake.applier import BUSY
@@ -323,7 +322,7 @@ class ApplyRunner:
         if columns is None:  # published without a batch of its own: the columns come from the table
             if self.catalog.knows(name, target.base_path):
                 return
-            columns = row_columns(read_table(self.spark, target.base_path).schema)
+            columns = row_columns(applier.lake.read(target.base_path).schema)
         self.catalog.after_batch(name, target.base_path, columns, target.partition_fields)
 
     def _schema_changed(self, name: str, cause: str, diff: SchemaDiff) -> None:

@@ -48,10 +48,6 @@ from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.exceptions import CdcLakeError, HudiWriteError, KafkaReadError, SchemaRegistryError
-from cdc_lake.hudi.format import hudi_spec
-from cdc_lake.hudi.keys import row_writer_key_reason, row_writer_record_key
-from cdc_lake.hudi.timeline import latest_commit, record_key_fields, table_exists
-from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.group_offsets import commit_group_offsets
 from cdc_lake.kafka.offsets import topic_state
@@ -59,7 +55,7 @@ from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in
 from cdc_lake.kafka.topic_rules import applier_way_out, partitioning_refusal
 from cdc_lake.lake.checkpoint import Checkpoint, Origin, resume_checkpoint
 from cdc_lake.lake.commit_metadata import CommitMetadata
-from cdc_lake.lake.format import WriteOperation
+from cdc_lake.lake.format import WriteOperation, load_format
 from cdc_lake.lake.schema import merge_columns, row_columns
 from cdc_lake.lake.schema_change import (
     IncompatibleSchemaChange,
@@ -174,6 +170,7 @@ class TableApplier:
     ) -> None:
         self.spark = spark
         use_driver_python(spark)
+        self.lake = load_format(spark)
         self.target = target
         self.options = options
         self.registry = registry
@@ -210,7 +207,7 @@ class TableApplier:
     def checkpoint(self) -> Checkpoint:
         """The offsets the next batch starts from (read from the last completed commit, then cached)."""
         if self._checkpoint is None:
-            commit = latest_commit(self.spark, self.target.base_path)
+            commit = self.lake.latest_commit(self.target.base_path)
             self._checkpoint = resume_checkpoint(
                 self.target.base_path, self.target.topic, self.target.qualified_name, self.store, commit
             )
@@ -233,7 +230,7 @@ class TableApplier:
         """
         if self._checkpoint is None:
             return False
-        commit = latest_commit(self.spark, self.target.base_path)
+        commit = self.lake.latest_commit(self.target.base_path)
         instant = None if commit is None else commit.instant
         if instant == self._seen_commit:
             return True
@@ -381,7 +378,7 @@ class TableApplier:
             default=None,
         )
         fill = sorted(name for name in summary.unavailable if name in columns.fieldNames())
-        stored = read_table(self.spark, self.target.base_path) if fill and self._exists else None
+        stored = self.lake.read(self.target.base_path) if fill and self._exists else None
         latest = latest_frame(self.spark, records, columns, cut, key_fields, fill, summary.moves_unavailable)
         unique = one_row_per_key(columns, key_fields, stored)
         if stored is not None:
@@ -396,24 +393,24 @@ class TableApplier:
             after = Checkpoint(
                 self.target.topic, offsets, newest, Origin.COMMIT, positions=positions, topic_id=plan.topic_id
             )
-            spec = hudi_spec(self.target.spec(key_fields))
+            spec = self.target.spec(key_fields)
             metadata = replace(
                 after.metadata(), quarantined=quarantined_below(skipped, end),
                 compared_columns=self._compared(columns), char_lengths=lengths,
-            ).to_dict()
+            )
             steps.done("frame")
             if before_commit is not None:
                 before_commit()
             # Planning has just read the latest commit (``_still_current``): the write reads it only after.
-            instant = write_batch(
-                self.spark, spec, frame, WriteOperation.UPSERT, metadata, previous=self._seen_commit,
+            instant = self.lake.write(
+                spec, frame, WriteOperation.UPSERT, metadata, previous=self._seen_commit,
                 unique_keys=unique,
             )
         finally:
             frame.unpersist()
         steps.done("write")
         topic = self.target.topic
-        commit_group_offsets(self.options.kafka, spec.table_name, spec.base_path, topic, after.offsets)
+        commit_group_offsets(self.options.kafka, spec.name, spec.base_path, topic, after.offsets)
         steps.done("offsets")
         _LOG.debug(
             "%s: %d offsets, commit %s; seconds per step %s", self.target.qualified_name, plan.offsets,
@@ -434,17 +431,17 @@ class TableApplier:
         """Learn the lake table's columns; a table whose first commit never completed has none yet.
 
         A table an earlier cdc-lake bootstrapped through Hudi's row writer with a timestamp or binary key
-        holds record keys the applier never writes (:mod:`cdc_lake.hudi.keys`): it stops here, naming
+        holds record keys the applier never writes (the format's ``key_refusal``): it stops here, naming
         the way out, instead of gaining a second row per key.
         """
-        if self._columns is None and table_exists(self.spark, self.target.base_path):
-            lake = read_table(self.spark, self.target.base_path, meta_columns=True)
+        if self._columns is None and self.lake.table_exists(self.target.base_path):
+            lake = self.lake.read(self.target.base_path, meta_columns=True)
             columns = row_columns(lake.schema)
             if columns.fields:
-                record_key = record_key_fields(self.spark, self.target.base_path)
-                foreign = row_writer_record_key(lake, record_key or ())
-                if foreign is not None:
-                    raise HudiWriteError(row_writer_key_reason(self.target.qualified_name, foreign))
+                record_key = self.lake.record_key_fields(self.target.base_path)
+                refusal = self.lake.key_refusal(self.target.qualified_name, lake, record_key or ())
+                if refusal is not None:
+                    raise HudiWriteError(refusal)
                 self._columns = columns
                 self._record_key = record_key
                 self._exists = True
@@ -490,7 +487,7 @@ class TableApplier:
         (a table applied under ``freeze`` or a frozen list before the config changed)."""
         if self.target.columns:
             return frozenset(lake.fieldNames())
-        commit = latest_commit(self.spark, self.target.base_path)
+        commit = self.lake.latest_commit(self.target.base_path)
         return None if commit is None else CommitMetadata.from_dict(commit.metadata).compared_columns
 
     def _classify(self, schema_id: int, writer: WriterColumns, lengths: dict[str, int]) -> None:

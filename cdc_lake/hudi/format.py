@@ -11,7 +11,7 @@ import dataclasses
 
 from pyspark.sql import DataFrame
 
-from cdc_lake.hudi import timeline, writer
+from cdc_lake.hudi import keys, timeline, writer
 from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.lake.columns import ORDERING_COLUMN
 from cdc_lake.lake.commit_metadata import CommitMetadata
@@ -57,7 +57,13 @@ class HudiFormat(LakeFormat):
     ) -> str:
         metadata_options = metadata.to_dict()
         return writer.write_batch(
-            self.spark, hudi_spec(spec), rows, operation, metadata_options, previous, unique_keys=unique_keys
+            self.spark,
+            hudi_spec(spec),
+            rows,
+            operation,
+            metadata_options,
+            previous=previous,
+            unique_keys=unique_keys,
         )
 
     def latest_commit(self, base_path: str) -> CommitInfo | None:
@@ -68,6 +74,10 @@ class HudiFormat(LakeFormat):
 
     def record_key_fields(self, base_path: str) -> tuple[str, ...] | None:
         return timeline.record_key_fields(self.spark, base_path)
+
+    def key_refusal(self, table: str, stored: DataFrame, key_fields: tuple[str, ...]) -> str | None:
+        foreign = keys.row_writer_record_key(stored, key_fields)
+        return None if foreign is None else keys.row_writer_key_reason(table, foreign)
 
     def remove(self, base_path: str) -> None:
         writer.remove_table(self.spark, base_path)

@@ -113,6 +113,11 @@ class LakeFormat(ABC):
         """The record key fields the table was created with (None: it names none)."""
 
     @abstractmethod
+    def key_refusal(self, table: str, stored: DataFrame, key_fields: tuple[str, ...]) -> str | None:
+        """The one-line reason an upsert keyed by ``key_fields`` would not find ``stored``'s rows (the
+        table read with ``meta_columns``: it holds keys another writer built otherwise), or None."""
+
+    @abstractmethod
     def remove(self, base_path: str) -> None:
         """Delete the table at ``base_path`` and all its files (nothing when there is none)."""
 

@@ -18,6 +18,7 @@ from cdc_lake.catalog.glue import GlueCatalog
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config, load_config
 from cdc_lake.exceptions import CatalogError, RebootstrapError
+from cdc_lake.hudi.format import HudiFormat
 from cdc_lake.kafka.offsets import TopicState
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
 from cdc_lake.lake.format import CommitInfo
@@ -55,11 +56,11 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Config]:
 
 @pytest.fixture
 def removed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths ``remove_table`` was asked to delete (no Spark); the lake reads give ``COLUMNS``."""
+    """The paths ``HudiFormat.remove`` was asked to delete (no Spark); the lake reads give ``COLUMNS``."""
     paths: list[str] = []
     monkeypatch.setattr(rebootstrap, "get_spark", lambda spark, lake: None)
-    monkeypatch.setattr(rebootstrap, "remove_table", lambda spark, path: paths.append(path))
-    monkeypatch.setattr(rebootstrap, "read_table", lambda spark, path: _Table(COLUMNS))
+    monkeypatch.setattr(HudiFormat, "remove", lambda lake, path: paths.append(path))
+    monkeypatch.setattr(HudiFormat, "read", lambda lake, path: _Table(COLUMNS))
     return paths
 
 
@@ -89,7 +90,7 @@ def copying(config: Config) -> Iterator[Rebootstrap]:
 def _switch(config: Config, record: Rebootstrap, monkeypatch: pytest.MonkeyPatch) -> None:
     metadata = Checkpoint(TOPIC, {0: 4}, 1000, Origin.WATERMARK).metadata().to_dict()
     commit = CommitInfo("20260202000000000", "commit", None, "BULK_INSERT", metadata)
-    monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commit)
+    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path: commit)
     monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState("id", {}))
     with StateStore.open(config.state_store.url) as store:
         target = copy_target(config, TABLE, record)

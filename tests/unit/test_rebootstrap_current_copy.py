@@ -18,6 +18,7 @@ from fixtures.caught_up import CaughtUpApplier
 
 from cdc_lake.config import Config, load_config
 from cdc_lake.exceptions import RebootstrapError
+from cdc_lake.hudi.format import HudiFormat
 from cdc_lake.kafka.offsets import TopicState
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
 from cdc_lake.lake.format import CommitInfo
@@ -84,7 +85,7 @@ def _run_switch(
     """The switch, the copy's latest commit being its bootstrap commit (the watermark's offsets)."""
     metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).metadata().to_dict()
     commits = {copying.new_path: CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)}
-    monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commits[path])
+    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path: commits[path])
     monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
     target = copy_target(config, TABLE, copying)
     rebootstrap._switch(config, store, None, TABLE, copying, target, CaughtUpApplier)  # type: ignore[arg-type]
@@ -164,10 +165,10 @@ def test_validate_reads_the_current_copy_not_the_configured_path(
         validate, "_source_frame", lambda spark, config, table, options: (None, ["id"], ["id"], "0/1", TOPIC)
     )
 
-    def read(spark: Any, path: str) -> None:
+    def read(lake: Any, path: str) -> None:
         raise _LakeRead(path)
 
-    monkeypatch.setattr(validate, "read_table", read)
+    monkeypatch.setattr(HudiFormat, "read", read)
 
     with pytest.raises(_LakeRead) as read_path:
         validate_table(None, config, store, TABLE, ValidateOptions())  # type: ignore[arg-type]
@@ -181,7 +182,7 @@ def test_remove_old_removes_the_path_before_the_current_copy(
 ) -> None:
     removed: list[str] = []
     monkeypatch.setattr(rebootstrap, "get_spark", lambda spark, lake: None)
-    monkeypatch.setattr(rebootstrap, "remove_table", lambda spark, path: removed.append(path))
+    monkeypatch.setattr(HudiFormat, "remove", lambda lake, path: removed.append(path))
 
     (result,) = remove_old_paths(config, now=True)
 
@@ -196,7 +197,7 @@ def test_a_switch_keeps_the_copys_own_apply_commits(
     store.record_applied_offsets(copying.copy_name, {0: 44, 1: 7}, COPY_COMMIT)
     metadata = Checkpoint(TOPIC, {0: 44, 1: 7}, 2000, Origin.COMMIT).metadata().to_dict()
     commit = CommitInfo(COPY_COMMIT, "commit", None, "UPSERT", metadata)
-    monkeypatch.setattr(rebootstrap, "latest_commit", lambda spark, path: commit)
+    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path: commit)
     # A unit test: no Kafka (it read the real broker's topic state when the stack ran, failed otherwise).
     monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
 

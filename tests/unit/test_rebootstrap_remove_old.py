@@ -9,6 +9,7 @@ import pytest
 
 from cdc_lake.config import Config, LakeSettings, load_config
 from cdc_lake.exceptions import RebootstrapError
+from cdc_lake.hudi.format import HudiFormat
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import RebootstrapPhase
 from cdc_lake.state.store import StateStore, versioned_path
@@ -41,10 +42,10 @@ def _switched(config: Config, old_path: str) -> None:
 
 @pytest.fixture
 def removed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths ``remove_table`` was asked to delete (no Spark)."""
+    """The paths ``HudiFormat.remove`` was asked to delete (no Spark)."""
     paths: list[str] = []
     monkeypatch.setattr(rebootstrap, "get_spark", lambda spark, lake: None)
-    monkeypatch.setattr(rebootstrap, "remove_table", lambda spark, path: paths.append(path))
+    monkeypatch.setattr(HudiFormat, "remove", lambda lake, path: paths.append(path))
     return paths
 
 
