@@ -3,7 +3,8 @@
 This module declares the engine's facts (:data:`CAPABILITIES`) and imports no driver;
 :mod:`cdc_lake.sources.postgres.codec` reads its change events' positions (the decode path's hook),
 :mod:`cdc_lake.sources.postgres.settings` holds a source's own settings (the config's hook),
-:mod:`cdc_lake.sources.postgres.engine` is the engine (it imports psycopg) and
+:mod:`cdc_lake.sources.postgres.engine` is the engine (it imports psycopg), its roles combined
+(``preflight``, ``capture``, ``snapshot``, ``operations``, over ``connection`` and ``catalog``),
 :mod:`cdc_lake.sources.postgres.checks` its preflight checks, judged on recorded facts, and
 :mod:`cdc_lake.sources.postgres.column_types` the bootstrap's read of each catalog type.
 """
