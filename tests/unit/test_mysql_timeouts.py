@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cdc_lake.config import Source
-from cdc_lake.sources.mysql import engine as mysql_engine
+from cdc_lake.sources.mysql import connection as mysql_connection
 from cdc_lake.sources.mysql.engine import MariaDbEngine, MySqlEngine
 
 
@@ -48,7 +48,7 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         calls.append(kwargs)
         return FakeConnection(rows)
 
-    monkeypatch.setattr(mysql_engine.pymysql, "connect", connect)
+    monkeypatch.setattr(mysql_connection.pymysql, "connect", connect)
     return calls
 
 
@@ -67,8 +67,8 @@ def test_queries_time_out_and_replica_waits_outlast_their_wait(
     source.wait_replica_past("0-1-5", timeout=900)
 
     query, wait, after_wait = opened
-    assert query["read_timeout"] == mysql_engine.READ_TIMEOUT_SECONDS
-    assert query["write_timeout"] == mysql_engine.WRITE_TIMEOUT_SECONDS
-    assert 900 < wait["read_timeout"] <= 900 + mysql_engine.READ_TIMEOUT_SECONDS
-    assert wait["write_timeout"] == mysql_engine.WRITE_TIMEOUT_SECONDS
-    assert after_wait["read_timeout"] == mysql_engine.READ_TIMEOUT_SECONDS
+    assert query["read_timeout"] == mysql_connection.READ_TIMEOUT_SECONDS
+    assert query["write_timeout"] == mysql_connection.WRITE_TIMEOUT_SECONDS
+    assert 900 < wait["read_timeout"] <= 900 + mysql_connection.READ_TIMEOUT_SECONDS
+    assert wait["write_timeout"] == mysql_connection.WRITE_TIMEOUT_SECONDS
+    assert after_wait["read_timeout"] == mysql_connection.READ_TIMEOUT_SECONDS

@@ -3,7 +3,8 @@
 This module declares both engines' facts (:data:`MYSQL`, :data:`MARIADB`) and imports no driver;
 :mod:`cdc_lake.sources.mysql.codec` reads their change events' positions (the decode path's hook),
 :mod:`cdc_lake.sources.mysql.settings` holds a source's own settings (the config's hook),
-:mod:`cdc_lake.sources.mysql.engine` holds the engines (they import pymysql),
+:mod:`cdc_lake.sources.mysql.engine` holds the engines (they import pymysql), their roles combined
+(``preflight``, ``capture``, ``snapshot``, ``operations``, over ``connection``),
 :mod:`cdc_lake.sources.mysql.checks` their preflight checks, :mod:`cdc_lake.sources.mysql.tls`
 their TLS settings for every client, :mod:`cdc_lake.sources.mysql.column_types` the bootstrap's
 read of each catalog type and :mod:`cdc_lake.sources.mysql.ddl` the table renames of a schema-history
