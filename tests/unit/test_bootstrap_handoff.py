@@ -9,7 +9,8 @@ import pytest
 
 from cdc_lake.connect.client import ConnectorStatus, TaskStatus
 from cdc_lake.exceptions import BootstrapError, ConnectError, SourceEngineError
-from cdc_lake.sources.positions import Lsn, MariaDbGtidPosition, MySqlGtidSet
+from cdc_lake.sources.mysql.positions import MariaDbGtidPosition, MySqlGtidSet
+from cdc_lake.sources.postgres.positions import Lsn
 from cdc_lake_bootstrap import handoff
 from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 

@@ -10,7 +10,9 @@ import pytest
 from cdc_lake.decode.envelope import EnvelopeSource
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources import ENGINES
-from cdc_lake.sources.positions import LogPosition, Lsn, MariaDbGtidPosition, MySqlGtidSet
+from cdc_lake.sources.mysql.positions import MariaDbGtidPosition, MySqlGtidSet
+from cdc_lake.sources.positions import LogPosition
+from cdc_lake.sources.postgres.positions import Lsn
 from cdc_lake_bootstrap.watermark import describe_position
 
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"

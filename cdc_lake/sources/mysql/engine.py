@@ -21,9 +21,10 @@ from typing import Any, ClassVar
 from cdc_lake.sources.mysql import MARIADB, MYSQL
 from cdc_lake.sources.mysql.capture import MySqlCapture
 from cdc_lake.sources.mysql.operations import MySqlOperations
+from cdc_lake.sources.mysql.positions import MariaDbGtidPosition
 from cdc_lake.sources.mysql.preflight import MySqlPreflight
 from cdc_lake.sources.mysql.snapshot import MySqlSnapshot, wait_read_timeout
-from cdc_lake.sources.positions import LogPosition, MariaDbGtidPosition
+from cdc_lake.sources.positions import LogPosition
 
 BINLOG_SCAN_EVENTS = 1000
 """How many binlog events after a connector's offset :meth:`MariaDbEngine.streamed_through` reads."""

@@ -23,9 +23,10 @@ from cdc_lake.sources.mysql.connection import (
     quote_table,
     status_field,
 )
+from cdc_lake.sources.mysql.positions import MySqlGtidSet
 from cdc_lake.sources.mysql.settings import MySqlConnection
 from cdc_lake.sources.mysql.tls import jdbc_properties
-from cdc_lake.sources.positions import LogPosition, MySqlGtidSet
+from cdc_lake.sources.positions import LogPosition
 from cdc_lake.sources.settings import engine_model
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
 

@@ -16,9 +16,10 @@ from urllib.parse import quote as url_quote
 from psycopg import sql
 
 from cdc_lake.exceptions import SourceEngineError
-from cdc_lake.sources.positions import LogPosition, Lsn
+from cdc_lake.sources.positions import LogPosition
 from cdc_lake.sources.postgres.catalog import ident, one_row, split_name
 from cdc_lake.sources.postgres.connection import POLL_SECONDS, PostgresBase
+from cdc_lake.sources.postgres.positions import Lsn
 from cdc_lake.sources.postgres.settings import PostgresConnection
 from cdc_lake.sources.settings import engine_model
 from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
