@@ -28,7 +28,7 @@ from cdc_lake.decode.envelope import ChangeEvent, EnvelopeSource, decode_message
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import SchemaLookup, TypedSchemas
 from cdc_lake.kafka.offsets import OffsetRange, read_ranges, topic_watermarks
-from cdc_lake.sources.positions import Lsn
+from cdc_lake.sources.postgres.positions import Lsn
 from cdc_lake.sources.snapshot import SnapshotSource
 
 _LOOK_BACK = (8, 256)
