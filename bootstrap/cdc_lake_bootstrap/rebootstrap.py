@@ -44,7 +44,9 @@ from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import Config
 from cdc_lake.decode.registry import registry_client
 from cdc_lake.exceptions import BootstrapBusyError, CatalogError, CdcLakeError, RebootstrapError
+from cdc_lake.kafka.group_offsets import delete_group
 from cdc_lake.kafka.offsets import topic_state
+from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.lake.applier import ApplierFactory
 from cdc_lake.lake.checkpoint import checkpoint_from_commit
 from cdc_lake.lake.format import load_format
@@ -304,6 +306,7 @@ def _remove_lake_path(config: Config, table: str, path: str, which: str) -> None
 def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResult]:
     """Remove the previous base paths whose keep time has passed (every switched one with ``now``)."""
     results = []
+    kafka = KafkaReadSettings(config.kafka.bootstrap_servers, dict(config.kafka.consumer))
     with StateStore.open(config.state_store.url) as store:
         due = [
             r for r in store.rebootstraps()
@@ -317,6 +320,7 @@ def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResul
                 handle.detail.update({"version": record.version, "path": record.old_path})
                 _remove_lake_path(config, record.table, record.old_path, "old")
                 store.mark_old_path_removed(record.table, record.version)
+                delete_group(kafka, record.table, record.old_path)
             results.append(RebootstrapResult(record.table, record.version, "removed", record.old_path))
     return results
 

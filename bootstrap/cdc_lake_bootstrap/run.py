@@ -29,6 +29,7 @@ from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.decode.registry import SchemaRegistry, registry_client
 from cdc_lake.exceptions import BootstrapBusyError, BootstrapError, CdcLakeError
+from cdc_lake.kafka.group_offsets import commit_group_offsets
 from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.lake.applier import BUSY, ApplierFactory
 from cdc_lake.lake.format import load_format
@@ -316,6 +317,7 @@ class TableBootstrap:
             how = wait_until_streamed(self.name, self.table.name, point, handoff, connect)
         _LOG.info("%s: %s", self.name, how)
         self.store.transition(self.name, TableState.CATCHING_UP)
+        self._commit_group(watermark)
         self._show("handed off")
         if self.apply:
             self._catch_up(spark)
@@ -333,6 +335,13 @@ class TableBootstrap:
             self.table.column_types,
         )
         return self.record_watermark(point)
+
+    def _commit_group(self, watermark: Watermark) -> None:
+        """The copy's consumer group starts at the watermark, so Kafka's lag tools show the catch-up from
+        the hand-off on (the applier moves it after each of its commits; informational, never raises)."""
+        kafka = KafkaReadSettings(self.config.kafka.bootstrap_servers, dict(self.config.kafka.consumer))
+        name = self.target.hudi_name or self.target.qualified_name
+        commit_group_offsets(kafka, name, self.target.base_path, watermark.topic, watermark.offsets)
 
     def begin_watermark(self, spark: SparkSession, state: TableState) -> None:
         """Before the watermark is measured: the lake path must be fresh; the table becomes BOOTSTRAPPING.

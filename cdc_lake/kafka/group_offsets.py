@@ -9,9 +9,11 @@ commit that fails never fails the batch; it logs one warning per failure streak 
 and group) and one line when commits succeed again.
 
 The group is per table *copy*: ``cdc-lake.<table>.<digest>``, the digest taken from the copy's base path.
-A re-bootstrap writes its copy to a new path (``<base>__vN``), so the old and new copies commit to
-different groups, and the copy keeps its group when it takes over the table (its path stays); the old
-copy's group simply stops moving.  ``<table>`` is the Hudi table name (``source.schema.table``; the
+The bootstrap commits the watermark's offsets when it hands a copy to the applier, so the group exists
+(and shows the catch-up) from then on.  A re-bootstrap writes its copy to a new path (``<base>__vN``), so
+the old and new copies commit to different groups, and the copy keeps its group when it takes over the
+table (its path stays); the old copy's group stops moving and is deleted with the old path
+(:func:`delete_group`).  ``<table>`` is the Hudi table name (``source.schema.table``; the
 copy catches up as the same Hudi table as its original).
 
 How: one ``AdminClient`` per Kafka settings, shared by every table of the process, sends the offsets as a
@@ -55,6 +57,10 @@ class OffsetAdmin(Protocol):
         self, alter_consumer_group_offsets_request: list[ConsumerGroupTopicPartitions], **kwargs: Any
     ) -> dict[str, Future[ConsumerGroupTopicPartitions]]:
         """Commit offsets for one group; a future per group id."""
+        ...
+
+    def delete_consumer_groups(self, group_ids: list[str], **kwargs: Any) -> dict[str, Future[None]]:
+        """Delete groups; a future per group id."""
         ...
 
 
@@ -114,6 +120,23 @@ class GroupOffsets:
             _LOG.info("table %s: applied offsets of topic %r go to consumer group %r", table, topic, group)
         return True
 
+    def delete(self, table: str, base_path: str) -> bool:
+        """Delete the group of the copy at ``base_path`` (gone already counts); never raises."""
+        group = group_id(table, base_path)
+        with self._lock:
+            if self._admin is None:
+                self._admin = self.make_admin()
+            admin = self._admin
+        try:
+            futures = admin.delete_consumer_groups([group], request_timeout=self.timeout)
+            futures[group].result(timeout=self.timeout * 1.5)
+        except Exception as exc:  # informational, like the commits
+            if "GROUP_ID_NOT_FOUND" not in str(exc):
+                _LOG.warning("table %s: cannot delete consumer group %r (%s)", table, group, exc)
+                return False
+        _LOG.info("table %s: consumer group %r of the removed copy deleted", table, group)
+        return True
+
     def _send(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         with self._lock:
             if self._admin is None:
@@ -159,3 +182,8 @@ def commit_group_offsets(
     """After a Hudi commit: commit its offsets to the table copy's consumer group (never raises)."""
     return group_offsets(settings).commit(table, base_path, topic, offsets)
 
+
+
+def delete_group(settings: KafkaReadSettings, table: str, base_path: str) -> bool:
+    """Once a copy's path is removed: delete its consumer group (never raises)."""
+    return group_offsets(settings).delete(table, base_path)

@@ -10,6 +10,8 @@ the server, WAL lag, the failure paths) is in test_bootstrap_postgres.py.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,6 +96,29 @@ def test_bootstrap_while_the_table_changes_ends_equal_to_the_source(
     commits = commit_runs(config_path, table)
     assert len(commits) > 1
     assert sorted(i for group in commits for i in group) == list(range(planned))
+    # Kafka's own lag tool sees the copy's consumer group from the hand-off on, at the watermark.
+    [handed] = [r for r in json.loads(cli_run(config_path, "status", "--json").stdout) if r["name"] == table]
+    described = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cdc_lake",
+            "stack",
+            "kafka",
+            "consumer-groups",
+            "--describe",
+            "--group",
+            handed["consumer_group"],
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert described.returncode == 0, described.stderr
+    rows = [
+        line.split() for line in described.stdout.splitlines() if line.startswith(handed["consumer_group"])
+    ]
+    assert {int(r[2]): int(r[3]) for r in rows} == watermark.offsets, described.stdout
 
     apply_until_live(spark, config, table)
     assert assert_lake_equals_source(spark, config, db, "items") > 25_000

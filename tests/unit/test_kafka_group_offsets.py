@@ -53,6 +53,21 @@ class FakeAdmin:
         return {request.group_id: future}
 
 
+    deletions: list[BaseException | None]
+    deleted: list[str]
+
+    def delete_consumer_groups(self, group_ids: list[str], **kwargs: Any) -> dict[str, Future[None]]:
+        (group,) = group_ids
+        self.deleted = [*getattr(self, "deleted", []), group]
+        future: Future[None] = Future()
+        outcome = self.deletions.pop(0)
+        if outcome is None:
+            future.set_result(None)
+        else:
+            future.set_exception(outcome)
+        return {group: future}
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -203,3 +218,18 @@ def test_the_group_holds_the_offsets_a_lag_tool_reads(
     finally:
         reader.close()
     assert committed.offset == 5
+
+
+
+def test_a_removed_copys_group_is_deleted_and_a_missing_one_counts_as_deleted() -> None:
+    # librdkafka's mock cluster has no DeleteGroups; the stack's broker does (test_rebootstrap.py).
+    admin = FakeAdmin()
+    missing = KafkaException(KafkaError(KafkaError.GROUP_ID_NOT_FOUND))
+    admin.deletions = [None, missing, _denied()]
+    committer = _committer(admin)
+    old = versioned_path(BASE, 1)
+
+    assert committer.delete(TABLE, old)
+    assert committer.delete(TABLE, old), "a group already gone is no failure"
+    assert not committer.delete(TABLE, old), "a refusal is reported, never raised"
+    assert admin.deleted == [group_id(TABLE, old)] * 3
