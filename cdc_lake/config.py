@@ -94,8 +94,8 @@ class LakeSettings(_Model):
     soft_deletes: bool = False
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     s3: S3Settings | None = None
-    # Hudi table version written (docs/hudi.md#table-version): 9 is Hudi 1.1's own; 8 or 6 for older readers.
-    table_version: Literal[6, 8, 9] = 9
+    # Hudi table version written (docs/hudi.md#table-version): 6 is read by Spark, hudi-rs and Trino 476.
+    table_version: Literal[6, 8, 9] = 6
     hudi_options: HudiOptions = Field(default_factory=dict)
     """``hoodie.*`` options for every table; a table's own ``hudi_options`` win over these."""
     old_copy_keep_hours: float = Field(default=24.0, ge=0)

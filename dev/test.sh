@@ -17,7 +17,8 @@ stack_was_up=0
 if [[ $stack_was_up -eq 0 && "${CDC_LAKE_KEEP_STACK:-0}" != 1 ]]; then
     trap '.venv/bin/cdc-lake stack down || true' EXIT
 fi
-echo "== stack up"; .venv/bin/cdc-lake stack up
+# With Trino, the third reader of the stack tests' lake comparisons.
+echo "== stack up"; .venv/bin/cdc-lake stack up --with trino
 
 # Tests run in two processes, a test module per process at a time (each has its own SparkSession).
 # Three gained nothing (2026-11-26 rehearsal: parallel phase 2,257 s with three against 2,274-2,287 s

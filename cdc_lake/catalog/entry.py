@@ -2,12 +2,15 @@
 
 A table ``source.schema.table`` is registered as ``<database>.<source>_<schema>_<table>`` (Glue names
 are lowercase, without dots), an external table whose storage descriptor points at the table's
-current base path, with every column of the lake table as Hudi writes it (Hudi's metadata columns,
-the source's, then the lake's own ``_cdc_*`` columns, so that a reader can filter soft-deleted rows;
-Hudi's delete marker is never a visible column) and the parameters Athena and Spark use to read a
-Hudi copy-on-write table: Hudi's input format, the Parquet SerDe, ``spark.sql.sources.provider=hudi``
-and ``path``.  It is written as Glue's ``TableInput``; the Hive catalog builds its metastore
-``Table`` from that.  Neither boto3 nor a JVM is needed here.
+current base path, with every column of the lake table: Hudi's metadata columns, the lake's own
+``_cdc_*`` columns (so that a reader can filter soft-deleted rows; Hudi's delete marker is never a
+visible column), then the source's.  Readers match Parquet columns by name, so the entry's order is
+free, and this one keeps every column's position when the source gains a column: a Hive Metastore
+refuses an entry whose column at a position changes to a type it cannot convert to ("The following
+columns have types incompatible with the existing columns").  The entry also holds the parameters
+Athena and Spark use to read a Hudi copy-on-write table: Hudi's input format, the Parquet SerDe,
+``spark.sql.sources.provider=hudi`` and ``path``.  It is written as Glue's ``TableInput``; the Hive
+catalog builds its metastore ``Table`` from that.  Neither boto3 nor a JVM is needed here.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ def table_input(
         },
         "PartitionKeys": keys,
         "StorageDescriptor": {
-            "Columns": meta + data + lake,
+            "Columns": meta + lake + data,
             "Location": location,
             "InputFormat": INPUT_FORMAT,
             "OutputFormat": OUTPUT_FORMAT,

@@ -32,6 +32,15 @@ from cdc_lake.exceptions import CatalogError
 _LOG = logging.getLogger(__name__)
 
 _NOT_FOUND = "org.apache.hadoop.hive.metastore.api.NoSuchObjectException"
+INCOMPATIBLE_COLUMNS = (
+    "columns have types incompatible with the existing columns in their respective positions"
+)
+"""What a metastore with ``hive.metastore.disallow.incompatible.col.type.changes`` (Hive's default) says
+when an entry's column at some position changes to a type it cannot convert to."""
+INCOMPATIBLE_COLUMNS_FIX = (
+    "set hive.metastore.disallow.incompatible.col.type.changes=false in the metastore's own hive-site.xml "
+    "(docs/operations.md, Reading the lake with Trino)"
+)
 
 
 def _jvm() -> Any:
@@ -81,8 +90,9 @@ class HiveMetastoreCatalog:
                 table = _hive_table(jvm, database, wanted)
                 if not client.tableExists(database, name):
                     client.createTable(table)
-                    _LOG.info("%s: registered as hive table %s.%s at %s", qualified_name, database, name,
-                              location)
+                    _LOG.info(
+                        "%s: registered as hive table %s.%s at %s", qualified_name, database, name, location
+                    )
                     return f"{database}.{name}"
                 current = client.getTable(database, name)
                 if _same(current, table):
@@ -115,7 +125,12 @@ class HiveMetastoreCatalog:
     def _error(self, qualified_name: str, exc: Py4JError) -> CatalogError:
         name = f"{self.settings.database}.{catalog_table_name(qualified_name)}"
         where = f"hive metastore {self.settings.uri} {name}"
-        return CatalogError(f"table {qualified_name}: {where}: {_reason(exc)}")
+        reason = _reason(exc)
+        if INCOMPATIBLE_COLUMNS in reason:
+            # A dropped or retyped source column moves the entry's later columns; a metastore that checks
+            # positions refuses that (as it refuses Hudi's own Hive sync after such a change).
+            reason = f"{reason.split('(')[0]}: {INCOMPATIBLE_COLUMNS}; {INCOMPATIBLE_COLUMNS_FIX}"
+        return CatalogError(f"table {qualified_name}: {where}: {reason}")
 
     @staticmethod
     def _ensure_database(jvm: Any, client: Any, database: str) -> None:

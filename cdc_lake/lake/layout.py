@@ -15,7 +15,7 @@ from enum import StrEnum
 TABLE_VERSIONS = (6, 8, 9)
 """Hudi table versions Hudi 1.1 can write (``hoodie.write.table.version``); 9 is its own."""
 
-DEFAULT_TABLE_VERSION = 9
+DEFAULT_TABLE_VERSION = 6
 
 
 class TableType(StrEnum):

@@ -36,7 +36,8 @@ def local_stack() -> Iterator[LocalStack]:
     Stopped at the end only when no service at all ran before: a stack someone else started (another
     test run, a developer), even with one service restarting at that moment, is theirs to stop.
     """
-    stack = LocalStack(Config.default(Path.cwd()).stack)
+    # With Trino: the comparisons read lake tables through it too (support/trino_reader.py).
+    stack = LocalStack(Config.default(Path.cwd()).stack, ("trino",))
     started_here = not any(status.running for status in stack.status())
     stack.up()
     yield stack

@@ -12,6 +12,8 @@ table while one runs is refused.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,6 +39,7 @@ from cdc_lake.catalog.hive import HiveMetastoreCatalog
 from cdc_lake.config import GlueSettings, HiveMetastoreSettings
 from cdc_lake.hudi.timeline import table_exists
 from cdc_lake.hudi.writer import read_table
+from cdc_lake.kafka.groups import group_id
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
@@ -83,6 +86,18 @@ class Reader(threading.Thread):
                 except BaseException as exc:
                     self.errors.append(f"{catalog}: {type(exc).__name__}: {exc}"[:300])
             self.stop.wait(0.2)
+
+
+def _consumer_groups() -> list[str]:
+    """The broker's consumer groups, as Kafka's own tool lists them on the stack."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "cdc_lake", "stack", "kafka", "consumer-groups", "--list"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    return listed.stdout.split()
 
 
 def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
@@ -154,9 +169,16 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     columns = [c["Name"] for c in entry["Table"]["StorageDescriptor"]["Columns"]]
     assert columns[:5] == list(HUDI_META_COLUMNS) and {"id", "val", "amount"} <= set(columns)
 
+    old_group = group_id(table, old_path)
+    assert old_group in _consumer_groups(), "the old copy's group, committed to until the switch"
+
     removed = cli_run(config_path, "rebootstrap", "--remove-old", "--now")
 
     assert removed.exit_code == 0, removed.stderr
     assert not Path(old_path).exists()
+    groups = _consumer_groups()
+    assert old_group not in groups and group_id(table, new_path) in groups, (
+        "the old copy's group goes with it"
+    )
     with StateStore.open(config.state_store.url) as store:
         assert store.rebootstraps(table)[0].phase is RebootstrapPhase.REMOVED

@@ -170,7 +170,10 @@ def test_a_nullable_column_evolves_and_breaking_changes_stop_only_their_table(
     for name in names:
         engine.aware_items(db, name, ROWS)
     db.execute(*PREPARE[db.engine])
-    config_path = write_db_config(tmp_path, db, [{"name": n} for n in names], str(tmp_path / "lake"))
+    # Registered in the stack's metastore: every comparison below also reads through Trino's catalog entry.
+    hive = {"uri": db.stack.hive_metastore.uri, "database": f"lake_{db.engine}"}
+    tables_config = [{"name": n} for n in names]
+    config_path = write_db_config(tmp_path, db, tables_config, str(tmp_path / "lake"), catalog={"hive": hive})
     onboard(config_path, db.source)
     config = load(config_path)
     tables = {name: db.qualified(name) for name in names}

@@ -59,15 +59,16 @@ def test_the_table_input_is_an_external_hudi_table_at_the_location() -> None:
     assert sd["InputFormat"] == INPUT_FORMAT
     # Every lake column a reader filters on (soft deletes, source time, ordering) is in the entry.
     lake = ["_cdc_op", "_cdc_source_ts", "_cdc_ordering", "_cdc_applied_at", "_cdc_deleted"]
-    assert [c["Name"] for c in sd["Columns"]] == [*HUDI_META_COLUMNS, "id", "total", "at", *lake]
+    # They come before the source's, so a column the source gains keeps every other column's position.
+    assert [c["Name"] for c in sd["Columns"]] == [*HUDI_META_COLUMNS, *lake, "id", "total", "at"]
     assert [c["Type"] for c in sd["Columns"]][-8:] == [
-        "bigint",
-        "decimal(12,2)",
-        "timestamp",
         "string",
         "timestamp",
         "string",
         "timestamp",
         "boolean",
+        "bigint",
+        "decimal(12,2)",
+        "timestamp",
     ]
     assert made["PartitionKeys"] == [{"Name": "region", "Type": "string"}]

@@ -22,7 +22,7 @@ def _host_ports(service: dict[str, object]) -> set[int]:
 
 def test_compose_has_every_stack_service_on_the_same_port(tmp_path: Path) -> None:
     compose = yaml.safe_load(COMPOSE.read_text())
-    stack = LocalStack(StackSettings(data_dir=tmp_path))
+    stack = LocalStack(StackSettings(data_dir=tmp_path), ("trino",))
     expected = {
         "object-store": stack.layout.ports.object_store,
         "postgres-primary": stack.layout.ports.postgres_primary,
@@ -39,6 +39,7 @@ def test_compose_has_every_stack_service_on_the_same_port(tmp_path: Path) -> Non
         "hive-metastore": stack.layout.ports.hive_metastore,
         "spark-master": stack.layout.ports.spark_master,
         "spark-worker": stack.layout.ports.spark_worker_ui,
+        "trino": stack.layout.ports.trino,
     }
     assert set(expected) == {service.name for service in stack.services}
     for name, port in expected.items():

@@ -118,8 +118,8 @@ def test_spec_rejects_missing_keys() -> None:
 
 
 def test_table_version_is_written_as_configured_and_checked() -> None:
-    assert write_options(_spec(), WriteOperation.UPSERT)["hoodie.write.table.version"] == "9"
-    assert write_options(_spec(table_version=6), WriteOperation.UPSERT)["hoodie.write.table.version"] == "6"
+    assert write_options(_spec(), WriteOperation.UPSERT)["hoodie.write.table.version"] == "6"
+    assert write_options(_spec(table_version=9), WriteOperation.UPSERT)["hoodie.write.table.version"] == "9"
     with pytest.raises(ConfigError, match=r"pg\.public\.orders.*table version 7.*6, 8, 9"):
         _spec(table_version=7)
 

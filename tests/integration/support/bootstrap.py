@@ -47,6 +47,7 @@ from support.common import PASSWORD_REF, cli_run, suffix, wait_until, write_conf
 from support.compare import assert_rows_equal
 from support.onboard import delete_connectors, of_source
 from support.second_reader import s3_storage_options, second_reader_rows
+from support.trino_reader import trino_rows
 
 MOVE_GAP = 10_000_000
 """Key moves and inserts by the writer use ids above this, far from the initial rows."""
@@ -392,8 +393,9 @@ def assert_lake_equals_source(
     base_path: str | None = None,
 ) -> int:
     """The lake table (at ``base_path``, default the configured one) holds exactly the primary's rows,
-    read by Spark+Hudi and by the second reader (``support.second_reader``), every column compared
-    (JSON texts parsed)."""
+    read by Spark+Hudi and by the second reader (``support.second_reader``), and by Trino through the
+    catalog entry when the config registers one in ``catalog.hive`` (``support.trino_reader``), every
+    column compared (JSON texts parsed), duplicate keys counted."""
     qualified = db.qualified(table)
     base_path = base_path or config.lake.table_base_path(qualified)
     source = db.rows(table, key)
@@ -408,6 +410,9 @@ def assert_lake_equals_source(
     assert_rows_equal(qualified, source, lake, types, key, **compared)
     second = second_reader_rows(base_path, columns, s3_storage_options(config.lake.s3))
     assert_rows_equal(qualified, source, second, types, key, reader="second reader", **compared)
+    if config.catalog.hive is not None:
+        trino = trino_rows(db.stack, config, qualified, columns)
+        assert_rows_equal(qualified, source, trino, types, key, reader="trino", **compared)
     return len(source)
 
 

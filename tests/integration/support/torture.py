@@ -6,8 +6,9 @@ comparison, and how that source value becomes the lake value (:attr:`TortureColu
 representation change the docs name (a time as microseconds of the day, a ``timetz`` in UTC, ``bit(n)`` as
 its text, ...) is one such function here, so a difference that is not one of them fails the test.
 
-The comparison reads the lake twice, with Spark+Hudi and with the second reader
-(``support.second_reader``), and compares every value of every row with the source's, NaN equal to NaN.
+The comparison reads the lake with Spark+Hudi, with the second reader
+(``support.second_reader``) and with Trino through the Hive catalog entry (``support.trino_reader``), and
+compares every value of every row with the source's, NaN equal to NaN.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -34,6 +36,7 @@ from support.bootstrap import SourceDb, apply_until_live, onboard, write_db_conf
 from support.common import cli_run, load
 from support.onboard import of_source
 from support.second_reader import second_reader_rows
+from support.trino_reader import trino_rows
 
 
 def same(value: Any) -> Any:
@@ -324,18 +327,26 @@ def _differences(
 
 
 def lake_differences(
-    spark: SparkSession, base_path: str, table: TortureTable
+    spark: SparkSession, base_path: str, table: TortureTable, config: Config | None = None
 ) -> tuple[int, list[str]]:
     """Rows compared and every difference between source and lake, through Spark+Hudi and the second
-    reader."""
+    reader, and through Trino when ``config`` registers the table in ``catalog.hive``; every reader's
+    rows are counted per key first (a reader indexed by key would hide a duplicate)."""
     expected = table.source_rows()
     names = ["id", *(c.name for c in table.columns), *table.extra]
     frame = read_table(spark, base_path).select(*names)
     frame = frame.select(*(_spark_column(f) for f in frame.schema.fields))
-    spark_rows = {int(r["id"]): r.asDict() for r in frame.collect()}
-    found = _differences("spark", expected, spark_rows, names)
-    second = {int(r["id"]): r for r in second_reader_rows(base_path, names)}
-    found += _differences("second reader", expected, second, names)
+    readers = {
+        "spark": [r.asDict() for r in frame.collect()],
+        "second reader": second_reader_rows(base_path, names),
+    }
+    if config is not None and config.catalog.hive is not None:
+        readers["trino"] = trino_rows(table.db.stack, config, table.db.qualified(table.name), names)
+    found = []
+    for reader, rows in readers.items():
+        keys = Counter(int(r["id"]) for r in rows)
+        found += [f"{reader}: {n} rows for key {k}" for k, n in sorted(keys.items()) if n > 1]
+        found += _differences(reader, expected, {int(r["id"]): r for r in rows}, names)
     return len(expected), found
 
 
@@ -373,7 +384,10 @@ def bootstrap_under_changes_and_compare(
         {"name": torture.name, "columns": columns, "column_types": column_types},
         {"name": ntz.name},
     ]
-    config_path = write_db_config(tmp_path / "ok", db, entries, str(tmp_path / "lake"))
+    hive = {"uri": db.stack.hive_metastore.uri, "database": f"lake_{db.engine}"}
+    config_path = write_db_config(
+        tmp_path / "ok", db, entries, str(tmp_path / "lake"), catalog={"hive": hive}
+    )
     onboard(config_path, db.source)
     config = load(config_path)
 
@@ -387,11 +401,11 @@ def bootstrap_under_changes_and_compare(
         apply_until_live(spark, config, db.qualified(table.name))
 
     base = config.lake.table_base_path(db.qualified(torture.name))
-    compared, differences = lake_differences(spark, base, torture)
+    compared, differences = lake_differences(spark, base, torture, config)
     assert compared >= rows // 2
     assert differences == [], "\n".join(differences)
 
     ntz_base = config.lake.table_base_path(db.qualified(ntz.name))
-    compared, differences = lake_differences(spark, ntz_base, ntz)
+    compared, differences = lake_differences(spark, ntz_base, ntz, config)
     assert compared == 6 and differences == [], "\n".join(differences)
     return config, ntz_base
