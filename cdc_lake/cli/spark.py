@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+import cdc_lake
 from cdc_lake.cli.context import get_config
 from cdc_lake.cli.output import emit_json
 
@@ -111,12 +112,12 @@ def pack_env(output: Path, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help='Print {"entrypoint": PATH} instead of the path.')
 def entrypoint(as_json: bool) -> None:
     """Print the Python file spark-submit runs as cdc-lake (its arguments are cdc-lake's)."""
-    import cdc_lake.__main__ as main_module
-
+    # The package's __main__.py, found beside the package rather than imported: it imports the CLI.
+    path = str(Path(cdc_lake.__file__).with_name("__main__.py"))
     if as_json:
-        emit_json({"entrypoint": main_module.__file__})
+        emit_json({"entrypoint": path})
     else:
-        click.echo(main_module.__file__)
+        click.echo(path)
 
 
 @spark.command()
