@@ -8,8 +8,10 @@
 - The parts of ``cdc_lake`` (its subpackages and its top-level modules such as ``jvm.py``) import each
   other without a cycle.  An import counts when it is made at module level or under
   ``if TYPE_CHECKING``: a type a module names is a dependency of its design even when Python need not
-  load it, and a cycle through one is a cycle a reader must untangle.  Imports inside functions do not
-  count: they are how a command loads a heavy stage only when it runs.
+  load it, and a cycle through one is a cycle a reader must untangle.
+- No module of ``cdc_lake`` or the bootstrap imports itself back through others, imports inside
+  functions counted: a deferred import (how a command loads a heavy stage only when it runs) hides a
+  cycle from Python's loader, not from a reader.
 - The two stages that write lake tables meet in the lake-table contract (``cdc_lake/lake``): ``bootstrap/``
   never imports the applier (``cdc_lake.apply``), not even in a function, and the contract imports
   neither stage.  Spark's JVM gateway is used only behind ``cdc_lake/hudi`` (Hudi and its Hadoop files),
@@ -179,6 +181,36 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_parts_of_cdc_lake_import_each_other_without_a_cycle() -> None:
     graph = _parts_graph()
 
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def _module_name(path: Path) -> str:
+    root = BOOTSTRAP if path.is_relative_to(BOOTSTRAP) else ROOT
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules_graph() -> dict[str, set[str]]:
+    """Which module of ``cdc_lake`` and the bootstrap imports which, imports inside functions counted: a
+    module imported there is as much a dependency as one imported at the top (its package's
+    ``__init__`` is not: Python runs it first anyway)."""
+    paths = [*_core_modules(), *sorted((BOOTSTRAP / BOOTSTRAP_PACKAGE).rglob("*.py"))]
+    names = {_module_name(path): path for path in paths}
+    graph: dict[str, set[str]] = {name: set() for name in names}
+    for name, path in names.items():
+        for module in _all_imports(path):
+            while module and module not in names:
+                module = module.rpartition(".")[0]
+            if module and module != name and not name.startswith(f"{module}."):
+                graph[name].add(module)
+    return graph
+
+
+def test_no_module_imports_itself_through_others_not_even_in_a_function() -> None:
+    graph = _modules_graph()
+
+    assert {"cdc_lake.config", "cdc_lake.apply.runner", f"{BOOTSTRAP_PACKAGE}.run"} <= set(graph)
+    assert "cdc_lake.stack.manager" in graph["cdc_lake.cli.stack"], "an import inside a function counts"
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
 
 
