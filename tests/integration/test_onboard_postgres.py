@@ -22,11 +22,11 @@ from support.common import assert_one_line_failure, cli_run, run_json, wait_unti
 from support.engines import PgEnv, pg_env
 from support.onboard import CONNECT, connectors_of, onboard_while_writing, wait_for_keys
 
-from cdc_lake.sources.postgres.settings import tier0_pg_name
 from cdc_lake.config import Connection, Source
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.redaction import MASK
 from cdc_lake.sources import engine_for
+from cdc_lake.sources.postgres.settings import tier0_pg_name
 from cdc_lake.stack.manager import LocalStack
 
 pytestmark = pytest.mark.integration
