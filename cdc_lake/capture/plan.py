@@ -103,7 +103,7 @@ def plan_source(source: Source, tables: Sequence[Table]) -> list[ConnectorPlan]:
             ConnectorPlan(
                 name=tier0_connector_name(source, table.name),
                 capture=Capture(
-                    connector=tier0_connector_name(source, table.name), tables=(table,), **ids[table.name]
+                    connector=tier0_connector_name(source, table.name), tables=(table,), ids=ids[table.name]
                 ),
                 tier0=True,
                 heartbeat_key=f"tier0.{slug}.{prefix}",
@@ -116,7 +116,7 @@ def plan_source(source: Source, tables: Sequence[Table]) -> list[ConnectorPlan]:
             ConnectorPlan(
                 name=name,
                 capture=Capture(
-                    connector=name, tables=tuple(sorted(shared, key=lambda table: table.name)), **ids[None]
+                    connector=name, tables=tuple(sorted(shared, key=lambda table: table.name)), ids=ids[None]
                 ),
                 tier0=False,
                 heartbeat_key=prefix,

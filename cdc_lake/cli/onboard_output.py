@@ -72,7 +72,7 @@ def render_plan(plan: OnboardPlan) -> None:
             connector.name,
             "0" if connector.tier0 else "shared",
             ", ".join(connector.capture.table_names),
-            connector.capture.slot_name or f"server id {connector.capture.server_id}",
+            connector.capture.ids.describe(),
             connector.heartbeat_topic,
         )
         for connector in plan.connectors

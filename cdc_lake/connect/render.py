@@ -80,8 +80,6 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
         "topic_prefix": params.topic_prefix,
         "table_include_list": ",".join(_regex(*parts) for parts in tables),
         "database_include_list": ",".join(dict.fromkeys(_regex(db) for db, _ in tables)),
-        "slot_name": params.slot_name,
-        "publication_name": params.publication_name,
         "heartbeat_action_query": heartbeat_query(name, params.heartbeat_table),
         "heartbeat_interval_ms": str(params.heartbeat_interval_ms),
         "interval_handling": params.interval_handling,
@@ -90,7 +88,6 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
         # heartbeats; the default (60 s) would delay the proof of streaming by up to a minute.  Half
         # the heartbeat interval makes a heartbeat due at most 40% late.
         "keep_alive_interval_ms": str(max(1000, params.heartbeat_interval_ms // 2)),
-        "server_id": None if params.server_id is None else str(params.server_id),
         "schema_history_topic": schema_history_name(name),
         "kafka_bootstrap": params.kafka_bootstrap,
         "registry_api_url": registry_api_url(params.registry_url),
@@ -98,6 +95,10 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
         "topic_partitions": str(params.topic_partitions),
         "topic_replication_factor": str(params.topic_replication_factor),
     }
+    shadowed = sorted(set(params.engine_values) & set(values))
+    if shadowed:
+        raise ConfigError(f"connector {name!r}: engine values replace shared ones: {', '.join(shadowed)}")
+    values.update(params.engine_values)
     config = {key: _fill(name, engine, value, values) for key, value in _template(engine).items()}
     converter = params.converter.settings(name)
     if converter is not None:
@@ -132,8 +133,6 @@ def _check_params(name: str, params: ConnectorParams) -> None:
         raise ConfigError(f"connector {name!r}: password_env must be an environment variable NAME")
     if not 0 < params.port < 65536:
         raise ConfigError(f"connector {name!r}: port {params.port} is out of range")
-    if params.server_id is not None and not 0 < params.server_id < 2**32:
-        raise ConfigError(f"connector {name!r}: server_id {params.server_id} is out of range")
     for setting in ("heartbeat_interval_ms", "topic_partitions", "topic_replication_factor"):
         if getattr(params, setting) < 1:
             raise ConfigError(f"connector {name!r}: {setting} must be at least 1")

@@ -114,7 +114,7 @@ class Reconciler:
             if previous is None:
                 outcome = "created"
                 # A slot engine's connector creates its slot on first start, so a new connector owns it.
-                slot = capture.slot_name if self.engine.capabilities.replication_slots else None
+                slot = capture.ids.slot if self.engine.capabilities.replication_slots else None
                 slot_before = slot is not None and self.engine.slot_exists(slot)
                 baseline = heartbeat_count(bootstrap, plan.heartbeat_key, kafka)
                 if slot is not None and not slot_before:
@@ -247,4 +247,4 @@ class Reconciler:
 
 
 def _slot_and_publication(ids: CaptureIds) -> tuple[str | None, str | None]:
-    return ids.get("slot_name"), ids.get("publication_name")
+    return ids.slot, ids.publication

@@ -161,9 +161,7 @@ def _connector_json(plan: ConnectorPlan, config: dict[str, str]) -> dict[str, An
         "name": plan.name,
         "tier0": plan.tier0,
         "tables": list(plan.capture.table_names),
-        "slot": plan.capture.slot_name,
-        "publication": plan.capture.publication_name,
-        "server_id": plan.capture.server_id,
+        **plan.capture.ids.onboard_fields(),
         "heartbeat_topic": plan.heartbeat_topic,
         "config": mask_mapping(config),
     }
@@ -232,7 +230,7 @@ def plan_onboarding(config: Config, request: OnboardRequest) -> OnboardPlan:
         if not service_checks[0].failed:
             names_check, registered = check_connector_names(connect, configs)
             service_checks.append(names_check)
-            if any(plan.capture.server_id is not None for plan in connectors):
+            if any(plan.capture.ids.onboard_fields()["server_id"] is not None for plan in connectors):
                 in_use = server_ids_in_use(connect, source, names)
     options = PreflightOptions(
         registered=frozenset(registered),

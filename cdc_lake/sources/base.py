@@ -30,7 +30,7 @@ from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.capabilities import EngineCapabilities, TableRewrite
 from cdc_lake.sources.checks import CheckResult
 from cdc_lake.sources.connector import ConnectorParams, ConverterSettings
-from cdc_lake.sources.settings import Connection, Source, Table
+from cdc_lake.sources.settings import CaptureIds, Connection, Source, Table
 from cdc_lake.sources.snapshot import SnapshotSource
 
 _Session = TypeVar("_Session", bound=AbstractContextManager[Any])
@@ -38,13 +38,13 @@ _Session = TypeVar("_Session", bound=AbstractContextManager[Any])
 
 @dataclass(frozen=True)
 class Capture:
-    """What one connector captures: its tables and, per engine, its slot/publication or server id."""
+    """What one connector captures: its tables and the ids its engine names it by on the source (a
+    :class:`~cdc_lake.sources.settings.CaptureIds` of the engine's package: slot and publication, or
+    server id)."""
 
     connector: str
     tables: tuple[Table, ...]
-    slot_name: str | None = None
-    publication_name: str | None = None
-    server_id: int | None = None
+    ids: CaptureIds = field(default_factory=CaptureIds)
 
     @property
     def table_names(self) -> tuple[str, ...]:

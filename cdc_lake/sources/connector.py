@@ -1,10 +1,11 @@
 """What a source's Debezium connector template is filled with: the parameters an engine's hook builds.
 
 :class:`ConnectorParams` holds every template parameter of one connector; each engine's
-``SourceEngine.engine_connector_params`` adds its own (Postgres: database, slot, publication, heartbeat
-table; MySQL/MariaDB: server id, schema-history clients).  :class:`ConverterSettings` chooses the Avro
-converter.  :mod:`cdc_lake.connect.render` fills the templates from them; this module sits below it
-and below the config, so the engines build their parameters without importing either.
+``SourceEngine.engine_connector_params`` adds its own (Postgres: database, heartbeat table;
+MySQL/MariaDB: schema-history clients; each its capture ids' template values).
+:class:`ConverterSettings` chooses the Avro converter. :mod:`cdc_lake.connect.render` fills the
+templates from them; this module sits below it and below the config, so the engines build their
+parameters without importing either.
 """
 
 from __future__ import annotations
@@ -86,14 +87,15 @@ class ConnectorParams:
     tables absent from it keep all their columns.  ``password_env`` is the NAME of the
     environment variable holding the password on the Connect worker.  ``registry_url``
     is the registry server's base URL (``http://host:port``); the API path is added to
-    match the installed converter.  Postgres needs ``database``, ``slot_name``,
-    ``publication_name`` and ``heartbeat_table`` (``schema.table``); MySQL/MariaDB need
-    ``server_id`` and ``kafka_bootstrap`` (for the schema history topic).  ``interval_handling`` is the
-    Postgres connector's ``interval.handling.mode`` (the source's setting).
+    match the installed converter.  Postgres needs ``database`` and ``heartbeat_table``
+    (``schema.table``); MySQL/MariaDB need ``kafka_bootstrap`` (for the schema history topic).
+    ``interval_handling`` is the Postgres connector's ``interval.handling.mode`` (the source's setting).
     ``database_settings`` are extra ``database.*`` connector settings (TLS), added as given.
     ``converter`` chooses the Avro converter (:class:`ConverterSettings`).
     ``schema_history_clients`` are Java Kafka client settings (security) for the MySQL/MariaDB
-    schema-history producer and consumer.
+    schema-history producer and consumer.  ``engine_values`` are the template values the engine's
+    capture ids fill (:meth:`~cdc_lake.sources.settings.CaptureIds.template_values`: Postgres
+    ``slot_name`` and ``publication_name``, MySQL/MariaDB ``server_id``), added to the shared ones.
     """
 
     host: str
@@ -105,10 +107,7 @@ class ConnectorParams:
     registry_url: str
     database: str | None = None
     columns: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    slot_name: str | None = None
-    publication_name: str | None = None
     heartbeat_table: str | None = None
-    server_id: int | None = None
     kafka_bootstrap: str | None = None
     heartbeat_interval_ms: int = round(DEFAULT_HEARTBEAT_SECONDS * 1000)
     interval_handling: str = "numeric"
@@ -117,6 +116,7 @@ class ConnectorParams:
     database_settings: Mapping[str, str] = field(default_factory=dict)
     converter: ConverterSettings = field(default_factory=ConverterSettings)
     schema_history_clients: Mapping[str, str] = field(default_factory=dict)
+    engine_values: Mapping[str, str | None] = field(default_factory=dict)
 
 
 def split_qualified(name: str, setting: str, qualified: str) -> tuple[str, str]:

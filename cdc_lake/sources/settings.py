@@ -13,7 +13,8 @@ A source that sets another engine's setting is refused in one line naming the en
 (``server_id applies only to mariadb/mysql sources``), not as an unknown key: the settings a source
 may set are the union of the registered engines' models.  The source's hooks give shared code what it
 needs of the engine's settings without naming an engine: :meth:`Source.capture_ids` (each connector's
-slot, publication or server id) and :meth:`Source.interval_mode`.
+ids, a :class:`CaptureIds` of the engine's: slot and publication, or server id) and
+:meth:`Source.interval_mode`.
 
 This module imports neither the config nor an engine's driver: the config imports it.
 """
@@ -23,7 +24,8 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Final, Literal, Self, TypedDict, TypeVar
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Final, Literal, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -167,13 +169,42 @@ class Table(ConfigModel):
         return f"{source_name}.{self.name}"
 
 
-class CaptureIds(TypedDict, total=False):
-    """What names one connector's capture on its source: its slot and publication (Postgres) or its
-    server id (MySQL/MariaDB); an engine sets only its own."""
+@dataclass(frozen=True)
+class CaptureIds:
+    """What names one connector's capture on its source, defined by the engine's package: its slot and
+    publication (Postgres), its server id (MySQL/MariaDB).  Shared code asks only what is here: the slot
+    the connector owns (onboarding creates a new connector's slot through it and releases it), a short
+    description, the fields ``cdc-lake onboard --json`` prints and the connector template's values.
 
-    slot_name: str | None
-    publication_name: str | None
-    server_id: int | None
+    This base names nothing, for an engine whose connectors need no ids on the source.  The JSON fields
+    keep the keys they always had (``slot``, ``publication``, ``server_id``; null where an engine has
+    none), an engine's subclass filling its own.
+    """
+
+    ONBOARD_KEYS: ClassVar[tuple[str, ...]] = ("slot", "publication", "server_id")
+
+    @property
+    def slot(self) -> str | None:
+        """The replication slot the connector owns on the source; None where the engine keeps none."""
+        return None
+
+    @property
+    def publication(self) -> str | None:
+        """The publication the connector's slot reads; None where the engine keeps none."""
+        return None
+
+    def describe(self) -> str:
+        """The ids in a few words, for a plan's table (``-``: none)."""
+        return "-"
+
+    def onboard_fields(self) -> dict[str, object]:
+        """The ids as the onboarding's JSON output prints them, one key each."""
+        return dict.fromkeys(self.ONBOARD_KEYS)
+
+    def template_values(self) -> dict[str, str | None]:
+        """The connector template's placeholders the ids fill (None: unset, named when a template
+        needs it)."""
+        return {}
 
 
 class Source(ConfigModel):

@@ -10,7 +10,8 @@ from cdc_lake.capture.plan import name_slug, plan_source, render_config, table_t
 from cdc_lake.config import Connection, Source, Table
 from cdc_lake.connect.render import ConnectorParams
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.sources.postgres.settings import PG_NAME_MAX, tier0_pg_name
+from cdc_lake.sources.mysql.settings import MySqlCaptureIds
+from cdc_lake.sources.postgres.settings import PG_NAME_MAX, PostgresCaptureIds, tier0_pg_name
 
 
 def postgres(tables: list[Table], name: str = "pg") -> Source:
@@ -45,12 +46,12 @@ def test_tier0_tables_get_their_own_connector_slot_and_publication() -> None:
 
     assert tier0.name == "cdc-lake.pg.tier0.shop.customers"
     assert tier0.capture.table_names == ("shop.customers",)
-    assert tier0.capture.slot_name == tier0_pg_name("cdc_lake_pg", "shop.customers")
-    assert tier0.capture.slot_name.startswith("cdc_lake_pg_t0_shop_customers_")
-    assert tier0.capture.publication_name == tier0.capture.slot_name
+    assert tier0.capture.ids.slot == tier0_pg_name("cdc_lake_pg", "shop.customers")
+    assert str(tier0.capture.ids.slot).startswith("cdc_lake_pg_t0_shop_customers_")
+    assert tier0.capture.ids.publication == tier0.capture.ids.slot
     assert shared.name == "cdc-lake.pg"
     assert shared.capture.table_names == ("shop.events", "shop.orders")
-    assert (shared.capture.slot_name, shared.capture.publication_name) == ("cdc_lake_pg", "cdc_lake_pg")
+    assert (shared.capture.ids.slot, shared.capture.ids.publication) == ("cdc_lake_pg", "cdc_lake_pg")
 
 
 def test_a_source_with_only_tier0_tables_has_no_shared_connector() -> None:
@@ -101,8 +102,7 @@ def test_tier0_connectors_have_their_own_heartbeat_topic() -> None:
         params(
             tier0.capture.table_names,
             database="app",
-            slot_name=tier0.capture.slot_name,
-            publication_name=tier0.capture.publication_name,
+            engine_values=tier0.capture.ids.template_values(),
             heartbeat_table="cdc_lake.heartbeat",
         ),
     )
@@ -124,8 +124,7 @@ def test_rendered_config_names_the_password_variable_never_the_password() -> Non
         params(
             shared.capture.table_names,
             database="app",
-            slot_name="cdc_lake_pg",
-            publication_name="cdc_lake_pg",
+            engine_values=PostgresCaptureIds("cdc_lake_pg", "cdc_lake_pg").template_values(),
             heartbeat_table="cdc_lake.heartbeat",
         ),
     )
@@ -144,8 +143,7 @@ def test_configured_keys_become_message_key_columns() -> None:
         params(
             shared.capture.table_names,
             database="app",
-            slot_name="s",
-            publication_name="p",
+            engine_values=PostgresCaptureIds("s", "p").template_values(),
             heartbeat_table="cdc_lake.heartbeat",
         ),
     )
@@ -164,8 +162,7 @@ def test_key_column_with_a_separator_is_refused() -> None:
             params(
                 shared.capture.table_names,
                 database="app",
-                slot_name="s",
-                publication_name="p",
+                engine_values=PostgresCaptureIds("s", "p").template_values(),
                 heartbeat_table="cdc_lake.heartbeat",
             ),
         )
@@ -174,14 +171,22 @@ def test_key_column_with_a_separator_is_refused() -> None:
 def test_binlog_connectors_get_distinct_stable_server_ids_and_a_short_keepalive() -> None:
     source = mariadb([Table(name="app.a", tier=0), Table(name="app.b", tier=0), Table(name="app.c")])
     plans = plan_source(source, source.tables)
-    ids = [plan.capture.server_id for plan in plans]
+    ids = [MySqlCaptureIds.of(plan.capture.ids).server_id for plan in plans]
 
     config = render_config(
-        "mariadb", plans[-1], params(plans[-1].capture.table_names, server_id=5401, kafka_bootstrap="k:9092")
+        "mariadb",
+        plans[-1],
+        params(
+            plans[-1].capture.table_names,
+            engine_values=MySqlCaptureIds(5401).template_values(),
+            kafka_bootstrap="k:9092",
+        ),
     )
 
     assert ids[-1] == 5401
     assert len(set(ids)) == 3
-    assert ids == [plan.capture.server_id for plan in plan_source(source, source.tables)]
+    assert ids == [
+        MySqlCaptureIds.of(plan.capture.ids).server_id for plan in plan_source(source, source.tables)
+    ]
     assert int(config["connect.keep.alive.interval.ms"]) == int(config["heartbeat.interval.ms"]) // 2
-    assert (plans[0].capture.slot_name, plans[0].capture.publication_name) == (None, None)
+    assert (plans[0].capture.ids.slot, plans[0].capture.ids.publication) == (None, None)

@@ -24,6 +24,8 @@ from cdc_lake.exceptions import ConfigError
 from cdc_lake.redaction import MASK, mask_mapping
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.base import Capture, ConnectorEndpoints
+from cdc_lake.sources.mysql.settings import MySqlCaptureIds
+from cdc_lake.sources.postgres.settings import PostgresCaptureIds
 
 REGISTRY = "http://127.0.0.1:18081"
 
@@ -36,9 +38,8 @@ PG = ConnectorParams(
     tables=["public.orders", "public.order-items"],
     registry_url=REGISTRY,
     database="shop",
-    slot_name="cdc_pg1",
-    publication_name="cdc_pg1_pub",
     heartbeat_table="cdc_lake.heartbeat",
+    engine_values=PostgresCaptureIds("cdc_pg1", "cdc_pg1_pub").template_values(),
 )
 
 BINLOG = ConnectorParams(
@@ -49,8 +50,8 @@ BINLOG = ConnectorParams(
     topic_prefix="my1",
     tables=["shop.orders", "shop.items", "crm.users"],
     registry_url=REGISTRY,
-    server_id=5401,
     kafka_bootstrap="127.0.0.1:19092",
+    engine_values=MySqlCaptureIds(5401).template_values(),
 )
 
 CONNECTOR_CLASSES = {
@@ -111,7 +112,8 @@ def test_a_sources_heartbeat_interval_reaches_its_connectors(engine: str) -> Non
     source = Source.model_validate(
         {"name": "src", "engine": engine, "primary": primary, "tables": [{"name": "s.t"}], **extra}
     )
-    capture = Capture("cdc-lake.src", tuple(source.tables), slot_name="s", publication_name="p", server_id=7)
+    ids = PostgresCaptureIds("s", "p") if engine == "postgres" else MySqlCaptureIds(7)
+    capture = Capture("cdc-lake.src", tuple(source.tables), ids)
     endpoints = ConnectorEndpoints("PW", "http://registry", "k:9092")
 
     def rendered(seconds: float | None) -> dict[str, str]:
@@ -257,10 +259,20 @@ def test_frozen_columns_listed_and_other_tables_kept_whole() -> None:
 @pytest.mark.parametrize(
     ("engine", "params", "placeholder", "param"),
     [
-        ("postgres", replace(PG, slot_name=None), "slot_name", "slot_name"),
+        (
+            "postgres",
+            replace(PG, engine_values=PostgresCaptureIds(None, "p").template_values()),
+            "slot_name",
+            "slot_name",
+        ),
         ("postgres", replace(PG, database=None), "database", "database"),
         ("postgres", replace(PG, heartbeat_table=None), "heartbeat_action_query", "heartbeat_table"),
-        ("mysql", replace(BINLOG, server_id=None), "server_id", "server_id"),
+        (
+            "mysql",
+            replace(BINLOG, engine_values=MySqlCaptureIds().template_values()),
+            "server_id",
+            "server_id",
+        ),
         ("mariadb", replace(BINLOG, kafka_bootstrap=None), "kafka_bootstrap", "kafka_bootstrap"),
     ],
 )
@@ -302,7 +314,6 @@ def test_env_placeholder_syntax_passes_through_untouched(monkeypatch: pytest.Mon
         ({"columns": {"public.missing": ["id"]}}, "public.missing"),
         ({"columns": {"public.orders": []}}, "public.orders"),
         ({"heartbeat_interval_ms": 0}, "heartbeat_interval_ms"),
-        ({"server_id": 2**32}, "server_id"),
     ],
 )
 def test_bad_parameters_are_refused_by_name(change: dict[str, object], fragment: str) -> None:
@@ -311,6 +322,17 @@ def test_bad_parameters_are_refused_by_name(change: dict[str, object], fragment:
 
     assert fragment in str(err.value)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("server_id", [0, 2**32])
+def test_a_server_id_out_of_range_is_refused_by_name(server_id: int) -> None:
+    with pytest.raises(ConfigError, match=rf"^server_id {server_id} is out of range$"):
+        MySqlCaptureIds(server_id).template_values()
+
+
+def test_engine_values_cannot_replace_shared_ones() -> None:
+    with pytest.raises(ConfigError, match=r"engine values replace shared ones: host$"):
+        render_connector("postgres", "pg1", replace(PG, engine_values={**PG.engine_values, "host": "x"}))
 
 
 def test_unknown_engine_and_bad_connector_name_are_refused() -> None:

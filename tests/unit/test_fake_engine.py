@@ -34,6 +34,7 @@ from cdc_lake.decode.envelope import ChangeEvent, decode_message
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
 from cdc_lake.exceptions import ConfigError, DecodeError
 from cdc_lake.kafka.reader import RawMessage
+from cdc_lake.sources.settings import CaptureIds
 
 KEY_ID, VALUE_ID = 1, 2
 KEY_SCHEMA = key_schema(fake.TOPIC, [required("id", "int")])
@@ -85,7 +86,7 @@ def test_a_source_of_the_engine_loads_with_its_own_rules_only(tmp_path: Path) ->
         1,
     )
     assert not hasattr(fk, "server_id") and not hasattr(fk, "slot_name"), "no other engine's settings"
-    assert fk.capture_ids(["shop.items"]) == {None: {}, "shop.items": {}}
+    assert fk.capture_ids(["shop.items"]) == {None: CaptureIds(), "shop.items": CaptureIds()}
 
 
 def test_the_engines_own_settings_are_read_and_refused_elsewhere(tmp_path: Path) -> None:

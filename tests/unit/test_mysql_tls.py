@@ -17,7 +17,7 @@ from cdc_lake.config import Source, load_config
 from cdc_lake.exceptions import ConfigError, SourceEngineError
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.base import Capture, ConnectorEndpoints
-from cdc_lake.sources.mysql.settings import MySqlConnection
+from cdc_lake.sources.mysql.settings import MySqlCaptureIds, MySqlConnection
 from cdc_lake.sources.mysql.tls import ensure_truststore, jdbc_properties, pymysql_settings
 
 PASSWORD_ENV = "TEST_TRUSTSTORE_PASSWORD"
@@ -139,7 +139,7 @@ def test_connector_gets_ssl_mode_and_truststore_with_the_password_as_a_placehold
             "tables": [{"name": "app.items"}],
         }
     )
-    capture = Capture("cdc-lake.maria", tuple(source.tables), server_id=7)
+    capture = Capture("cdc-lake.maria", tuple(source.tables), MySqlCaptureIds(7))
     endpoints = ConnectorEndpoints("DB_PW", "http://registry", "kafka:9092")
     settings = dict(engine_for(source).connector_params(capture, endpoints).database_settings)
     assert settings == {

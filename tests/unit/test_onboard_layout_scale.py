@@ -32,8 +32,8 @@ def test_two_hundred_tables_take_one_shared_connector_and_one_per_tier_zero_tabl
     assert len(plans) == TIER0 + 1
     shared = [p for p in plans if not p.tier0]
     assert len(shared) == 1 and len(shared[0].capture.tables) == TABLES - TIER0
-    slots = {p.capture.slot_name for p in plans}
-    publications = {p.capture.publication_name for p in plans}
+    slots = {p.capture.ids.slot for p in plans}
+    publications = {p.capture.ids.publication for p in plans}
     assert len(slots) == len(publications) == TIER0 + 1
 
 

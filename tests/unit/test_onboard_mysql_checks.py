@@ -24,6 +24,7 @@ from cdc_lake.sources.mysql.checks import (
     retention_seconds,
 )
 from cdc_lake.sources.mysql.engine import MariaDbEngine
+from cdc_lake.sources.mysql.settings import MySqlCaptureIds
 
 PRODUCTS = MyTableFacts(
     name="app.products", exists=True, columns=("id", "sku"), primary_key=("id",), can_select=True
@@ -60,7 +61,7 @@ MYSQL = replace(
     variables={**MARIADB.variables, "gtid_mode": "ON", "enforce_gtid_consistency": "ON"},
     privileges=frozenset({"SELECT", "RELOAD", "REPLICATION SLAVE", "REPLICATION CLIENT"}),
 )
-CAPTURE = Capture(connector="cdc-lake.maria", tables=(Table(name="app.products"),), server_id=5401)
+CAPTURE = Capture(connector="cdc-lake.maria", tables=(Table(name="app.products"),), ids=MySqlCaptureIds(5401))
 
 
 def check(
@@ -149,7 +150,7 @@ def test_missing_grants_are_named() -> None:
 
 
 def test_server_id_used_by_a_server_or_another_connector_fails() -> None:
-    primary = check("server id", capture=replace(CAPTURE, server_id=1))
+    primary = check("server id", capture=replace(CAPTURE, ids=MySqlCaptureIds(1)))
     connector = check("server id", options=PreflightOptions(server_ids_in_use={5401: "connector other"}))
 
     assert primary.failed
@@ -173,7 +174,7 @@ def test_server_ids_warn_when_the_primary_refused_to_list_its_replicas() -> None
         "GRANT REPLICATION SLAVE ON *.* TO cdc@% (SHOW REPLICAS), or make sure no other replica of the "
         "primary uses this server id"
     )
-    assert check("server id", replace(refused), capture=replace(CAPTURE, server_id=1)).failed
+    assert check("server id", replace(refused), capture=replace(CAPTURE, ids=MySqlCaptureIds(1))).failed
 
 
 def test_missing_or_unreadable_tables_fail() -> None:

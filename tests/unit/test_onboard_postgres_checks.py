@@ -28,6 +28,7 @@ from cdc_lake.sources.postgres.checks import (
     evaluate,
 )
 from cdc_lake.sources.postgres.engine import PostgresEngine
+from cdc_lake.sources.postgres.settings import PostgresCaptureIds
 
 CUSTOMERS = PgTableFacts(
     name="shop.customers",
@@ -85,14 +86,14 @@ HEALTHY = PostgresFacts(
 TIER0 = Capture(
     connector="cdc-lake.pg.tier0.shop.customers",
     tables=(Table(name="shop.customers", tier=0),),
-    slot_name="cdc_lake_pg_t0_shop_customers_1a2b3c4d",
-    publication_name="cdc_lake_pg_t0_shop_customers_1a2b3c4d",
+    ids=PostgresCaptureIds(
+        "cdc_lake_pg_t0_shop_customers_1a2b3c4d", "cdc_lake_pg_t0_shop_customers_1a2b3c4d"
+    ),
 )
 SHARED = Capture(
     connector="cdc-lake.pg",
     tables=(Table(name="shop.orders"),),
-    slot_name="cdc_lake_pg",
-    publication_name="cdc_lake_pg",
+    ids=PostgresCaptureIds("cdc_lake_pg", "cdc_lake_pg"),
 )
 CAPTURES = [TIER0, SHARED]
 

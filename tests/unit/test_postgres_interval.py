@@ -16,6 +16,7 @@ from cdc_lake.exceptions import BootstrapError, DecodeError
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.base import Capture, ConnectorEndpoints
 from cdc_lake.sources.column_types import refusals
+from cdc_lake.sources.postgres.settings import PostgresCaptureIds
 from cdc_lake.sources.snapshot import SourceColumn, TableShape
 from cdc_lake_bootstrap.lake_types import Conversion, column_reads
 
@@ -34,7 +35,7 @@ def _source(engine: str = "postgres", **settings: Any) -> Source:
 
 
 def _rendered(source: Source) -> dict[str, str]:
-    capture = Capture("cdc-lake.src", tuple(source.tables), slot_name="slot", publication_name="pub")
+    capture = Capture("cdc-lake.src", tuple(source.tables), PostgresCaptureIds("slot", "pub"))
     endpoints = ConnectorEndpoints("PW", "http://registry", "k:9092")
     params = engine_for(source).connector_params(capture, endpoints)
     return render_connector(source.engine, "cdc-lake.src", params)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from cdc_lake.sources.base import Capture, Change, ConnectorEndpoints, PreflightOptions
 from cdc_lake.sources.connector import ConnectorParams
 from cdc_lake.sources.mysql.connection import MySqlBase
+from cdc_lake.sources.mysql.settings import MySqlCaptureIds
 from cdc_lake.sources.mysql.tls import connector_settings, ensure_truststore
 
 
@@ -48,7 +49,7 @@ class MySqlCapture(MySqlBase):
         """The binlog connector's server id, schema history clients and TLS settings."""
         return replace(
             shared,
-            server_id=capture.server_id,
+            engine_values=MySqlCaptureIds.of(capture.ids).template_values(),
             kafka_bootstrap=endpoints.kafka_bootstrap,
             schema_history_clients=endpoints.kafka_clients,
             database_settings=connector_settings(self.flavor, self.settings.primary),

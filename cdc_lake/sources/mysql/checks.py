@@ -17,7 +17,7 @@ from cdc_lake.sources.checks import (
     check_source_tls,
     name_list,
 )
-from cdc_lake.sources.mysql.settings import MySqlConnection
+from cdc_lake.sources.mysql.settings import MySqlCaptureIds, MySqlConnection
 from cdc_lake.sources.settings import Connection, Source, engine_model
 
 MIN_BINLOG_RETENTION_SECONDS = 3 * 86_400
@@ -237,10 +237,9 @@ def check_server_ids(
 ) -> CheckResult:
     """Each connector's server id differs from every server and binlog client of this source; a warning
     when the primary refused to list its registered replicas (their ids were not compared)."""
+    server_ids = [MySqlCaptureIds.of(capture.ids).server_id for capture in captures]
     clashes = [
-        f"{capture.server_id} ({in_use[capture.server_id]})"
-        for capture in captures
-        if capture.server_id is not None and capture.server_id in in_use
+        f"{server_id} ({in_use[server_id]})" for server_id in server_ids if server_id and server_id in in_use
     ]
     if clashes:
         return CheckResult.fail(
@@ -248,7 +247,7 @@ def check_server_ids(
             f"already used by {name_list(clashes)}",
             "set server_id in the source config to an id no server or connector of this source uses",
         )
-    ids = ", ".join(str(capture.server_id) for capture in captures)
+    ids = ", ".join(str(server_id) for server_id in server_ids)
     if facts.replicas_unlisted is not None:
         privilege, query = _LIST_REPLICAS[facts.flavor]
         return CheckResult.warn(

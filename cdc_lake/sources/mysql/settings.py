@@ -1,7 +1,8 @@
 """A MySQL or MariaDB source's own settings: its server id, and its connections' TLS.
 
 :class:`MySqlSource` requires the server id its connector reads the binlog as; each tier-0 table's
-connector gets a stable id of its own derived from it (:meth:`MySqlSource.capture_ids`).
+connector gets a stable id of its own derived from it (:meth:`MySqlSource.capture_ids`), each a
+:class:`MySqlCaptureIds`.
 :class:`MySqlConnection` adds the TLS settings: with ``ssl_ca`` every connection requires TLS and
 verifies the server's chain against that CA (PEM), and ``ssl_verify_identity`` also checks the host
 name (pymysql, the JDBC drivers, Debezium's ``database.ssl.mode``).  Debezium reads the CA from a
@@ -14,6 +15,7 @@ the Connect workers).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Final
 
@@ -56,6 +58,33 @@ class MySqlConnection(Connection):
         return self.ssl_truststore or str(Path(self.ssl_ca).with_suffix(".p12"))
 
 
+@dataclass(frozen=True)
+class MySqlCaptureIds(CaptureIds):
+    """A binlog connector's server id: the replica id it reads the binlog as (None: unset, refused where
+    the template needs it)."""
+
+    server_id: int | None = None
+
+    @classmethod
+    def of(cls, ids: CaptureIds) -> MySqlCaptureIds:
+        """``ids`` as a binlog connector's; a capture planned without them names no server id."""
+        return ids if isinstance(ids, MySqlCaptureIds) else cls()
+
+    def describe(self) -> str:
+        """``server id N``."""
+        return f"server id {self.server_id}"
+
+    def onboard_fields(self) -> dict[str, object]:
+        """``server_id``."""
+        return {**super().onboard_fields(), "server_id": self.server_id}
+
+    def template_values(self) -> dict[str, str | None]:
+        """``server_id``; ConfigError outside the ids a server takes (1 to 2^32 - 1)."""
+        if self.server_id is not None and not 0 < self.server_id < 2**32:
+            raise ConfigError(f"server_id {self.server_id} is out of range")
+        return {"server_id": None if self.server_id is None else str(self.server_id)}
+
+
 class MySqlSource(Source):
     """A MySQL or MariaDB source: the server id its connector reads the binlog as."""
 
@@ -75,14 +104,14 @@ class MySqlSource(Source):
     def capture_ids(self, tier0_tables: Sequence[str]) -> dict[str | None, CaptureIds]:
         """The source's server id for the shared connector; per tier-0 table a stable id: the source's
         plus an offset hashed from the table name, distinct from the others."""
-        ids: dict[str | None, CaptureIds] = {None: CaptureIds(server_id=self.server_id)}
+        ids: dict[str | None, CaptureIds] = {None: MySqlCaptureIds(server_id=self.server_id)}
         if self.server_id is None:
-            return {**ids, **{name: CaptureIds() for name in tier0_tables}}
+            return {**ids, **{name: MySqlCaptureIds() for name in tier0_tables}}
         taken = {self.server_id}
         for name in tier0_tables:
             candidate = self.server_id + 1 + int(short_digest(name), 16) % _TIER0_SERVER_ID_SPREAD
             while candidate in taken or candidate > _MAX_SERVER_ID:
                 candidate = candidate + 1 if candidate < _MAX_SERVER_ID else 1
             taken.add(candidate)
-            ids[name] = CaptureIds(server_id=candidate)
+            ids[name] = MySqlCaptureIds(server_id=candidate)
         return ids

@@ -31,6 +31,7 @@ from cdc_lake.sources.postgres.catalog import (
 from cdc_lake.sources.postgres.checks import identity_gap
 from cdc_lake.sources.postgres.connection import POLL_SECONDS, Conn, PostgresBase
 from cdc_lake.sources.postgres.rewrites import INSTALL, REWRITE_LOG
+from cdc_lake.sources.postgres.settings import PostgresCaptureIds
 from cdc_lake.sources.settings import Table
 
 PUBLISHED = "insert, update, delete, truncate"
@@ -57,7 +58,7 @@ class PostgresCapture(PostgresBase):
                     f"ALTER TABLE {name} REPLICA IDENTITY FULL"
                     for name in _needs_full_identity(conn, capture.tables)
                 ]
-            publication = capture.publication_name or ""
+            publication = capture.ids.publication or ""
             current = publication_tables(conn, publication)
             if current is None:
                 listed = ", ".join([HEARTBEAT_TABLE, *capture.table_names])
@@ -71,7 +72,7 @@ class PostgresCapture(PostgresBase):
     def prepare(self, capture: Capture, options: PreflightOptions) -> list[Change]:
         """Create the heartbeat table, set REPLICA IDENTITY FULL if asked, and create the publication."""
         changes: list[Change] = []
-        publication = capture.publication_name or ""
+        publication = capture.ids.publication or ""
         with self._connect() as conn:
             if not heartbeat_facts(conn).exists:
                 schema, _ = split_name(HEARTBEAT_TABLE)
@@ -104,7 +105,7 @@ class PostgresCapture(PostgresBase):
 
     def publish(self, capture: Capture) -> list[Change]:
         """Add the capture's missing tables to its publication and drop those it no longer captures."""
-        publication = capture.publication_name or ""
+        publication = capture.ids.publication or ""
         changes: list[Change] = []
         with self._connect() as conn:
             current = publication_tables(conn, publication)
@@ -226,8 +227,7 @@ class PostgresCapture(PostgresBase):
             shared,
             database=self.database,
             interval_handling=self.settings.interval_handling,
-            slot_name=capture.slot_name,
-            publication_name=capture.publication_name,
+            engine_values=PostgresCaptureIds.of(capture.ids).template_values(),
             heartbeat_table=HEARTBEAT_TABLE,
             database_settings={f"database.{key}": value for key, value in primary.tls_settings().items()},
         )

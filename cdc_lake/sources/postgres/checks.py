@@ -235,7 +235,7 @@ def check_wal_level(facts: PostgresFacts) -> CheckResult:
 
 
 def _new_slots(facts: PostgresFacts, captures: Sequence[Capture]) -> list[str]:
-    return [c.slot_name for c in captures if c.slot_name is not None and c.slot_name not in facts.slots]
+    return [c.ids.slot for c in captures if c.ids.slot is not None and c.ids.slot not in facts.slots]
 
 
 def check_replication_slots(facts: PostgresFacts, captures: Sequence[Capture]) -> CheckResult:
@@ -263,7 +263,7 @@ def check_wal_senders(
     needed = sum(
         1
         for capture in captures
-        if not (capture.connector in options.registered and _slot_active(facts, capture.slot_name))
+        if not (capture.connector in options.registered and _slot_active(facts, capture.ids.slot))
     )
     detail = f"{facts.wal_senders_used} of {limit} used, {needed} needed"
     if needed > free:
@@ -458,7 +458,7 @@ def check_publications(facts: PostgresFacts, captures: Sequence[Capture]) -> Che
     name = "publication"
     problems = []
     for capture in captures:
-        publication = capture.publication_name or ""
+        publication = capture.ids.publication or ""
         existing = facts.publications.get(publication)
         current = existing.tables if existing is not None else frozenset()
         to_add = [t for t in capture.table_names if t not in current]
@@ -481,7 +481,7 @@ def check_publications(facts: PostgresFacts, captures: Sequence[Capture]) -> Che
             "tables must be owned by the user (or create the publication as their owner)",
         )
     states = [
-        f"{c.publication_name} {'exists' if c.publication_name in facts.publications else 'will be created'}"
+        f"{c.ids.publication} {'exists' if c.ids.publication in facts.publications else 'will be created'}"
         for c in captures
     ]
     return CheckResult.ok(name, name_list(states))
@@ -537,7 +537,7 @@ def check_slots(facts: PostgresFacts, captures: Sequence[Capture], options: Pref
     """A planned slot that already exists must be a pgoutput slot of this database, unused by others."""
     problems, resumed = [], []
     for capture in captures:
-        slot = facts.slots.get(capture.slot_name or "")
+        slot = facts.slots.get(capture.ids.slot or "")
         if slot is None:
             continue
         if slot.slot_type != "logical":

@@ -104,17 +104,17 @@ class PostgresOperations(PostgresBase):
         self, captures: Sequence[Capture], offsets: Mapping[str, Mapping[str, object]]
     ) -> list[CaptureLag]:
         """Each capture's slot: WAL it retains and has not confirmed, ``active``, ``wal_status``."""
-        slots = [capture.slot_name for capture in captures if capture.slot_name]
+        slots = [capture.ids.slot for capture in captures if capture.ids.slot]
         with self._connect() as conn:
             rows = conn.execute(_SLOT_LAG_QUERY, (slots,)).fetchall()
             primary = str(one_row(conn.execute("select pg_current_wal_lsn()::text").fetchone())[0])
         found = {str(row[0]): row for row in rows}
         lags = []
         for capture in captures:
-            row = found.get(capture.slot_name or "")
+            row = found.get(capture.ids.slot or "")
             if row is None:
                 lags.append(
-                    CaptureLag(capture.connector, "missing", slot=capture.slot_name, primary_position=primary)
+                    CaptureLag(capture.connector, "missing", slot=capture.ids.slot, primary_position=primary)
                 )
                 continue
             _, active, wal_status, safe, retained, unconfirmed, confirmed = row
@@ -124,7 +124,7 @@ class PostgresOperations(PostgresBase):
                     str(wal_status or "lost"),
                     retained_bytes=None if retained is None else max(0, int(retained)),
                     unconfirmed_bytes=None if unconfirmed is None else max(0, int(unconfirmed)),
-                    slot=capture.slot_name,
+                    slot=capture.ids.slot,
                     active=bool(active),
                     safe_bytes=None if safe is None else int(safe),
                     position=None if confirmed is None else str(confirmed),

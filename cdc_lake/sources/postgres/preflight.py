@@ -48,8 +48,8 @@ class PostgresPreflight(PostgresBase):
     def read_facts(self, captures: Sequence[Capture]) -> PostgresFacts:
         """Everything the checks judge, read from the primary and the replica."""
         tables = [table for capture in captures for table in capture.tables]
-        slot_names = [c.slot_name for c in captures if c.slot_name]
-        publication_names = [c.publication_name for c in captures if c.publication_name]
+        slot_names = [c.ids.slot for c in captures if c.ids.slot]
+        publication_names = [c.ids.publication for c in captures if c.ids.publication]
         with self._connect() as conn:
             settings: dict[Any, Any] = dict(
                 conn.execute(

@@ -1,18 +1,19 @@
 """A Postgres source's own settings: its slot, publication and interval encoding, and its connections' TLS.
 
-:class:`PostgresSource` requires a database to connect to and names the slot and publication after
-the source unless set; each tier-0 table gets a slot and publication of its own
-(:func:`tier0_pg_name`).  :class:`PostgresConnection` adds ``sslmode`` and ``sslrootcert``, used by
-every connection cdc-lake opens to the server (preflight, positions, lag, bootstrap and validate JDBC
-reads) and rendered into the Debezium connector (``database.sslmode``, ``database.sslrootcert``: the
-path must exist on the Connect workers too).  ``verify-full`` checks the certificate chain and the
-host name.
+:class:`PostgresSource` requires a database to connect to and names the slot and publication after the
+source unless set; each tier-0 table gets a slot and publication of its own (:func:`tier0_pg_name`),
+both a connector's :class:`PostgresCaptureIds`. :class:`PostgresConnection` adds ``sslmode`` and
+``sslrootcert``, used by every connection cdc-lake opens to the server (preflight, positions, lag,
+bootstrap and validate JDBC reads) and rendered into the Debezium connector (``database.sslmode``,
+``database.sslrootcert``: the path must exist on the Connect workers too). ``verify-full`` checks the
+certificate chain and the host name.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar, Final, Literal
 
 from pydantic import model_validator
@@ -33,6 +34,41 @@ def tier0_pg_name(base: str, table_name: str) -> str:
     readable = _UNSAFE_PG_CHARS.sub("_", f"{base}_t0_{table_name.replace('.', '_')}".lower())
     suffix = f"_{short_digest(table_name)}"
     return readable[: PG_NAME_MAX - len(suffix)] + suffix
+
+
+@dataclass(frozen=True)
+class PostgresCaptureIds(CaptureIds):
+    """A Postgres connector's slot and publication (None: unset, refused where a template needs it)."""
+
+    slot_name: str | None = None
+    publication_name: str | None = None
+
+    @classmethod
+    def of(cls, ids: CaptureIds) -> PostgresCaptureIds:
+        """``ids`` as a Postgres connector's; a capture planned without them names neither."""
+        return ids if isinstance(ids, PostgresCaptureIds) else cls()
+
+    @property
+    def slot(self) -> str | None:
+        """The connector's replication slot."""
+        return self.slot_name
+
+    @property
+    def publication(self) -> str | None:
+        """The publication the slot reads."""
+        return self.publication_name
+
+    def describe(self) -> str:
+        """The slot's name."""
+        return self.slot_name or ""
+
+    def onboard_fields(self) -> dict[str, object]:
+        """``slot`` and ``publication``."""
+        return {**super().onboard_fields(), "slot": self.slot_name, "publication": self.publication_name}
+
+    def template_values(self) -> dict[str, str | None]:
+        """``slot_name`` and ``publication_name``."""
+        return {"slot_name": self.slot_name, "publication_name": self.publication_name}
 
 
 class PostgresConnection(Connection):
@@ -80,10 +116,10 @@ class PostgresSource(Source):
     def capture_ids(self, tier0_tables: Sequence[str]) -> dict[str | None, CaptureIds]:
         """The source's slot and publication for the shared connector; each tier-0 table its own."""
         ids: dict[str | None, CaptureIds] = {
-            None: CaptureIds(slot_name=self.slot_name, publication_name=self.publication_name)
+            None: PostgresCaptureIds(slot_name=self.slot_name, publication_name=self.publication_name)
         }
         for name in tier0_tables:
-            ids[name] = CaptureIds(
+            ids[name] = PostgresCaptureIds(
                 slot_name=tier0_pg_name(self.slot_name, name) if self.slot_name else None,
                 publication_name=tier0_pg_name(self.publication_name, name)
                 if self.publication_name

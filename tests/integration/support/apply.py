@@ -40,6 +40,8 @@ from cdc_lake.decode.types import stash_logical_types
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.lake.columns import METADATA_FIELDS
+from cdc_lake.sources.mysql.settings import MySqlCaptureIds
+from cdc_lake.sources.postgres.settings import PostgresCaptureIds
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.mariadb import MariaDbPrimary, MariaDbReplica
 from cdc_lake.stack.service import DEMO_DATABASE, HOST
@@ -161,10 +163,9 @@ def postgres_capture(
         tables=[f"{schema}.{table}"],
         registry_url=stack.registry.base_url,
         database=DEMO_DATABASE,
-        slot_name=schema,
-        publication_name=schema,
         heartbeat_table=f"{schema}.heartbeat",
         heartbeat_interval_ms=1000,
+        engine_values=PostgresCaptureIds(slot_name=schema, publication_name=schema).template_values(),
     )
     _start(stack, connect, "postgres", name, params)
     try:
@@ -209,9 +210,9 @@ def mariadb_capture(
         topic_prefix=name,
         tables=[f"{database}.{table}"],
         registry_url=stack.registry.base_url,
-        server_id=server_id,
         kafka_bootstrap=stack.kafka.address(),
         heartbeat_interval_ms=1000,
+        engine_values=MySqlCaptureIds(server_id=server_id).template_values(),
     )
     _start(stack, connect, "mariadb", name, params)
     try:
