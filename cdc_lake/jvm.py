@@ -1,10 +1,11 @@
 """JVM artifacts the product needs, declared in one place and resolved through Maven.
 
 Every jar that Spark jobs or the local stack load is named here as Maven
-coordinates, a source engine's Debezium connector plugin and JDBC driver by the
-engine's name (:mod:`cdc_lake.engines`).  This module reads nothing of the engines
-themselves (:mod:`cdc_lake.sources`, which render connectors and read the config): the
-Spark session and the connector rendering, below them, take their versions from here.
+coordinates, but a source engine's: its Debezium connector plugin and JDBC driver are
+declared by the engine (:attr:`~cdc_lake.sources.capabilities.EngineCapabilities.jvm_artifacts`)
+and collected here from the registry, by engine name (:data:`DEBEZIUM_PLUGINS`,
+:data:`JDBC_DRIVERS`), so a new engine needs no edit here.  The registry's package imports
+no driver and nothing of this module.
 :func:`resolve` writes a throw-away POM listing one artifact set,
 lets ``mvn dependency:copy-dependencies`` fetch the set with its transitive
 dependencies from Maven Central, and caches the result under
@@ -30,8 +31,8 @@ from pathlib import Path
 from typing import Final
 from xml.sax.saxutils import escape
 
-from cdc_lake.engines import ENGINE_NAMES, EngineName
 from cdc_lake.exceptions import JvmArtifactError
+from cdc_lake.sources import ENGINES, EngineCapabilities
 
 SPARK_VERSION_LINE = "3.5"
 SCALA_BINARY_VERSION = "2.12"
@@ -111,14 +112,37 @@ def _kafka_excluded() -> tuple[str, ...]:
     )
 
 
-JDBC_DRIVERS: Final[Mapping[EngineName, MavenArtifact]] = {
-    "postgres": MavenArtifact("org.postgresql", "postgresql", "42.7.7"),
-    "mariadb": MavenArtifact("org.mariadb.jdbc", "mariadb-java-client", "3.5.3"),
-    "mysql": MavenArtifact("com.mysql", "mysql-connector-j", "9.1.0"),
-}
+def _coordinate(coordinate: str) -> MavenArtifact:
+    """``group:artifact:version`` as a jar artifact."""
+    group, artifact, version = coordinate.split(":")
+    return MavenArtifact(group, artifact, version)
+
+
+def jdbc_driver(engine: EngineCapabilities) -> MavenArtifact:
+    """The JDBC driver ``engine`` declares."""
+    return _coordinate(engine.jvm_artifacts.jdbc_driver)
+
+
+def debezium_plugin(engine: EngineCapabilities) -> ArtifactSet:
+    """The Connect plugin directory of the Debezium connector ``engine`` declares, at
+    :data:`DEBEZIUM_VERSION`, without the Kafka jars the worker provides."""
+    return ArtifactSet(
+        name=f"debezium-{engine.name}",
+        artifacts=(
+            MavenArtifact(
+                "io.debezium",
+                engine.jvm_artifacts.debezium_connector,
+                DEBEZIUM_VERSION,
+                exclusions=_kafka_excluded(),
+            ),
+        ),
+    )
+
+
+JDBC_DRIVERS: Final[Mapping[str, MavenArtifact]] = {name: jdbc_driver(caps) for name, caps in ENGINES.items()}
 """Each engine's JDBC driver (a self-contained jar), for the bootstrap's partitioned replica reads, in
-the order Spark's classpath lists them; the engine names the driver's class in its JDBC access
-(:meth:`cdc_lake.sources.snapshot.SnapshotSource.jdbc_access`)."""
+the order Spark's classpath lists them (the registry's); the engine names the driver's class in its JDBC
+access (:meth:`cdc_lake.sources.snapshot.SnapshotSource.jdbc_access`)."""
 
 
 def spark_jars(spark_version: str) -> ArtifactSet:
@@ -201,16 +225,8 @@ JMX_EXPORTER_AGENT = ArtifactSet(
 """Prometheus' JMX exporter as a Java agent (one shaded jar): the Connect workers serve Debezium's
 metrics with it, under the rules in ``cdc_lake/stack/resources/jmx-exporter-connect.yaml``."""
 
-DEBEZIUM_PLUGINS = {
-    engine: ArtifactSet(
-        name=f"debezium-{engine}",
-        artifacts=(
-            MavenArtifact(
-                "io.debezium", f"debezium-connector-{engine}", DEBEZIUM_VERSION, exclusions=_kafka_excluded()
-            ),
-        ),
-    )
-    for engine in ENGINE_NAMES
+DEBEZIUM_PLUGINS: Final[Mapping[str, ArtifactSet]] = {
+    name: debezium_plugin(caps) for name, caps in ENGINES.items()
 }
 """One Connect plugin directory per Debezium connector (isolated classloaders)."""
 

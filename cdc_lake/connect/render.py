@@ -1,6 +1,9 @@
-"""Debezium connector configs rendered from the reviewed templates in ``templates/<engine>.json`` here.
+"""Debezium connector configs rendered from the engines' reviewed templates.
 
-The templates are data of this package (connectors/README.md says what the Connect worker needs).
+Each engine declares its template, a JSON file of package data in its own package
+(:attr:`~cdc_lake.sources.capabilities.EngineCapabilities.connector_template`, e.g.
+``cdc_lake/sources/postgres/connector.json``); this module reads it by the registry, so a new engine
+needs no edit here (connectors/README.md says what the Connect worker needs).
 A template is a flat JSON object of Kafka Connect settings whose values may hold
 ``{{placeholder}}`` markers.  :func:`render_connector` fills them from a typed
 :class:`ConnectorParams`; a marker left without a value is an error naming it.  The
@@ -18,8 +21,8 @@ from collections.abc import Mapping
 from importlib import resources
 
 from cdc_lake import jvm
-from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.sources import ENGINES, capabilities_for
 from cdc_lake.sources.connector import (
     CONVERTER_SIDES,
     CONVERTERS,
@@ -66,8 +69,8 @@ def render_connector(engine: str, name: str, params: ConnectorParams) -> dict[st
 
     Raises :class:`ConfigError` naming the parameter or placeholder at fault.
     """
-    if engine not in ENGINE_NAMES:
-        known = ", ".join(ENGINE_NAMES)
+    if engine not in ENGINES:
+        known = ", ".join(ENGINES)
         raise ConfigError(f"connector {name!r}: unknown source engine {engine!r} (expected one of {known})")
     _check_params(name, params)
     tables = [split_qualified(name, "tables", table) for table in params.tables]
@@ -186,8 +189,8 @@ def connector_class(engine: str) -> str:
 
 
 def _template(engine: str) -> dict[str, str]:
-    template = resources.files("cdc_lake.connect").joinpath("templates", f"{engine}.json")
-    text = template.read_text(encoding="utf-8")
+    declared = capabilities_for(engine).connector_template
+    text = resources.files(declared.package).joinpath(declared.resource).read_text(encoding="utf-8")
     loaded: dict[str, str] = json.loads(text)
     return loaded
 

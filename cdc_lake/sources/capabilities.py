@@ -141,6 +141,27 @@ class TableRewrite:
 
 
 @dataclass(frozen=True)
+class ConnectorTemplate:
+    """Where an engine's reviewed Debezium connector template is: ``resource``, a JSON file of package data
+    in ``package`` (the engine's own), read by :mod:`cdc_lake.connect.render`."""
+
+    package: str
+    resource: str
+
+
+@dataclass(frozen=True)
+class JvmArtifacts:
+    """An engine's jars, which :mod:`cdc_lake.jvm` resolves through Maven: its Debezium connector plugin
+    (``debezium_connector``, an ``io.debezium`` artifact id at the Debezium version :mod:`cdc_lake.jvm`
+    pins, one plugin directory of the Connect workers) and its JDBC driver (``jdbc_driver``,
+    ``group:artifact:version``, one self-contained jar on Spark's classpath for the bootstrap's replica
+    reads; the engine names its class in its JDBC access)."""
+
+    debezium_connector: str
+    jdbc_driver: str
+
+
+@dataclass(frozen=True)
 class EngineCapabilities:
     """One source engine's facts: its names, change positions, the objects it keeps and its config rules.
 
@@ -152,6 +173,8 @@ class EngineCapabilities:
     class (which imports the Python driver);
     ``column_module`` is the module whose ``column_read`` tells how the bootstrap reads each catalog
     type (a :data:`~cdc_lake.sources.column_types.ColumnReader`; it imports pyspark);
+    ``connector_template`` is its Debezium connector template (package data of its package) and
+    ``jvm_artifacts`` its Debezium plugin and JDBC driver;
     ``table_renames`` reads a schema-history statement (and its default schema) into the renames it
     makes, None where the connector keeps no schema history.
     """
@@ -164,6 +187,8 @@ class EngineCapabilities:
     engine_module: str
     engine_class: str
     column_module: str
+    connector_template: ConnectorTemplate
+    jvm_artifacts: JvmArtifacts
     table_renames: Callable[[str, str], tuple[TableRename, ...]] | None = None
     rewrite_log: bool = False
     """The source logs table rewrites once onboarding installed the log (Postgres): the applier reads

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
-from importlib import resources
 
 import pytest
 
@@ -169,9 +168,7 @@ def test_registry_api_url_ignores_a_trailing_slash(apicurio_line: str) -> None:
 def test_templates_share_one_converter_block() -> None:
     blocks = []
     for engine in ENGINE_NAMES:
-        template = json.loads(
-            resources.files("cdc_lake.connect").joinpath("templates", f"{engine}.json").read_text("utf-8")
-        )
+        template = render._template(engine)
         blocks.append(
             {k: v for k, v in template.items() if k.startswith(("key.converter", "value.converter"))}
         )

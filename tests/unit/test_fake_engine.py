@@ -19,7 +19,7 @@ from fixtures.debezium import key_schema, required, value
 from fixtures.fake_registry import InMemorySchemas
 from fixtures.wire import framed
 
-from cdc_lake import sources
+from cdc_lake import jvm, sources
 from cdc_lake.apply.decoding import (
     BatchSummary,
     DecodedChange,
@@ -29,12 +29,13 @@ from cdc_lake.apply.decoding import (
     summarize,
 )
 from cdc_lake.apply.redelivery import advance
+from cdc_lake.capture.plan import plan_source, render_config
 from cdc_lake.config import load_config
+from cdc_lake.connect.render import ConnectorParams, connector_class
 from cdc_lake.decode.envelope import ChangeEvent, decode_message
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
 from cdc_lake.exceptions import ConfigError, DecodeError
 from cdc_lake.kafka.reader import RawMessage
-from cdc_lake.sources.settings import CaptureIds
 
 KEY_ID, VALUE_ID = 1, 2
 KEY_SCHEMA = key_schema(fake.TOPIC, [required("id", "int")])
@@ -86,7 +87,49 @@ def test_a_source_of_the_engine_loads_with_its_own_rules_only(tmp_path: Path) ->
         1,
     )
     assert not hasattr(fk, "server_id") and not hasattr(fk, "slot_name"), "no other engine's settings"
-    assert fk.capture_ids(["shop.items"]) == {None: CaptureIds(), "shop.items": CaptureIds()}
+    assert fk.capture_ids(["shop.items"]) == {
+        None: fake.FakeCaptureIds("fk"),
+        "shop.items": fake.FakeCaptureIds("fk.shop.items"),
+    }
+
+
+def test_its_connectors_carry_its_ids_and_render_from_its_own_template(tmp_path: Path) -> None:
+    fk = load_config(_config_file(tmp_path, "{port: 7000, user: u, database: shop}")).source("fk")
+    (plan,) = plan_source(fk, [fk.table("shop.items").model_copy(update={"tier": 0})])
+    params = ConnectorParams(
+        host="fake.internal",
+        port=7000,
+        user="u",
+        password_env="FAKE_PW",
+        topic_prefix="fk",
+        tables=list(plan.capture.table_names),
+        registry_url="http://registry",
+        engine_values=plan.capture.ids.template_values(),
+    )
+
+    config = render_config(fake.NAME, plan, params)
+
+    assert connector_class(fake.NAME) == config["connector.class"] == "example.fakedb.FakeDbConnector"
+    assert config["fakedb.node"] == "fk.shop.items"
+    assert config["database.password"] == "${env:FAKE_PW}"
+    assert plan.capture.ids.describe() == "node fk.shop.items"
+    assert plan.capture.ids.onboard_fields() == {
+        "slot": None,
+        "publication": None,
+        "server_id": None,
+        "node": "fk.shop.items",
+    }
+
+
+def test_its_jars_are_resolved_as_it_declares_them() -> None:
+    plugin = jvm.debezium_plugin(fake.CAPABILITIES)
+
+    assert jvm.jdbc_driver(fake.CAPABILITIES).coordinate == "example.fakedb:fakedb-jdbc:1.0:jar"
+    assert plugin.name == "debezium-fakedb"
+    assert [a.coordinate for a in plugin.artifacts] == [
+        f"io.debezium:debezium-connector-fakedb:{jvm.DEBEZIUM_VERSION}:jar"
+    ]
+    assert plugin.artifacts[0].exclusions == jvm.DEBEZIUM_PLUGINS["postgres"].artifacts[0].exclusions
 
 
 def test_the_engines_own_settings_are_read_and_refused_elsewhere(tmp_path: Path) -> None:

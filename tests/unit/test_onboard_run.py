@@ -83,12 +83,12 @@ def test_engines_are_found_by_name() -> None:
 
 def test_every_engine_name_has_one_class_and_one_connector_template() -> None:
     templates = {
-        entry.name.removesuffix(".json")
-        for entry in resources.files("cdc_lake.connect").joinpath("templates").iterdir()
-        if entry.name.endswith(".json")
+        name: resources.files(caps.connector_template.package).joinpath(caps.connector_template.resource)
+        for name, caps in ENGINES.items()
     }
     assert set(ENGINES) == set(ENGINE_NAMES)
-    assert templates == set(ENGINE_NAMES)
+    assert all(template.is_file() for template in templates.values())
+    assert len({str(template) for template in templates.values()}) == len(ENGINES)
 
 
 class _ConnectorsVanishing:

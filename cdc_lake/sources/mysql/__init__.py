@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Final
 
-from cdc_lake.sources.capabilities import EngineCapabilities
+from cdc_lake.sources.capabilities import ConnectorTemplate, EngineCapabilities, JvmArtifacts
 from cdc_lake.sources.mysql.codec import CODEC
 from cdc_lake.sources.mysql.ddl import table_renames
 from cdc_lake.sources.mysql.settings import MySqlSource
@@ -30,6 +30,8 @@ MYSQL: Final = EngineCapabilities(
     engine_module="cdc_lake.sources.mysql.engine",
     engine_class="MySqlEngine",
     column_module="cdc_lake.sources.mysql.column_types",
+    connector_template=ConnectorTemplate(__name__, "connector-mysql.json"),
+    jvm_artifacts=JvmArtifacts("debezium-connector-mysql", "com.mysql:mysql-connector-j:9.1.0"),
     table_renames=table_renames,
 )
 
@@ -38,5 +40,7 @@ MARIADB: Final = replace(
     name="mariadb",
     connector_values=frozenset({"mariadb"}),
     engine_class="MariaDbEngine",
+    connector_template=ConnectorTemplate(__name__, "connector-mariadb.json"),
+    jvm_artifacts=JvmArtifacts("debezium-connector-mariadb", "org.mariadb.jdbc:mariadb-java-client:3.5.3"),
 )
 """MariaDB, the MySQL family's flavour: the same capture, its own connector and engine class."""

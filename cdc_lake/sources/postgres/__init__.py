@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from cdc_lake.sources.capabilities import EngineCapabilities
+from cdc_lake.sources.capabilities import ConnectorTemplate, EngineCapabilities, JvmArtifacts
 from cdc_lake.sources.postgres.codec import CODEC
 from cdc_lake.sources.postgres.settings import PostgresSource
 
@@ -26,6 +26,8 @@ CAPABILITIES: Final = EngineCapabilities(
     engine_module="cdc_lake.sources.postgres.engine",
     engine_class="PostgresEngine",
     column_module="cdc_lake.sources.postgres.column_types",
+    connector_template=ConnectorTemplate(__name__, "connector.json"),
+    jvm_artifacts=JvmArtifacts("debezium-connector-postgres", "org.postgresql:postgresql:42.7.7"),
     rewrite_log=True,
     unavailable_placeholders=True,
 )
