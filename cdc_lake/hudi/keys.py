@@ -16,15 +16,21 @@ table at that message (a bad message, :mod:`cdc_lake.apply.decoding`); every Hud
 own Spark job, without an extra scan.  The way out is a key without such values: ``key: [...]`` in the
 table's config, then ``cdc-lake rebootstrap TABLE``.
 
-A single key column is unambiguous: Hudi writes its value bare (or as ``f:v``) and refuses an empty one.
+A single key column is unambiguous: Hudi writes its value bare (or as ``f:v``) and refuses an empty one,
+as it refuses a composite key whose every component is empty or null.  Such a row fails the write
+(:func:`refuse_empty_keys`) naming the table and the row, in the words of a refused value, so a
+bootstrap ends at once instead of asking to be resumed: every run would meet the same row.
 
 Hudi also builds a key value's text differently per write path.  The upsert (Avro records) writes a
 timestamp as its microseconds since the epoch and a binary value as hex; the bulk insert's row writer
 wrote the value's ``toString()``: milliseconds in the JVM's time zone (keys a microsecond apart became
 one) and ``[B@...`` (the array's identity).  A table bootstrapped one way and updated the other held two
-rows per key.  The bulk insert of a table keyed on such a type so leaves the row writer
-(:func:`row_writer_keys_agree`); every other key type gives the same text on both paths, each proven
-by ``tests/integration/test_hudi_record_key_types.py``.
+rows per key.  The row writer also refuses an empty string component of a composite key ("Record key
+has to be non-null!"), which the upsert writes as ``__empty__``.  The bulk insert of a table keyed on
+a timestamp or binary column, or on a composite key with a string column, so leaves the row writer
+(:func:`row_writer_keys_agree`); every other key gives the same text on both paths, each proven by
+``tests/integration/test_hudi_record_key_types.py`` (empty components:
+``tests/integration/test_empty_string_keys.py``).
 
 Hudi 1.1.1's metadata table cannot read back an HFile key of 126 bytes or more (its writer and reader
 encode the key length differently, apache/hudi#18450, fixed after 1.1.1): on the record index the next
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from functools import reduce
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -58,9 +65,12 @@ ROW_WRITER_KEY_TYPES: tuple[type[DataType], ...] = (TimestampType, BinaryType)
 
 
 def row_writer_keys_agree(schema: StructType, key_fields: Sequence[str]) -> bool:
-    """Whether Hudi's row writer builds the upsert's record key for every key column of ``schema``."""
+    """Whether Hudi's row writer builds the upsert's record key for every row of ``schema``: not for a
+    timestamp or binary key column, nor for a string column of a composite key (an empty one)."""
     types = {f.name: f.dataType for f in schema.fields}
-    return not any(isinstance(types.get(name), ROW_WRITER_KEY_TYPES) for name in key_fields)
+    if any(isinstance(types.get(name), ROW_WRITER_KEY_TYPES) for name in key_fields):
+        return False
+    return len(key_fields) == 1 or not any(isinstance(types.get(name), StringType) for name in key_fields)
 
 
 _ROW_WRITER_TEXT: dict[type[DataType], str] = {
@@ -166,6 +176,28 @@ def refuse_ambiguous_keys(df: DataFrame, table: str, key_fields: Sequence[str]) 
     return df
 
 
+def refuse_empty_keys(df: DataFrame, table: str, key_fields: Sequence[str]) -> DataFrame:
+    """``df`` whose rows raise, in the job that consumes them, on a key Hudi refuses as a record key:
+    every key column null or empty (a single one, or every component of a composite key).  Only a key of
+    string and binary columns can be empty (a null primary key column does not exist); ``df`` itself
+    for any other key."""
+    types = {f.name: f.dataType for f in df.schema.fields}
+    if not all(isinstance(types.get(name), (StringType, BinaryType)) for name in key_fields):
+        return df
+    texts = [_key_text(F.col(name), types[name]) for name in key_fields]
+    empty = reduce(lambda a, b: a & b, [text.isNull() | (text == F.lit("")) for text in texts])
+    reason = F.concat(
+        F.lit(f"table {table}: the record key {REFUSED_VALUE} "),
+        _row_key(key_fields),
+        F.lit(
+            f" is empty (key {', '.join(key_fields)}: every column null or the empty string), which Hudi "
+            "refuses as a record key; set key in the table's config to columns that are never all empty, "
+            "then re-bootstrap the table (cdc-lake rebootstrap)"
+        ),
+    )
+    return _refuse_where(df, empty, reason)
+
+
 RECORD_INDEX_KEY_BYTES = 125
 """The longest record key (UTF-8 bytes) Hudi 1.1.1's record index reads back (apache/hudi#18450)."""
 
@@ -200,7 +232,9 @@ def refuse_long_record_keys(df: DataFrame, spec: HudiTableSpec) -> DataFrame:
     length = F.octet_length(record_key_text(df.schema, spec.record_key_fields))
     row_key = _row_key(spec.record_key_fields)
     reason = F.concat(
-        F.lit(f"table {spec.table_name}: the record key {REFUSED_VALUE} "), row_key, F.lit(" is "),
+        F.lit(f"table {spec.table_name}: the record key {REFUSED_VALUE} "),
+        row_key,
+        F.lit(" is "),
         length.cast("string"),
         F.lit(
             f" bytes; Hudi 1.1.1's record index cannot read back keys over {RECORD_INDEX_KEY_BYTES} bytes "

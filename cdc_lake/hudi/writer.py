@@ -14,7 +14,12 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_lake.exceptions import HudiWriteError
-from cdc_lake.hudi.keys import refuse_ambiguous_keys, refuse_long_record_keys, row_writer_keys_agree
+from cdc_lake.hudi.keys import (
+    refuse_ambiguous_keys,
+    refuse_empty_keys,
+    refuse_long_record_keys,
+    row_writer_keys_agree,
+)
 from cdc_lake.hudi.options import HudiTableSpec, write_options
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.lake.format import UNREAD, Unread, WriteOperation
@@ -53,6 +58,7 @@ def write_batch(
             before = latest_commit(spark, spec.base_path)
             previous = None if before is None else before.instant
         rows = refuse_ambiguous_keys(df, spec.table_name, spec.record_key_fields)
+        rows = refuse_empty_keys(rows, spec.table_name, spec.record_key_fields)
         rows = refuse_long_record_keys(rows, spec)
         rows.write.format("hudi").options(**options).mode("append").save(spec.base_path)
         after = latest_commit(spark, spec.base_path)

@@ -110,11 +110,11 @@ def maria_text(value: str) -> str:
 
 
 EMPTY = ("''", "'\\x'::bytea", "x''")
-"""Empty string and bytes literals.  Never the whole key (Hudi refuses an empty record key, docs/hudi.md)
-nor the last column of a composite key.  An empty value in any column of a composite key also stops
-the bootstrap today (``Record key has to be non-null!``), where docs/hudi.md says it is written as
-``__empty__``: an open finding (fuzz_regressions/*-min-empty-string-in-composite-key.json), which
-``avoid_known`` steers clear of."""
+"""Empty string and bytes literals.  Never the whole key nor the last column of a composite key, so no
+key is empty in every column (Hudi refuses it as a record key: the write fails naming the row,
+docs/type-mapping.md).  In the other columns of a composite key Hudi writes ``__empty__`` on both write
+paths; before, the bootstrap's row writer refused it
+(fuzz_regressions/*-min-empty-string-in-composite-key.json), which ``avoid_known`` still steers clear of."""
 
 UNICODE = ("ü", "ñ", "日本", "🎉", "ß", "é", "Ω", "ä")
 
