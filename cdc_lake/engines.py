@@ -1,19 +1,16 @@
-"""The names of the source engines cdc-lake knows: the one list every other module takes them from.
+"""The names of the source engines cdc-lake knows, read from the engine registry.
 
-Each name has its engine's capabilities (:data:`cdc_lake.sources.ENGINES`), a Debezium connector plugin
-and a JDBC driver (:data:`cdc_lake.jvm.DEBEZIUM_PLUGINS`, :data:`cdc_lake.jvm.JDBC_DRIVERS`) and a
-connector template (``cdc_lake/connect/templates/<name>.json``).  The config checks a source's
-``engine`` against the engine registry (:data:`cdc_lake.sources.ENGINES`), where these three are
-registered; this list keys the facts outside an engine's package (its jars and its template).  This
-module imports nothing, so the JVM artifact list and the connector rendering can use it without an
-import cycle.
+An engine is its package under :mod:`cdc_lake.sources` (its capabilities, settings model, capture
+ids, connector template and jars) plus its entry in :data:`cdc_lake.sources.ENGINES`; this tuple
+lists the registered names, in the registry's order, for code that goes through every engine (the
+local stack's Connect plugins and connector classes).  It is taken when this module is loaded: an
+engine a test adds to the registry later is found by the registry's lookups, not here.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal, get_args
+from typing import Final
 
-EngineName = Literal["postgres", "mysql", "mariadb"]
-"""A source engine's name, as the config spells it."""
+from cdc_lake.sources import ENGINES
 
-ENGINE_NAMES: Final[tuple[str, ...]] = get_args(EngineName)
+ENGINE_NAMES: Final[tuple[str, ...]] = tuple(ENGINES)

@@ -12,9 +12,11 @@ found everywhere.
 command that talks to no source, or only to Postgres sources, never loads the MySQL driver (and the
 reverse).  The drivers are dependencies of every install, not plug-ins.  This package's ``__init__``
 imports nothing heavier than the capabilities, so the decode path can use it without the engines'
-imports.  The JVM artifacts an engine needs (its Debezium plugin, its JDBC driver) are declared by its
-name in :mod:`cdc_lake.jvm`, which the Spark session and the connector rendering, below this package,
-read: nothing below it reads this package.
+imports, and loads nothing of the rest of ``cdc_lake`` but its exceptions and column representations:
+the engine names (:mod:`cdc_lake.engines`), the JVM artifact sets (:mod:`cdc_lake.jvm`: each engine's
+Debezium plugin and JDBC driver) and the connector rendering (:mod:`cdc_lake.connect.render`: each
+engine's template) read an engine's declaration here.  A new engine is its package and its entry in
+:data:`ENGINES`.
 """
 
 from __future__ import annotations

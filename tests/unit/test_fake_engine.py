@@ -1,10 +1,17 @@
-"""A new engine is its declaration: the made-up ``fakedb`` engine passes config, decode, ordering and re-send.
+"""A new engine is its declaration: the made-up ``fakedb`` engine passes config, capture planning,
+connector rendering, jar resolution, decode, ordering and re-send.
 
-The engine (``fixtures/fake_engine.py``) is registered for these tests only, by adding its
-capabilities to :data:`cdc_lake.sources.ENGINES`; nothing else of ``cdc_lake`` knows it, and its
-settings model lives with it.  What runs is production code: the config loader with the engine's own
-settings model, the envelope decoder, the
-ordering value, the applier's decode path with its re-send skip and the marks a commit stores.
+The engine (``fixtures/fake_engine.py``, with its connector template ``fixtures/fake_connector.json``)
+is registered for these tests by one line outside its fixture, the ``fake_engine`` fixture's
+``monkeypatch.setitem(sources.ENGINES, ...)``: the one edit a real engine makes outside its package
+is the same, its entry in ``cdc_lake/sources/__init__.py``'s ``ENGINES``.  Nothing else needs one:
+its settings model and capture ids live with it, ``cdc_lake/engines.py`` reads the names from the
+registry, ``cdc_lake/connect/render.py`` reads the template the engine declares and ``cdc_lake/jvm.py``
+builds the jars it declares, and pyproject's package data (``sources/*/*.json``) takes a template in
+an engine package.  What runs is production code: the config loader with the engine's own settings
+model, the capture plan and the template rendering with its own ids, the JVM artifact sets, the
+envelope decoder, the ordering value, the applier's decode path with its re-send skip and the marks a
+commit stores.
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fnmatch
+import tomllib
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,8 @@ from cdc_lake.onboard.reconcile import Journal
 from cdc_lake.onboard.run import planned_tables, server_ids_in_use
 from cdc_lake.sources import ENGINES, engine_for
 from cdc_lake.sources.base import Change
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SOURCE = Source(
     name="pg",
@@ -89,6 +94,12 @@ def test_every_engine_name_has_one_class_and_one_connector_template() -> None:
     assert set(ENGINES) == set(ENGINE_NAMES)
     assert all(template.is_file() for template in templates.values())
     assert len({str(template) for template in templates.values()}) == len(ENGINES)
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+        "package-data"
+    ]["cdc_lake"]
+    for template in templates.values():
+        shipped = Path(str(template)).relative_to(ROOT / "cdc_lake").as_posix()
+        assert any(fnmatch.fnmatch(shipped, glob) for glob in package_data), f"{shipped} is not package data"
 
 
 class _ConnectorsVanishing:
