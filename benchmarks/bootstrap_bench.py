@@ -52,7 +52,7 @@ from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.connect.render import ConnectorParams, render_connector
-from cdc_lake.hudi.format import hudi_spec
+from cdc_lake.hudi.format import HudiFormat
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.lake.schema import row_columns
@@ -329,7 +329,7 @@ def single_read(bench: Bench, name: str = "single", predicate: str = "1 = 1") ->
         watermark = store.save_watermark(
             target.qualified_name, topic=target.topic, offsets={}, ts_source_ms=0, source_position=None
         )
-    write_group(spark, hudi_spec(target.spec(shape.primary_key)), frame, watermark, [0], query.char_lengths)
+    write_group(HudiFormat(spark), target.spec(shape.primary_key), frame, watermark, [0], query.char_lengths)
     seconds = time.monotonic() - began
     rows = _lake_rows(config, target.base_path)
     return Figure("(b) single JDBC read (unpartitioned)", rows, seconds, "1 task", target.base_path)

@@ -40,10 +40,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from cdc_lake.hudi.options import HudiTableSpec
+from cdc_lake.hudi.format import HudiFormat, hudi_spec
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.columns import ORDERING_COLUMN
 from cdc_lake.lake.format import WriteOperation
-from cdc_lake.lake.layout import IndexType, TableType
+from cdc_lake.lake.layout import IndexType, TableSpec, TableType
 from cdc_lake.lake.schema import lake_type
 from cdc_lake.state.records import Watermark
 from cdc_lake_bootstrap.write import write_group
@@ -82,7 +83,7 @@ def _schema(keys: dict[str, DataType]) -> StructType:
         # The type the lake stores (a short as an int).
         *(StructField(name, lake_type(key_type), False) for name, key_type in keys.items()),
         StructField("name", StringType(), True),
-        StructField("lsn", LongType(), True),
+        StructField(ORDERING_COLUMN, LongType(), True),
         StructField("_hoodie_is_deleted", BooleanType(), True),
     ])
 
@@ -127,22 +128,23 @@ COMPOSITE: KeyColumns = {
 
 def _check(spark: SparkSession, tmp_path: Path, key: KeyColumns, layout: str) -> None:
     keys = tuple(key)
-    spec = HudiTableSpec(
-        table_name="src.public.keyed", base_path=(tmp_path / "t").as_uri(), record_key_fields=keys,
-        ordering_field="lsn", parallelism=1, **LAYOUTS[layout],  # type: ignore[arg-type]
+    # The bootstrap's own write path (write_group through the lake format), then the applier's upsert.
+    spec = TableSpec(
+        name="src.public.keyed", base_path=(tmp_path / "t").as_uri(), key_fields=keys, parallelism=1,
+        **LAYOUTS[layout],  # type: ignore[arg-type]
     )
     schema = _schema({name: key_type for name, (key_type, _) in key.items()})
     values = {name: key_values for name, (_, key_values) in key.items()}
     created = dt.datetime(2026, 1, 1, tzinfo=_UTC)
-    watermark = Watermark(spec.table_name, "src.public.t", {0: 0}, None, None, created, True, ())
+    watermark = Watermark(spec.name, "src.public.t", {0: 0}, None, None, created, True, ())
     snapshot = _rows(values, "boot", 0)
-    write_group(spark, spec, spark.createDataFrame(snapshot, schema), watermark, [0], {})
+    write_group(HudiFormat(spark), spec, spark.createDataFrame(snapshot, schema), watermark, [0], {})
     booted = read_table(spark, spec.base_path, meta_columns=True).select(*keys, "_hoodie_record_key")
     boot_keys = {_hashable(r[:-1]): r[-1] for r in booted.collect()}
 
     deleted = len(snapshot) // 2
     changes = _rows(values, "apply", 1, deleted)
-    write_batch(spark, spec, spark.createDataFrame(changes, schema), WriteOperation.UPSERT)
+    write_batch(spark, hudi_spec(spec), spark.createDataFrame(changes, schema), WriteOperation.UPSERT)
 
     lake = read_table(spark, spec.base_path, meta_columns=True)
     found = sorted(tuple(r) for r in lake.groupBy("_hoodie_record_key").agg(F.count("*")).collect())

@@ -17,18 +17,19 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdc_lake.exceptions import HudiWriteError
-from cdc_lake.hudi.options import HudiTableSpec
+from cdc_lake.hudi.format import HudiFormat, hudi_spec
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.columns import ORDERING_COLUMN
 from cdc_lake.lake.format import WriteOperation
-from cdc_lake.lake.layout import IndexType, TableType
+from cdc_lake.lake.layout import IndexType, TableSpec, TableType
 from cdc_lake.state.records import Watermark
 from cdc_lake_bootstrap.run import write_failure
 from cdc_lake_bootstrap.write import write_group
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
-SCHEMA = "a string, b string, name string, lsn long, _hoodie_is_deleted boolean"
+SCHEMA = f"a string, b string, name string, {ORDERING_COLUMN} long, _hoodie_is_deleted boolean"
 COLLIDING = {
     # Both rows become record key a:x,b:y,b:z.
     "separator": [("x,b:y", "z", "first", 1, False), ("x", "y,b:z", "second", 1, False)],
@@ -38,25 +39,25 @@ COLLIDING = {
 }
 
 
-def _spec(tmp_path: Path, name: str) -> HudiTableSpec:
-    return HudiTableSpec(
-        table_name=f"src.public.{name}", base_path=(tmp_path / name).as_uri(), record_key_fields=("a", "b"),
-        ordering_field="lsn", parallelism=1,
+def _spec(tmp_path: Path, name: str) -> TableSpec:
+    return TableSpec(
+        name=f"src.public.{name}", base_path=(tmp_path / name).as_uri(), key_fields=("a", "b"), parallelism=1
     )
 
 
-def _bootstrap(spark: SparkSession, spec: HudiTableSpec, rows: list[tuple[Any, ...]]) -> None:
+def _bootstrap(spark: SparkSession, spec: TableSpec, rows: list[tuple[Any, ...]]) -> None:
+    """The bootstrap's own write path: write_group through the lake format."""
     watermark = Watermark(
-        spec.table_name, "src.public.t", {0: 0}, None, None, datetime(2026, 1, 1, tzinfo=UTC), True, ()
+        spec.name, "src.public.t", {0: 0}, None, None, datetime(2026, 1, 1, tzinfo=UTC), True, ()
     )
-    write_group(spark, spec, spark.createDataFrame(rows, SCHEMA), watermark, [0], {})
+    write_group(HudiFormat(spark), spec, spark.createDataFrame(rows, SCHEMA), watermark, [0], {})
 
 
-def _apply(spark: SparkSession, spec: HudiTableSpec, rows: list[tuple[Any, ...]]) -> None:
-    write_batch(spark, spec, spark.createDataFrame(rows, SCHEMA), WriteOperation.UPSERT)
+def _apply(spark: SparkSession, spec: TableSpec, rows: list[tuple[Any, ...]]) -> None:
+    write_batch(spark, hudi_spec(spec), spark.createDataFrame(rows, SCHEMA), WriteOperation.UPSERT)
 
 
-def _outcome(spark: SparkSession, spec: HudiTableSpec, write: Any, rows: list[tuple[Any, ...]]) -> str:
+def _outcome(spark: SparkSession, spec: TableSpec, write: Any, rows: list[tuple[Any, ...]]) -> str:
     """``refused: <error>`` or how many of the source's rows the lake holds under distinct record keys."""
     try:
         write(spark, spec, rows)
@@ -80,11 +81,11 @@ def test_keys_hudi_cannot_tell_apart_stop_the_write_instead_of_losing_a_row(
     outcome = _outcome(spark, spec, _bootstrap if path == "bootstrap" else _apply, rows)
 
     assert outcome.startswith(f"refused: Hudi {'bulk_insert' if path == 'bootstrap' else 'upsert'} into "
-                              f"table '{spec.table_name}'"), outcome
-    assert f"table {spec.table_name}: key column 'a' of the row with key {{\"a\":" in outcome
+                              f"table '{spec.name}'"), outcome
+    assert f"table {spec.name}: key column 'a' of the row with key {{\"a\":" in outcome
     assert "set key in the table's config" in outcome and "\n" not in outcome
     if path == "bootstrap":  # a refused value: the bootstrap ends at once, naming what to change
-        error = write_failure(spec.table_name, [0], outcome.removeprefix("refused: "), 1)
+        error = write_failure(spec.name, [0], outcome.removeprefix("refused: "), 1)
         assert error is not None and "resume" not in str(error), error
 
 
@@ -121,7 +122,7 @@ def test_a_record_key_the_record_index_cannot_read_back_stops_the_write(
 
     outcome = str(refused.value)
     assert "is 126 bytes; Hudi 1.1.1's record index" in outcome, outcome
-    assert f"table {spec.table_name}: the record key of the row with key" in outcome and "\n" not in outcome
+    assert f"table {spec.name}: the record key of the row with key" in outcome and "\n" not in outcome
     assert latest_commit(spark, spec.base_path) == before
     stored = read_table(spark, spec.base_path).select("a", "b", "name").collect()
     assert [tuple(r) for r in stored] == [("x" * 60, "y" * 60, "again")]
