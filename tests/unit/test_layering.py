@@ -4,7 +4,7 @@
   not even in a function nor by a name handed to ``importlib`` (``resources.files("connectors")``
   imports that package): the command line starts the bootstrap stage through the ``cdc_lake.stages``
   entry point it registers (``cdc_lake/cli/stages.py``), and the connector templates are data of
-  ``cdc_lake/connect``.
+  the engine packages (``cdc_lake/sources/<engine>/connector*.json``).
 - The parts of ``cdc_lake`` (its subpackages and its top-level modules such as ``jvm.py``) import each
   other without a cycle.  An import counts when it is made at module level or under
   ``if TYPE_CHECKING``: a type a module names is a dependency of its design even when Python need not
