@@ -285,7 +285,8 @@ def throughput(
         [],
         str(work / f"lake-{name}"),
         f"sqlite:///{work}/state-{name}.db",
-        lake={"index": index, "table_type": table_type},
+        # Version 9: _completions reads completion times from the version 8+ timeline's file names.
+        lake={"index": index, "table_type": table_type, "table_version": 9},
         apply={"batch_max_events": batch},
     )
     base["sources"] = {
@@ -400,7 +401,8 @@ def limit(
         [],
         str(work / f"lake-{name}"),
         f"sqlite:///{work}/state-{name}.db",
-        lake={"index": index, "table_type": table_type},
+        # Version 9: _completions reads completion times from the version 8+ timeline's file names.
+        lake={"index": index, "table_type": table_type, "table_version": 9},
         apply={"batch_max_events": 10 * counts["messages"]},
     )
     base["sources"] = {

@@ -79,9 +79,11 @@ from cdc_lake.lake.commit_metadata import OFFSETS_KEY
 from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 
+# Table version 9 (not the default 6): the commit watcher reads each commit's completion time from the
+# timeline's file names (``<instant>_<completion>.commit``), which version 6 does not write.
 LAYOUTS = {
-    "default": {"table_type": "COPY_ON_WRITE", "index": "GLOBAL_BLOOM"},
-    "mor-ri": {"table_type": "MERGE_ON_READ", "index": "RECORD_INDEX"},
+    "default": {"table_type": "COPY_ON_WRITE", "index": "GLOBAL_BLOOM", "table_version": 9},
+    "mor-ri": {"table_type": "MERGE_ON_READ", "index": "RECORD_INDEX", "table_version": 9},
 }
 WORKLOAD = {"update": 70, "insert": 15, "delete": 15}
 FRESH_SECONDS = 15.0

@@ -179,7 +179,8 @@ def test_seeded_workload_through_bootstrap_run_sigkill_and_apply_ends_exact(
         script = workload.write_script(Path(os.environ.get(WORKLOAD_DIR_ENV) or tmp_path))
         raise AssertionError(f"seed {seed}: {failure}\nthe workload's statements: {script}") from failure
     assert bootstrapped < killed_at <= capture.end_offset()
-    timeline = Path(base_path, ".hoodie", "timeline")
+    hoodie = Path(base_path, ".hoodie")
+    timeline = hoodie / "timeline" if (hoodie / "timeline").is_dir() else hoodie  # version 8+ / 6
     print(
         f"seed {seed}: rows compared {len(rows)}, mismatches 0; batch {batch}, {len(workload.done)} "
         f"operations (columns added {workload.added} at {workload.ddl_at}), {capture.end_offset()} "
