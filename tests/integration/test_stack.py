@@ -38,6 +38,8 @@ SERVICES = {
     "spark-master",
     "spark-worker",
     "hive-metastore",
+    # Opt-in, and started for the tests (tests/integration/conftest.py): they read through it.
+    "trino",
 }
 
 
