@@ -306,7 +306,7 @@ def _remove_lake_path(config: Config, table: str, path: str, which: str) -> None
 def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResult]:
     """Remove the previous base paths whose keep time has passed (every switched one with ``now``)."""
     results = []
-    kafka = KafkaReadSettings(config.kafka.bootstrap_servers, dict(config.kafka.consumer))
+    kafka = KafkaReadSettings.of(config.kafka)
     with StateStore.open(config.state_store.url) as store:
         due = [
             r for r in store.rebootstraps()

@@ -339,7 +339,7 @@ class TableBootstrap:
     def _commit_group(self, watermark: Watermark) -> None:
         """The copy's consumer group starts at the watermark, so Kafka's lag tools show the catch-up from
         the hand-off on (the applier moves it after each of its commits; informational, never raises)."""
-        kafka = KafkaReadSettings(self.config.kafka.bootstrap_servers, dict(self.config.kafka.consumer))
+        kafka = KafkaReadSettings.of(self.config.kafka)
         name = self.target.hudi_name or self.target.qualified_name
         commit_group_offsets(kafka, name, self.target.base_path, watermark.topic, watermark.offsets)
 
@@ -354,7 +354,7 @@ class TableBootstrap:
         self._show("saving the watermark")
         check_fresh(load_format(spark), self.target.base_path, self.name)
         if self.target.history_topic is not None:
-            kafka = KafkaReadSettings(self.config.kafka.bootstrap_servers, dict(self.config.kafka.consumer))
+            kafka = KafkaReadSettings.of(self.config.kafka)
             self._history_start = history_end(kafka, self.target.history_topic)
         else:
             engine = engine_for(self.source)

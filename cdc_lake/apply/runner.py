@@ -87,7 +87,7 @@ def applier_options(
     config: Config, reader: KafkaReader = KafkaReader.CONSUMER, slices: int = 4
 ) -> ApplierOptions:
     """Batch options from the config's ``kafka`` and ``apply`` sections."""
-    kafka = KafkaReadSettings(config.kafka.bootstrap_servers, dict(config.kafka.consumer))
+    kafka = KafkaReadSettings.of(config.kafka)
     catalog = SourceCatalog(config)
     return ApplierOptions(
         kafka=kafka, max_events=config.apply.batch_max_events, reader=reader, slices=slices,

@@ -123,12 +123,8 @@ class GroupOffsets:
     def delete(self, table: str, base_path: str) -> bool:
         """Delete the group of the copy at ``base_path`` (gone already counts); never raises."""
         group = group_id(table, base_path)
-        with self._lock:
-            if self._admin is None:
-                self._admin = self.make_admin()
-            admin = self._admin
         try:
-            futures = admin.delete_consumer_groups([group], request_timeout=self.timeout)
+            futures = self._client().delete_consumer_groups([group], request_timeout=self.timeout)
             futures[group].result(timeout=self.timeout * 1.5)
         except Exception as exc:  # informational, like the commits
             if "GROUP_ID_NOT_FOUND" not in str(exc):
@@ -137,11 +133,15 @@ class GroupOffsets:
         _LOG.info("table %s: consumer group %r of the removed copy deleted", table, group)
         return True
 
-    def _send(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+    def _client(self) -> OffsetAdmin:
+        """The shared admin client, made on first use."""
         with self._lock:
             if self._admin is None:
                 self._admin = self.make_admin()
-            admin = self._admin
+            return self._admin
+
+    def _send(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        admin = self._client()
         partitions = [
             TopicPartition(topic, partition, offset) for partition, offset in sorted(offsets.items())
         ]

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark import RDD
@@ -30,6 +30,9 @@ from pyspark.sql import SparkSession
 from cdc_lake.exceptions import KafkaReadError
 from cdc_lake.kafka.offsets import OffsetRange
 from cdc_lake.kafka.unreachable import rdkafka_logger
+
+if TYPE_CHECKING:
+    from cdc_lake.config import KafkaSettings
 
 _LOG = logging.getLogger(__name__)
 _CONSUME_BATCH = 1000
@@ -62,6 +65,11 @@ class KafkaReadSettings:
     bootstrap_servers: str
     consumer: Mapping[str, str] = field(default_factory=dict)
     timeout_seconds: float = 120.0
+
+    @classmethod
+    def of(cls, kafka: KafkaSettings) -> KafkaReadSettings:
+        """The config's ``kafka`` section: its brokers and client settings."""
+        return cls(kafka.bootstrap_servers, dict(kafka.consumer))
 
 
 def split_ranges(ranges: list[OffsetRange], pieces: int, min_slice: int = 5_000) -> list[OffsetRange]:
