@@ -2,9 +2,10 @@
 
 The applier records each batch here (:func:`record_batch`, :func:`record_failure`): the events it
 applied, its commits and failures (:data:`APPLIED_EVENTS`, :data:`COMMITS`, :data:`FAILURES`) and the
-batch duration histogram (:data:`BATCH_SECONDS`).  Every table ``run`` may apply has its counters at 0
-from the start (:func:`zero_tables`, on each scrape), so a dashboard or a ``rate()`` over them shows 0,
-not "No data", until the first failure.  ``cdc-lake run`` serves them with the lag gauges
+batch duration histogram (:data:`BATCH_SECONDS`); the table services outside the writes record the plans
+they executed and their failures (:func:`record_services`).  Every table ``run`` may apply has its
+counters at 0 from the start (:func:`zero_tables`, on each scrape), so a dashboard or a ``rate()`` over
+them shows 0, not "No data", until the first failure.  ``cdc-lake run`` serves them with the lag gauges
 (:func:`cdc_lake.ops.metrics.registry_for`).  They are in the core, not in either stage, because the
 apply stage records them and the operate stage serves them, and the stages never import each other.
 """
@@ -39,7 +40,19 @@ COMMITS = Counter("cdc_lake_commits", "Hudi commits made by the applier", TABLE_
 FAILURES = Counter(
     "cdc_lake_failures", "Batches that failed and left the table FAILED", TABLE_LABELS, registry=None
 )
-COUNTERS = (APPLIED_EVENTS, COMMITS, FAILURES)
+COMPACTIONS = Counter(
+    "cdc_lake_compactions",
+    "Compaction plans executed outside the writes (run's table-service thread, cdc-lake compact)",
+    TABLE_LABELS,
+    registry=None,
+)
+SERVICE_FAILURES = Counter(
+    "cdc_lake_table_service_failures",
+    "Table-service executions that failed (retried at the next look; the table keeps applying)",
+    TABLE_LABELS,
+    registry=None,
+)
+COUNTERS = (APPLIED_EVENTS, COMMITS, FAILURES, COMPACTIONS, SERVICE_FAILURES)
 """The applier's counters: a series per table from the start (:func:`zero_tables`)."""
 BATCH_SECONDS = Histogram(
     "cdc_lake_batch_duration_seconds",
@@ -72,6 +85,14 @@ def zero_tables(tables: Iterable[tuple[str, int]]) -> None:
         labels = table_labels(table, tier)
         for counter in COUNTERS:
             counter.labels(**labels)
+
+
+def record_services(table: str, tier: int, *, executed: int, failed: bool) -> None:
+    """Hook for the table services: an execution for ``table`` ran ``executed`` plans, or failed."""
+    labels = table_labels(table, tier)
+    COMPACTIONS.labels(**labels).inc(executed)
+    if failed:
+        SERVICE_FAILURES.labels(**labels).inc()
 
 
 def record_failure(table: str, tier: int) -> None:

@@ -77,10 +77,17 @@ class S3Settings(_Model):
 
 
 class CompactionSettings(_Model):
-    """MERGE_ON_READ compaction: inline after every ``max_delta_commits`` delta commits."""
+    """MERGE_ON_READ compaction (docs/hudi.md#table-services): planned after ``max_delta_commits`` delta
+    commits or ``max_delta_seconds`` since the last compaction; executed inside the writer's commit
+    (``inline``) or, with ``inline: false``, by ``cdc-lake run``'s table-service thread every
+    ``check_seconds`` and by ``cdc-lake compact``.  ``max_staleness_seconds`` bounds how old the newest
+    data a read-optimized reader (Trino) misses may get before ``CdcLakeCompactionBehind`` fires."""
 
     inline: bool = True
     max_delta_commits: int = Field(default=5, ge=1)
+    max_delta_seconds: int | None = Field(default=None, ge=1)
+    check_seconds: float = Field(default=10.0, gt=0)
+    max_staleness_seconds: float = Field(default=300.0, gt=0)
 
 
 class LakeSettings(_Model):

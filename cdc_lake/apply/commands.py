@@ -23,10 +23,12 @@ from cdc_lake.apply.runner import (
     skip_reason,
 )
 from cdc_lake.apply.service import ApplyService
+from cdc_lake.apply.table_services import ServiceOutcome, ServiceThread, TableServices
 from cdc_lake.config import Config
-from cdc_lake.exceptions import ConfigError
+from cdc_lake.exceptions import ApplyError, ConfigError
 from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.offsets import end_offsets
+from cdc_lake.lake.format import load_format
 from cdc_lake.lake.schema_change import SchemaDiff
 from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.spark import get_spark
@@ -191,7 +193,86 @@ def run_command(
         note = note or echo
         if serve_metrics is not None:
             serve_metrics()
+        services = ServiceThread(
+            TableServices(
+                load_format(service.runner.spark), store, config.state_store.url, beside_writer=True
+            ),
+            targets,
+            config.lake.compaction.check_seconds,
+        )
+        if services.start():
+            note(f"table services of {len(services.targets)} tables every {services.check_seconds:g} s")
         note(f"applying {len(targets)} tables; stop with SIGTERM or Ctrl-C")
-        with _stop_on_signals(service.stop):
-            service.run(on_outcome=report)
+        try:
+            with _stop_on_signals(service.stop):
+                service.run(on_outcome=report)
+        finally:
+            services.stop()
         note("stopped")
+
+
+def describe_services(outcome: ServiceOutcome) -> str:
+    """One line about a table's services, for people."""
+    if outcome.skipped:
+        return f"{outcome.table}: skipped ({outcome.skipped})"
+    backlog = outcome.backlog
+    pending = "" if backlog is None else f"; {backlog.pending_plans} pending"
+    if outcome.error:
+        return f"{outcome.table}: FAILED: {outcome.error}{pending}"
+    if not outcome.executed:
+        return f"{outcome.table}: nothing to compact{pending}"
+    return (
+        f"{outcome.table}: executed {len(outcome.executed)} compaction plans "
+        f"({', '.join(outcome.executed)}) in {outcome.seconds:.1f} s{pending}"
+    )
+
+
+def services_json(outcome: ServiceOutcome, now: float) -> dict[str, object]:
+    """A table's service outcome as a JSON-ready dict, for ``--json``."""
+    backlog = outcome.backlog
+    return {
+        "table": outcome.table,
+        "status": "skipped" if outcome.skipped else "failed" if outcome.error else "ok",
+        "executed": list(outcome.executed),
+        "seconds": round(outcome.seconds, 3),
+        "pending_plans": None if backlog is None else backlog.pending_plans,
+        "read_optimized_staleness_seconds": None
+        if backlog is None
+        else round(backlog.staleness_seconds(now), 3),
+        "error": outcome.error,
+        "skipped": outcome.skipped,
+    }
+
+
+def compact_command(
+    config: Config,
+    tables: Sequence[str],
+    schedule: bool,
+    echo: Callable[[str], None],
+    render: Callable[[ServiceOutcome], str] = describe_services,
+) -> list[ServiceOutcome]:
+    """``cdc-lake compact``: execute the chosen tables' pending compaction plans once, as a job.
+
+    Only tables whose writes leave compaction outside (MERGE_ON_READ, ``lake.compaction.inline: false``)
+    are chosen; naming another is a ConfigError.  Raises ApplyError when any table's execution failed.
+    """
+    targets = select_targets(config, tuple(tables))
+    with StateStore.open(config.state_store.url) as store:
+        spark = get_spark(config.spark, config.lake)
+        services = TableServices(load_format(spark), store, config.state_store.url, beside_writer=False)
+        serviced = services.serviced(targets)
+        if tables and len(serviced) < len(targets):
+            others = sorted({t.qualified_name for t in targets} - {t.qualified_name for t in serviced})
+            raise ConfigError(
+                f"table {others[0]}: its writes run compaction themselves or it has none (compact needs "
+                "lake.table_type MERGE_ON_READ with lake.compaction.inline: false)"
+            )
+        outcomes = []
+        for target in serviced:
+            outcome = services.step(target, schedule=schedule)
+            echo(render(outcome))
+            outcomes.append(outcome)
+    failed = [o for o in outcomes if o.error]
+    if failed:
+        raise ApplyError(f"compaction failed for {len(failed)} of {len(outcomes)} tables: {failed[0].error}")
+    return outcomes

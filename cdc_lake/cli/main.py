@@ -295,6 +295,33 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
 
 
 @cli.command()
+@click.argument("tables", nargs=-1, metavar="[TABLE]...")
+@click.option("--schedule", is_flag=True, help="Plan a compaction of every file slice with logs first.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per table (JSON Lines).")
+@click.pass_context
+def compact(ctx: click.Context, tables: tuple[str, ...], schedule: bool, as_json: bool) -> None:
+    """Execute the pending compaction plans of MERGE_ON_READ tables, as a job outside `run`.
+
+    Only for lake.compaction.inline: false (the writers schedule plans; `run` executes them too).  A
+    table's applier in another process skips it while its plans execute, unless lake.hudi_options names a
+    lock provider shared by processes (docs/hudi.md#table-services).  Exits non-zero if any failed.
+    """
+    import json
+    import time
+
+    from cdc_lake.apply.commands import compact_command, describe_services, services_json
+
+    config = get_config(ctx)
+    if as_json:
+        compact_command(
+            config, tables, schedule, click.echo,
+            render=lambda outcome: json.dumps(services_json(outcome, time.time())),
+        )
+    else:
+        compact_command(config, tables, schedule, click.echo, render=describe_services)
+
+
+@cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:

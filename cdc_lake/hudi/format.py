@@ -11,12 +11,12 @@ import dataclasses
 
 from pyspark.sql import DataFrame
 
-from cdc_lake.hudi import keys, timeline, writer
+from cdc_lake.hudi import keys, services, timeline, writer
 from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.lake.columns import ORDERING_COLUMN
 from cdc_lake.lake.commit_metadata import CommitMetadata
-from cdc_lake.lake.format import UNREAD, CommitInfo, LakeFormat, Unread, WriteOperation
-from cdc_lake.lake.layout import TableSpec
+from cdc_lake.lake.format import UNREAD, CommitInfo, LakeFormat, ServiceBacklog, Unread, WriteOperation
+from cdc_lake.lake.layout import TableSpec, TableType
 
 
 def hudi_spec(spec: TableSpec) -> HudiTableSpec:
@@ -78,6 +78,15 @@ class HudiFormat(LakeFormat):
     def key_refusal(self, table: str, stored: DataFrame, key_fields: tuple[str, ...]) -> str | None:
         foreign = keys.row_writer_record_key(stored, key_fields)
         return None if foreign is None else keys.row_writer_key_reason(table, foreign)
+
+    def services_outside_write(self, spec: TableSpec) -> bool:
+        return spec.table_type is TableType.MERGE_ON_READ and not spec.compaction.inline
+
+    def run_services(self, spec: TableSpec, *, schedule: bool = False) -> tuple[str, ...]:
+        return services.execute_compactions(self.spark, hudi_spec(spec), schedule=schedule)
+
+    def service_backlog(self, base_path: str) -> ServiceBacklog:
+        return services.service_backlog(self.spark, base_path)
 
     def remove(self, base_path: str) -> None:
         writer.remove_table(self.spark, base_path)

@@ -82,7 +82,10 @@ PROTECTED_OPTIONS: dict[str, str] = {
     "hoodie.bucket.index.num.buckets": "the bucket layout is fixed when the table is created",
     "hoodie.bucket.index.hash.field": "the bucket layout follows the table's key",
     "hoodie.compact.inline": "set lake.compaction.inline instead",
+    "hoodie.compact.schedule.inline": "set lake.compaction.inline instead",
     "hoodie.compact.inline.max.delta.commits": "set lake.compaction.max_delta_commits instead",
+    "hoodie.compact.inline.max.delta.seconds": "set lake.compaction.max_delta_seconds instead",
+    "hoodie.compact.inline.trigger.strategy": "set lake.compaction.max_delta_seconds instead",
     "hoodie.populate.meta.fields": "incremental reads, validation and hudi-rs need the meta fields",
     "hoodie.datasource.write.row.writer.enable": "the bootstrap's record keys must equal the applier's",
 }
@@ -178,6 +181,59 @@ def index_options(spec: HudiTableSpec) -> dict[str, str]:
             }
 
 
+IN_PROCESS_LOCK_PROVIDER = "org.apache.hudi.client.transaction.lock.InProcessLockProvider"
+LOCK_PROVIDER_OPTION = "hoodie.write.lock.provider"
+
+
+def compaction_options(spec: HudiTableSpec) -> dict[str, str]:
+    """When a MERGE_ON_READ write plans compaction, and whether it also executes the plan.
+
+    Inline: the writer schedules and executes a plan inside its commit.  Otherwise it only schedules
+    (``hoodie.compact.schedule.inline``) and a table service executes the plan concurrently with later
+    writes (:func:`cdc_lake.hudi.services.execute_compactions`); Hudi then takes a lock around the
+    metadata table's updates, the in-process one unless the user's ``hoodie.write.lock.provider`` names a
+    lock shared by processes.  A plan is due after ``max_delta_commits`` delta commits, or
+    ``max_delta_seconds`` since the last compaction when that is set, whichever comes first.
+    """
+    if spec.table_type is not TableType.MERGE_ON_READ:
+        return {}
+    compaction = spec.compaction
+    options = {
+        "hoodie.compact.inline": "true" if compaction.inline else "false",
+        "hoodie.compact.schedule.inline": "false" if compaction.inline else "true",
+        "hoodie.compact.inline.max.delta.commits": str(compaction.max_delta_commits),
+    }
+    if compaction.max_delta_seconds is not None:
+        options["hoodie.compact.inline.trigger.strategy"] = "NUM_OR_TIME"
+        options["hoodie.compact.inline.max.delta.seconds"] = str(compaction.max_delta_seconds)
+    if not compaction.inline:
+        options[LOCK_PROVIDER_OPTION] = IN_PROCESS_LOCK_PROVIDER
+    return options
+
+
+def table_service_options(spec: HudiTableSpec) -> dict[str, str]:
+    """The options a table service's write client needs to leave the table as the writer keeps it.
+
+    The metadata table's partitions follow the client's config: a client without the record index
+    settings would drop the record index the writer reads (measured: the next upsert then fails with
+    "Record index is not initialized in MDT"), so the service gets the writer's index, metadata, version
+    and lock settings and the user's passed-through options.
+    """
+    options = {
+        "hoodie.metadata.enable": "true",
+        "hoodie.write.table.version": str(spec.table_version),
+        "hoodie.table.timeline.timezone": "UTC",
+        "hoodie.datasource.write.precombine.field": spec.ordering_field,
+        "hoodie.table.ordering.fields": spec.ordering_field,
+        "hoodie.record.merge.mode": "EVENT_TIME_ORDERING",
+        "hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING",
+    }
+    options.update(index_options(spec))
+    options.update(compaction_options(spec))
+    options.update(spec.extra_options)
+    return options
+
+
 def commit_metadata_options(commit_metadata: dict[str, str]) -> dict[str, str]:
     """Writer options that Hudi copies into the commit's extra metadata (keys get the cdc-lake prefix)."""
     options = {"hoodie.datasource.write.commitmeta.key.prefix": COMMIT_METADATA_PREFIX}
@@ -236,9 +292,7 @@ def write_options(
         "hoodie.table.timeline.timezone": "UTC",
     }
     options.update(index_options(spec))
-    if spec.table_type is TableType.MERGE_ON_READ:
-        options["hoodie.compact.inline"] = "true" if spec.compaction.inline else "false"
-        options["hoodie.compact.inline.max.delta.commits"] = str(spec.compaction.max_delta_commits)
+    options.update(compaction_options(spec))
     options.update(spec.extra_options)
     options.update(commit_metadata_options(commit_metadata or {}))
     return options

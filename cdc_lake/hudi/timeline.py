@@ -49,7 +49,8 @@ def record_key_fields(spark: SparkSession, base_path: str) -> tuple[str, ...] | 
     return tuple(str(fields).split(",")) if fields else None
 
 
-def _meta_client(spark: SparkSession, base_path: str) -> Any:
+def meta_client(spark: SparkSession, base_path: str) -> Any:
+    """Hudi's ``HoodieTableMetaClient`` of the table at ``base_path``, its active timeline loaded."""
     jvm: Any = spark._jvm
     storage_conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(
         spark._jsc.hadoopConfiguration()
@@ -85,7 +86,7 @@ def _latest_data_commit(spark: SparkSession, base_path: str) -> CommitInfo | Non
     if not table_exists(spark, base_path):
         return None
     timeline = (
-        _meta_client(spark, base_path).getActiveTimeline().getCommitsTimeline().filterCompletedInstants()
+        meta_client(spark, base_path).getActiveTimeline().getCommitsTimeline().filterCompletedInstants()
     )
     for instant in reversed(list(timeline.getInstants())):
         info = _commit_info(timeline, instant)
@@ -111,7 +112,7 @@ def records_written(spark: SparkSession, base_path: str, instant: str) -> int:
     """How many records the completed commit ``instant`` wrote (from its write statistics)."""
     try:
         timeline = (
-            _meta_client(spark, base_path).getActiveTimeline().getCommitsTimeline().filterCompletedInstants()
+            meta_client(spark, base_path).getActiveTimeline().getCommitsTimeline().filterCompletedInstants()
         )
         for hoodie_instant in timeline.getInstants():
             if str(hoodie_instant.requestedTime()) == instant:

@@ -4,7 +4,8 @@
 and the operations use for a table's data and commits: whether a table exists, a snapshot read, one
 write (an operation and its :class:`~cdc_lake.lake.commit_metadata.CommitMetadata`) as one commit, the
 latest data commit and the records a commit wrote, the record key fields the table was created with,
-and removing a table.  :data:`FORMATS` maps each ``lake.format`` name to the class implementing it,
+its table services when they run outside the writes (plans, their backlog), and removing a table.
+:data:`FORMATS` maps each ``lake.format`` name to the class implementing it,
 imported only when that format is loaded (:func:`load_format`), so a new format is its package plus one
 line there.  Hudi (:class:`cdc_lake.hudi.format.HudiFormat`) is the only one; the tests hold an
 in-memory one that passes the same behaviour suite.
@@ -57,6 +58,19 @@ class CommitInfo:
     completion_time: str | None
     operation: str
     metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServiceBacklog:
+    """What a read-optimized reader misses: table-service plans not yet executed, and since when (epoch
+    seconds) the oldest write not yet in the files such a reader reads has waited (None: nothing waits)."""
+
+    pending_plans: int
+    uncompacted_since: float | None
+
+    def staleness_seconds(self, now: float) -> float:
+        """How old the oldest change a read-optimized reader misses is at ``now`` (0: it misses none)."""
+        return 0.0 if self.uncompacted_since is None else max(0.0, now - self.uncompacted_since)
 
 
 class Unread(enum.Enum):
@@ -116,6 +130,19 @@ class LakeFormat(ABC):
     def key_refusal(self, table: str, stored: DataFrame, key_fields: tuple[str, ...]) -> str | None:
         """The one-line reason an upsert keyed by ``key_fields`` would not find ``stored``'s rows (the
         table read with ``meta_columns``: it holds keys another writer built otherwise), or None."""
+
+    @abstractmethod
+    def services_outside_write(self, spec: TableSpec) -> bool:
+        """Whether ``spec``'s table leaves table services to :meth:`run_services` (none run in its writes)."""
+
+    @abstractmethod
+    def run_services(self, spec: TableSpec, *, schedule: bool = False) -> tuple[str, ...]:
+        """Execute the table's pending table-service plans (``schedule``: plan one now first); the plans
+        executed.  Safe while a writer of this process commits to the table."""
+
+    @abstractmethod
+    def service_backlog(self, base_path: str) -> ServiceBacklog:
+        """The table's pending plans and the age of what a read-optimized reader misses."""
 
     @abstractmethod
     def remove(self, base_path: str) -> None:

@@ -51,10 +51,17 @@ class IndexType(StrEnum):
 
 @dataclass(frozen=True)
 class CompactionSpec:
-    """MERGE_ON_READ compaction: inline after every ``max_delta_commits`` delta commits, or left to a job."""
+    """MERGE_ON_READ compaction, planned after ``max_delta_commits`` delta commits (or ``max_delta_seconds``
+    since the last compaction, whichever comes first).
+
+    ``inline``: the writer also executes each plan inside its commit.  Otherwise the writer only schedules
+    it, and a table service outside the write executes it (``cdc-lake run``'s table-service thread, or
+    ``cdc-lake compact`` as a job; :mod:`cdc_lake.apply.table_services`).
+    """
 
     inline: bool = True
     max_delta_commits: int = 5
+    max_delta_seconds: int | None = None
 
 
 @dataclass(frozen=True)

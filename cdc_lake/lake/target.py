@@ -76,7 +76,9 @@ def target_for(config: Config, source: Source, table: Table) -> TableTarget:
         columns=tuple(table.columns) if table.columns else None,
         table_type=TableType(lake.table_type),
         index=IndexType(lake.index),
-        compaction=CompactionSpec(lake.compaction.inline, lake.compaction.max_delta_commits),
+        compaction=CompactionSpec(
+            lake.compaction.inline, lake.compaction.max_delta_commits, lake.compaction.max_delta_seconds
+        ),
         soft_deletes=lake.soft_deletes,
         table_version=lake.table_version,
         schema_policy=SchemaPolicy(table.schema_changes),

@@ -244,6 +244,21 @@ ALERTS: tuple[Alert, ...] = (
         ),
     ),
     Alert(
+        "CdcLakeCompactionBehind", "warning",
+        "{{ $labels.table }}: read-optimized readers miss {{ $value | humanizeDuration }} of changes",
+        "Table {{ $labels.table }} (tier {{ $labels.tier }}) is MERGE_ON_READ with compaction outside its"
+        " writes, and the oldest change no base file holds yet is older than"
+        " lake.compaction.max_staleness_seconds: Trino and other read-optimized readers see the table that"
+        " old. Snapshot readers (Spark, hudi-rs) stay fresh. Compaction does not run, fails or falls behind.",
+        "compaction-behind",
+        (
+            Condition(
+                "cdc_lake_table_read_optimized_staleness_seconds", ">",
+                lambda config, tier: float(config.lake.compaction.max_staleness_seconds),
+            ),
+        ),
+    ),
+    Alert(
         "CdcLakeConnectorFailed", "critical",
         "{{ $labels.source }}: connector {{ $labels.connector }} failed or is missing",
         "Kafka Connect reports connector {{ $labels.connector }} of source {{ $labels.source }} (or one of"

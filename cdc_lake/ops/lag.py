@@ -79,6 +79,13 @@ class TableRow:
     """Why the lake copy may differ from the source (a quarantined message), while marked."""
     quarantined: int = 0
     """How many of the table's messages are in quarantine (``cdc-lake quarantine --list``)."""
+    compaction_pending_plans: int | None = None
+    """Compaction plans not executed yet, for a table whose compaction runs outside its writes (None:
+    not such a table, or not measured yet)."""
+    read_optimized_staleness_seconds: float | None = None
+    """How old the oldest change a read-optimized reader (Trino) misses is (None as above)."""
+    table_services_error: str | None = None
+    """Why the last execution of the table's services failed (None: it did not)."""
 
 
 @dataclass
@@ -181,6 +188,7 @@ def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo
             except CdcLakeError as exc:
                 report.errors.append(f"{name}: kafka offsets: {exc}")
             freshness = current.freshness
+            services = None if freshness is None else freshness.services
             report.tables.append(
                 TableRow(
                     table=name,
@@ -197,6 +205,11 @@ def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo
                     last_error=info.last_error,
                     possibly_diverged=info.possibly_diverged,
                     quarantined=quarantined.get(name, 0),
+                    compaction_pending_plans=None if services is None else services.pending_plans,
+                    read_optimized_staleness_seconds=(
+                        None if services is None else services.staleness_seconds(now)
+                    ),
+                    table_services_error=None if services is None else services.error,
                 )
             )
 

@@ -78,6 +78,10 @@ HELP = {
     "cdc_lake_table_failed": "1 when the table is FAILED",
     "cdc_lake_table_possibly_diverged": "1 while the table is marked possibly diverged (quarantined message)",
     "cdc_lake_quarantined_messages": "Messages of the table in quarantine (skipped; quarantine --list)",
+    "cdc_lake_table_compaction_pending_plans": "Compaction plans of a MERGE_ON_READ table not executed yet",
+    "cdc_lake_table_read_optimized_staleness_seconds": (
+        "Age of the oldest change no base file holds yet (what read-optimized readers such as Trino miss)"
+    ),
     "cdc_lake_table_last_commit_timestamp_seconds": "Time of the table's last Hudi commit (epoch seconds)",
     "cdc_lake_table_apply_checked_age_seconds": "Seconds since the applier last measured an appliable table",
     "cdc_lake_lag_unreachable_parts": "Parts of the pipeline the last measurement could not reach",
@@ -155,6 +159,8 @@ def lag_samples(report: LagReport) -> list[Sample]:
         add("cdc_lake_table_failed", labels, table.state == "FAILED")
         add("cdc_lake_table_possibly_diverged", labels, table.possibly_diverged is not None)
         add("cdc_lake_quarantined_messages", labels, table.quarantined)
+        add("cdc_lake_table_compaction_pending_plans", labels, table.compaction_pending_plans)
+        add("cdc_lake_table_read_optimized_staleness_seconds", labels, table.read_optimized_staleness_seconds)
         add("cdc_lake_table_last_commit_timestamp_seconds", labels, _commit_epoch(table.last_commit))
         if table.appliable:
             add("cdc_lake_table_apply_checked_age_seconds", labels, table.checked_age_seconds)

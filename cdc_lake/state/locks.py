@@ -2,7 +2,9 @@
 
 Hudi runs in single-writer mode, so every apply batch (``cdc-lake run``, ``apply --once``, a bootstrap's
 catch-up) holds the table's :attr:`LockPurpose.APPLY` lock and a batch that finds it taken is skipped,
-not queued; a bootstrap (or re-bootstrap) holds :attr:`LockPurpose.BOOTSTRAP` for its whole run.  A
+not queued; a bootstrap (or re-bootstrap) holds :attr:`LockPurpose.BOOTSTRAP` for its whole run, and
+an execution of a table's services outside its writes :attr:`LockPurpose.TABLE_SERVICES`
+(:mod:`cdc_lake.apply.table_services`).  A
 crashed or killed holder must never keep a table locked, so a lock is never a flag in a table: it is a
 session-level advisory lock of the state store's database held on a connection of its own (Postgres
 ``pg_try_advisory_lock``, MySQL/MariaDB ``GET_LOCK``), or, for a SQLite state store (one machine), an
@@ -36,6 +38,7 @@ class LockPurpose(enum.StrEnum):
 
     APPLY = "apply"
     BOOTSTRAP = "bootstrap"
+    TABLE_SERVICES = "table-services"
 
 
 # The state store's SQLAlchemy dialect names (the database holding cdc-lake's state, not a source

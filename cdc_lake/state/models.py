@@ -129,6 +129,10 @@ class FreshnessRow(Base):
     newest_source_ts_ms: Mapped[int | None] = mapped_column(BigInteger)
     lag_messages: Mapped[int] = mapped_column(BigInteger)
     measured_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    pending_plans: Mapped[int | None] = mapped_column(Integer)
+    uncompacted_since_ms: Mapped[int | None] = mapped_column(BigInteger)
+    services_error: Mapped[str | None] = mapped_column(Text)
+    services_measured_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
 class QuarantinedMessageRow(Base):

@@ -105,6 +105,27 @@ class RunHandle:
 
 
 @dataclass(frozen=True)
+class ServicesBacklog:
+    """What a read-optimized reader of the table missed when the table service last looked.
+
+    ``pending_plans``: compaction plans scheduled, not executed; ``uncompacted_since_ms``: when the oldest
+    write no base file holds yet completed (None: none); ``error``: why the last execution failed (None:
+    it did not).
+    """
+
+    pending_plans: int
+    uncompacted_since_ms: int | None
+    error: str | None
+    measured_at: datetime
+
+    def staleness_seconds(self, now: datetime) -> float:
+        """How old the oldest change a read-optimized reader misses is at ``now`` (0: none)."""
+        if self.uncompacted_since_ms is None:
+            return 0.0
+        return max(0.0, now.timestamp() - self.uncompacted_since_ms / 1000)
+
+
+@dataclass(frozen=True)
 class Freshness:
     """The newest applied source change for a table and how far the applier trailed Kafka."""
 
@@ -112,6 +133,8 @@ class Freshness:
     newest_source_ts_ms: int | None
     lag_messages: int
     measured_at: datetime
+    services: ServicesBacklog | None = None
+    """The table-service backlog, for a table whose services run outside its writes (None: not measured)."""
 
     def age_seconds(self, now: datetime) -> float | None:
         """How stale the lake copy is at ``now``.

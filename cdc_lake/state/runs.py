@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from cdc_lake.exceptions import StateStoreError
 from cdc_lake.state.models import FreshnessRow, RunRow, utcnow
-from cdc_lake.state.records import Freshness, Run, RunHandle, RunOutcome
+from cdc_lake.state.records import Freshness, Run, RunHandle, RunOutcome, ServicesBacklog
 from cdc_lake.state.session import StoreSession, one_line_text
 
 
@@ -88,6 +88,21 @@ class RunStore(StoreSession):
             row.measured_at = measured_at or utcnow()
             return freshness(row)
 
+    def record_services(
+        self, table: str, pending_plans: int, uncompacted_since_ms: int | None, error: str | None
+    ) -> bool:
+        """Record ``table``'s table-service backlog beside its freshness; False when the applier has not
+        measured the table yet (no freshness row: nothing to record it with)."""
+        with self._transaction() as session:
+            row = session.get(FreshnessRow, table)
+            if row is None:
+                return False
+            row.pending_plans = pending_plans
+            row.uncompacted_since_ms = uncompacted_since_ms
+            row.services_error = error
+            row.services_measured_at = utcnow()
+            return True
+
     def get_freshness(self, table: str) -> Freshness | None:
         """The latest freshness measurement of ``table``, if any."""
         with self._transaction() as session:
@@ -114,4 +129,12 @@ def freshness(row: FreshnessRow) -> Freshness:
         newest_source_ts_ms=row.newest_source_ts_ms,
         lag_messages=row.lag_messages,
         measured_at=row.measured_at,
+        services=None
+        if row.pending_plans is None or row.services_measured_at is None
+        else ServicesBacklog(
+            pending_plans=row.pending_plans,
+            uncompacted_since_ms=row.uncompacted_since_ms,
+            error=row.services_error,
+            measured_at=row.services_measured_at,
+        ),
     )

@@ -18,7 +18,13 @@ from pyspark.sql.types import (
 
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.hudi.keys import row_writer_keys_agree
-from cdc_lake.hudi.options import HudiTableSpec, passthrough_option_problem, write_options
+from cdc_lake.hudi.options import (
+    HudiTableSpec,
+    index_options,
+    passthrough_option_problem,
+    table_service_options,
+    write_options,
+)
 from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType
 
@@ -103,13 +109,65 @@ def test_commit_metadata_is_prefixed() -> None:
         write_options(_spec(), WriteOperation.UPSERT, {"": "x"})
 
 
-def test_merge_on_read_compaction() -> None:
+def test_merge_on_read_compaction_inline_schedules_and_executes_in_the_write() -> None:
+    compaction = CompactionSpec(inline=True, max_delta_commits=3)
+    spec = _spec(table_type=TableType.MERGE_ON_READ, compaction=compaction)
+    options = write_options(spec, WriteOperation.UPSERT)
+    assert options["hoodie.compact.inline"] == "true"
+    assert options["hoodie.compact.schedule.inline"] == "false"
+    assert options["hoodie.compact.inline.max.delta.commits"] == "3"
+    assert "hoodie.write.lock.provider" not in options
+
+
+def test_merge_on_read_compaction_outside_the_write_is_scheduled_by_the_writer() -> None:
+    """``inline: false`` used to schedule nothing: no plan was ever made, logs grew, Trino saw nothing."""
     spec = _spec(
-        table_type=TableType.MERGE_ON_READ, compaction=CompactionSpec(inline=False, max_delta_commits=3)
+        table_type=TableType.MERGE_ON_READ,
+        compaction=CompactionSpec(inline=False, max_delta_commits=3, max_delta_seconds=120),
     )
     options = write_options(spec, WriteOperation.UPSERT)
     assert options["hoodie.compact.inline"] == "false"
-    assert options["hoodie.compact.inline.max.delta.commits"] == "3"
+    assert options["hoodie.compact.schedule.inline"] == "true"
+    assert options["hoodie.compact.inline.trigger.strategy"] == "NUM_OR_TIME"
+    assert options["hoodie.compact.inline.max.delta.seconds"] == "120"
+    assert options["hoodie.write.lock.provider"].endswith("InProcessLockProvider")
+
+
+def test_a_shared_lock_provider_of_the_user_wins_over_the_in_process_one() -> None:
+    shared = "org.apache.hudi.hive.transaction.lock.HiveMetastoreBasedLockProvider"
+    spec = _spec(
+        table_type=TableType.MERGE_ON_READ,
+        compaction=CompactionSpec(inline=False),
+        extra_options=(("hoodie.write.lock.provider", shared),),
+    )
+    assert write_options(spec, WriteOperation.UPSERT)["hoodie.write.lock.provider"] == shared
+    assert table_service_options(spec)["hoodie.write.lock.provider"] == shared
+
+
+def test_copy_on_write_has_no_compaction_options() -> None:
+    options = write_options(_spec(compaction=CompactionSpec(inline=False)), WriteOperation.UPSERT)
+    assert not [key for key in options if key.startswith("hoodie.compact")]
+
+
+@pytest.mark.parametrize("index", list(IndexType))
+def test_table_services_keep_the_writers_index_and_metadata(index: IndexType) -> None:
+    """A service's client without the record index settings drops the index the writer reads."""
+    spec = _spec(table_type=TableType.MERGE_ON_READ, index=index, compaction=CompactionSpec(inline=False))
+    writer = write_options(spec, WriteOperation.UPSERT)
+    service = table_service_options(spec)
+    for key in (*index_options(spec), "hoodie.metadata.enable", "hoodie.write.table.version",
+                "hoodie.write.lock.provider", "hoodie.record.merge.mode", "hoodie.table.ordering.fields"):
+        assert service[key] == writer[key], key
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["hoodie.compact.schedule.inline", "hoodie.compact.inline.max.delta.seconds",
+     "hoodie.compact.inline.trigger.strategy"],
+)
+def test_compaction_triggers_are_decided_by_the_config(key: str) -> None:
+    problem = passthrough_option_problem(key)
+    assert problem is not None and "lake.compaction" in problem
 
 
 def test_spec_rejects_missing_keys() -> None:

@@ -1,0 +1,181 @@
+"""Table services outside the writes: ``cdc-lake run``'s table-service thread, the ``cdc-lake compact`` job.
+
+A table whose format leaves its services to a separate executor (Hudi MERGE_ON_READ with
+``lake.compaction.inline: false``: the writer only schedules compaction plans) gets them executed here,
+never inside an apply batch, so a commit's cost stays that of its batch.  :class:`TableServices` executes
+one table's pending plans and records the backlog a read-optimized reader (Trino) sees, beside the
+table's freshness in the state store: pending plans and the age of the oldest write no base file holds
+yet, which ``status``, ``lag``, the metrics and the ``CdcLakeCompactionBehind`` alert read.
+
+Who may run a table's services at the same time as what:
+
+* one executor per table: every execution holds the table's :attr:`LockPurpose.TABLE_SERVICES` lock, so
+  ``run``'s thread and a ``compact`` job (or two jobs) never execute one plan twice;
+* inside ``run`` the executor runs beside the applier's batches of the same process: Hudi's in-process
+  lock guards the metadata table they both update (:func:`~cdc_lake.hudi.options.compaction_options`);
+* a ``compact`` job in another process also holds the table's apply lock (the applier skips the table,
+  BUSY, meanwhile), unless the config names a lock provider shared by processes
+  (``hoodie.write.lock.provider`` in ``lake.hudi_options``, e.g. Zookeeper or the Hive Metastore's).
+
+A failed execution is recorded with the backlog and retried at the next look; it never stops the table's
+applier: the snapshot readers stay exact, and the growing staleness is what the alert fires on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+from cdc_lake import applier_metrics
+from cdc_lake.apply.runner import current_target, skip_reason
+from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.lake.applier import BUSY
+from cdc_lake.lake.format import LakeFormat, ServiceBacklog
+from cdc_lake.lake.target import TableTarget
+from cdc_lake.state.locks import LockPurpose, table_lock
+from cdc_lake.state.store import StateStore
+
+_LOG = logging.getLogger(__name__)
+
+SHARED_LOCK_OPTION = "hoodie.write.lock.provider"
+IN_PROCESS_LOCK = "org.apache.hudi.client.transaction.lock.InProcessLockProvider"
+
+
+@dataclass(frozen=True)
+class ServiceOutcome:
+    """What one look at a table's services did: plans executed, the backlog after, a failure, a skip."""
+
+    table: str
+    executed: tuple[str, ...] = ()
+    backlog: ServiceBacklog | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    skipped: str | None = None
+
+
+def shares_lock_across_processes(target: TableTarget) -> bool:
+    """Whether the table's options name a lock provider other processes' writers take too."""
+    provider = dict(target.hudi_options).get(SHARED_LOCK_OPTION)
+    return provider is not None and provider != IN_PROCESS_LOCK
+
+
+class TableServices:
+    """Executes the pending table-service plans of tables whose writes leave them to a separate executor.
+
+    ``beside_writer``: this process applies the tables too (``run``), so only the services lock is
+    taken; otherwise (``compact``) the apply lock as well, unless the lock provider is shared.
+    """
+
+    def __init__(
+        self,
+        lake: LakeFormat,
+        store: StateStore,
+        lock_url: str,
+        *,
+        beside_writer: bool,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.lake = lake
+        self.store = store
+        self.lock_url = lock_url
+        self.beside_writer = beside_writer
+        self.clock = clock
+
+    def serviced(self, targets: Sequence[TableTarget]) -> list[TableTarget]:
+        """The targets whose format leaves table services outside the writes."""
+        return [t for t in targets if self.lake.services_outside_write(t.spec(t.key_fields or ()))]
+
+    def step(self, target: TableTarget, *, schedule: bool = False) -> ServiceOutcome:
+        """Execute ``target``'s pending plans (``schedule``: plan one now first) and record the backlog."""
+        name = target.qualified_name
+        skipped = skip_reason(self.store, target)
+        if skipped is not None:
+            return ServiceOutcome(name, skipped=skipped)
+        target = current_target(self.store, target)
+        with self._locks(target) as held:
+            if not held:
+                return ServiceOutcome(name, skipped=BUSY)
+            return self._execute(target, schedule)
+
+    @contextmanager
+    def _locks(self, target: TableTarget) -> Iterator[bool]:
+        purposes = [LockPurpose.TABLE_SERVICES]
+        if not self.beside_writer and not shares_lock_across_processes(target):
+            purposes.append(LockPurpose.APPLY)
+        with ExitStack() as stack:
+            for purpose in purposes:
+                if not stack.enter_context(table_lock(self.lock_url, purpose, target.qualified_name)):
+                    yield False
+                    return
+            yield True
+
+    def _execute(self, target: TableTarget, schedule: bool) -> ServiceOutcome:
+        name = target.qualified_name
+        if not self.lake.table_exists(target.base_path):
+            return ServiceOutcome(name, skipped="no lake table yet")
+        key_fields = self.lake.record_key_fields(target.base_path) or target.key_fields or ()
+        started = self.clock()
+        executed: tuple[str, ...] = ()
+        error = None
+        try:
+            executed = self.lake.run_services(target.spec(tuple(key_fields)), schedule=schedule)
+        except CdcLakeError as exc:
+            error = str(exc)
+            _LOG.warning("table %s: table services failed: %s", name, error)
+        seconds = self.clock() - started
+        backlog = self.lake.service_backlog(target.base_path)
+        since = backlog.uncompacted_since
+        self.store.record_services(
+            name, backlog.pending_plans, None if since is None else int(since * 1000), error
+        )
+        applier_metrics.record_services(name, target.tier, executed=len(executed), failed=error is not None)
+        if executed:
+            _LOG.info(
+                "table %s: executed %d compaction plans (%s) in %.1f s; %d pending",
+                name,
+                len(executed),
+                ", ".join(executed),
+                seconds,
+                backlog.pending_plans,
+            )
+        return ServiceOutcome(name, executed, backlog, seconds, error)
+
+
+class ServiceThread:
+    """``run``'s table-service thread: every ``check_seconds``, each serviced table once, until stopped."""
+
+    def __init__(self, services: TableServices, targets: Sequence[TableTarget], check_seconds: float) -> None:
+        self.services = services
+        self.targets = services.serviced(targets)
+        self.check_seconds = check_seconds
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> bool:
+        """Start the thread; False (and no thread) when no table needs it."""
+        if not self.targets:
+            return False
+        self._thread = threading.Thread(target=self._loop, name="table-services", daemon=True)
+        self._thread.start()
+        return True
+
+    def stop(self) -> None:
+        """Ask the thread to stop after the execution under way, and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for target in self.targets:
+                if self._stop.is_set():
+                    return
+                try:
+                    self.services.step(target)
+                except CdcLakeError as exc:  # the next look retries; the alert watches the backlog
+                    _LOG.warning("table %s: table-service look failed: %s", target.qualified_name, exc)
+            self._stop.wait(self.check_seconds)

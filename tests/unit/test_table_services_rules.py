@@ -1,0 +1,152 @@
+"""The table-service executor's rules, with an in-memory format and a real SQLite state store.
+
+Which tables it serves (only those whose writes leave services outside), which locks it holds (a job in
+another process takes the apply lock too, unless the lock provider is shared), that a failed execution
+is recorded with the backlog and never raised, and that the backlog reaches the state store where
+``lag`` and the metrics read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cdc_lake.apply.table_services import ServiceThread, TableServices
+from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.lake.applier import BUSY
+from cdc_lake.lake.format import LakeFormat, ServiceBacklog
+from cdc_lake.lake.layout import CompactionSpec, IndexType, TableSpec, TableType
+from cdc_lake.lake.target import TableTarget
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import LockPurpose, table_lock
+from cdc_lake.state.store import StateStore
+
+
+class _Lake(LakeFormat):
+    """Tables that exist, with pending plans a run executes (or fails to)."""
+
+    def __init__(self, pending: int = 2, fail: bool = False) -> None:
+        super().__init__(spark=None)  # type: ignore[arg-type]
+        self.pending = pending
+        self.fail = fail
+        self.runs: list[tuple[str, bool]] = []
+
+    def table_exists(self, base_path: str) -> bool:
+        return True
+
+    def services_outside_write(self, spec: TableSpec) -> bool:
+        return spec.table_type is TableType.MERGE_ON_READ and not spec.compaction.inline
+
+    def run_services(self, spec: TableSpec, *, schedule: bool = False) -> tuple[str, ...]:
+        self.runs.append((spec.base_path, schedule))
+        if self.fail:
+            raise HudiWriteError(f"compaction of table '{spec.name}' failed: disk full")
+        executed = tuple(f"2026120200000{i}" for i in range(self.pending))
+        self.pending = 0
+        return executed
+
+    def service_backlog(self, base_path: str) -> ServiceBacklog:
+        return ServiceBacklog(self.pending, 1_000.0 if self.pending else None)
+
+    def record_key_fields(self, base_path: str) -> tuple[str, ...] | None:
+        return ("id",)
+
+    def read(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
+        raise NotImplementedError
+
+    write = latest_commit = records_written = key_refusal = remove = read  # type: ignore[assignment]
+
+
+def _target(
+    name: str, table_type: TableType, inline: bool, options: tuple[tuple[str, str], ...] = ()
+) -> TableTarget:
+    return TableTarget(
+        name, "postgres", f"t.{name}", 0, f"/lake/{name}", None, (), None, table_type, IndexType.RECORD_INDEX,
+        CompactionSpec(inline=inline), False, hudi_options=options,
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[tuple[StateStore, str]]:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    with StateStore.open(url) as opened:
+        opened.upsert_source("pg", "postgres")
+        for name in ("pg.s.mor", "pg.s.cow"):
+            opened.upsert_table(name, "pg", 0, f"/lake/{name}")
+            opened.transition(name, TableState.BOOTSTRAPPING)
+            opened.transition(name, TableState.CATCHING_UP)
+            opened.record_freshness(name, None, 0)
+        yield opened, url
+
+
+HMS_LOCK = "org.apache.hudi.hive.transaction.lock.HiveMetastoreBasedLockProvider"
+MOR = _target("pg.s.mor", TableType.MERGE_ON_READ, inline=False)
+
+
+def test_only_tables_whose_writes_leave_services_outside_are_served(store: tuple[StateStore, str]) -> None:
+    services = TableServices(_Lake(), store[0], store[1], beside_writer=True)
+    targets = [
+        MOR,
+        _target("pg.s.cow", TableType.COPY_ON_WRITE, inline=False),
+        _target("pg.s.inline", TableType.MERGE_ON_READ, inline=True),
+    ]
+    assert [t.qualified_name for t in services.serviced(targets)] == ["pg.s.mor"]
+
+
+def test_an_execution_records_the_backlog_beside_the_freshness(store: tuple[StateStore, str]) -> None:
+    db, url = store
+    lake = _Lake(pending=2)
+    outcome = TableServices(lake, db, url, beside_writer=True).step(MOR, schedule=True)
+    assert outcome.executed == ("20261202000000", "20261202000001") and outcome.error is None
+    assert lake.runs == [("/lake/pg.s.mor", True)]
+    services = db.current_copy("pg.s.mor").freshness.services  # type: ignore[union-attr]
+    assert services is not None and (services.pending_plans, services.uncompacted_since_ms) == (0, None)
+
+
+def test_a_failed_execution_is_recorded_not_raised(store: tuple[StateStore, str]) -> None:
+    db, url = store
+    outcome = TableServices(_Lake(pending=1, fail=True), db, url, beside_writer=True).step(MOR)
+    assert outcome.error is not None and "disk full" in outcome.error
+    services = db.current_copy("pg.s.mor").freshness.services  # type: ignore[union-attr]
+    assert services is not None and services.pending_plans == 1 and services.error == outcome.error
+    assert services.uncompacted_since_ms == 1_000_000
+    assert db.require_table("pg.s.mor").state is TableState.CATCHING_UP
+
+
+def test_a_job_in_another_process_waits_for_the_applier_unless_the_lock_is_shared(
+    store: tuple[StateStore, str],
+) -> None:
+    db, url = store
+    shared = _target(
+        "pg.s.mor", TableType.MERGE_ON_READ, inline=False,
+        options=(("hoodie.write.lock.provider", HMS_LOCK),),
+    )
+    with table_lock(url, LockPurpose.APPLY, "pg.s.mor") as held:
+        assert held
+        assert TableServices(_Lake(), db, url, beside_writer=False).step(MOR).skipped == BUSY
+        assert TableServices(_Lake(), db, url, beside_writer=True).step(MOR).executed
+        assert TableServices(_Lake(pending=1), db, url, beside_writer=False).step(shared).executed
+    with table_lock(url, LockPurpose.TABLE_SERVICES, "pg.s.mor") as held:
+        assert held
+        assert TableServices(_Lake(), db, url, beside_writer=True).step(MOR).skipped == BUSY
+
+
+def test_a_table_not_applied_is_skipped(store: tuple[StateStore, str]) -> None:
+    db, url = store
+    db.transition("pg.s.mor", TableState.PAUSED)
+    lake = _Lake()
+    outcome = TableServices(lake, db, url, beside_writer=True).step(MOR)
+    assert outcome.skipped == "state PAUSED" and lake.runs == []
+
+
+def test_the_thread_starts_only_for_served_tables_and_stops(store: tuple[StateStore, str]) -> None:
+    db, url = store
+    services = TableServices(_Lake(), db, url, beside_writer=True)
+    assert not ServiceThread(services, [_target("pg.s.cow", TableType.COPY_ON_WRITE, False)], 1.0).start()
+    thread = ServiceThread(services, [MOR], 0.05)
+    assert thread.start()
+    thread.stop()
+    services_seen = db.current_copy("pg.s.mor").freshness.services  # type: ignore[union-attr]
+    assert services_seen is not None and services_seen.pending_plans == 0
