@@ -9,7 +9,9 @@ Run it with the stack up, from the stack's directory::
 1. A Postgres database with a ``--rows``-row table (``bootstrap_bench.bench_database``: ``insert ...
    select generate_series``), onboarded and bootstrapped as users do (``cdc-lake onboard``, ``cdc-lake
    bootstrap``, both as subprocesses), tier 0, in the ``--layout``: ``default`` (COPY_ON_WRITE +
-   GLOBAL_BLOOM) or ``mor-ri`` (MERGE_ON_READ + RECORD_INDEX, inline compaction every 5 delta commits).
+   GLOBAL_BLOOM), ``mor-ri`` (MERGE_ON_READ + RECORD_INDEX, inline compaction every 5 delta commits),
+   ``mor-ri-async`` and ``mor-bucket-async`` (MERGE_ON_READ + RECORD_INDEX or the bucket index, the
+   compaction planned every 5 delta commits and executed by ``run``'s table-service thread).
 2. ``cdc-lake run`` as a subprocess (the real CLI); one row is changed and, once ``run`` has committed
    it (Spark started, one batch done), the load starts ``--warmup`` seconds later.
 3. For each rate of ``--rates``: ``pgbench --rate`` for ``--seconds`` with weighted scripts: 70% update
@@ -84,6 +86,15 @@ from cdc_lake.stack.manager import LocalStack
 LAYOUTS = {
     "default": {"table_type": "COPY_ON_WRITE", "index": "GLOBAL_BLOOM", "table_version": 9},
     "mor-ri": {"table_type": "MERGE_ON_READ", "index": "RECORD_INDEX", "table_version": 9},
+    # Compaction outside the writes: the applier schedules, run's table-service thread executes.
+    "mor-ri-async": {
+        "table_type": "MERGE_ON_READ", "index": "RECORD_INDEX", "table_version": 9,
+        "compaction": {"inline": False, "max_delta_commits": 5, "check_seconds": 5},
+    },
+    "mor-bucket-async": {
+        "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9,
+        "compaction": {"inline": False, "max_delta_commits": 5, "check_seconds": 5},
+    },
 }
 WORKLOAD = {"update": 70, "insert": 15, "delete": 15}
 FRESH_SECONDS = 15.0
@@ -158,6 +169,28 @@ def recovery_seconds(
     raise ValueError(f"freshness never fell under {limit} s after the kill")
 
 
+def read_optimized_staleness(
+    deltas: dict[str, int], compactions: dict[str, int], start_ms: int, end_ms: int
+) -> float | None:
+    """The most a read-optimized reader (base files only: Trino) lagged during ``[start_ms, end_ms]``,
+    seconds: at time t, t minus the completion of the oldest delta commit completed by t and planned
+    after the newest compaction completed by t (its logs are in no base file yet).  It grows between
+    compaction completions, so it peaks just before each and at the end.  ``deltas`` and
+    ``compactions`` map requested instant -> completion ms.  None for a table without delta commits
+    (COPY_ON_WRITE)."""
+    if not deltas:
+        return None
+
+    def staleness(at: int) -> float:
+        done = [requested for requested, completed in compactions.items() if completed <= at]
+        newest = max(done, default="")
+        waiting = [c for r, c in deltas.items() if c <= at and r > newest]
+        return (at - min(waiting)) / 1000 if waiting else 0.0
+
+    moments = [c - 1 for c in compactions.values() if start_ms < c <= end_ms] + [end_ms]
+    return round(max(staleness(at) for at in moments), 1)
+
+
 def phase_figures(
     visible: Sequence[tuple[Event, int]], start_ms: int, end_ms: int, rate: int
 ) -> dict[str, Any]:
@@ -189,6 +222,10 @@ class CommitWatcher:
         self.timeline = base_path / ".hoodie" / "timeline"
         self.poll_seconds = poll_seconds
         self.commits: dict[str, Commit] = {}
+        self.deltas: dict[str, int] = {}
+        """Delta commits (MERGE_ON_READ writes): requested instant -> completion ms."""
+        self.compactions: dict[str, int] = {}
+        """Commits without offsets of a table with delta commits (its compactions), the same."""
         self._seen: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -210,7 +247,12 @@ class CommitWatcher:
             except (OSError, ValueError, EOFError):
                 continue  # being written: read at the next poll
             self._seen.add(path.name)
+            requested = path.name.split("_")[0]
             raw = (record.get("extraMetadata") or {}).get(f"{COMMIT_METADATA_PREFIX}{OFFSETS_KEY}")
+            if path.name.endswith(".deltacommit"):
+                self.deltas[requested] = completion_ms(path.name)
+            elif raw is None:
+                self.compactions[requested] = completion_ms(path.name)
             if raw is not None:
                 offsets = {int(p): int(o) for p, o in json.loads(raw).items()}
                 self.commits[path.name.split("_")[0]] = Commit(completion_ms(path.name), offsets)
@@ -377,6 +419,9 @@ def _figures(
     results.update({"events": len(events), "apply_commits": len(watcher.commits), "phases": []})
     for phase in phases:
         figures = phase_figures(visible, phase["start_ms"], phase["end_ms"], phase["rate"])
+        figures["read_optimized_staleness_max_seconds"] = read_optimized_staleness(
+            watcher.deltas, watcher.compactions, phase["start_ms"], phase["end_ms"]
+        )
         if "kill_ms" in phase:
             figures["recovery_seconds"] = round(recovery_seconds(phase["kill_ms"], visible), 1)
         results["phases"].append({**figures, **{k: v for k, v in phase.items() if k not in figures}})

@@ -19,6 +19,7 @@ from freshness_bench import (
     event_lags,
     freshness_at,
     phase_figures,
+    read_optimized_staleness,
     recovery_seconds,
 )
 
@@ -95,3 +96,15 @@ def test_a_phase_counts_only_events_whose_source_commit_falls_in_its_window() ->
     assert figures["changes_per_second"] == 2.0
     assert figures["p99_seconds"] == figures["max_seconds"] == 2.0
     assert figures["timeline"] == per_interval([(n * 0.5, 2.0) for n in range(20, 40)], 10)
+
+
+def test_read_optimized_staleness_peaks_before_each_compaction_and_at_the_end() -> None:
+    # delta commits planned at 1..4 (completed at 1 s .. 4 s); a compaction planned after the second
+    # (instant "2b") completes at 6 s: until then the oldest waiting delta completed at 1 s.
+    deltas = {"1": 1_000, "2": 2_000, "3": 3_000, "4": 4_000}
+    compactions = {"2b": 6_000}
+    # just before 6 s: 5.999 s since the first delta; at the end (10 s) deltas 3 and 4 wait since 3 s
+    assert read_optimized_staleness(deltas, compactions, 0, 10_000) == 7.0
+    assert read_optimized_staleness(deltas, compactions, 0, 5_000) == 4.0
+    assert read_optimized_staleness({}, {}, 0, 10_000) is None
+    assert read_optimized_staleness({"1": 1_000}, {"1b": 2_000}, 0, 9_000) == 1.0
