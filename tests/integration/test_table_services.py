@@ -1,0 +1,154 @@
+"""MERGE_ON_READ with compaction outside the writes: plans scheduled by the applier, executed beside it.
+
+The table is MERGE_ON_READ with the record index and ``lake.compaction.inline: false``.  Before this
+layout had table services, ``inline: false`` scheduled nothing and nothing executed: logs grew forever and
+Trino, which reads base files only, never saw a change (the first assertion on pending plans fails on that
+code).  Now each apply commit schedules a plan after ``max_delta_commits`` delta commits; ``run``'s
+table-service thread executes the plans while the applier keeps committing rounds of updates, deletes
+and inserts; the snapshot (Spark, hudi-rs) equals the source after every round, and the backlog a
+read-optimized reader misses is measured, served as metrics and alerted on (``CdcLakeCompactionBehind``,
+checked by promtool against ``lag``).  ``cdc-lake compact --schedule`` then compacts everything, and
+Trino through the Hive catalog equals the source.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from pyspark.sql import SparkSession
+from support.bootstrap import (
+    SourceDb,
+    apply_until_live,
+    assert_lake_equals_source,
+    onboard,
+    postgres_db,
+    write_db_config,
+)
+from support.common import cli_run, write_and_load
+from support.ops import alerts_everywhere
+
+from cdc_lake.apply.table_services import ServiceThread, TableServices
+from cdc_lake.hudi.services import service_backlog
+from cdc_lake.lake.format import load_format
+from cdc_lake.lake.target import select_targets
+from cdc_lake.stack.manager import LocalStack
+from cdc_lake.state.store import StateStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
+
+ROWS = 300
+
+
+@pytest.fixture(scope="module")
+def db(local_stack: LocalStack) -> Iterator[SourceDb]:
+    with postgres_db(local_stack) as source_db:
+        yield source_db
+
+
+def _round(db: SourceDb, n: int) -> None:
+    db.execute(
+        f"update items set v = v + {n} where id % 5 = {n % 5}",
+        f"delete from items where id % 37 = {n}",
+        f"insert into items select g, {n}, repeat('n', 50) from generate_series({ROWS + 10 * n}, "
+        f"{ROWS + 10 * n + 4}) g",
+    )
+
+
+def test_compaction_outside_the_writes_keeps_every_reader_exact(
+    spark: SparkSession, db: SourceDb, tmp_path: Path
+) -> None:
+    db.execute(
+        "create table items (id integer primary key, v integer, note text)",
+        f"insert into items select g, 0, repeat('n', 50) from generate_series(1, {ROWS}) g",
+    )
+    hive = {"uri": db.stack.hive_metastore.uri, "database": f"lake_{db.engine}"}
+    lake = {
+        "base_path": str(tmp_path / "lake"),
+        "table_type": "MERGE_ON_READ",
+        "index": "RECORD_INDEX",
+        "compaction": {
+            "inline": False, "max_delta_commits": 2, "check_seconds": 1, "max_staleness_seconds": 2,
+        },
+        # Updates of a file group Hudi counts as small (under this limit: the whole 300-row table) are
+        # merged into a new base file, not logged, when the index cannot index log files (the record
+        # index): no log, nothing to compact.
+        "hudi_options": {"hoodie.parquet.small.file.limit": "0"},
+    }
+    config_path = write_db_config(
+        tmp_path, db, [{"name": "items", "tier": 0}], str(tmp_path / "lake"), catalog={"hive": hive}
+    )
+    data = yaml.safe_load(config_path.read_text())
+    data["lake"] = {**data["lake"], **lake}
+    data["monitoring"] = {"alert_for_seconds": 0}
+    config = write_and_load(config_path, data)
+    table = db.qualified("items")
+    base_path = config.lake.table_base_path(table)
+    onboard(config_path, db.source)
+    outcome = cli_run(config_path, "bootstrap", table)
+    assert outcome.exit_code == 0, outcome.stderr or outcome.output
+
+    # Two rounds, two delta commits: the applier's second commit schedules a plan and executes none.
+    for n in (1, 2):
+        _round(db, n)
+        apply_until_live(spark, config, table)
+    backlog = service_backlog(spark, base_path)
+    assert backlog.pending_plans >= 1, backlog
+    assert backlog.uncompacted_since is not None, backlog
+    assert_lake_equals_source(spark, config, db, "items", read_optimized=False)
+    time.sleep(3)  # the oldest uncompacted change is now older than max_staleness_seconds (2)
+    with StateStore.open(config.state_store.url) as store:  # as a look of the service thread records it
+        since_ms = int(backlog.uncompacted_since * 1000)
+        assert store.record_services(table, backlog.pending_plans, since_ms, None)
+    firing, report, metrics = alerts_everywhere(config_path, tmp_path)
+    assert "CdcLakeCompactionBehind" in firing, report["breaches"]
+    (row,) = [t for t in report["tables"] if t["table"] == table]
+    assert row["compaction_pending_plans"] >= 1 and row["read_optimized_staleness_seconds"] > 2, row
+    assert f'cdc_lake_table_read_optimized_staleness_seconds{{source="{db.source}",table="{table}"' in metrics
+
+    # run's table-service thread executes plans while the applier commits more rounds.
+    with StateStore.open(config.state_store.url) as store:
+        services = TableServices(load_format(spark), store, config.state_store.url, beside_writer=True)
+        executed: list[str] = []
+        original = services.step
+
+        def counting_step(target, *, schedule=False):  # type: ignore[no-untyped-def]
+            result = original(target, schedule=schedule)
+            executed.extend(result.executed)
+            assert result.error is None, result.error
+            return result
+
+        services.step = counting_step  # type: ignore[method-assign]
+        thread = ServiceThread(services, select_targets(config), check_seconds=1)
+        assert thread.start()
+        try:
+            for n in range(3, 9):
+                _round(db, n)
+                apply_until_live(spark, config, table)
+                if n % 3 == 0:
+                    assert_lake_equals_source(spark, config, db, "items", read_optimized=False)
+        finally:
+            thread.stop()
+    assert len(executed) >= 2, executed
+    assert_lake_equals_source(spark, config, db, "items", read_optimized=False)
+
+    # The job: plan and execute everything; the read-optimized view (Trino) is then the source.
+    compacted = cli_run(config_path, "compact", table, "--schedule", "--json")
+    assert compacted.exit_code == 0, compacted.stderr or compacted.output
+    (result,) = [json.loads(line) for line in compacted.stdout.splitlines()]
+    assert result["status"] == "ok" and result["pending_plans"] == 0, result
+    assert result["read_optimized_staleness_seconds"] == 0, result
+    assert_lake_equals_source(spark, config, db, "items")
+
+
+def test_compact_refuses_a_table_whose_writes_compact_themselves(db: SourceDb, tmp_path: Path) -> None:
+    db.execute("create table plain (id integer primary key)")
+    config_path = write_db_config(tmp_path, db, [{"name": "plain"}], str(tmp_path / "lake"))
+    refused = cli_run(config_path, "compact", db.qualified("plain"))
+    assert refused.exit_code != 0
+    assert refused.stderr.startswith("error: ") and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"table {db.qualified('plain')}" in refused.stderr and "inline: false" in refused.stderr
