@@ -87,9 +87,12 @@ LAYOUTS = {
     "default": {"table_type": "COPY_ON_WRITE", "index": "GLOBAL_BLOOM", "table_version": 9},
     "mor-ri": {"table_type": "MERGE_ON_READ", "index": "RECORD_INDEX", "table_version": 9},
     # Compaction outside the writes: the applier schedules, run's table-service thread executes.
+    # Small-file limit 0: an update of a file group Hudi counts as small is otherwise merged into a new
+    # base file (a rewrite, not a log append) when the index cannot index log files (the record index).
     "mor-ri-async": {
         "table_type": "MERGE_ON_READ", "index": "RECORD_INDEX", "table_version": 9,
         "compaction": {"inline": False, "max_delta_commits": 5, "check_seconds": 5},
+        "hudi_options": {"hoodie.parquet.small.file.limit": "0"},
     },
     "mor-bucket-async": {
         "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9,

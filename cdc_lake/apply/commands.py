@@ -221,10 +221,8 @@ def describe_services(outcome: ServiceOutcome) -> str:
         return f"{outcome.table}: FAILED: {outcome.error}{pending}"
     if not outcome.executed:
         return f"{outcome.table}: nothing to compact{pending}"
-    return (
-        f"{outcome.table}: executed {len(outcome.executed)} compaction plans "
-        f"({', '.join(outcome.executed)}) in {outcome.seconds:.1f} s{pending}"
-    )
+    plans = "1 compaction plan" if len(outcome.executed) == 1 else f"{len(outcome.executed)} compaction plans"
+    return f"{outcome.table}: executed {plans} in {outcome.seconds:.1f} s{pending}"
 
 
 def services_json(outcome: ServiceOutcome, now: float) -> dict[str, object]:
@@ -250,6 +248,7 @@ def compact_command(
     schedule: bool,
     echo: Callable[[str], None],
     render: Callable[[ServiceOutcome], str] = describe_services,
+    note: Callable[[str], None] | None = None,
 ) -> list[ServiceOutcome]:
     """``cdc-lake compact``: execute the chosen tables' pending compaction plans once, as a job.
 
@@ -266,6 +265,11 @@ def compact_command(
             raise ConfigError(
                 f"table {others[0]}: its writes run compaction themselves or it has none (compact needs "
                 "lake.table_type MERGE_ON_READ with lake.compaction.inline: false)"
+            )
+        if not serviced:
+            (note or echo)(
+                "no table leaves compaction outside its writes (lake.table_type MERGE_ON_READ with "
+                "lake.compaction.inline: false): nothing to do"
             )
         outcomes = []
         for target in serviced:

@@ -315,7 +315,7 @@ def compact(ctx: click.Context, tables: tuple[str, ...], schedule: bool, as_json
     if as_json:
         compact_command(
             config, tables, schedule, click.echo,
-            render=lambda outcome: json.dumps(services_json(outcome, time.time())),
+            render=lambda outcome: json.dumps(services_json(outcome, time.time())), note=_note(as_json),
         )
     else:
         compact_command(config, tables, schedule, click.echo, render=describe_services)

@@ -150,3 +150,17 @@ def test_the_thread_starts_only_for_served_tables_and_stops(store: tuple[StateSt
     thread.stop()
     services_seen = db.current_copy("pg.s.mor").freshness.services  # type: ignore[union-attr]
     assert services_seen is not None and services_seen.pending_plans == 0
+
+
+def test_outcomes_read_in_one_line_for_people_and_as_json_for_machines() -> None:
+    from cdc_lake.apply.commands import describe_services, services_json
+    from cdc_lake.apply.table_services import ServiceOutcome
+
+    done = ServiceOutcome("pg.s.mor", ("1", "2"), ServiceBacklog(0, None), 12.34)
+    assert describe_services(done) == "pg.s.mor: executed 2 compaction plans in 12.3 s; 0 pending"
+    failed = ServiceOutcome("pg.s.mor", (), ServiceBacklog(1, 100.0), 1.0, error="boom")
+    assert describe_services(failed) == "pg.s.mor: FAILED: boom; 1 pending"
+    assert describe_services(ServiceOutcome("pg.s.mor", skipped=BUSY)) == f"pg.s.mor: skipped ({BUSY})"
+    as_json = services_json(failed, now=160.0)
+    assert as_json["status"] == "failed" and as_json["pending_plans"] == 1
+    assert as_json["read_optimized_staleness_seconds"] == 60.0 and as_json["executed"] == []
