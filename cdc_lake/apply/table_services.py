@@ -117,17 +117,19 @@ class TableServices:
         name = target.qualified_name
         if not self.lake.table_exists(target.base_path):
             return ServiceOutcome(name, skipped="no lake table yet")
-        key_fields = self.lake.record_key_fields(target.base_path) or target.key_fields or ()
+        backlog = self.lake.service_backlog(target.base_path)
         started = self.clock()
         executed: tuple[str, ...] = ()
         error = None
-        try:
-            executed = self.lake.run_services(target.spec(tuple(key_fields)), schedule=schedule)
-        except CdcLakeError as exc:
-            error = str(exc)
-            _LOG.warning("table %s: table services failed: %s", name, error)
+        if backlog.pending_plans or schedule:  # a look at an idle table starts no Hudi write client
+            key_fields = self.lake.record_key_fields(target.base_path) or target.key_fields or ()
+            try:
+                executed = self.lake.run_services(target.spec(tuple(key_fields)), schedule=schedule)
+            except CdcLakeError as exc:
+                error = str(exc)
+                _LOG.warning("table %s: table services failed: %s", name, error)
+            backlog = self.lake.service_backlog(target.base_path)
         seconds = self.clock() - started
-        backlog = self.lake.service_backlog(target.base_path)
         since = backlog.uncompacted_since
         self.store.record_services(
             name, backlog.pending_plans, None if since is None else int(since * 1000), error

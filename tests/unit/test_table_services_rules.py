@@ -164,3 +164,12 @@ def test_outcomes_read_in_one_line_for_people_and_as_json_for_machines() -> None
     as_json = services_json(failed, now=160.0)
     assert as_json["status"] == "failed" and as_json["pending_plans"] == 1
     assert as_json["read_optimized_staleness_seconds"] == 60.0 and as_json["executed"] == []
+
+
+def test_a_look_at_a_table_without_pending_plans_runs_nothing(store: tuple[StateStore, str]) -> None:
+    db, url = store
+    lake = _Lake(pending=0)
+    outcome = TableServices(lake, db, url, beside_writer=True).step(MOR)
+    assert outcome.executed == () and outcome.error is None and lake.runs == []
+    assert TableServices(lake, db, url, beside_writer=True).step(MOR, schedule=True).error is None
+    assert lake.runs == [("/lake/pg.s.mor", True)]
