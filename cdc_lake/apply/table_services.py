@@ -41,8 +41,6 @@ from cdc_lake.state.store import StateStore
 
 _LOG = logging.getLogger(__name__)
 
-SHARED_LOCK_OPTION = "hoodie.write.lock.provider"
-IN_PROCESS_LOCK = "org.apache.hudi.client.transaction.lock.InProcessLockProvider"
 
 
 @dataclass(frozen=True)
@@ -55,12 +53,6 @@ class ServiceOutcome:
     seconds: float = 0.0
     error: str | None = None
     skipped: str | None = None
-
-
-def shares_lock_across_processes(target: TableTarget) -> bool:
-    """Whether the table's options name a lock provider other processes' writers take too."""
-    provider = dict(target.hudi_options).get(SHARED_LOCK_OPTION)
-    return provider is not None and provider != IN_PROCESS_LOCK
 
 
 class TableServices:
@@ -104,7 +96,8 @@ class TableServices:
     @contextmanager
     def _locks(self, target: TableTarget) -> Iterator[bool]:
         purposes = [LockPurpose.TABLE_SERVICES]
-        if not self.beside_writer and not shares_lock_across_processes(target):
+        shared = self.lake.services_lock_shared(target.spec(target.key_fields or ()))
+        if not self.beside_writer and not shared:
             purposes.append(LockPurpose.APPLY)
         with ExitStack() as stack:
             for purpose in purposes:

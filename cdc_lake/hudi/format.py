@@ -12,7 +12,7 @@ import dataclasses
 from pyspark.sql import DataFrame
 
 from cdc_lake.hudi import keys, services, timeline, writer
-from cdc_lake.hudi.options import HudiTableSpec
+from cdc_lake.hudi.options import IN_PROCESS_LOCK_PROVIDER, LOCK_PROVIDER_OPTION, HudiTableSpec
 from cdc_lake.lake.columns import ORDERING_COLUMN
 from cdc_lake.lake.commit_metadata import CommitMetadata
 from cdc_lake.lake.format import UNREAD, CommitInfo, LakeFormat, ServiceBacklog, Unread, WriteOperation
@@ -81,6 +81,10 @@ class HudiFormat(LakeFormat):
 
     def services_outside_write(self, spec: TableSpec) -> bool:
         return spec.table_type is TableType.MERGE_ON_READ and not spec.compaction.inline
+
+    def services_lock_shared(self, spec: TableSpec) -> bool:
+        provider = dict(spec.options).get(LOCK_PROVIDER_OPTION)
+        return provider is not None and provider != IN_PROCESS_LOCK_PROVIDER
 
     def run_services(self, spec: TableSpec, *, schedule: bool = False) -> tuple[str, ...]:
         return services.execute_compactions(self.spark, hudi_spec(spec), schedule=schedule)

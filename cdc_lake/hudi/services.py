@@ -26,13 +26,16 @@ from cdc_lake.hudi.timeline import meta_client, table_exists
 from cdc_lake.lake.format import ServiceBacklog
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 
-_UNSAFE_IN_PROCEDURE = (",", "=", "'", "\\")
-"""Characters the procedure's ``options => 'k=v,k=v'`` and path literals cannot carry."""
+_LIST_SEPARATORS = (",", "'", "\\")
+"""Characters an entry of the procedure's ``options => 'k=v,k=v'`` literal cannot carry."""
+_PATH_UNSAFE = (*_LIST_SEPARATORS, "=")
+"""And those its ``path => '...'`` literal cannot carry."""
 
 
-def _procedure_literal(what: str, value: str, table: str) -> str:
-    for character in _UNSAFE_IN_PROCEDURE:
-        if character in value and (what == "path" or character != "="):
+def _literal(table: str, what: str, value: str, unsafe: tuple[str, ...]) -> str:
+    """``value`` for a literal of Hudi's run_compaction procedure; HudiWriteError if it holds ``unsafe``."""
+    for character in unsafe:
+        if character in value:
             raise HudiWriteError(
                 f"table '{table}': {what} {value!r} holds {character!r}, which Hudi's run_compaction "
                 "procedure cannot take; compaction cannot run outside the writer for it"
@@ -41,16 +44,11 @@ def _procedure_literal(what: str, value: str, table: str) -> str:
 
 
 def _options_literal(spec: HudiTableSpec) -> str:
-    pairs = []
-    for key, value in table_service_options(spec).items():
-        _procedure_literal(f"option {key}", key, spec.table_name)
-        if any(c in value for c in (",", "'", "\\")):
-            raise HudiWriteError(
-                f"table '{spec.table_name}': option {key}={value!r} holds ',' or a quote, which Hudi's "
-                "run_compaction procedure cannot take; compaction cannot run outside the writer for it"
-            )
-        pairs.append(f"{key}={value}")
-    return ",".join(pairs)
+    return ",".join(
+        f"{_literal(spec.table_name, 'option', key, _LIST_SEPARATORS)}="
+        f"{_literal(spec.table_name, f'option {key} value', value, _LIST_SEPARATORS)}"
+        for key, value in table_service_options(spec).items()
+    )
 
 
 def execute_compactions(
@@ -58,7 +56,7 @@ def execute_compactions(
 ) -> tuple[str, ...]:
     """Execute the table's pending compaction plans (with ``schedule``: plan one now first, if any file
     slice has logs); the instants of the plans executed, oldest first."""
-    path = _procedure_literal("path", spec.base_path, spec.table_name)
+    path = _literal(spec.table_name, "path", spec.base_path, _PATH_UNSAFE)
     op = "scheduleandexecute" if schedule else "execute"
     statement = f"CALL run_compaction(op => '{op}', path => '{path}', options => '{_options_literal(spec)}')"
     try:

@@ -136,6 +136,11 @@ class LakeFormat(ABC):
         """Whether ``spec``'s table leaves table services to :meth:`run_services` (none run in its writes)."""
 
     @abstractmethod
+    def services_lock_shared(self, spec: TableSpec) -> bool:
+        """Whether ``spec``'s writers and table services take a lock other processes take too (then a
+        service in another process needs no apply lock)."""
+
+    @abstractmethod
     def run_services(self, spec: TableSpec, *, schedule: bool = False) -> tuple[str, ...]:
         """Execute the table's pending table-service plans (``schedule``: plan one now first); the plans
         executed.  Safe while a writer of this process commits to the table."""

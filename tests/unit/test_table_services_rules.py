@@ -53,8 +53,11 @@ class _Lake(LakeFormat):
     def record_key_fields(self, base_path: str) -> tuple[str, ...] | None:
         return ("id",)
 
+    def services_lock_shared(self, spec: TableSpec) -> bool:
+        return dict(spec.options).get("hoodie.write.lock.provider") == HMS_LOCK
+
     def read(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
-        raise NotImplementedError
+        raise AssertionError("the table services never read, write or remove a table")
 
     write = latest_commit = records_written = key_refusal = remove = read  # type: ignore[assignment]
 
