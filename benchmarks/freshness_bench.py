@@ -92,7 +92,7 @@ LAYOUTS = {
     "mor-ri-async": {
         "table_type": "MERGE_ON_READ", "index": "RECORD_INDEX", "table_version": 9,
         "compaction": {"inline": False, "max_delta_commits": 5, "check_seconds": 5},
-        "hudi_options": {"hoodie.parquet.small.file.limit": "0"},
+        "format_options": {"hoodie.parquet.small.file.limit": "0"},
     },
     "mor-bucket-async": {
         "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9,

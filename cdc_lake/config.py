@@ -41,7 +41,7 @@ from cdc_lake.redaction import is_secret_key
 from cdc_lake.sources.settings import DEFAULT_HEARTBEAT_SECONDS as DEFAULT_HEARTBEAT_SECONDS
 from cdc_lake.sources.settings import ConfigModel as _Model
 from cdc_lake.sources.settings import Connection as Connection
-from cdc_lake.sources.settings import HudiOptions, PassthroughValue, Secret
+from cdc_lake.sources.settings import FormatOptions, PassthroughValue, Secret
 from cdc_lake.sources.settings import Source as Source
 from cdc_lake.sources.settings import Table as Table
 
@@ -103,8 +103,8 @@ class LakeSettings(_Model):
     s3: S3Settings | None = None
     # Hudi table version written (docs/hudi.md#table-version): 6 is read by Spark, hudi-rs and Trino 476.
     table_version: Literal[6, 8, 9] = 6
-    hudi_options: HudiOptions = Field(default_factory=dict)
-    """``hoodie.*`` options for every table; a table's own ``hudi_options`` win over these."""
+    format_options: FormatOptions = Field(default_factory=dict)
+    """``hoodie.*`` options for every table; a table's own ``format_options`` win over these."""
     old_copy_keep_hours: float = Field(default=24.0, ge=0)
     """How long a re-bootstrapped table's previous base path is kept before
     ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""

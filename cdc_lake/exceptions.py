@@ -62,8 +62,8 @@ class ConnectError(CdcLakeError):
     """Raised when Kafka Connect rejects a request, is unreachable, or a connector task FAILED."""
 
 
-class HudiWriteError(CdcLakeError):
-    """Raised when a Hudi write or read fails; names the table and base path."""
+class LakeWriteError(CdcLakeError):
+    """Raised when a lake table write or read fails; names the table and base path."""
 
 
 class SourceEngineError(CdcLakeError):

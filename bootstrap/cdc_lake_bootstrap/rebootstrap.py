@@ -105,7 +105,7 @@ def copy_target(config: Config, table: str, record: Rebootstrap) -> TableTarget:
     """The lake target of the re-bootstrap's copy: the same Hudi table, in the new path."""
     source, configured = config.table(table)
     target = target_for(config, source, configured)
-    return replace(target, qualified_name=record.copy_name, base_path=record.new_path, hudi_name=table)
+    return replace(target, qualified_name=record.copy_name, base_path=record.new_path, lake_name=table)
 
 
 def rebootstrap_tables(

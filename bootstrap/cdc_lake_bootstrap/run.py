@@ -340,7 +340,7 @@ class TableBootstrap:
         """The copy's consumer group starts at the watermark, so Kafka's lag tools show the catch-up from
         the hand-off on (the applier moves it after each of its commits; informational, never raises)."""
         kafka = KafkaReadSettings.of(self.config.kafka)
-        name = self.target.hudi_name or self.target.qualified_name
+        name = self.target.lake_name or self.target.qualified_name
         commit_group_offsets(kafka, name, self.target.base_path, watermark.topic, watermark.offsets)
 
     def begin_watermark(self, spark: SparkSession, state: TableState) -> None:

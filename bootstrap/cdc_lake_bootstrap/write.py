@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
 
-from cdc_lake.exceptions import BootstrapError, HudiWriteError
+from cdc_lake.exceptions import BootstrapError, LakeWriteError
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
 from cdc_lake.lake.commit_metadata import CommitMetadata
 from cdc_lake.lake.format import LakeFormat, WriteOperation
@@ -59,7 +59,7 @@ def _exists(lake: LakeFormat, base_path: str) -> bool:
     try:
         return lake.table_exists(base_path)
     except JVM_ERRORS as exc:
-        raise HudiWriteError(f"reading lake path {base_path} failed: {root_cause(exc)}") from exc
+        raise LakeWriteError(f"reading lake path {base_path} failed: {root_cause(exc)}") from exc
 
 
 def check_fresh(lake: LakeFormat, base_path: str, table: str) -> None:

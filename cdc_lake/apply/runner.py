@@ -313,7 +313,7 @@ class ApplyRunner:
 
     def _register(self, target: TableTarget, applier: TableApplier) -> None:
         """Register a LIVE table in the catalogs when its location or columns changed (not a copy)."""
-        if self.catalog is None or target.hudi_name is not None:
+        if self.catalog is None or target.lake_name is not None:
             return
         name = target.qualified_name
         if self.store.require_table(name).state is not TableState.LIVE:

@@ -47,7 +47,7 @@ from cdc_lake.apply.skipped import quarantined_below, skipped_offsets, without_q
 from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import TypedSchemas
-from cdc_lake.exceptions import CdcLakeError, HudiWriteError, KafkaReadError, SchemaRegistryError
+from cdc_lake.exceptions import CdcLakeError, KafkaReadError, LakeWriteError, SchemaRegistryError
 from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.group_offsets import commit_group_offsets
 from cdc_lake.kafka.offsets import topic_state
@@ -441,7 +441,7 @@ class TableApplier:
                 record_key = self.lake.record_key_fields(self.target.base_path)
                 refusal = self.lake.key_refusal(self.target.qualified_name, lake, record_key or ())
                 if refusal is not None:
-                    raise HudiWriteError(refusal)
+                    raise LakeWriteError(refusal)
                 self._columns = columns
                 self._record_key = record_key
                 self._exists = True

@@ -15,7 +15,7 @@ Who may run a table's services at the same time as what:
   lock guards the metadata table they both update (:func:`~cdc_lake.hudi.options.compaction_options`);
 * a ``compact`` job in another process also holds the table's apply lock (the applier skips the table,
   BUSY, meanwhile), unless the config names a lock provider shared by processes
-  (``hoodie.write.lock.provider`` in ``lake.hudi_options``, e.g. Zookeeper or the Hive Metastore's).
+  (``hoodie.write.lock.provider`` in ``lake.format_options``, e.g. Zookeeper or the Hive Metastore's).
 
 A failed execution is recorded with the backlog and retried at the next look; it never stops the table's
 applier: the snapshot readers stay exact, and the growing staleness is what the alert fires on.

@@ -303,7 +303,7 @@ def compact(ctx: click.Context, tables: tuple[str, ...], schedule: bool, as_json
     """Execute the pending compaction plans of MERGE_ON_READ tables, as a job outside `run`.
 
     Only for lake.compaction.inline: false (the writers schedule plans; `run` executes them too).  A
-    table's applier in another process skips it while its plans execute, unless lake.hudi_options names a
+    table's applier in another process skips it while its plans execute, unless lake.format_options names a
     lock provider shared by processes (docs/hudi.md#table-services).  Exits non-zero if any failed.
     """
     import json

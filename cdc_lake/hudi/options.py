@@ -5,7 +5,7 @@ The options target Hudi 1.1, writing table version 9 unless the spec asks for 8 
 table is created (key generator, ordering field, merge mode, index family)
 come only from the spec, so every write of a table sends the same values.
 
-Users pass other ``hoodie.*`` options through (``lake.hudi_options`` and a table's ``hudi_options``):
+Users pass other ``hoodie.*`` options through (``lake.format_options`` and a table's ``format_options``):
 metrics reporters, lock providers, clustering, index tuning.  They are applied after the product's
 options, except the :data:`PROTECTED_OPTIONS`, which decide correctness (key, ordering and merge
 rules, table type and version, index family, the commit-metadata checkpoint): overriding one is a
@@ -122,7 +122,7 @@ class HudiTableSpec:
         for key, _ in self.extra_options:
             problem = passthrough_option_problem(key)
             if problem is not None:
-                raise ConfigError(f"table '{self.table_name}' hudi_options: {problem}")
+                raise ConfigError(f"table '{self.table_name}' format_options: {problem}")
         if not self.record_key_fields:
             raise ConfigError(f"table '{self.table_name}': a Hudi table needs at least one record key field")
         if not self.ordering_field:

@@ -20,7 +20,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.hudi.options import HudiTableSpec, table_service_options
 from cdc_lake.hudi.timeline import meta_client, table_exists
 from cdc_lake.lake.format import ServiceBacklog
@@ -33,10 +33,10 @@ _PATH_UNSAFE = (*_LIST_SEPARATORS, "=")
 
 
 def _literal(table: str, what: str, value: str, unsafe: tuple[str, ...]) -> str:
-    """``value`` for a literal of Hudi's run_compaction procedure; HudiWriteError if it holds ``unsafe``."""
+    """``value`` for a literal of Hudi's run_compaction procedure; LakeWriteError if it holds ``unsafe``."""
     for character in unsafe:
         if character in value:
-            raise HudiWriteError(
+            raise LakeWriteError(
                 f"table '{table}': {what} {value!r} holds {character!r}, which Hudi's run_compaction "
                 "procedure cannot take; compaction cannot run outside the writer for it"
             )
@@ -62,7 +62,7 @@ def execute_compactions(
     try:
         rows = spark.sql(statement).collect()
     except JVM_ERRORS as exc:
-        raise HudiWriteError(
+        raise LakeWriteError(
             f"compaction of table '{spec.table_name}' at {spec.base_path} failed: {root_cause(exc)}"
         ) from exc
     return tuple(sorted(str(row["timestamp"]) for row in rows if str(row["state"]) == "COMPLETED"))
@@ -96,6 +96,6 @@ def service_backlog(spark: SparkSession, base_path: str) -> ServiceBacklog:
         deltas = timeline.getDeltaCommitTimeline().filterCompletedInstants().getInstants()
         uncompacted = [d for d in deltas if str(d.requestedTime()) > newest_plan and _wrote_logs(timeline, d)]
     except JVM_ERRORS as exc:
-        raise HudiWriteError(f"reading the Hudi timeline at {base_path} failed: {root_cause(exc)}") from exc
+        raise LakeWriteError(f"reading the Hudi timeline at {base_path} failed: {root_cause(exc)}") from exc
     since = min((_epoch(d) for d in uncompacted), default=None)
     return ServiceBacklog(pending_plans=pending, uncompacted_since=since)

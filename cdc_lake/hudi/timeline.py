@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.hudi.options import COMMIT_METADATA_PREFIX
 from cdc_lake.lake.format import CommitInfo
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
@@ -100,12 +100,12 @@ def latest_commit(spark: SparkSession, base_path: str) -> CommitInfo | None:
 
     Table-service commits (compaction, clustering) are skipped, so the answer is
     the last commit a writer made, carrying the metadata it stored.  Raises
-    HudiWriteError when the timeline cannot be read.
+    LakeWriteError when the timeline cannot be read.
     """
     try:
         return _latest_data_commit(spark, base_path)
     except JVM_ERRORS as exc:
-        raise HudiWriteError(f"reading the Hudi timeline at {base_path} failed: {root_cause(exc)}") from exc
+        raise LakeWriteError(f"reading the Hudi timeline at {base_path} failed: {root_cause(exc)}") from exc
 
 
 def records_written(spark: SparkSession, base_path: str, instant: str) -> int:
@@ -118,5 +118,5 @@ def records_written(spark: SparkSession, base_path: str, instant: str) -> int:
             if str(hoodie_instant.requestedTime()) == instant:
                 return int(timeline.readCommitMetadata(hoodie_instant).fetchTotalRecordsWritten())
     except JVM_ERRORS as exc:
-        raise HudiWriteError(f"reading commit {instant} at {base_path} failed: {root_cause(exc)}") from exc
-    raise HudiWriteError(f"commit {instant} at {base_path} is not a completed commit")
+        raise LakeWriteError(f"reading commit {instant} at {base_path} failed: {root_cause(exc)}") from exc
+    raise LakeWriteError(f"commit {instant} at {base_path} is not a completed commit")

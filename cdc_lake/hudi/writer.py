@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.hudi.keys import (
     refuse_ambiguous_keys,
     refuse_empty_keys,
@@ -63,9 +63,9 @@ def write_batch(
         rows.write.format("hudi").options(**options).mode("append").save(spec.base_path)
         after = latest_commit(spark, spec.base_path)
     except JVM_ERRORS as exc:
-        raise HudiWriteError(f"Hudi {operation.value} into {where} failed: {root_cause(exc)}") from exc
+        raise LakeWriteError(f"Hudi {operation.value} into {where} failed: {root_cause(exc)}") from exc
     if after is None or after.instant == previous:
-        raise HudiWriteError(f"Hudi {operation.value} into {where} completed no commit")
+        raise LakeWriteError(f"Hudi {operation.value} into {where} completed no commit")
     return after.instant
 
 
@@ -77,7 +77,7 @@ def read_table(spark: SparkSession, base_path: str, *, meta_columns: bool = Fals
     try:
         df = spark.read.format("hudi").load(base_path)
     except JVM_ERRORS as exc:
-        raise HudiWriteError(f"reading Hudi table at {base_path} failed: {root_cause(exc)}") from exc
+        raise LakeWriteError(f"reading Hudi table at {base_path} failed: {root_cause(exc)}") from exc
     if meta_columns:
         return df
     return df.drop(*[c for c in df.columns if c.startswith(_META_COLUMN_PREFIX)])

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.commit_metadata import CommitMetadata, MalformedCommitMetadata
 from cdc_lake.lake.format import CommitInfo
 from cdc_lake.state import TableState
@@ -70,17 +70,17 @@ class Checkpoint:
 def checkpoint_from_commit(commit: CommitInfo, topic: str, where: str) -> Checkpoint | None:
     """The checkpoint stored in ``commit``, or None when it carries no offsets (a bootstrap commit).
 
-    Raises HudiWriteError when the offsets belong to another topic or cannot be parsed.
+    Raises LakeWriteError when the offsets belong to another topic or cannot be parsed.
     """
     try:
         stored = CommitMetadata.from_dict(commit.metadata)
     except MalformedCommitMetadata as exc:
-        raise HudiWriteError(f"{where}: commit {commit.instant} has {exc}") from exc
+        raise LakeWriteError(f"{where}: commit {commit.instant} has {exc}") from exc
     if stored.offsets is None:
         return None
     stored_topic = topic if stored.topic is None else stored.topic
     if stored_topic != topic:
-        raise HudiWriteError(
+        raise LakeWriteError(
             f"{where}: commit {commit.instant} holds offsets of topic {stored_topic!r}, not {topic!r}"
         )
     return Checkpoint(
@@ -119,17 +119,17 @@ def resume_checkpoint(
             # Every bootstrap group is a commit: a bootstrapped table without one lost its copy (e.g.
             # rebootstrap --abort killed after removing it), and the watermark would rebuild it from
             # the later changes alone.
-            raise HudiWriteError(
+            raise LakeWriteError(
                 f"{where}: the table was bootstrapped ({record.state.value}) but its lake path holds no "
                 f"Hudi commit: the copy is gone; run cdc-lake rebootstrap {table}"
             )
         if watermark.topic != topic:
-            raise HudiWriteError(
+            raise LakeWriteError(
                 f"{where}: the bootstrap watermark is for topic {watermark.topic!r}, not {topic!r}"
             )
         return Checkpoint(topic, dict(watermark.offsets), watermark.ts_source_ms, Origin.WATERMARK)
     if commit is not None:
-        raise HudiWriteError(
+        raise LakeWriteError(
             f"{where}: the lake table has commits but neither they nor a bootstrap watermark hold "
             "Kafka offsets; re-bootstrap the table"
         )

@@ -19,7 +19,7 @@ class TableTarget:
     """Everything a writer needs to know about one lake table, derived from the config.
 
     ``key_fields`` is None when the config names no key: the Debezium message key's columns are used.
-    ``columns`` is the frozen column list, if the config has one.  ``hudi_name`` is the Hudi table name
+    ``columns`` is the frozen column list, if the config has one.  ``lake_name`` is the Hudi table name
     when it differs from ``qualified_name`` (a re-bootstrap's copy is recorded as ``table~vN`` but is the
     same Hudi table, which Hudi checks on every write).
     """
@@ -37,9 +37,9 @@ class TableTarget:
     compaction: CompactionSpec
     soft_deletes: bool
     table_version: int = DEFAULT_TABLE_VERSION
-    hudi_name: str | None = None
+    lake_name: str | None = None
     schema_policy: SchemaPolicy = SchemaPolicy.EVOLVE
-    hudi_options: tuple[tuple[str, str], ...] = ()
+    format_options: tuple[tuple[str, str], ...] = ()
     column_types: tuple[tuple[str, str], ...] = ()
     source_table: str = ""
     """``schema.table`` at the source (the qualified name without the source's)."""
@@ -49,7 +49,7 @@ class TableTarget:
     def spec(self, key_fields: tuple[str, ...]) -> TableSpec:
         """The table as a format writes it, keyed by ``key_fields``."""
         return TableSpec(
-            name=self.hudi_name or self.qualified_name,
+            name=self.lake_name or self.qualified_name,
             base_path=self.base_path,
             key_fields=key_fields,
             partition_fields=self.partition_fields,
@@ -57,7 +57,7 @@ class TableTarget:
             index=self.index,
             compaction=self.compaction,
             table_version=self.table_version,
-            options=self.hudi_options,
+            options=self.format_options,
         )
 
 
@@ -82,7 +82,7 @@ def target_for(config: Config, source: Source, table: Table) -> TableTarget:
         soft_deletes=lake.soft_deletes,
         table_version=lake.table_version,
         schema_policy=SchemaPolicy(table.schema_changes),
-        hudi_options=tuple({**lake.hudi_options, **table.hudi_options}.items()),
+        format_options=tuple({**lake.format_options, **table.format_options}.items()),
         column_types=tuple(table.column_types.items()),
         source_table=table.name,
         history_topic=schema_history_topic(source, table),

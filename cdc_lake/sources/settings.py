@@ -80,17 +80,17 @@ PassthroughValue = Annotated[str, BeforeValidator(_scalar_to_str)]
 Secret = Annotated[SecretStr, BeforeValidator(_scalar_to_str)]
 
 
-def _passthrough_hudi_options(value: dict[str, str]) -> dict[str, str]:
+def _passthrough_format_options(value: dict[str, str]) -> dict[str, str]:
     from cdc_lake.hudi.options import passthrough_option_problem
 
     for key in value:
         problem = passthrough_option_problem(key)
         if problem is not None:
-            raise PydanticCustomError("hudi_option", problem)
+            raise PydanticCustomError("format_option", problem)
     return value
 
 
-HudiOptions = Annotated[dict[str, PassthroughValue], AfterValidator(_passthrough_hudi_options)]
+FormatOptions = Annotated[dict[str, PassthroughValue], AfterValidator(_passthrough_format_options)]
 """``hoodie.*`` options passed to every write of a table (docs/hudi.md#passing-hudi-options)."""
 
 
@@ -123,7 +123,7 @@ class Table(ConfigModel):
     key: list[str] | None = None
     columns: list[str] | None = None
     partition_by: list[str] | None = None
-    hudi_options: HudiOptions = Field(default_factory=dict)
+    format_options: FormatOptions = Field(default_factory=dict)
     column_types: dict[str, str] = Field(default_factory=dict)
     """Per-column lake representation for columns whose default mapping is not exact
     (docs/type-mapping.md): ``string`` (the exact text) or ``decimal(p,s)`` (Postgres unconstrained

@@ -100,7 +100,7 @@ class AppliedOffsetRow(Base):
     )
     kafka_partition: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     next_offset: Mapped[int] = mapped_column(BigInteger)
-    hudi_commit_instant: Mapped[str] = mapped_column(String(32))
+    commit_instant: Mapped[str] = mapped_column(String(32))
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 

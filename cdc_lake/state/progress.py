@@ -113,7 +113,7 @@ class ProgressStore(StoreSession):
                     row = AppliedOffsetRow(table_name=table, kafka_partition=partition)
                     session.add(row)
                 row.next_offset = next_offset
-                row.hudi_commit_instant = commit_instant
+                row.commit_instant = commit_instant
                 row.updated_at = now
 
     def get_applied_offsets(self, table: str) -> dict[int, int]:
@@ -124,7 +124,7 @@ class ProgressStore(StoreSession):
 
     def last_commit_instant(self, table: str) -> str | None:
         """The newest Hudi commit instant recorded with applied offsets of ``table``."""
-        query = select(func.max(AppliedOffsetRow.hudi_commit_instant)).where(
+        query = select(func.max(AppliedOffsetRow.commit_instant)).where(
             AppliedOffsetRow.table_name == table
         )
         with self._transaction() as session:

@@ -99,7 +99,7 @@ class RebootstrapStore(StoreSession):
                 session.add_all(
                     AppliedOffsetRow(
                         table_name=table, kafka_partition=partition, next_offset=offset,
-                        hudi_commit_instant=instant, updated_at=now,
+                        commit_instant=instant, updated_at=now,
                     )
                     for partition, offset in offsets.items()
                 )

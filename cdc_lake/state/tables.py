@@ -98,7 +98,7 @@ class TableStore(StoreSession):
             return CurrentCopy(
                 table=qualified_name,
                 path=row.lake_base_path,
-                last_commit=max((o.hudi_commit_instant for o in offsets), default=None),
+                last_commit=max((o.commit_instant for o in offsets), default=None),
                 applied_offsets={o.kafka_partition: o.next_offset for o in offsets},
                 freshness=None if fresh is None else freshness(fresh),
             )

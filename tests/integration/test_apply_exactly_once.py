@@ -50,7 +50,7 @@ from support.compare import assert_rows_equal
 from support.engines import StackEngine
 
 from cdc_lake.config import Config
-from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.lake.commit_metadata import OFFSETS_KEY
@@ -82,7 +82,7 @@ def _applied(spark: SparkSession, config: Config, capture: Capture) -> int:
     """Offsets in the table's last completed commit (bootstrap or apply), summed over partitions."""
     try:
         commit = latest_commit(spark, config.lake.table_base_path(capture.qualified_name))
-    except HudiWriteError:  # the applier is creating the table right now
+    except LakeWriteError:  # the applier is creating the table right now
         return 0
     return 0 if commit is None else sum(json.loads(commit.metadata[OFFSETS_KEY]).values())
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.hudi.format import HudiFormat, hudi_spec
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table, write_batch
@@ -61,7 +61,7 @@ def _outcome(spark: SparkSession, spec: TableSpec, write: Any, rows: list[tuple[
     """``refused: <error>`` or how many of the source's rows the lake holds under distinct record keys."""
     try:
         write(spark, spec, rows)
-    except HudiWriteError as exc:
+    except LakeWriteError as exc:
         assert latest_commit(spark, spec.base_path) is None
         return f"refused: {exc}"
     keys = read_table(spark, spec.base_path, meta_columns=True).select("_hoodie_record_key").distinct()
@@ -117,7 +117,7 @@ def test_a_record_key_the_record_index_cannot_read_back_stops_the_write(
 
     before = latest_commit(spark, spec.base_path)
 
-    with pytest.raises(HudiWriteError) as refused:
+    with pytest.raises(LakeWriteError) as refused:
         (_bootstrap if path == "bootstrap" else _apply)(spark, spec, [("x" * 60, "y" * 61, "no", 3, False)])
 
     outcome = str(refused.value)

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 from support.second_reader import second_reader_rows
 
-from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table, write_batch
@@ -143,7 +143,7 @@ def test_merge_on_read_snapshot_and_compaction(spark: SparkSession, tmp_path: Pa
 def test_failed_write_names_table_and_path(spark: SparkSession, tmp_path: Path) -> None:
     spec = _spec(tmp_path, "broken")
     without_ordering_field = spark.createDataFrame([(1, "a")], "id long, name string")
-    with pytest.raises(HudiWriteError, match=r"table 'src\.public\.broken' at file:"):
+    with pytest.raises(LakeWriteError, match=r"table 'src\.public\.broken' at file:"):
         write_batch(spark, spec, without_ordering_field, WriteOperation.UPSERT)
 
 

@@ -176,13 +176,13 @@ def _executor_apps(local_stack: LocalStack) -> dict[str, set[str]]:
 
 
 def _with_hudi_options(config_path: Path) -> None:
-    """``lake.hudi_options`` for every table, and the ``items`` table's own."""
+    """``lake.format_options`` for every table, and the ``items`` table's own."""
     data: dict[str, Any] = yaml.safe_load(config_path.read_text())
-    data["lake"]["hudi_options"] = {"hoodie.parquet.compression.codec": "gzip"}
+    data["lake"]["format_options"] = {"hoodie.parquet.compression.codec": "gzip"}
     source = next(iter(data["sources"].values()))
     for table in source["tables"]:
         if table["name"].rsplit(".", 1)[-1] == "items":
-            table["hudi_options"] = {"hoodie.parquet.compression.codec": "zstd"}
+            table["format_options"] = {"hoodie.parquet.compression.codec": "zstd"}
     config_path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
@@ -270,8 +270,8 @@ def test_bootstrap_and_apply_run_on_a_standalone_cluster(
             assert (shipped / "bin" / "python").is_symlink(), f"{app_id}/{executor_id}: no environment"
 
     items, notes = (config.lake.table_base_path(t) for t in tables)
-    assert _codecs(items) == {"ZSTD"}, "the table's hudi_options did not reach its files"
-    assert _codecs(notes) == {"GZIP"}, "lake.hudi_options did not reach the files"
+    assert _codecs(items) == {"ZSTD"}, "the table's format_options did not reach its files"
+    assert _codecs(notes) == {"GZIP"}, "lake.format_options did not reach the files"
     assert assert_lake_equals_source(spark, config, db, "items") == 309
     assert assert_lake_equals_source(spark, config, db, "notes") == 19
 

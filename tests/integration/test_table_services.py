@@ -77,7 +77,7 @@ def test_compaction_outside_the_writes_keeps_every_reader_exact(
         # Updates of a file group Hudi counts as small (under this limit: the whole 300-row table) are
         # merged into a new base file, not logged, when the index cannot index log files (the record
         # index): no log, nothing to compact.
-        "hudi_options": {"hoodie.parquet.small.file.limit": "0"},
+        "format_options": {"hoodie.parquet.small.file.limit": "0"},
     }
     config_path = write_db_config(
         tmp_path, db, [{"name": "items", "tier": 0}], str(tmp_path / "lake"), catalog={"hive": hive}

@@ -24,7 +24,7 @@ from pyspark.sql.types import (
 
 from cdc_lake.apply import frame, table_applier
 from cdc_lake.apply.decoding import BadMessage, BatchSummary, Decoded, DecodedChange
-from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.hudi import writer
 from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
 from cdc_lake.hudi.timeline import CommitInfo
@@ -96,7 +96,7 @@ def test_a_write_that_left_the_given_instant_latest_completed_no_commit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _timeline(monkeypatch, [_commit("001")])
-    with pytest.raises(HudiWriteError, match=r"table 't' at /lake/t.*completed no commit"):
+    with pytest.raises(LakeWriteError, match=r"table 't' at /lake/t.*completed no commit"):
         writer.write_batch(None, SPEC, _Frame(), WriteOperation.UPSERT, {}, previous="001")  # type: ignore[arg-type]
 
 

@@ -28,14 +28,14 @@ def _config(tmp_path: Path, lake_options: str, table_options: str) -> Path:
     path.write_text(
         textwrap.dedent(f"""
         lake:
-          hudi_options: {lake_options}
+          format_options: {lake_options}
         sources:
           pg:
             engine: postgres
             primary: {{port: 15432, database: app, user: cdc}}
             tables:
               - name: public.orders
-                hudi_options: {table_options}
+                format_options: {table_options}
               - name: public.customers
         """),
         encoding="utf-8",
@@ -77,11 +77,11 @@ def test_options_reach_every_write_and_the_table_wins(tmp_path: Path) -> None:
 )
 def test_a_protected_option_is_refused_naming_key_and_setting(tmp_path: Path, key: str) -> None:
     table_error = _error(_config(tmp_path, "{}", f'{{"{key}": "x"}}'))
-    assert "sources.pg.tables[0].hudi_options" in table_error
+    assert "sources.pg.tables[0].format_options" in table_error
     assert f"'{key}' cannot be overridden" in table_error
 
     lake_error = _error(_config(tmp_path, f'{{"{key}": "x"}}', "{}"))
-    assert "lake.hudi_options" in lake_error
+    assert "lake.format_options" in lake_error
 
 
 def test_only_hoodie_keys_pass_through(tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ def test_only_hoodie_keys_pass_through(tmp_path: Path) -> None:
 
 
 def test_the_spec_itself_refuses_a_protected_option() -> None:
-    refused = r"table 't' hudi_options: 'hoodie\.table\.type' cannot be overridden"
+    refused = r"table 't' format_options: 'hoodie\.table\.type' cannot be overridden"
     with pytest.raises(ConfigError, match=refused):
         HudiTableSpec("t", "/tmp/t", ("id",), "_o", extra_options=(("hoodie.table.type", "MERGE_ON_READ"),))
 

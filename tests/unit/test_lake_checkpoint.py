@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.checkpoint import Checkpoint, Origin, checkpoint_from_commit, resume_checkpoint
 from cdc_lake.lake.format import CommitInfo
 from cdc_lake.state import StateStore, TableState
@@ -49,7 +49,7 @@ def test_a_commit_without_offsets_is_not_a_checkpoint() -> None:
     ],
 )
 def test_foreign_or_malformed_offsets_are_errors(metadata: dict[str, str], message: str) -> None:
-    with pytest.raises(HudiWriteError, match=message):
+    with pytest.raises(LakeWriteError, match=message):
         checkpoint_from_commit(_commit(metadata), "pg.public.t", "table x")
 
 
@@ -72,7 +72,7 @@ def test_a_bootstrapped_table_without_a_commit_is_refused_not_rebuilt_from_later
 ) -> None:
     # Issue 20, finding 1: the copy was removed (rebootstrap --abort killed after the removal); resuming
     # from the watermark would build a table holding only the changes after it, silently.
-    with _bootstrapped(tmp_path, state) as store, pytest.raises(HudiWriteError) as caught:
+    with _bootstrapped(tmp_path, state) as store, pytest.raises(LakeWriteError) as caught:
         resume_checkpoint(f"{tmp_path}/lake/d", "pg.acc.d", "pg.acc.d", store, None)
 
     message = str(caught.value)

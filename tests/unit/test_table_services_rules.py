@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cdc_lake.apply.table_services import ServiceThread, TableServices
-from cdc_lake.exceptions import HudiWriteError
+from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.applier import BUSY
 from cdc_lake.lake.format import LakeFormat, ServiceBacklog
 from cdc_lake.lake.layout import CompactionSpec, IndexType, TableSpec, TableType
@@ -42,7 +42,7 @@ class _Lake(LakeFormat):
     def run_services(self, spec: TableSpec, *, schedule: bool = False) -> tuple[str, ...]:
         self.runs.append((spec.base_path, schedule))
         if self.fail:
-            raise HudiWriteError(f"compaction of table '{spec.name}' failed: disk full")
+            raise LakeWriteError(f"compaction of table '{spec.name}' failed: disk full")
         executed = tuple(f"2026120200000{i}" for i in range(self.pending))
         self.pending = 0
         return executed
@@ -67,7 +67,7 @@ def _target(
 ) -> TableTarget:
     return TableTarget(
         name, "postgres", f"t.{name}", 0, f"/lake/{name}", None, (), None, table_type, IndexType.RECORD_INDEX,
-        CompactionSpec(inline=inline), False, hudi_options=options,
+        CompactionSpec(inline=inline), False, format_options=options,
     )
 
 
