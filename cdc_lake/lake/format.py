@@ -5,10 +5,14 @@ and the operations use for a table's data and commits: whether a table exists, a
 write (an operation and its :class:`~cdc_lake.lake.commit_metadata.CommitMetadata`) as one commit, the
 latest data commit and the records a commit wrote, the record key fields the table was created with,
 its table services when they run outside the writes (plans, their backlog), and removing a table.
-:data:`FORMATS` maps each ``lake.format`` name to the class implementing it,
-imported only when that format is loaded (:func:`load_format`), so a new format is its package plus one
-line there.  Hudi (:class:`cdc_lake.hudi.format.HudiFormat`) is the only one; the tests hold an
-in-memory one that passes the same behaviour suite.
+
+:class:`FormatFacts` is what a format declares once, importable without Spark, for the code around the
+writers: the jars and session settings Spark needs, the columns the format adds to every table, how a
+metastore and Trino describe its tables, which pass-through options it takes and which keys it cannot
+tell apart.  :data:`FORMATS` maps each ``lake.format`` name to the module holding its facts (``FACTS``),
+imported only when asked (:func:`format_facts`); the facts name the :class:`LakeFormat` class, imported
+only when the format is loaded (:func:`load_format`).  A new format is its package plus one line there.
+Hudi (``cdc_lake/hudi``) is the only one.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from __future__ import annotations
 import enum
 import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cdc_lake.exceptions import ConfigError
 
@@ -30,9 +35,9 @@ if TYPE_CHECKING:
 
 DEFAULT_FORMAT = "hudi"
 FORMATS: dict[str, str] = {
-    "hudi": "cdc_lake.hudi.format.HudiFormat",
+    DEFAULT_FORMAT: "cdc_lake.hudi.facts",
 }
-"""``lake.format`` name -> the class implementing it (``module.Class``), imported when loaded."""
+"""``lake.format`` name -> the module whose ``FACTS`` (a :class:`FormatFacts`) declare the format."""
 
 
 class WriteOperation(StrEnum):
@@ -154,14 +159,72 @@ class LakeFormat(ABC):
         """Delete the table at ``base_path`` and all its files (nothing when there is none)."""
 
 
+@dataclass(frozen=True)
+class CatalogStorage:
+    """How a Hive metastore or Glue describes a table of the format: its Hive input and output formats,
+    serde and ``classification``."""
+
+    input_format: str
+    output_format: str
+    serde: str
+    classification: str
+
+
+class FormatFacts(ABC):
+    """What a format declares once, read without Spark or a table.
+
+    ``spark_conf``: session settings the format cannot work without (a user's Spark conf may not
+    contradict them); ``spark_probe_class``: a JVM class loadable on the driver exactly when the format's
+    jars are; ``meta_columns``: the columns the format adds to every table, in its order, which a
+    catalog entry lists and a schema of source columns leaves out; ``implementation``: the
+    :class:`LakeFormat` class, ``module.Class``, imported by :func:`load_format`.
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    implementation: ClassVar[str]
+    spark_conf: ClassVar[Mapping[str, str]]
+    spark_probe_class: ClassVar[str]
+    meta_columns: ClassVar[tuple[str, ...]]
+    catalog_storage: ClassVar[CatalogStorage]
+    trino_connector: ClassVar[str]
+
+    @abstractmethod
+    def spark_packages(self, spark_line: str, scala_binary_version: str) -> tuple[str, ...]:
+        """The Maven coordinates (``group:artifact:version``) Spark ``spark_line`` needs for the format."""
+
+    def is_meta_column(self, column: str) -> bool:
+        """Whether ``column`` is one the format adds (or uses internally), not a source or cdc-lake one."""
+        return column in self.meta_columns
+
+    @abstractmethod
+    def option_problem(self, key: str) -> str | None:
+        """Why ``key`` cannot be passed through ``format_options`` (not the format's, or decided by
+        cdc-lake), one line naming it, or None."""
+
+    @abstractmethod
+    def key_problem(self, table: str, row: Mapping[str, Any], key_fields: Sequence[str]) -> str | None:
+        """The one-line reason the key of ``row`` (a change's column values) cannot be told apart from
+        another key by the format's record key, or None."""
+
+
+def format_facts(name: str = DEFAULT_FORMAT) -> FormatFacts:
+    """The facts of the format ``name`` (a ``lake.format`` value); its facts module is imported now.
+
+    Raises ConfigError, one line naming the setting and the known formats, for an unknown name.
+    """
+    module = FORMATS.get(name)
+    if module is None:
+        raise ConfigError(f"lake.format: unknown format {name!r} (known: {', '.join(sorted(FORMATS))})")
+    facts: FormatFacts = importlib.import_module(module).FACTS
+    return facts
+
+
 def load_format(spark: SparkSession, name: str = DEFAULT_FORMAT) -> LakeFormat:
     """The format ``name`` (a ``lake.format`` value) bound to ``spark``; its module is imported now.
 
     Raises ConfigError, one line naming the setting and the known formats, for an unknown name.
     """
-    path = FORMATS.get(name)
-    if path is None:
-        raise ConfigError(f"lake.format: unknown format {name!r} (known: {', '.join(sorted(FORMATS))})")
-    module, _, cls = path.rpartition(".")
+    module, _, cls = format_facts(name).implementation.rpartition(".")
     implementation: type[LakeFormat] = getattr(importlib.import_module(module), cls)
     return implementation(spark)
