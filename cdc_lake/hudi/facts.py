@@ -10,7 +10,7 @@ keys its record key cannot tell apart (:mod:`cdc_lake.hudi.keys`, imported when 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from cdc_lake.hudi.options import passthrough_option_problem
 from cdc_lake.lake.format import CatalogStorage, FormatFacts
@@ -25,7 +25,7 @@ class HudiFacts(FormatFacts):
     name = "hudi"
     version = HUDI_VERSION
     implementation = "cdc_lake.hudi.format.HudiFormat"
-    spark_conf: Mapping[str, str] = {
+    spark_conf: ClassVar[Mapping[str, str]] = {
         "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
         "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
         "spark.sql.extensions": "org.apache.spark.sql.hudi.HoodieSparkSessionExtension",
