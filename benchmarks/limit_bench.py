@@ -341,13 +341,13 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def spark_session(driver_memory: str) -> SparkSession:
     """The benchmark's session: the product's Spark jar set (Hudi bundle, Kafka source, spark-avro)."""
-    jar_set = jvm.spark_jars(pyspark.__version__)
+    default = Config.default()
+    jar_set = jvm.spark_jars(pyspark.__version__, default.lake.format)
     coordinates = {artifact.coordinate for artifact in jar_set.artifacts}
     absent = [c for c in STOCK_JARS if c not in coordinates]
     if absent:
         raise RuntimeError(f"the Spark jar set lacks {', '.join(absent)}")
     jars = [str(path) for path in jvm.resolve(jar_set)]
-    default = Config.default()
     spark = get_spark(
         default.spark.model_copy(
             update={"driver_memory": driver_memory, "app_name": "cdc-lake-limit-bench", "jars": jars}

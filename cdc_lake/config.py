@@ -32,7 +32,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -90,9 +90,17 @@ class CompactionSettings(_Model):
     max_staleness_seconds: float = Field(default=300.0, gt=0)
 
 
-class LakeSettings(_Model):
-    """Where and how Hudi tables are written."""
+def _default_format() -> str:
+    from cdc_lake.lake.format import DEFAULT_FORMAT
 
+    return DEFAULT_FORMAT
+
+
+class LakeSettings(_Model):
+    """Where and how lake tables are written, and in which format."""
+
+    format: str = Field(default_factory=_default_format)
+    """The table format (a name :data:`cdc_lake.lake.format.FORMATS` knows) every table is written in."""
     base_path: str = f"{DEFAULT_STATE_DIR}/lake"
     table_type: Literal["COPY_ON_WRITE", "MERGE_ON_READ"] = "COPY_ON_WRITE"
     index: Literal["GLOBAL_BLOOM", "RECORD_INDEX", "GLOBAL_SIMPLE", "BLOOM", "SIMPLE", "BUCKET"] = (
@@ -104,10 +112,23 @@ class LakeSettings(_Model):
     # Hudi table version written (docs/hudi.md#table-version): 6 is read by Spark, hudi-rs and Trino 476.
     table_version: Literal[6, 8, 9] = 6
     format_options: FormatOptions = Field(default_factory=dict)
-    """``hoodie.*`` options for every table; a table's own ``format_options`` win over these."""
+    """The format's options for every table; a table's own ``format_options`` win over these."""
     old_copy_keep_hours: float = Field(default=24.0, ge=0)
     """How long a re-bootstrapped table's previous base path is kept before
     ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        from cdc_lake.lake.format import format_facts
+
+        try:
+            format_facts(value)
+        except ConfigError as exc:
+            # The error's location names the setting already.
+            reason = str(exc).removeprefix("lake.format: ")
+            raise PydanticCustomError("lake_format", "{reason}", {"reason": reason}) from None
+        return value
 
     @model_validator(mode="after")
     def _compaction_needs_mor(self) -> LakeSettings:
@@ -575,6 +596,31 @@ class Config(_Model):
                     "RECORD_INDEX",
                     {"index": self.lake.index, "table": table.qualified_name(source)},
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _format_options_pass_through(self) -> Config:
+        # Which options pass through is the format's answer, so the lake's and every table's are checked
+        # here, where lake.format is known; each error names the setting, as a field's would.
+        from cdc_lake.lake.format import format_facts
+
+        facts = format_facts(self.lake.format)
+        located: list[tuple[tuple[str | int, ...], dict[str, str]]] = [
+            (("lake", "format_options"), self.lake.format_options)
+        ]
+        for key, source in self.sources.items():
+            located += [
+                (("sources", key, "tables", index, "format_options"), table.format_options)
+                for index, table in enumerate(source.tables)
+            ]
+        errors = []
+        for loc, options in located:
+            problem = next(filter(None, map(facts.option_problem, options)), None)
+            if problem is not None:
+                error = PydanticCustomError("format_option", "{problem}", {"problem": problem})
+                errors.append(InitErrorDetails(type=error, loc=loc, input=options))
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
 
     @classmethod

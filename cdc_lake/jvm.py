@@ -1,11 +1,12 @@
 """JVM artifacts the product needs, declared in one place and resolved through Maven.
 
 Every jar that Spark jobs or the local stack load is named here as Maven
-coordinates, but a source engine's: its Debezium connector plugin and JDBC driver are
-declared by the engine (:attr:`~cdc_lake.sources.capabilities.EngineCapabilities.jvm_artifacts`)
+coordinates, but a source engine's and the lake format's: its Debezium connector plugin and JDBC
+driver are declared by the engine (:attr:`~cdc_lake.sources.capabilities.EngineCapabilities.jvm_artifacts`)
 and collected here from the registry, by engine name (:data:`DEBEZIUM_PLUGINS`,
 :data:`JDBC_DRIVERS`), so a new engine needs no edit here.  The registry's package imports
-no driver and nothing of this module.
+no driver and nothing of this module.  Likewise the format's Spark packages come from its facts
+(:meth:`~cdc_lake.lake.format.FormatFacts.spark_packages`), by ``lake.format`` name.
 :func:`resolve` writes a throw-away POM listing one artifact set,
 lets ``mvn dependency:copy-dependencies`` fetch the set with its transitive
 dependencies from Maven Central, and caches the result under
@@ -36,7 +37,6 @@ from cdc_lake.sources import ENGINES, EngineCapabilities
 
 SPARK_VERSION_LINE = "3.5"
 SCALA_BINARY_VERSION = "2.12"
-HUDI_VERSION = "1.1.1"
 HADOOP_VERSION = "3.3.4"  # the Hadoop client pyspark 3.5 ships with; hadoop-aws must match it
 AWS_SDK_BUNDLE_VERSION = "1.12.262"  # what hadoop-aws 3.3.4 is built against
 KAFKA_VERSION = "4.1.1"  # the Kafka that Debezium 3.5 is built against
@@ -145,16 +145,17 @@ the order Spark's classpath lists them (the registry's); the engine names the dr
 access (:meth:`cdc_lake.sources.snapshot.SnapshotSource.jdbc_access`)."""
 
 
-def spark_jars(spark_version: str) -> ArtifactSet:
-    """Jars a Spark job needs on top of pyspark: Hudi, Avro, S3A, Kafka and JDBC support."""
+def spark_jars(spark_version: str, lake_format: str) -> ArtifactSet:
+    """Jars a Spark job needs on top of pyspark: the lake format ``lake_format``'s (a ``lake.format``
+    name), Avro, S3A, Kafka and JDBC support."""
+    # Imported here: the lake contract's package reaches this module through the capture plan.
+    from cdc_lake.lake.format import format_facts
+
+    packages = format_facts(lake_format).spark_packages(SPARK_VERSION_LINE, SCALA_BINARY_VERSION)
     return ArtifactSet(
         name="spark",
         artifacts=(
-            MavenArtifact(
-                "org.apache.hudi",
-                f"hudi-spark{SPARK_VERSION_LINE}-bundle_{SCALA_BINARY_VERSION}",
-                HUDI_VERSION,
-            ),
+            *map(_coordinate, packages),
             MavenArtifact("org.apache.spark", f"spark-avro_{SCALA_BINARY_VERSION}", spark_version),
             MavenArtifact("org.apache.hadoop", "hadoop-aws", HADOOP_VERSION),
             MavenArtifact("com.amazonaws", "aws-java-sdk-bundle", AWS_SDK_BUNDLE_VERSION),

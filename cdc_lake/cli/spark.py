@@ -27,13 +27,15 @@ def spark() -> None:
     """Print what spark-submit needs to run cdc-lake on a cluster (docs/deploy.md)."""
 
 
-def package_coordinates() -> list[str]:
-    """The Maven coordinates of the jars cdc-lake's Spark jobs need, as ``--packages`` takes them."""
+def package_coordinates(lake_format: str) -> list[str]:
+    """The Maven coordinates of the jars cdc-lake's Spark jobs need with the lake format ``lake_format``,
+    as ``--packages`` takes them."""
     import pyspark
 
     from cdc_lake import jvm
 
-    return [f"{a.group}:{a.artifact}:{a.version}" for a in jvm.spark_jars(pyspark.__version__).artifacts]
+    jars = jvm.spark_jars(pyspark.__version__, lake_format)
+    return [f"{a.group}:{a.artifact}:{a.version}" for a in jars.artifacts]
 
 
 @spark.command()
@@ -50,7 +52,7 @@ def package_coordinates() -> list[str]:
 def jars(ctx: click.Context, coordinates: bool, excludes: bool, as_json: bool) -> None:
     """Print the driver's jars, comma-separated, for spark-submit's --jars (or --packages).
 
-    The paths are the config's `spark.jars`, or the Hudi bundle, spark-avro, hadoop-aws, the
+    The paths are the config's `spark.jars`, or the lake format's jars, spark-avro, hadoop-aws, the
     Kafka source and the JDBC drivers, resolved through Maven once into the cache (nothing when
     `spark.conf` sets spark.jars.packages).  --coordinates prints the same set as Maven
     coordinates, --excludes what Spark's resolver must leave out of their dependencies (the Spark
@@ -59,7 +61,7 @@ def jars(ctx: click.Context, coordinates: bool, excludes: bool, as_json: bool) -
     if coordinates and excludes:
         raise click.UsageError("--coordinates and --excludes: pass one of them")
     if coordinates:
-        kind, found = "coordinates", package_coordinates()
+        kind, found = "coordinates", package_coordinates(get_config(ctx, allow_default=True).lake.format)
     elif excludes:
         from cdc_lake.jvm import SPARK_PACKAGES_EXCLUDES
 
@@ -67,8 +69,8 @@ def jars(ctx: click.Context, coordinates: bool, excludes: bool, as_json: bool) -
     else:
         from cdc_lake.spark.session import driver_jars
 
-        settings = get_config(ctx, allow_default=True).spark
-        kind, found = "jars", [str(jar) for jar in driver_jars(settings)]
+        config = get_config(ctx, allow_default=True)
+        kind, found = "jars", [str(jar) for jar in driver_jars(config.spark, config.lake.format)]
     if as_json:
         emit_json({kind: found})
     else:

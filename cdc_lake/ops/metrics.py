@@ -41,7 +41,7 @@ from prometheus_client.registry import Collector
 from cdc_lake.applier_metrics import BATCH_SECONDS, COUNTERS, TABLE_LABELS, table_labels, zero_tables
 from cdc_lake.config import Config
 from cdc_lake.exceptions import CdcLakeError
-from cdc_lake.jvm import HUDI_VERSION
+from cdc_lake.lake.format import format_facts
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import TableInfo
 from cdc_lake.state.store import StateStore
@@ -82,7 +82,7 @@ HELP = {
     "cdc_lake_table_read_optimized_staleness_seconds": (
         "Age of the oldest change no base file holds yet (what read-optimized readers such as Trino miss)"
     ),
-    "cdc_lake_table_last_commit_timestamp_seconds": "Time of the table's last Hudi commit (epoch seconds)",
+    "cdc_lake_table_last_commit_timestamp_seconds": "Time of the table's last lake commit (epoch seconds)",
     "cdc_lake_table_apply_checked_age_seconds": "Seconds since the applier last measured an appliable table",
     "cdc_lake_lag_unreachable_parts": "Parts of the pipeline the last measurement could not reach",
 }
@@ -188,15 +188,18 @@ def freshness_buckets(config: Config) -> list[float]:
     return sorted({*FRESHNESS_BUCKETS, *thresholds})
 
 
-def build_info() -> Metric:
-    """``cdc_lake_build_info``: 1, labelled with the versions this process runs."""
+def build_info(lake_format: str) -> Metric:
+    """``cdc_lake_build_info``: 1, labelled with the versions this process runs and its lake format
+    (``lake_format``, a ``lake.format`` name) with the format's version."""
+    facts = format_facts(lake_format)
     family = GaugeMetricFamily(
         "cdc_lake_build_info",
-        "Always 1: the cdc-lake, Python, pyspark and Hudi versions of the process serving these metrics",
-        labels=["version", "python_version", "pyspark_version", "hudi_version"],
+        "Always 1: the cdc-lake, Python and pyspark versions of the process serving these metrics, and "
+        "the lake format it writes with that format's version",
+        labels=["version", "python_version", "pyspark_version", "lake_format", "lake_format_version"],
     )
-    versions = [_version("cdc-lake"), platform.python_version(), _version("pyspark"), HUDI_VERSION]
-    family.add_metric(versions, 1.0)
+    versions = [_version("cdc-lake"), platform.python_version(), _version("pyspark")]
+    family.add_metric([*versions, facts.name, facts.version], 1.0)
     return family
 
 
@@ -274,11 +277,14 @@ class LagCollector(Collector):
 
 
 class BuildInfoCollector(Collector):
-    """Yields :func:`build_info`."""
+    """Yields :func:`build_info` of the lake format ``lake_format``."""
+
+    def __init__(self, lake_format: str) -> None:
+        self.lake_format = lake_format
 
     def collect(self) -> Iterator[Metric]:
         """The one ``cdc_lake_build_info`` series."""
-        yield build_info()
+        yield build_info(self.lake_format)
 
 
 class ApplierCollector(Collector):
@@ -304,7 +310,7 @@ def registry_for(
 ) -> CollectorRegistry:
     """A registry with the build info and lag gauges of ``config`` (and this process's applier series)."""
     registry = CollectorRegistry()
-    registry.register(BuildInfoCollector())
+    registry.register(BuildInfoCollector(config.lake.format))
     registry.register(LagCollector(config, bootstrap_rows))
     if with_applier:
         registry.register(ApplierCollector(config))

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Final, Literal, Self, TypeVar
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -80,18 +79,9 @@ PassthroughValue = Annotated[str, BeforeValidator(_scalar_to_str)]
 Secret = Annotated[SecretStr, BeforeValidator(_scalar_to_str)]
 
 
-def _passthrough_format_options(value: dict[str, str]) -> dict[str, str]:
-    from cdc_lake.hudi.options import passthrough_option_problem
-
-    for key in value:
-        problem = passthrough_option_problem(key)
-        if problem is not None:
-            raise PydanticCustomError("format_option", problem)
-    return value
-
-
-FormatOptions = Annotated[dict[str, PassthroughValue], AfterValidator(_passthrough_format_options)]
-"""``hoodie.*`` options passed to every write of a table (docs/hudi.md#passing-hudi-options)."""
+FormatOptions = dict[str, PassthroughValue]
+"""The lake format's options passed to every write of a table; the config checks each key against the
+format ``lake.format`` names (docs/hudi.md#passing-hudi-options)."""
 
 
 class ConfigModel(BaseModel):

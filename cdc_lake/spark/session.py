@@ -1,9 +1,11 @@
-"""One SparkSession per process, configured for Hudi and, when the lake is on S3, for S3A.
+"""One SparkSession per process, configured for the lake format and, when the lake is on S3, for S3A.
 
 The settings arrive as the config models (``SparkSettings`` and ``LakeSettings``);
 they are typed here with small read-only protocols so this module depends only on
 their shape.  :func:`spark_conf` is pure (it computes the Spark properties) and
-:func:`get_spark` starts or returns the cached session.
+:func:`get_spark` starts or returns the cached session.  What the format needs of the session (its
+jars, its settings, a class that shows its jars are loaded) are its facts
+(:class:`~cdc_lake.lake.format.FormatFacts`), asked by ``lake.format`` name.
 
 Credentials never go on a command line.  When cdc-lake starts its own driver JVM, pyspark runs
 ``spark-submit --conf KEY=VALUE …`` and any local user reads that with ``ps``: the JVM is started
@@ -35,18 +37,12 @@ from pyspark.sql import SparkSession
 
 from cdc_lake import jvm
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.lake.format import FormatFacts, format_facts
 from cdc_lake.redaction import is_secret_key
 
-# Settings Hudi's Spark integration cannot work without; a user conf may not contradict them.
-HUDI_REQUIRED_CONF: Mapping[str, str] = {
-    "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
-    "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
-    "spark.sql.extensions": "org.apache.spark.sql.hudi.HoodieSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
-    # Hudi's Avro-to-Parquet writer (upserts, MOR compaction) defaults to the legacy two-level list,
-    # which cannot hold a NULL array element ("Array contains a null element") and differs from the
-    # three-level list Spark's row writer (bulk_insert) uses; the standard layout fixes both.
-    "spark.hadoop.parquet.avro.write-old-list-structure": "false",
+# Settings cdc-lake's own writes and reads need, whatever the format (whose own required settings are
+# its facts' ``spark_conf``); a user conf may not contradict them.
+PRODUCT_REQUIRED_CONF: Mapping[str, str] = {
     # Dates and timestamps are proleptic Gregorian end to end (Postgres, MySQL, Debezium, Python): write
     # and read them as they are.  Spark's default refuses dates before 1582-10-15 and timestamps before
     # 1900 ("WRITE_ANCIENT_DATETIME"), so a year-1 date could not be replicated at all.
@@ -118,7 +114,10 @@ class SparkSettingsLike(Protocol):
 
 
 class LakeSettingsLike(Protocol):
-    """The part of the ``lake`` section the session needs: where the object store is."""
+    """The part of the ``lake`` section the session needs: the format and where the object store is."""
+
+    @property
+    def format(self) -> str: ...
 
     @property
     def s3(self) -> S3SettingsLike | None: ...
@@ -211,13 +210,20 @@ def spark_conf(
         conf["spark.jars"] = ",".join(os.fspath(j) for j in jars)
     if lake.s3 is not None:
         conf.update(s3a_conf(lake.s3))
+    facts = format_facts(lake.format)
     for key, value in settings.conf.items():
         text = _conf_value(value)
-        required = HUDI_REQUIRED_CONF.get(key)
-        if required is not None and text != required:
-            raise ConfigError(f"spark.conf.{key}: Hudi needs '{required}', the config sets '{text}'")
+        for needs, required in (
+            (f"the lake format ({facts.name})", facts.spark_conf),
+            ("cdc-lake", PRODUCT_REQUIRED_CONF),
+        ):
+            if key in required and text != required[key]:
+                raise ConfigError(
+                    f"spark.conf.{key}: {needs} needs '{required[key]}', the config sets '{text}'"
+                )
         conf[key] = text
-    conf.update(HUDI_REQUIRED_CONF)
+    conf.update(facts.spark_conf)
+    conf.update(PRODUCT_REQUIRED_CONF)
     return conf
 
 
@@ -301,13 +307,14 @@ def submitted_conf() -> dict[str, str] | None:
     return dict(SparkConf().getAll())
 
 
-def _require_hudi_on_classpath() -> None:
+def _require_format_on_classpath(facts: FormatFacts) -> None:
     """Under spark-submit the driver's classpath is fixed: name the missing argument, not a Spark trace."""
     jvm = SparkContext._jvm
     assert jvm is not None
-    if not jvm.org.apache.spark.util.Utils.classIsLoadable(HUDI_REQUIRED_CONF["spark.sql.extensions"]):
+    if not jvm.org.apache.spark.util.Utils.classIsLoadable(facts.spark_probe_class):
         raise ConfigError(
-            'spark-submit: Hudi is not on the driver\'s classpath; pass --jars "$(cdc-lake spark jars)" '
+            f"spark-submit: the lake format ({facts.name}) is not on the driver's classpath; "
+            'pass --jars "$(cdc-lake spark jars)" '
             'or --packages "$(cdc-lake spark jars --coordinates)" '
             '--exclude-packages "$(cdc-lake spark jars --excludes)" (docs/deploy.md)'
         )
@@ -320,23 +327,24 @@ def _alive(session: SparkSession) -> bool:
 PACKAGES_KEY = "spark.jars.packages"
 
 
-def driver_jars(settings: SparkSettingsLike) -> list[str | os.PathLike[str]]:
+def driver_jars(settings: SparkSettingsLike, lake_format: str) -> list[str | os.PathLike[str]]:
     """The jars cdc-lake hands a driver JVM it starts (``spark.jars``).
 
     The config's ``spark.jars`` when it lists any; none when ``spark.conf`` sets
     ``spark.jars.packages`` (Spark resolves those Maven coordinates itself when the JVM starts);
-    otherwise the Hudi bundle, Avro, S3A, Kafka and JDBC set resolved through Maven once.
+    otherwise the lake format's (``lake_format``), Avro, S3A, Kafka and JDBC set resolved through
+    Maven once.
     """
     if settings.jars:
         return list(settings.jars)
     if PACKAGES_KEY in settings.conf:
         return []
-    return list(jvm.resolve(jvm.spark_jars(pyspark.__version__)))
+    return list(jvm.resolve(jvm.spark_jars(pyspark.__version__, lake_format)))
 
 
 def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike) -> dict[str, str]:
     """Start the driver JVM as spark-submit would, with the config's master, jars and Python."""
-    jars = driver_jars(settings)
+    jars = driver_jars(settings, lake.format)
     if settings.master.startswith("local"):
         # Read by the JVM launcher before any conf applies: keeps Spark's own lookups on loopback.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -353,10 +361,11 @@ def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike) -> dict
 
 
 def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSession:
-    """Return the process-wide SparkSession, starting it with Hudi (and S3A) settings on first use.
+    """Return the process-wide SparkSession, starting it with the lake format's (and S3A) settings on
+    first use.
 
     Jars come from ``spark.jars`` when the config lists any, otherwise from the
-    Maven-resolved Hudi bundle, spark-avro and hadoop-aws set (downloaded once).
+    Maven-resolved set of the format's jars, spark-avro and hadoop-aws (downloaded once).
     When spark-submit started this process, its JVM is the driver: its command line has set
     the master, the jars and the executors' Python, and the config must agree with it.
     Later calls return the same session whatever settings they pass.
@@ -369,7 +378,7 @@ def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSessi
         if submitted is not None:
             # spark-submit set the driver's classpath and the executors' Python (PYSPARK_PYTHON).
             conf = spark_conf(settings, lake, [], submitted)
-            _require_hudi_on_classpath()
+            _require_format_on_classpath(format_facts(lake.format))
         else:
             conf = _launch_own_jvm(settings, lake)
         builder = SparkSession.builder

@@ -18,6 +18,7 @@ from cdc_lake.config import (
 )
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
+from cdc_lake.lake.format import DEFAULT_FORMAT, FORMATS
 from cdc_lake.sources import ENGINES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -63,6 +64,7 @@ def test_defaults_are_the_local_stack(tmp_path: Path) -> None:
     assert config.lake.base_path == str(tmp_path / ".cdc-lake" / "lake")
     assert config.lake.table_type == "COPY_ON_WRITE"
     assert config.lake.index == "GLOBAL_BLOOM"
+    assert config.lake.format == DEFAULT_FORMAT
     assert config.state_store.url == f"sqlite:///{tmp_path}/.cdc-lake/state.db"
     assert config.kafka.bootstrap_servers == "127.0.0.1:19092"
     assert config.schema_registry.url == "http://127.0.0.1:18081/apis/ccompat/v7"
@@ -336,6 +338,13 @@ def test_compaction_is_only_for_merge_on_read(tmp_path: Path) -> None:
 
     assert "lake: compaction applies only to table_type MERGE_ON_READ" in error_of(cow)
     assert load_config(mor).lake.compaction.max_delta_commits == 3
+
+
+def test_an_unknown_lake_format_is_named_with_the_known_ones(tmp_path: Path) -> None:
+    path = write(tmp_path, "lake:\n  format: iceberg\n")
+
+    known = ", ".join(sorted(FORMATS))
+    assert error_of(path) == f"{path}: lake.format: unknown format 'iceberg' (known: {known})"
 
 
 def test_table_lookup(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cdc_lake import applier_metrics
 from cdc_lake.config import Config, MonitoringSettings
+from cdc_lake.lake.format import DEFAULT_FORMAT, format_facts
 from cdc_lake.ops import lag
 from cdc_lake.ops.lag import LagReport
 from cdc_lake.ops.metrics import LagCollector, freshness_buckets, registry_for
@@ -61,8 +62,11 @@ def test_build_info_names_the_versions(families: dict[str, Metric]) -> None:
     assert info.type == "gauge"
     [sample] = info.samples
     assert sample.value == 1.0
-    assert set(sample.labels) == {"version", "python_version", "pyspark_version", "hudi_version"}
+    versions = {"version", "python_version", "pyspark_version", "lake_format", "lake_format_version"}
+    assert set(sample.labels) == versions
     assert all(sample.labels.values())
+    facts = format_facts(DEFAULT_FORMAT)
+    assert (sample.labels["lake_format"], sample.labels["lake_format_version"]) == (facts.name, facts.version)
 
 
 def test_batch_durations_are_a_histogram_per_table(families: dict[str, Metric]) -> None:

@@ -10,6 +10,7 @@ import pytest
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.jvm import JDBC_DRIVERS, spark_jars
+from cdc_lake.lake.format import DEFAULT_FORMAT
 from cdc_lake.sources import ENGINES, capabilities_for, capabilities_for_connector, codec_for_mark
 from cdc_lake.sources.mysql.codec import BinlogPositionCodec
 from cdc_lake.sources.postgres.codec import PostgresPositionCodec
@@ -50,7 +51,7 @@ def test_unknown_names_are_one_line_errors_listing_the_known_ones() -> None:
 
 
 def test_spark_loads_a_jdbc_driver_for_every_engine() -> None:
-    artifacts = spark_jars("3.5.6").artifacts
+    artifacts = spark_jars("3.5.6", DEFAULT_FORMAT).artifacts
 
     assert set(JDBC_DRIVERS) == set(ENGINE_NAMES)
     assert set(JDBC_DRIVERS.values()) <= set(artifacts)

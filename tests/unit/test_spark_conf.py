@@ -8,12 +8,13 @@ import pytest
 from fixtures.spark_settings import S3, Lake, Spark
 
 from cdc_lake.exceptions import ConfigError
-from cdc_lake.spark.session import HUDI_REQUIRED_CONF, launch_conf, quiet_conf, spark_conf
+from cdc_lake.lake.format import format_facts
+from cdc_lake.spark.session import PRODUCT_REQUIRED_CONF, launch_conf, quiet_conf, spark_conf
 
 
-def test_local_session_has_hudi_settings_and_small_footprint() -> None:
+def test_local_session_has_the_formats_settings_and_small_footprint() -> None:
     conf = spark_conf(Spark(), Lake(), ["/jars/hudi.jar", "/jars/aws.jar"])
-    for key, value in HUDI_REQUIRED_CONF.items():
+    for key, value in {**format_facts(Lake().format).spark_conf, **PRODUCT_REQUIRED_CONF}.items():
         assert conf[key] == value
     assert conf["spark.master"] == "local[2]"
     assert conf["spark.driver.memory"] == "1g"
@@ -23,13 +24,17 @@ def test_local_session_has_hudi_settings_and_small_footprint() -> None:
     assert not any(key.startswith("spark.hadoop.fs.s3a.") for key in conf)
 
 
-def test_user_conf_overrides_defaults_but_not_hudi_requirements() -> None:
+def test_user_conf_overrides_defaults_but_not_requirements() -> None:
     conf = spark_conf(Spark(conf={"spark.sql.shuffle.partitions": 8, "spark.ui.enabled": True}), Lake(), [])
     assert conf["spark.sql.shuffle.partitions"] == "8"
     assert conf["spark.ui.enabled"] == "true"
     assert "spark.jars" not in conf
-    with pytest.raises(ConfigError, match=r"spark\.conf\.spark\.serializer"):
-        spark_conf(Spark(conf={"spark.serializer": "org.apache.spark.serializer.JavaSerializer"}), Lake(), [])
+    java = {"spark.serializer": "org.apache.spark.serializer.JavaSerializer"}
+    with pytest.raises(ConfigError, match=r"^spark\.conf\.spark\.serializer: the lake format \(hudi\) needs"):
+        spark_conf(Spark(conf=java), Lake(), [])
+    legacy = {"spark.sql.avro.datetimeRebaseModeInRead": "LEGACY"}
+    with pytest.raises(ConfigError, match=r"^spark\.conf\.spark\.sql\.avro\.\w+: cdc-lake needs 'CORRECTED'"):
+        spark_conf(Spark(conf=legacy), Lake(), [])
 
 
 def test_s3a_settings_for_an_http_endpoint() -> None:

@@ -33,7 +33,7 @@ def _cmdline(pid: int) -> str:
 
 def check_in_this_process(scratch: Path) -> None:
     """Start a local driver the way ``get_spark`` does (no jars), check it, and stop its JVM."""
-    spark_session.driver_jars = lambda settings: []  # type: ignore[assignment]  # a throwaway process
+    spark_session.driver_jars = lambda settings, lake_format: []  # type: ignore[assignment]  # a throwaway process
     conf = {"spark.local.dir": str(scratch / "scratch"), "spark.sql.warehouse.dir": str(scratch / "wh")}
     s3 = S3(endpoint="http://127.0.0.1:9", access_key=SecretStr(ACCESS_KEY), secret_key=SecretStr(SECRET_KEY))
     settings = Spark(conf=conf, master="local[1]", app_name="cdc-lake-credentials-test", driver_memory="512m")

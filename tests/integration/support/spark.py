@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from cdc_lake.lake.format import DEFAULT_FORMAT
 from cdc_lake.spark import get_spark
 from cdc_lake.spark.session import S3SettingsLike
 
@@ -41,9 +42,10 @@ class LocalSparkSettings:
 
 @dataclass(frozen=True)
 class LocalLakeSettings:
-    """The lake settings the session needs: an optional S3-compatible store."""
+    """The lake settings the session needs: the format and an optional S3-compatible store."""
 
     s3: S3SettingsLike | None = None
+    format: str = DEFAULT_FORMAT
 
 
 def shared_spark(tmp_root: Path, s3: S3SettingsLike | None = None) -> SparkSession:
