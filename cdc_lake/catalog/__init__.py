@@ -2,7 +2,8 @@
 
 A small registry, in the manner of pyiceberg's: :class:`CatalogKind` names every catalog the config can
 hold (its value is the key under ``catalog:``), each kind has a loader that imports the kind's module
-only when the config names it, and :func:`load_catalogs` returns the configured ones.  A catalog whose
+only when the config names it, and :func:`load_catalogs` returns the configured ones, each writing
+entries for the tables of the config's ``lake.format``.  A catalog whose
 library is an optional extra fails to load with one line naming the extra (:mod:`cdc_lake.extras`):
 AWS Glue needs boto3 (``pip install 'cdc-lake[glue]'``); the Hive Metastore is reached through Spark's
 JVM, which every install has.  So the applier and the re-bootstrap import no AWS SDK unless
@@ -50,25 +51,26 @@ class Catalog(Protocol):
         """The table's entry as an operator finds it: the catalog kind and ``database.table``."""
 
 
-def _load_glue(settings: GlueSettings) -> Catalog:
+def _load_glue(settings: GlueSettings, lake_format: str) -> Catalog:
     with needs_extra("glue", "catalog.glue: the AWS Glue catalog", CatalogError):
         from cdc_lake.catalog.glue import GlueCatalog
-    return GlueCatalog(settings)
+    return GlueCatalog(settings, lake_format)
 
 
-def _load_hive(settings: HiveMetastoreSettings) -> Catalog:
+def _load_hive(settings: HiveMetastoreSettings, lake_format: str) -> Catalog:
     from cdc_lake.catalog.hive import HiveMetastoreCatalog
 
-    return HiveMetastoreCatalog(settings)
+    return HiveMetastoreCatalog(settings, lake_format)
 
 
-_LOADERS: Final[Mapping[CatalogKind, Callable[[Any], Catalog]]] = {
+_LOADERS: Final[Mapping[CatalogKind, Callable[[Any, str], Catalog]]] = {
     CatalogKind.GLUE: _load_glue,
     CatalogKind.HIVE: _load_hive,
 }
 
 
-def load_catalogs(settings: CatalogSettings) -> list[Catalog]:
-    """The catalogs ``settings`` configures, in :class:`CatalogKind` order, their modules imported now."""
+def load_catalogs(settings: CatalogSettings, lake_format: str) -> list[Catalog]:
+    """The catalogs ``settings`` configures for tables of the lake format ``lake_format``, in
+    :class:`CatalogKind` order, their modules imported now."""
     configured = ((kind, getattr(settings, kind.value)) for kind in CatalogKind)
-    return [_LOADERS[kind](found) for kind, found in configured if found is not None]
+    return [_LOADERS[kind](found, lake_format) for kind, found in configured if found is not None]

@@ -2,15 +2,17 @@
 
 A table ``source.schema.table`` is registered as ``<database>.<source>_<schema>_<table>`` (Glue names
 are lowercase, without dots), an external table whose storage descriptor points at the table's
-current base path, with every column of the lake table: Hudi's metadata columns, the lake's own
-``_cdc_*`` columns (so that a reader can filter soft-deleted rows; Hudi's delete marker is never a
+current base path, with every column of the lake table: the format's metadata columns, the lake's own
+``_cdc_*`` columns (so that a reader can filter soft-deleted rows; the delete marker is never a
 visible column), then the source's.  Readers match Parquet columns by name, so the entry's order is
 free, and this one keeps every column's position when the source gains a column: a Hive Metastore
 refuses an entry whose column at a position changes to a type it cannot convert to ("The following
 columns have types incompatible with the existing columns").  The entry also holds the parameters
-Athena and Spark use to read a Hudi copy-on-write table: Hudi's input format, the Parquet SerDe,
-``spark.sql.sources.provider=hudi`` and ``path``.  It is written as Glue's ``TableInput``; the Hive
-catalog builds its metastore ``Table`` from that.  Neither boto3 nor a JVM is needed here.
+Athena and Spark use to read the table: the format's input and output formats, SerDe and
+``classification`` (its :class:`~cdc_lake.lake.format.CatalogStorage`),
+``spark.sql.sources.provider`` (the format's name: Spark's data source) and ``path``; the format's
+facts (:class:`~cdc_lake.lake.format.FormatFacts`) give them.  It is written as Glue's ``TableInput``;
+the Hive catalog builds its metastore ``Table`` from that.  Neither boto3 nor a JVM is needed here.
 """
 
 from __future__ import annotations
@@ -21,17 +23,7 @@ from typing import Any
 from pyspark.sql.types import ByteType, DataType, ShortType, StructType, TimestampNTZType
 
 from cdc_lake.lake.columns import DELETED_COLUMN, METADATA_FIELDS
-
-HUDI_META_COLUMNS = (
-    "_hoodie_commit_time",
-    "_hoodie_commit_seqno",
-    "_hoodie_record_key",
-    "_hoodie_partition_path",
-    "_hoodie_file_name",
-)
-INPUT_FORMAT = "org.apache.hudi.hadoop.HoodieParquetInputFormat"
-OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
-SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+from cdc_lake.lake.format import FormatFacts
 
 
 def catalog_table_name(qualified_name: str) -> str:
@@ -55,11 +47,13 @@ def hive_type(data_type: DataType) -> str:
 
 
 def table_input(
-    name: str, location: str, columns: StructType, partition_fields: Sequence[str] = ()
+    facts: FormatFacts, name: str, location: str, columns: StructType, partition_fields: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The Glue ``TableInput`` of a Hudi table at ``location`` with row ``columns`` (the source's)."""
+    """The Glue ``TableInput`` of a table of the format ``facts`` declares at ``location`` with row
+    ``columns`` (the source's)."""
+    storage = facts.catalog_storage
     partitions = set(partition_fields)
-    meta = [{"Name": c, "Type": "string"} for c in HUDI_META_COLUMNS]
+    meta = [{"Name": c, "Type": "string"} for c in facts.meta_columns]
     data = [
         {"Name": f.name, "Type": hive_type(f.dataType)} for f in columns.fields if f.name not in partitions
     ]
@@ -72,18 +66,18 @@ def table_input(
         "TableType": "EXTERNAL_TABLE",
         "Parameters": {
             "EXTERNAL": "TRUE",
-            "classification": "hudi",
-            "spark.sql.sources.provider": "hudi",
+            "classification": storage.classification,
+            "spark.sql.sources.provider": facts.name,
             "path": location,
         },
         "PartitionKeys": keys,
         "StorageDescriptor": {
             "Columns": meta + lake + data,
             "Location": location,
-            "InputFormat": INPUT_FORMAT,
-            "OutputFormat": OUTPUT_FORMAT,
+            "InputFormat": storage.input_format,
+            "OutputFormat": storage.output_format,
             "SerdeInfo": {
-                "SerializationLibrary": SERDE,
+                "SerializationLibrary": storage.serde,
                 "Parameters": {"serialization.format": "1", "path": location},
             },
         },

@@ -23,15 +23,17 @@ from pyspark.sql.types import StructType
 from cdc_lake.catalog.entry import catalog_table_name, table_input
 from cdc_lake.config import GlueSettings
 from cdc_lake.exceptions import CatalogError
+from cdc_lake.lake.format import DEFAULT_FORMAT, format_facts
 
 _LOG = logging.getLogger(__name__)
 
 
 class GlueCatalog:
-    """Registers tables in one Glue database."""
+    """Registers tables of the lake format ``lake_format`` in one Glue database."""
 
-    def __init__(self, settings: GlueSettings) -> None:
+    def __init__(self, settings: GlueSettings, lake_format: str = DEFAULT_FORMAT) -> None:
         self.settings = settings
+        self.facts = format_facts(lake_format)
         self.client: Any = boto3.client(
             "glue", region_name=settings.region, endpoint_url=settings.endpoint_url
         )
@@ -41,7 +43,7 @@ class GlueCatalog:
     ) -> str:
         """Create or update the table's entry; returns ``database.table``."""
         database, name = self.settings.database, catalog_table_name(qualified_name)
-        wanted = table_input(name, location, columns, partition_fields)
+        wanted = table_input(self.facts, name, location, columns, partition_fields)
         try:
             self._ensure_database(database)
             try:

@@ -4,8 +4,8 @@ pyspark ships Hive 2.3's ``HiveMetaStoreClient`` on the driver's classpath, so t
 to the configured metastore (``catalog.hive.uri``) from the JVM the applier and the re-bootstrap
 already run, without turning on Spark's Hive catalog support in the session (a static setting that
 would change every other table operation of the process).  The entry is the same as the Glue one
-(:func:`cdc_lake.catalog.entry.table_input`: an external table at the current base path, Hudi's input
-format, the Parquet SerDe, ``spark.sql.sources.provider=hudi``, ``path``), so Spark with Hive support,
+(:func:`cdc_lake.catalog.entry.table_input`: an external table at the current base path, the lake
+format's input format and SerDe, ``spark.sql.sources.provider``, ``path``), so Spark with Hive support,
 Hive and Trino read ``database.table``.
 
 :meth:`HiveMetastoreCatalog.sync` creates the database and the table, or alters the table in place
@@ -28,6 +28,7 @@ from pyspark.sql.types import StructType
 from cdc_lake.catalog.entry import catalog_table_name, table_input
 from cdc_lake.config import HiveMetastoreSettings
 from cdc_lake.exceptions import CatalogError
+from cdc_lake.lake.format import DEFAULT_FORMAT, format_facts
 
 _LOG = logging.getLogger(__name__)
 
@@ -62,10 +63,11 @@ def _not_found(exc: Py4JJavaError) -> bool:
 
 
 class HiveMetastoreCatalog:
-    """Registers tables in one Hive Metastore database."""
+    """Registers tables of the lake format ``lake_format`` in one Hive Metastore database."""
 
-    def __init__(self, settings: HiveMetastoreSettings) -> None:
+    def __init__(self, settings: HiveMetastoreSettings, lake_format: str = DEFAULT_FORMAT) -> None:
         self.settings = settings
+        self.facts = format_facts(lake_format)
 
     @contextmanager
     def _client(self) -> Iterator[tuple[Any, Any]]:
@@ -83,7 +85,7 @@ class HiveMetastoreCatalog:
     ) -> str:
         """Create or alter the table's entry; returns ``database.table``."""
         database, name = self.settings.database, catalog_table_name(qualified_name)
-        wanted = table_input(name, location, columns, partition_fields)
+        wanted = table_input(self.facts, name, location, columns, partition_fields)
         try:
             with self._client() as (jvm, client):
                 self._ensure_database(jvm, client, database)

@@ -39,7 +39,7 @@ class CatalogSync:
     @classmethod
     def for_config(cls, config: Config) -> CatalogSync | None:
         """The catalogs of ``config`` (None when it configures none); a missing extra is a CatalogError."""
-        catalogs = load_catalogs(config.catalog)
+        catalogs = load_catalogs(config.catalog, config.lake.format)
         return cls(catalogs) if catalogs else None
 
     def register(

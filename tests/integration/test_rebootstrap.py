@@ -33,13 +33,14 @@ from support.common import cli_run, load
 from support.engines import StackEngine
 from support.second_reader import second_reader_rows
 
-from cdc_lake.catalog.entry import HUDI_META_COLUMNS, catalog_table_name
+from cdc_lake.catalog.entry import catalog_table_name
 from cdc_lake.catalog.glue import GlueCatalog
 from cdc_lake.catalog.hive import HiveMetastoreCatalog
 from cdc_lake.config import GlueSettings, HiveMetastoreSettings
 from cdc_lake.hudi.timeline import table_exists
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.kafka.groups import group_id
+from cdc_lake.lake.format import format_facts
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
@@ -167,7 +168,8 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     parameters = entry["Table"]["Parameters"]
     assert parameters["spark.sql.sources.provider"] == "hudi" and parameters["path"] == new_path
     columns = [c["Name"] for c in entry["Table"]["StorageDescriptor"]["Columns"]]
-    assert columns[:5] == list(HUDI_META_COLUMNS) and {"id", "val", "amount"} <= set(columns)
+    meta = format_facts(config.lake.format).meta_columns
+    assert columns[: len(meta)] == list(meta) and {"id", "val", "amount"} <= set(columns)
 
     old_group = group_id(table, old_path)
     assert old_group in _consumer_groups(), "the old copy's group, committed to until the switch"

@@ -17,7 +17,16 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from cdc_lake.catalog.entry import HUDI_META_COLUMNS, INPUT_FORMAT, catalog_table_name, hive_type, table_input
+from cdc_lake.catalog.entry import catalog_table_name, hive_type, table_input
+from cdc_lake.lake.format import format_facts
+
+HUDI_META_COLUMNS = [
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+]
 
 COLUMNS = StructType(
     [
@@ -49,14 +58,17 @@ def test_a_wall_clock_timestamp_is_hives_timestamp() -> None:
 
 def test_the_table_input_is_an_external_hudi_table_at_the_location() -> None:
     made: dict[str, Any] = table_input(
-        "pg_public_orders", "s3a://lake/pg/public/orders__v2", COLUMNS, ["region"]
+        format_facts("hudi"), "pg_public_orders", "s3a://lake/pg/public/orders__v2", COLUMNS, ["region"]
     )
 
     sd = made["StorageDescriptor"]
     assert made["TableType"] == "EXTERNAL_TABLE"
-    assert made["Parameters"]["spark.sql.sources.provider"] == "hudi"
+    assert made["Parameters"]["spark.sql.sources.provider"] == made["Parameters"]["classification"] == "hudi"
     assert sd["Location"] == made["Parameters"]["path"] == "s3a://lake/pg/public/orders__v2"
-    assert sd["InputFormat"] == INPUT_FORMAT
+    assert sd["InputFormat"] == "org.apache.hudi.hadoop.HoodieParquetInputFormat"
+    parquet = "org.apache.hadoop.hive.ql.io.parquet"
+    assert sd["OutputFormat"] == f"{parquet}.MapredParquetOutputFormat"
+    assert sd["SerdeInfo"]["SerializationLibrary"] == f"{parquet}.serde.ParquetHiveSerDe"
     # Every lake column a reader filters on (soft deletes, source time, ordering) is in the entry.
     lake = ["_cdc_op", "_cdc_source_ts", "_cdc_ordering", "_cdc_applied_at", "_cdc_deleted"]
     # They come before the source's, so a column the source gains keeps every other column's position.

@@ -12,6 +12,7 @@ from cdc_lake.catalog import CatalogKind, load_catalogs
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import CatalogSettings, Config, GlueSettings, HiveMetastoreSettings
 from cdc_lake.exceptions import CatalogError
+from cdc_lake.lake.format import DEFAULT_FORMAT
 
 HIVE = HiveMetastoreSettings(uri="thrift://127.0.0.1:19083", database="lake")
 
@@ -34,7 +35,7 @@ def test_every_catalog_the_config_can_name_has_a_kind() -> None:
 
 
 def test_no_catalog_configured_loads_none() -> None:
-    assert load_catalogs(CatalogSettings()) == []
+    assert load_catalogs(CatalogSettings(), DEFAULT_FORMAT) == []
     assert CatalogSync.for_config(Config.default()) is None
 
 
@@ -54,6 +55,6 @@ def test_a_glue_catalog_without_boto3_names_the_extra_to_install() -> None:
 
 @pytest.mark.usefixtures("without_boto3")
 def test_a_hive_catalog_needs_no_boto3() -> None:
-    catalogs = load_catalogs(CatalogSettings(hive=HIVE))
+    catalogs = load_catalogs(CatalogSettings(hive=HIVE), DEFAULT_FORMAT)
 
     assert [type(catalog).__name__ for catalog in catalogs] == ["HiveMetastoreCatalog"]
