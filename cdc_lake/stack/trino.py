@@ -1,16 +1,17 @@
 """Trino (from Maven Central), an opt-in service: the SQL reader a data platform team queries the lake with.
 
 One coordinator that also executes (``node-scheduler.include-coordinator``), on loopback, with one
-catalog, ``hudi``, on the stack's Hive Metastore: the entries ``catalog.hive`` registers are the tables
-a user queries as ``hudi.<database>.<table>``.  Trino reads local lake paths through its Hadoop file
+catalog on the stack's Hive Metastore, named after Trino's connector for the lake format (its facts'
+``trino_connector``; ``hudi``): the entries ``catalog.hive`` registers are the tables a user queries as
+``hudi.<database>.<table>``.  Trino reads local lake paths through its Hadoop file
 system (``fs.hadoop.enabled``; its native local file system failed every scan) and ``s3a://`` paths of
 the stack's object store through its native S3 client, with the object store's keys taken from the
 process environment (``${ENV:...}`` in the catalog file), never written to a file.
 
 Trino 476 needs Java 24 or newer, which is not the stack's Java 17: :func:`trino_java` takes
 ``stack.trino.java_home`` or the newest JDK under ``/usr/lib/jvm`` that is new enough, and names the
-setting in one line when there is none.  Of the 800 MB distribution's plugins only the Hudi one is
-kept, so the server loads one connector.
+setting in one line when there is none.  Of the 800 MB distribution's plugins only the connector's
+(the plugin directory has its name) is kept, so the server loads one connector.
 """
 
 from __future__ import annotations
@@ -24,20 +25,24 @@ import requests
 
 from cdc_lake import jvm
 from cdc_lake.exceptions import StackError
+from cdc_lake.lake.format import format_facts
 from cdc_lake.stack.objectstore import ObjectStore
 from cdc_lake.stack.service import HOST, Service, StackLayout
 
-CATALOG = "hudi"
-"""The Trino catalog that reads lake tables: ``hudi.<catalog.hive.database>.<table>``."""
+CONNECTOR = format_facts().trino_connector
+"""Trino's connector for the tables of the stack's lake format (the default one), and its plugin."""
+CATALOG = CONNECTOR
+"""The Trino catalog that reads lake tables: ``<CATALOG>.<catalog.hive.database>.<table>``."""
 JAVA_RELEASE_NEEDED = 24
 _JVM_DIRS = Path("/usr/lib/jvm")
 _HEAP = "1200m"
 
 
 def trino_home() -> Path:
-    """Trino's server, unpacked once (its libraries and the Hudi plugin) from the Maven Central tarball."""
+    """Trino's server, unpacked once (its libraries and the connector's plugin) from the Maven Central
+    tarball."""
     home = jvm.cache_root() / "trino" / f"trino-server-{jvm.TRINO_VERSION}"
-    if (home / "plugin" / CATALOG).is_dir() and (home / "lib").is_dir():
+    if (home / "plugin" / CONNECTOR).is_dir() and (home / "lib").is_dir():
         return home
     archive = jvm.fetch_archive(jvm.TRINO_SERVER)
     unpacked = home.with_name(home.name + ".unpacking")
@@ -46,10 +51,10 @@ def trino_home() -> Path:
     with tarfile.open(archive, "r:gz") as tarball:
         tarball.extractall(unpacked, filter="data")
     server = unpacked / f"trino-server-{jvm.TRINO_VERSION}"
-    if not (server / "plugin" / CATALOG).is_dir():
-        raise StackError(f"{archive.name} holds no plugin/{CATALOG}")
+    if not (server / "plugin" / CONNECTOR).is_dir():
+        raise StackError(f"{archive.name} holds no plugin/{CONNECTOR}")
     for plugin in (server / "plugin").iterdir():
-        if plugin.name != CATALOG:
+        if plugin.name != CONNECTOR:
             shutil.rmtree(plugin)
     shutil.rmtree(home, ignore_errors=True)
     server.rename(home)
@@ -93,7 +98,7 @@ def _properties(values: dict[str, str]) -> str:
 
 
 class Trino(Service):
-    """A one-node Trino with the ``hudi`` catalog on the stack's metastore and object store."""
+    """A one-node Trino with the lake format's catalog on the stack's metastore and object store."""
 
     name = "trino"
 
@@ -131,7 +136,7 @@ class Trino(Service):
         (etc / "catalog" / f"{CATALOG}.properties").write_text(
             _properties(
                 {
-                    "connector.name": "hudi",
+                    "connector.name": CONNECTOR,
                     "hive.metastore.uri": f"thrift://{HOST}:{self.layout.ports.hive_metastore}",
                     "fs.hadoop.enabled": "true",
                     "fs.native-s3.enabled": "true",
