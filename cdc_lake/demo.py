@@ -30,6 +30,7 @@ import psycopg
 
 from cdc_lake.config import Config, load_config
 from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.lake.format import format_facts, load_format
 from cdc_lake.redaction import private_directory
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.service import DEMO_DATABASE, HOST
@@ -268,14 +269,19 @@ def run_demo(
     entry = demo.table_status()
     rows, total = demo.source_summary()
     lake_rows, lake_total = lake_summary(demo.config_path)
+    lake_format = format_facts(load_config(demo.config_path).lake.format).name
     say(f"   source: {rows} rows, amount total {total}")
-    say(f"   lake:   {lake_rows} rows, amount total {lake_total} (Hudi table at {entry['lake_base_path']})")
+    where = f"{lake_format} table at {entry['lake_base_path']}"
+    say(f"   lake:   {lake_rows} rows, amount total {lake_total} ({where})")
     say(f"   freshness {_format_freshness(entry)}, state {entry['state']}")
     if (rows, total) != (lake_rows, lake_total):
         raise DemoError(
             f"the lake differs from the source: {lake_rows} rows vs {rows}, {lake_total} vs {total}"
         )
-    say(f"The lake equals the source. Query it: spark.read.format('hudi').load('{entry['lake_base_path']}')")
+    say(
+        f"The lake equals the source. Query it: spark.read.format('{lake_format}')"
+        f".load('{entry['lake_base_path']}')"
+    )
     say(f"Config used: {demo.config_path}; try `cdc-lake --config {demo.config_path} status`.")
     return {
         "table": TABLE,
@@ -290,12 +296,11 @@ def run_demo(
 
 def lake_summary(config_path: Path) -> tuple[int, Decimal]:
     """Row count and amount total of the demo table in the lake, read with Spark and the lake format."""
-    from cdc_lake.lake.format import load_format
     from cdc_lake.spark import get_spark
 
     config = load_config(config_path)
     spark = get_spark(config.spark, config.lake)
-    df = load_format(spark).read(config.lake.table_base_path(TABLE))
+    df = load_format(spark, config.lake.format).read(config.lake.table_base_path(TABLE))
     df.createOrReplaceTempView("orders")
     row = spark.sql("select count(*) as n, coalesce(sum(amount), 0) as total from orders").collect()[0]
     return int(row["n"]), Decimal(row["total"])

@@ -49,7 +49,7 @@ from cdc_lake.kafka.offsets import topic_state
 from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.lake.applier import ApplierFactory
 from cdc_lake.lake.checkpoint import checkpoint_from_commit
-from cdc_lake.lake.format import load_format
+from cdc_lake.lake.format import LakeFormat, load_format
 from cdc_lake.lake.schema import row_columns
 from cdc_lake.lake.schema_change import SchemaDiff, SchemaPolicy
 from cdc_lake.lake.target import TableTarget, target_for
@@ -212,7 +212,7 @@ def _switch(
                         "run the rebootstrap again to resume, or --abort"
                     )
                 if store.require_table(record.copy_name).state is TableState.LIVE:
-                    latest = _latest_commit(spark, name, target)
+                    latest = _latest_commit(load_format(spark, config.lake.format), name, target)
                     # The id of the topic the copy read: quarantine rows of a topic since re-created go.
                     topic_id = topic_state(
                         config.kafka.bootstrap_servers, target.topic, extra=config.kafka.consumer
@@ -228,9 +228,9 @@ def _switch(
         time.sleep(BUSY_RETRY_SECONDS)
 
 
-def _latest_commit(spark: SparkSession, name: str, target: TableTarget) -> tuple[str, dict[int, int]] | None:
+def _latest_commit(lake: LakeFormat, name: str, target: TableTarget) -> tuple[str, dict[int, int]] | None:
     """The copy's latest commit and the offsets it holds (its bootstrap's last commit: the watermark's)."""
-    commit = load_format(spark).latest_commit(target.base_path)
+    commit = lake.latest_commit(target.base_path)
     if commit is None:
         return None
     checkpoint = checkpoint_from_commit(commit, target.topic, f"table {name} copy at {target.base_path}")
@@ -248,7 +248,7 @@ def _register(config: Config, store: StateStore, spark: SparkSession, name: str,
     if catalog is None:
         return
     path = store.current_copy(name).path
-    columns = row_columns(load_format(spark).read(path).schema)
+    columns = row_columns(load_format(spark, config.lake.format).read(path).schema)
     try:
         for known in catalog.register(name, path, columns, target.partition_fields):
             _LOG.info("%s: catalog entry %s now at %s", name, known, path)
@@ -300,7 +300,7 @@ def _remove_lake_path(config: Config, table: str, path: str, which: str) -> None
             f"(`cdc-lake apply --once --tables {table}` registers the table's current copy; run this again "
             "once readers have moved)"
         )
-    load_format(spark).remove(path)
+    load_format(spark, config.lake.format).remove(path)
 
 
 def remove_old_paths(config: Config, now: bool = False) -> list[RebootstrapResult]:

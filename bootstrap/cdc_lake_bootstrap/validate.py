@@ -381,7 +381,7 @@ def validate_table(
             prefix = topic_prefix(source_config)
             watch = CatchUpWatch(table_name, store, connect, prefix, table.name)
             result.caught_up = wait_lake_caught_up(ends, watch, options.catch_up_timeout)
-    lake = load_format(spark).read(store.current_copy(table_name).path)
+    lake = load_format(spark, config.lake.format).read(store.current_copy(table_name).path)
     for flag in (DELETED_COLUMN, SOFT_DELETED_COLUMN):
         if flag in lake.columns:
             lake = lake.where(~F.coalesce(_col(flag), F.lit(False)))

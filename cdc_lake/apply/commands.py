@@ -195,7 +195,10 @@ def run_command(
             serve_metrics()
         services = ServiceThread(
             TableServices(
-                load_format(service.runner.spark), store, config.state_store.url, beside_writer=True
+                load_format(service.runner.spark, config.lake.format),
+                store,
+                config.state_store.url,
+                beside_writer=True,
             ),
             targets,
             config.lake.compaction.check_seconds,
@@ -258,7 +261,8 @@ def compact_command(
     targets = select_targets(config, tuple(tables))
     with StateStore.open(config.state_store.url) as store:
         spark = get_spark(config.spark, config.lake)
-        services = TableServices(load_format(spark), store, config.state_store.url, beside_writer=False)
+        lake = load_format(spark, config.lake.format)
+        services = TableServices(lake, store, config.state_store.url, beside_writer=False)
         serviced = services.serviced(targets)
         if tables and len(serviced) < len(targets):
             others = sorted({t.qualified_name for t in targets} - {t.qualified_name for t in serviced})
