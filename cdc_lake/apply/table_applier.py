@@ -13,6 +13,9 @@ one with several partitions for a table whose configured key is not its message 
 read from the registry's ``<topic>-key`` subject only for such a table).  For a table with a configured
 key, the source is asked before each batch that reads something whether an update may lack the key's
 old value (:mod:`cdc_lake.apply.key_change`; one catalog query on a Postgres primary, none elsewhere).
+What the applier knows of its lake table between batches (checkpoint, columns, record key) is cached in
+:mod:`cdc_lake.apply.lake_state`; the writer schemas are merged into the lake columns by
+:mod:`cdc_lake.apply.schema_merge`.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from cdc_lake.apply.decoding import (
-    BadMessage,
     BatchSummary,
     Decoded,
     DecodedChange,
@@ -41,32 +43,23 @@ from cdc_lake.apply.decoding import (
     summarize,
 )
 from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame, one_row_per_key
+from cdc_lake.apply.lake_state import LakeState
 from cdc_lake.apply.plan import BatchPlan, plan_batch
 from cdc_lake.apply.redelivery import advance
+from cdc_lake.apply.schema_merge import SchemaMerge
 from cdc_lake.apply.skipped import quarantined_below, skipped_offsets, without_quarantined
 from cdc_lake.decode.framing import MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import TypedSchemas
-from cdc_lake.exceptions import CdcLakeError, KafkaReadError, LakeWriteError, SchemaRegistryError
+from cdc_lake.exceptions import KafkaReadError, SchemaRegistryError
 from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.group_offsets import commit_group_offsets
 from cdc_lake.kafka.offsets import topic_state
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark, split_ranges
 from cdc_lake.kafka.topic_rules import applier_way_out, partitioning_refusal
-from cdc_lake.lake.checkpoint import Checkpoint, Origin, resume_checkpoint
-from cdc_lake.lake.commit_metadata import CommitMetadata
+from cdc_lake.lake.checkpoint import Checkpoint, Origin
 from cdc_lake.lake.format import WriteOperation, load_format
-from cdc_lake.lake.schema import merge_columns, row_columns
-from cdc_lake.lake.schema_change import (
-    IncompatibleSchemaChange,
-    SchemaDiff,
-    SourceDefaults,
-    WriterColumns,
-    classify,
-    key_change,
-    policy_columns,
-    widest_lengths,
-)
+from cdc_lake.lake.schema_change import SchemaDiff, SourceDefaults
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.store import StateStore
 
@@ -93,10 +86,10 @@ class ApplierOptions:
     reader: KafkaReader = KafkaReader.CONSUMER
     slices: int = 4
     board: OffsetBoard | None = None
+    """Where batch plans take end offsets from (the ``run`` service's batched reads); None: read alone."""
     old_key_optional: Callable[[TableTarget], bool] | None = None
     """Asks a configured-key table's source whether an update may lack the key's old value
     (:meth:`cdc_lake.apply.source_defaults.SourceCatalog.old_key_optional`); None: never."""
-    """Where batch plans take end offsets from (the ``run`` service's batched reads); None: read alone."""
 
 
 @dataclass(frozen=True)
@@ -176,70 +169,29 @@ class TableApplier:
         self.registry = registry
         self.schemas = TypedSchemas(registry, dict(target.column_types))
         self.store = store
-        self._checkpoint: Checkpoint | None = None
-        self._seen_commit: str | None = None
-        self._columns: StructType | None = None
-        self._lengths: dict[str, int] = {}
-        """The character lengths the latest commit records (read with the checkpoint)."""
-        self._record_key: tuple[str, ...] | None = None
-        self._exists = False
-        self.schema_change: SchemaDiff | None = None
-        """The breaking schema change the last batch stopped at, if it stopped at one."""
-        self._source_answers: dict[int, SourceDefaults] = {}
-        """The source's answer about the columns each writer schema id adds (asked once per schema id)."""
+        self._table = LakeState(self.lake, target, store)
+        self._merge = SchemaMerge(target, registry, self.schemas, self.lake, options.source_defaults)
         self._message_key: tuple[str, ...] | None = None
         """The topic's message key columns (the primary key; empty: none), once a check needed them."""
 
     @property
     def lake_columns(self) -> StructType | None:
         """The lake table's row columns as of the last batch (None before the table is known)."""
-        return self._columns
+        return self._table.columns
+
+    @property
+    def schema_change(self) -> SchemaDiff | None:
+        """The breaking schema change the last batch stopped at, if it stopped at one."""
+        return self._merge.schema_change
 
     def forget(self) -> None:
         """Drop cached offsets and schema: the next batch re-reads them from the table (after a failure)."""
-        self._checkpoint = None
-        self._seen_commit = None
-        self._columns = None
-        self._record_key = None
-        self._exists = False
+        self._table.forget()
         self._message_key = None
 
     def checkpoint(self) -> Checkpoint:
         """The offsets the next batch starts from (read from the last completed commit, then cached)."""
-        if self._checkpoint is None:
-            commit = self.lake.latest_commit(self.target.base_path)
-            self._checkpoint = resume_checkpoint(
-                self.target.base_path, self.target.topic, self.target.qualified_name, self.store, commit
-            )
-            self._seen_commit = None if commit is None else commit.instant
-            stored = None if commit is None else CommitMetadata.from_dict(commit.metadata)
-            self._lengths = {} if stored is None else dict(stored.char_lengths)
-            _LOG.info(
-                "%s resumes from %s %s", self.target.qualified_name, self._checkpoint.origin.value,
-                self._checkpoint.offsets,
-            )
-        return self._checkpoint
-
-    def _still_current(self) -> bool:
-        """Whether the table's latest data commit is still the one the cached checkpoint came from.
-
-        Another process may have committed since (``apply --once`` between two batches of ``run``, each
-        holding the apply lock only for its batch): planning from the cached offsets would then apply a
-        range twice and move the commit offsets backwards.  Called under the apply lock, before a batch
-        that has something to read; the cache is dropped when the table moved on.
-        """
-        if self._checkpoint is None:
-            return False
-        commit = self.lake.latest_commit(self.target.base_path)
-        instant = None if commit is None else commit.instant
-        if instant == self._seen_commit:
-            return True
-        _LOG.info(
-            "%s: another writer committed %s since %s; re-reading the checkpoint",
-            self.target.qualified_name, instant, self._seen_commit,
-        )
-        self.forget()
-        return False
+        return self._table.checkpoint()
 
     def plan(self, limit: dict[int, int] | None = None) -> BatchPlan:
         """The next batch's offsets: from the checkpoint to the end offsets now (or ``limit``), capped."""
@@ -290,10 +242,11 @@ class TableApplier:
         """
         began = time.monotonic()
         steps = _Steps()
-        self.schema_change = None
+        self._merge.schema_change = None
         checkpoint = self.checkpoint()
         plan = self.plan(limit)
-        if plan.offsets > 0 and not self._still_current():
+        if plan.offsets > 0 and not self._table.still_current():
+            self.forget()
             checkpoint = self.checkpoint()
             plan = self.plan(limit)
         steps.done("plan")
@@ -358,9 +311,9 @@ class TableApplier:
     ) -> BatchResult:
         """Cut the batch before its first bad message and write the rest as one commit."""
         bad = dict(summary.first_bad)
-        self._refresh_lake()
-        columns, lengths = self._merge_schemas(summary, bad)
-        key_fields = self._key_fields(summary, bad)
+        self._table.refresh()
+        columns, lengths = self._merge.columns(summary, bad, self._table.columns, self._table.lengths)
+        key_fields = self._merge.key_fields(summary, bad, self._table.record_key)
         cut = {p: b.offset for p, b in bad.items()}
         end = {p: min(plan.end[p], cut.get(p, plan.end[p])) for p in plan.end}
         first = min(bad.values(), key=lambda b: (b.offset, b.partition)) if bad else None
@@ -368,7 +321,7 @@ class TableApplier:
         result = replace(result, end=end, bad=first_bad, ops=dict(summary.ops))
         if end == plan.start:
             return result
-        if columns is None or key_fields is None or not (self._exists or _any_change(summary, cut)):
+        if columns is None or key_fields is None or not (self._table.exists or _any_change(summary, cut)):
             # Only tombstones, into a table that does not exist yet: nothing to create it with.
             return replace(result, end=dict(plan.start))
         applied = summary if not cut else summary_before(records, cut)
@@ -378,7 +331,7 @@ class TableApplier:
             default=None,
         )
         fill = sorted(name for name in summary.unavailable if name in columns.fieldNames())
-        stored = self.lake.read(self.target.base_path) if fill and self._exists else None
+        stored = self.lake.read(self.target.base_path) if fill and self._table.exists else None
         latest = latest_frame(self.spark, records, columns, cut, key_fields, fill, summary.moves_unavailable)
         unique = one_row_per_key(columns, key_fields, stored)
         if stored is not None:
@@ -396,14 +349,14 @@ class TableApplier:
             spec = self.target.spec(key_fields)
             metadata = replace(
                 after.metadata(), quarantined=quarantined_below(skipped, end),
-                compared_columns=self._compared(columns), char_lengths=lengths,
+                compared_columns=self._merge.compared(columns), char_lengths=lengths,
             )
             steps.done("frame")
             if before_commit is not None:
                 before_commit()
-            # Planning has just read the latest commit (``_still_current``): the write reads it only after.
+            # Planning has just read the latest commit (``still_current``): the write reads it only after.
             instant = self.lake.write(
-                spec, frame, WriteOperation.UPSERT, metadata, previous=self._seen_commit,
+                spec, frame, WriteOperation.UPSERT, metadata, previous=self._table.seen_commit,
                 unique_keys=unique,
             )
         finally:
@@ -416,135 +369,11 @@ class TableApplier:
             "%s: %d offsets, commit %s; seconds per step %s", self.target.qualified_name, plan.offsets,
             instant, {name: round(seconds, 3) for name, seconds in steps.seconds.items()},
         )
-        self._checkpoint = replace(after, commit_instant=instant)
-        self._seen_commit = instant
-        self._columns = columns
-        self._lengths = lengths
-        self._record_key = key_fields
-        self._exists = True
+        self._table.committed(after, instant, columns, lengths, key_fields)
         return replace(
             result, commit_instant=instant, newest_source_ts_ms=newest, changes=applied.changes,
             redelivered=applied.redelivered,
         )
-
-    def _refresh_lake(self) -> None:
-        """Learn the lake table's columns; a table whose first commit never completed has none yet.
-
-        A table an earlier cdc-lake bootstrapped through Hudi's row writer with a timestamp or binary key
-        holds record keys the applier never writes (the format's ``key_refusal``): it stops here, naming
-        the way out, instead of gaining a second row per key.
-        """
-        if self._columns is None and self.lake.table_exists(self.target.base_path):
-            lake = self.lake.read(self.target.base_path, meta_columns=True)
-            columns = row_columns(lake.schema)
-            if columns.fields:
-                record_key = self.lake.record_key_fields(self.target.base_path)
-                refusal = self.lake.key_refusal(self.target.qualified_name, lake, record_key or ())
-                if refusal is not None:
-                    raise LakeWriteError(refusal)
-                self._columns = columns
-                self._record_key = record_key
-                self._exists = True
-
-    def _merge_schemas(
-        self, summary: BatchSummary, bad: dict[int, BadMessage]
-    ) -> tuple[StructType | None, dict[str, int]]:
-        """The lake columns and recorded character lengths after this batch; a schema that cannot be
-        merged cuts the batch before it."""
-        columns, lengths = self._columns, self._lengths
-        for schema_id in sorted(summary.value_schemas):
-            firsts = _before_cut(summary.value_schemas[schema_id], bad)
-            if not firsts:
-                continue
-            try:
-                writer = self._restricted_writer(schema_id)
-                self._classify(schema_id, writer, lengths)
-                evolution = merge_columns(columns, writer.struct)
-                if evolution.added and columns is not None:
-                    _LOG.info("%s: schema id %d adds columns %s", self.target.qualified_name, schema_id,
-                              list(evolution.added))
-                columns = evolution.columns
-                lengths = widest_lengths(lengths, writer.lengths)
-            except CdcLakeError as exc:
-                _cut(bad, firsts, f"value schema id {schema_id}: {exc}")
-        return columns, lengths
-
-    def _restricted_writer(self, schema_id: int) -> WriterColumns:
-        """The writer schema's columns the table's policy compares and writes (frozen list, freeze)."""
-        writer = WriterColumns.of(self.schemas.get_schema(schema_id))
-        keep = self._compared(self._columns)
-        return writer if keep is None else writer.restricted(keep)
-
-    def _compared(self, lake: StructType | None) -> frozenset[str] | None:
-        """The columns the table's policy compares and writes (None: every column)."""
-        return policy_columns(
-            self.target.schema_policy, self.target.columns, self.target.key_fields or (), lake
-        )
-
-    def _copied(self, lake: StructType) -> frozenset[str] | None:
-        """The columns the lake was copied and applied with, when not every column: under a frozen list
-        its columns (a listed column it lacks was never copied), else what its latest commit recorded
-        (a table applied under ``freeze`` or a frozen list before the config changed)."""
-        if self.target.columns:
-            return frozenset(lake.fieldNames())
-        commit = self.lake.latest_commit(self.target.base_path)
-        return None if commit is None else CommitMetadata.from_dict(commit.metadata).compared_columns
-
-    def _classify(self, schema_id: int, writer: WriterColumns, lengths: dict[str, int]) -> None:
-        """Stop before a writer schema the lake table cannot follow (columns versions older than the lake's
-        lack are fine; the subject's history is read only when something would stop the table);
-        ``lengths``: the character lengths the lake holds values of so far."""
-        if self._columns is None:
-            return
-        lake = self._columns
-        new = set(writer.struct.fieldNames()) - set(lake.fieldNames())
-        diff = classify(
-            schema_id, lake, writer, table=self.target.qualified_name,
-            partition_fields=self.target.partition_fields, copied=self._copied(lake) if new else None,
-            lengths=lengths,
-        )
-        if diff.added():
-            diff = diff.with_source_defaults(self._source_defaults(schema_id, diff.added()))
-        if diff.breaking:
-            versions = self.registry.versions(f"{self.target.topic}-value")
-            history = [(v.schema_id, self._restricted_writer(v.schema_id)) for v in versions]
-            diff = diff.without_older_version_gaps(history, lake, lengths)
-        if diff.breaking:
-            self.schema_change = diff
-            raise IncompatibleSchemaChange(diff)
-
-    def _source_defaults(self, schema_id: int, added: tuple[str, ...]) -> SourceDefaults:
-        """What the source says of the columns writer schema ``schema_id`` adds without an Avro default:
-        an answer naming every column is kept for the schema id; a failure, or a column the catalog lacks
-        (the replica may catch up), is asked again on the next batch."""
-        known = self._source_answers.get(schema_id)
-        if known is not None:
-            return known
-        answer = self.options.source_defaults(self.target.qualified_name, added)
-        if answer.error is None and set(added) <= set(answer.defaults):
-            self._source_answers[schema_id] = answer
-        return answer
-
-    def _key_fields(self, summary: BatchSummary, bad: dict[int, BadMessage]) -> tuple[str, ...] | None:
-        if self.target.key_fields:
-            return self.target.key_fields
-        chosen = self._record_key
-        for schema_id in sorted(summary.key_schemas):
-            firsts = _before_cut(summary.key_schemas[schema_id], bad)
-            if not firsts:
-                continue
-            try:
-                names = tuple(self.schemas.get_schema(schema_id).row_converter.column_names)
-            except CdcLakeError as exc:
-                _cut(bad, firsts, f"key schema id {schema_id}: {exc}")
-                continue
-            if chosen is None:
-                chosen = names
-            elif names != chosen:
-                diff = key_change(schema_id, chosen, names, table=self.target.qualified_name)
-                self.schema_change = diff
-                _cut(bad, firsts, diff.summary())
-        return chosen
 
 
 class _Steps:
@@ -559,19 +388,6 @@ class _Steps:
         now = time.perf_counter()
         self.seconds[name] = now - self._mark
         self._mark = now
-
-
-def _before_cut(firsts: dict[int, int], bad: dict[int, BadMessage]) -> dict[int, int]:
-    """The first offsets (per partition) that lie before each partition's cut."""
-    return {p: o for p, o in firsts.items() if p not in bad or o < bad[p].offset}
-
-
-def _cut(bad: dict[int, BadMessage], firsts: dict[int, int], reason: str) -> None:
-    """Stop each partition at its first message in ``firsts``, with ``reason``."""
-    for partition, offset in firsts.items():
-        known = bad.get(partition)
-        if known is None or offset < known.offset:
-            bad[partition] = BadMessage(partition, offset, reason, None, None)
 
 
 def _any_change(summary: BatchSummary, cut: dict[int, int]) -> bool:

@@ -1,0 +1,121 @@
+"""What one table's applier knows of its lake table between batches, read from the table and cached.
+
+The checkpoint the next batch resumes from, with the character lengths its commit records, comes from
+the latest completed commit; the row columns and the record key from the table itself, once it has
+columns.  A batch's commit updates the cache; the applier drops it after a failure, and when another
+writer committed since it was read (planning from stale offsets would apply a range twice).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from pyspark.sql.types import StructType
+
+from cdc_lake.exceptions import LakeWriteError
+from cdc_lake.lake.checkpoint import Checkpoint, resume_checkpoint
+from cdc_lake.lake.commit_metadata import CommitMetadata
+from cdc_lake.lake.format import LakeFormat
+from cdc_lake.lake.schema import row_columns
+from cdc_lake.lake.target import TableTarget
+from cdc_lake.state.store import StateStore
+
+_LOG = logging.getLogger(__name__)
+
+
+class LakeState:
+    """One lake table's checkpoint, latest commit, row columns, character lengths and record key."""
+
+    def __init__(self, lake: LakeFormat, target: TableTarget, store: StateStore | None) -> None:
+        self.lake = lake
+        self.target = target
+        self.store = store
+        self._checkpoint: Checkpoint | None = None
+        self.seen_commit: str | None = None
+        """The latest data commit the cache was read from or wrote."""
+        self.columns: StructType | None = None
+        """The lake table's row columns (None before the table is known)."""
+        self.lengths: dict[str, int] = {}
+        """The character lengths the latest commit records (read with the checkpoint)."""
+        self.record_key: tuple[str, ...] | None = None
+        self.exists = False
+
+    def forget(self) -> None:
+        """Drop cached offsets and schema: they are read again from the table."""
+        self._checkpoint = None
+        self.seen_commit = None
+        self.columns = None
+        self.record_key = None
+        self.exists = False
+
+    def checkpoint(self) -> Checkpoint:
+        """The offsets the next batch starts from (read from the last completed commit, then cached)."""
+        if self._checkpoint is None:
+            commit = self.lake.latest_commit(self.target.base_path)
+            self._checkpoint = resume_checkpoint(
+                self.target.base_path, self.target.topic, self.target.qualified_name, self.store, commit
+            )
+            self.seen_commit = None if commit is None else commit.instant
+            stored = None if commit is None else CommitMetadata.from_dict(commit.metadata)
+            self.lengths = {} if stored is None else dict(stored.char_lengths)
+            _LOG.info(
+                "%s resumes from %s %s", self.target.qualified_name, self._checkpoint.origin.value,
+                self._checkpoint.offsets,
+            )
+        return self._checkpoint
+
+    def still_current(self) -> bool:
+        """Whether the table's latest data commit is still the one the cached checkpoint came from.
+
+        Another process may have committed since (``apply --once`` between two batches of ``run``, each
+        holding the apply lock only for its batch): planning from the cached offsets would then apply a
+        range twice and move the commit offsets backwards.  Called under the apply lock, before a batch
+        that has something to read; the caller drops the cache when the table moved on.
+        """
+        if self._checkpoint is None:
+            return False
+        commit = self.lake.latest_commit(self.target.base_path)
+        instant = None if commit is None else commit.instant
+        if instant == self.seen_commit:
+            return True
+        _LOG.info(
+            "%s: another writer committed %s since %s; re-reading the checkpoint",
+            self.target.qualified_name, instant, self.seen_commit,
+        )
+        return False
+
+    def refresh(self) -> None:
+        """Learn the lake table's columns; a table whose first commit never completed has none yet.
+
+        A table an earlier cdc-lake bootstrapped through Hudi's row writer with a timestamp or binary key
+        holds record keys the applier never writes (the format's ``key_refusal``): it stops here, naming
+        the way out, instead of gaining a second row per key.
+        """
+        if self.columns is None and self.lake.table_exists(self.target.base_path):
+            lake = self.lake.read(self.target.base_path, meta_columns=True)
+            columns = row_columns(lake.schema)
+            if columns.fields:
+                record_key = self.lake.record_key_fields(self.target.base_path)
+                refusal = self.lake.key_refusal(self.target.qualified_name, lake, record_key or ())
+                if refusal is not None:
+                    raise LakeWriteError(refusal)
+                self.columns = columns
+                self.record_key = record_key
+                self.exists = True
+
+    def committed(
+        self,
+        after: Checkpoint,
+        instant: str,
+        columns: StructType,
+        lengths: dict[str, int],
+        record_key: tuple[str, ...],
+    ) -> None:
+        """Take what a batch's commit ``instant`` wrote: its checkpoint, columns, lengths and record key."""
+        self._checkpoint = replace(after, commit_instant=instant)
+        self.seen_commit = instant
+        self.columns = columns
+        self.lengths = lengths
+        self.record_key = record_key
+        self.exists = True
