@@ -31,7 +31,8 @@ COMMIT_METADATA_PREFIX = "cdc_lake."
 """Writer options starting with this prefix are stored as extra metadata in the Hudi commit."""
 
 DELETE_MARKER_COLUMN = "_hoodie_is_deleted"
-"""Boolean column: rows where it is true are hard-deleted by an upsert (deletes and upserts in one commit)."""
+"""Boolean column: rows where it is true are hard-deleted by an upsert (deletes and upserts in one commit);
+the lake's delete marker (:data:`~cdc_lake.lake.columns.DELETED_COLUMN`) is written under this name."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

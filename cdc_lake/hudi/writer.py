@@ -1,10 +1,12 @@
 """Writing DataFrames into Hudi tables, reading them back, and removing a table's path.
 
 One :func:`write_batch` call is one Hudi commit.  Upserts and hard deletes go
-together in one commit: rows whose ``_hoodie_is_deleted`` column is true are
-deleted, the others upserted, all under event-time ordering.  The caller's
-commit metadata (e.g. Kafka offsets) is stored in that same commit, so data
-and offsets become visible atomically.
+together in one commit: rows whose lake delete marker
+(:data:`~cdc_lake.lake.columns.DELETED_COLUMN`) is true are deleted, the others
+upserted, all under event-time ordering.  The marker is written under Hudi's
+name for it (:data:`~cdc_lake.hudi.options.DELETE_MARKER_COLUMN`), so the files
+hold the column Hudi reads.  The caller's commit metadata (e.g. Kafka offsets)
+is stored in that same commit, so data and offsets become visible atomically.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from cdc_lake.hudi.keys import (
     refuse_long_record_keys,
     row_writer_keys_agree,
 )
-from cdc_lake.hudi.options import HudiTableSpec, write_options
+from cdc_lake.hudi.options import DELETE_MARKER_COLUMN, HudiTableSpec, write_options
 from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.lake.columns import DELETED_COLUMN
 from cdc_lake.lake.format import UNREAD, Unread, WriteOperation
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 
@@ -40,7 +43,8 @@ def write_batch(
 ) -> str:
     """Write ``df`` into the table as one commit and return that commit's instant time.
 
-    The table is created on first write.  ``commit_metadata`` entries are stored
+    The table is created on first write; ``df``'s lake delete marker, if it has one, becomes
+    Hudi's.  ``commit_metadata`` entries are stored
     in the commit and come back from :func:`latest_commit`.  ``previous`` is the
     latest data commit's instant (None: none) when the caller has just read it
     (the applier, under its lock): the timeline is then read once, after the
@@ -57,7 +61,8 @@ def write_batch(
         if previous is UNREAD:
             before = latest_commit(spark, spec.base_path)
             previous = None if before is None else before.instant
-        rows = refuse_ambiguous_keys(df, spec.table_name, spec.record_key_fields)
+        rows = df.withColumnsRenamed({DELETED_COLUMN: DELETE_MARKER_COLUMN})
+        rows = refuse_ambiguous_keys(rows, spec.table_name, spec.record_key_fields)
         rows = refuse_empty_keys(rows, spec.table_name, spec.record_key_fields)
         rows = refuse_long_record_keys(rows, spec)
         rows.write.format("hudi").options(**options).mode("append").save(spec.base_path)

@@ -1,4 +1,8 @@
-"""The lake table contract's metadata columns: what every lake table carries besides the source's columns."""
+"""The lake table contract's metadata columns: what every lake table carries besides the source's columns.
+
+The names are the lake's, not a format's: the delete marker :data:`DELETED_COLUMN` is the one a writer's
+frame carries, and each format maps it to its own (Hudi: ``_hoodie_is_deleted``) when it writes.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ SOURCE_TS_COLUMN = "_cdc_source_ts"
 ORDERING_COLUMN = "_cdc_ordering"
 APPLIED_AT_COLUMN = "_cdc_applied_at"
 SOFT_DELETED_COLUMN = "_cdc_deleted"
-DELETED_COLUMN = "_hoodie_is_deleted"
+DELETED_COLUMN = "_cdc_remove"
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -25,8 +29,8 @@ METADATA_FIELDS = (
 )
 """Columns every lake table carries besides the source's: what happened, when, and in which order.
 
-``_cdc_deleted`` is true for rows kept after a delete (soft-delete tables); ``_hoodie_is_deleted``
-tells Hudi to remove the row (hard-delete tables) and is never visible in the table.
+``_cdc_deleted`` is true for rows kept after a delete (soft-delete tables); ``_cdc_remove`` tells the
+format to remove the row in an upsert (hard-delete tables) and is never visible in the table.
 """
 
 

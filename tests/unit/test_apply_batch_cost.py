@@ -56,6 +56,9 @@ class _Frame:
         self.write = _Save()
         self.schema = StructType([StructField("id", IntegerType())])
 
+    def withColumnsRenamed(self, _: dict[str, str]) -> _Frame:
+        return self
+
 
 def _commit(instant: str) -> CommitInfo:
     return CommitInfo(instant, "commit", instant, "UPSERT")
