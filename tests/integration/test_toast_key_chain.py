@@ -39,7 +39,7 @@ from cdc_lake.apply import table_applier
 from cdc_lake.apply.decoding import BadMessage, Decoded, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame
 from cdc_lake.decode.schema import TypedSchemas
-from cdc_lake.lake.columns import ORDERING_COLUMN
+from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN
 from cdc_lake.lake.schema import merge_columns
 from cdc_lake.lake.schema_change import WriterColumns
 from cdc_lake.stack.manager import LocalStack
@@ -105,7 +105,7 @@ def test_both_paths_fill_a_chain_of_moves_from_the_key_the_snapshot_read(
     for path, records in (("Spark", spark.sparkContext.parallelize(decoded, 2)), ("driver", decoded)):
         latest = latest_frame(spark, records, columns, {}, ("id",), ["note"], moves)
         latest = fill_from_lake(latest, stored, ("id",), ["note"])
-        rows = lake_frame(latest, columns, applied_at, soft_deletes=False).where("not _hoodie_is_deleted")
+        rows = lake_frame(latest, columns, applied_at, soft_deletes=False).where(f"not {DELETED_COLUMN}")
         lake = {r["id"]: {"id": r["id"], "qty": r["qty"], "note": r["note"]} for r in rows.collect()}
         assert lake == source.rows, f"the {path} path"
 

@@ -109,7 +109,7 @@ def second_reader_rows(
         known = {f["name"] for f in json.loads(table.get_schema_in_avro_str())["fields"]}
         unknown = sorted(set(columns) - known - {DELETED})
         assert not unknown, f"{base_path}: the table has no columns {unknown}"
-        options = table.format_options()
+        options = table.hudi_options()
         ordering = options.get("hoodie.table.ordering.fields") or options.get("hoodie.table.precombine.field")
         assert ordering, f"{base_path}: no ordering field in hoodie.properties"
         committed = {i.timestamp for i in table.get_timeline().get_completed_deltacommits()}
