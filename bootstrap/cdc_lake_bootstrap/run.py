@@ -3,22 +3,21 @@
 A table awaiting bootstrap is PENDING_BOOTSTRAP, or BOOTSTRAPPING after an interrupted run (a killed
 process, a failure).  Under the table's bootstrap lock (:mod:`cdc_lake.state.locks`) the steps run in
 order, each skipped when the state store says it is done: watermark, replica wait, partition plan, the
-partitions not yet in the lake (a Hudi commit per group), then the hand-off.  A failure leaves the table
-BOOTSTRAPPING, which the applier does not touch, so nothing partial is ever published; running the
-bootstrap again continues where it stopped.  Here tables are bootstrapped one after the other, each
-using every Spark executor; :mod:`cdc_lake_bootstrap.parallel` runs this same flow for many tables at once.
+partitions not yet in the lake (a Hudi commit per group; both :mod:`cdc_lake_bootstrap.partition_copy`),
+then the hand-off.  A failure leaves the table BOOTSTRAPPING, which the applier does not touch, so
+nothing partial is ever published; running the bootstrap again continues where it stopped.  Here tables
+are bootstrapped one after the other, each using every Spark executor; :mod:`cdc_lake_bootstrap.parallel`
+runs this same flow for many tables at once.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -28,47 +27,38 @@ from cdc_lake.capture.plan import topic_prefix
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.decode.registry import SchemaRegistry, registry_client
-from cdc_lake.exceptions import BootstrapBusyError, BootstrapError, CdcLakeError
+from cdc_lake.exceptions import BootstrapBusyError, BootstrapError
 from cdc_lake.kafka.group_offsets import commit_group_offsets
 from cdc_lake.kafka.reader import KafkaReadSettings
 from cdc_lake.lake.applier import BUSY, ApplierFactory
 from cdc_lake.lake.format import load_format
-from cdc_lake.lake.layout import TableSpec
 from cdc_lake.lake.target import TableTarget, target_for
 from cdc_lake.sources import engine_for
-from cdc_lake.sources.snapshot import JdbcAccess, SnapshotSource
+from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.spark import get_spark
-from cdc_lake.spark.errors import JVM_ERRORS, describe_failure
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
-from cdc_lake.state.records import BootstrapPartition, RunOutcome, Watermark
+from cdc_lake.state.records import Watermark
 from cdc_lake.state.store import StateStore
 from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 from cdc_lake_bootstrap.keys import record_key, selected_columns
-from cdc_lake_bootstrap.lake_types import REFUSED_VALUE, column_reads
-from cdc_lake_bootstrap.partitions import PlanInputs, partition_count, plan_partitions, sample_size
-from cdc_lake_bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, ProgressView, TableProgress
-from cdc_lake_bootstrap.read import SnapshotQuery, snapshot_rows
+from cdc_lake_bootstrap.lake_types import column_reads
+from cdc_lake_bootstrap.partition_copy import PartitionCopy
+from cdc_lake_bootstrap.progress import RUN, ProgressView, TableProgress
+from cdc_lake_bootstrap.read import SnapshotQuery
 from cdc_lake_bootstrap.registry_check import align_with_registry
 from cdc_lake_bootstrap.replica_wait import ReplicaWait, wait_for_replica
 from cdc_lake_bootstrap.watch import CatchUpWatch
 from cdc_lake_bootstrap.watermark import WatermarkPoint, take_watermark
-from cdc_lake_bootstrap.write import attempt_id, check_fresh, lake_state, write_group
+from cdc_lake_bootstrap.write import check_fresh
 
 _LOG = logging.getLogger(__name__)
 
 AWAITING = frozenset({TableState.PENDING_BOOTSTRAP, TableState.BOOTSTRAPPING})
 """States of tables awaiting bootstrap (BOOTSTRAPPING: interrupted, resumed by the next run)."""
-PARTITIONS_PER_COMMIT_PER_SLOT = 4
-"""A Hudi commit holds this many plan partitions per executor slot: each commit costs seconds of Hudi
-bookkeeping, each partition in it is re-read if the commit fails (fewer commits, coarser resume)."""
-WRITE_ATTEMPTS = 2
-"""A group whose read or write fails (a dropped connection) is tried this many times in one run."""
 APPLY_TIMEOUT_SECONDS = 1800.0
 BUSY_RETRY_SECONDS = 1.0
 """How long the catch-up waits before trying again while another process holds the table's apply lock."""
-_TICK_SECONDS = 1.0
-_FAILURES: tuple[type[Exception], ...] = (CdcLakeError, *JVM_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -96,27 +86,6 @@ class TableResult:
     def rows_per_second(self) -> float | None:
         """Rows written per second by this run."""
         return self.rows / self.seconds if self.rows and self.seconds > 0 else None
-
-
-def write_failure(table: str, indexes: list[int], cause: str, attempt: int) -> BootstrapError | None:
-    """The error ending the bootstrap after the ``attempt``-th failed write of partitions ``indexes``, or
-    None to try once more.
-
-    A value the lake type refuses (``cause`` is the query's message naming column and row) fails the
-    same way on every run: it ends the bootstrap at once and says what to change, with no "resume".
-    Anything else (a dropped connection, a Hudi write error) is tried again, then resumed by a new run.
-    """
-    if REFUSED_VALUE in cause:
-        raised = cause[max(0, cause.find(f"table {table}: ")) :]  # without the JVM exception's class
-        return BootstrapError(
-            f"{raised}; the table stays BOOTSTRAPPING: after that change, run cdc-lake bootstrap {table} "
-            "again"
-        )
-    if attempt < WRITE_ATTEMPTS:
-        return None
-    return BootstrapError(
-        f"table {table}: writing partitions {indexes} failed: {cause}; run the bootstrap again to resume"
-    )
 
 
 def select_tables(config: Config, store: StateStore, request: BootstrapRequest) -> list[tuple[Source, Table]]:
@@ -292,10 +261,13 @@ class TableBootstrap:
                 wait = ReplicaWait(settings.replica_delay_seconds, settings.replica_wait_timeout_seconds)
                 _LOG.info("%s: %s", self.name, wait_for_replica(self.name, engine, watermark, wait))
             watermark = self.store.mark_replica_position_reached(self.name)
+        partitions = PartitionCopy(
+            self.config, self.table, self.target, self.store, self.progress, self._show
+        )
         if not watermark.partitions:
             self._show("planning")
-            watermark = self._plan(spark, engine, role, shape.estimated_rows, shape.estimated_bytes, key)
-        watermark = self._reconcile(spark, watermark)
+            watermark = partitions.plan(spark, engine, role, shape.estimated_rows, shape.estimated_bytes, key)
+        watermark = partitions.reconcile(spark, watermark)
 
         query = SnapshotQuery(
             engine.quote_table(self.table.name),
@@ -304,7 +276,7 @@ class TableBootstrap:
             key,
             lengths,
         )
-        self._copy(spark, engine, role, query, watermark, key)
+        partitions.copy(spark, engine, role, query, watermark, key)
 
         self._show("handing off")
         # Every partition read a snapshot at or before what the server it read has replayed by now.
@@ -377,181 +349,6 @@ class TableBootstrap:
             source_position=point.wait_position,
             history_offset=self._history_start,
         )
-
-    def _executors(self, spark: SparkSession) -> int:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-
-    def _plan(
-        self,
-        spark: SparkSession,
-        engine: SnapshotSource,
-        role: str,
-        estimated_rows: int,
-        estimated_bytes: int,
-        key: tuple[str, ...],
-    ) -> Watermark:
-        count = partition_count(
-            estimated_rows, estimated_bytes, self._executors(spark), self.config.bootstrap.max_partitions
-        )
-        sample: list[tuple[str, ...]] = []
-        if count > 1:
-            sample = engine.sample_key_literals(
-                self.table.name, key, sample_size(count, estimated_rows), estimated_rows, role
-            )
-        plan = plan_partitions(
-            PlanInputs(tuple(engine.quote_identifier(k) for k in key), sample, count, engine.row_comparisons)
-        )
-        watermark = self.store.set_partition_plan(self.name, plan)
-        detail = {
-            "attempt": attempt_id(watermark),
-            "estimated_rows": estimated_rows,
-            "estimated_bytes": estimated_bytes,
-            "partitions": len(plan),
-            "key": list(key),
-            "sampled_keys": len(sample),
-        }
-        run_id = self.store.start_run(PLAN_RUN, self.name, detail)
-        self.store.finish_run(run_id, RunOutcome.OK, detail)
-        _LOG.info("%s: %d partitions from %d sampled keys", self.name, len(plan), len(sample))
-        return watermark
-
-    def _reconcile(self, spark: SparkSession, watermark: Watermark) -> Watermark:
-        """Mark done what the lake's latest commit holds (a run killed between commit and marks)."""
-        lake = lake_state(load_format(spark), self.target.base_path, self.name, watermark)
-        for index in sorted(lake.committed):
-            if any(p.index == index and not p.done for p in watermark.partitions):
-                watermark = self.store.mark_partition_done(self.name, index)
-        return watermark
-
-    def _copy(
-        self,
-        spark: SparkSession,
-        engine: SnapshotSource,
-        role: str,
-        query: SnapshotQuery,
-        watermark: Watermark,
-        key: tuple[str, ...],
-    ) -> None:
-        progress = self.progress
-        progress.partitions_total = len(watermark.partitions)
-        progress.partitions_done = progress.partitions_total - len(watermark.pending_partitions)
-        progress.estimated_rows = self._estimated_rows(watermark)
-        progress.rows_written = progress.rows_before = self._rows_committed(watermark)
-        progress.started = time.monotonic()
-        access = engine.jdbc_access(role)
-        spec = dataclasses.replace(self.target.spec(key), parallelism=self._executors(spark))
-        group_size = self._executors(spark) * PARTITIONS_PER_COMMIT_PER_SLOT
-        pending = list(watermark.pending_partitions)
-        self._show("copying")
-        for start in range(0, len(pending), group_size):
-            group = pending[start : start + group_size]
-            began = time.monotonic()
-            with self._ticking(spark, len(group)):
-                instant = self._write(spark, access, query, watermark, spec, group)
-            rows = load_format(spark).records_written(self.target.base_path, instant)
-            for partition in group:
-                watermark = self.store.mark_partition_done(self.name, partition.index)
-            detail = {
-                "attempt": attempt_id(watermark),
-                "partitions": [p.index for p in group],
-                "rows": rows,
-                "instant": instant,
-                "seconds": round(time.monotonic() - began, 3),
-            }
-            run_id = self.store.start_run(COMMIT_RUN, self.name, detail)
-            self.store.finish_run(run_id, RunOutcome.OK, detail)
-            progress.committed(rows, len(group))
-            self._show()
-
-    def _estimated_rows(self, watermark: Watermark) -> int:
-        attempt = attempt_id(watermark)
-        for run in self.store.list_runs(self.name, limit=1000):
-            if run.command == PLAN_RUN and run.detail.get("attempt") == attempt:
-                return int(run.detail.get("estimated_rows", 0))
-        return 0
-
-    def _rows_committed(self, watermark: Watermark) -> int:
-        attempt = attempt_id(watermark)
-        return sum(
-            int(run.detail.get("rows", 0))
-            for run in self.store.list_runs(self.name, limit=1000)
-            if run.command == COMMIT_RUN and run.detail.get("attempt") == attempt
-        )
-
-    def _write(
-        self,
-        spark: SparkSession,
-        access: JdbcAccess,
-        query: SnapshotQuery,
-        watermark: Watermark,
-        spec: TableSpec,
-        group: Sequence[BootstrapPartition],
-    ) -> str:
-        """Read and bulk-insert one group, trying again once after a failure (e.g. a dropped connection)."""
-        indexes = [p.index for p in group]
-        source_ts = watermark.ts_source_ms or 0
-        for attempt in range(1, WRITE_ATTEMPTS + 1):
-            try:
-                rows = snapshot_rows(
-                    spark, access, query, group, self.config.bootstrap.fetch_size, self.name, source_ts
-                )
-                return write_group(load_format(spark), spec, rows, watermark, indexes, query.char_lengths)
-            except _FAILURES as exc:
-                cause = describe_failure(exc)
-                # The whole trace (Spark's, Hudi's) only in the log: -v shows it.
-                _LOG.info("%s: partitions %s failed: %s", self.name, indexes, cause, exc_info=exc)
-                committed = self._committed_instant(spark, watermark, indexes)
-                if committed is not None:
-                    return committed
-                error = write_failure(self.name, indexes, cause, attempt)
-                if error is not None:
-                    raise error from exc
-                _LOG.info("%s: partitions %s failed (%s); trying again", self.name, indexes, cause)
-        raise AssertionError("unreachable")
-
-    def _committed_instant(self, spark: SparkSession, watermark: Watermark, indexes: list[int]) -> str | None:
-        """The latest commit's instant if it holds ``indexes`` (the failure came after the commit)."""
-        try:
-            lake = load_format(spark)
-            if set(indexes) <= lake_state(lake, self.target.base_path, self.name, watermark).committed:
-                commit = lake.latest_commit(self.target.base_path)
-                return None if commit is None else commit.instant
-        except _FAILURES:
-            return None
-        return None
-
-    @contextmanager
-    def _ticking(self, spark: SparkSession, partitions: int) -> Iterator[None]:
-        """Estimate rows read by the running commit from Spark's task counts, once a second."""
-        context = spark.sparkContext
-        group = f"cdc-lake bootstrap {self.name}"
-        context.setJobGroup(group, group, interruptOnCancel=False)
-        per_partition = self.progress.estimated_rows / max(1, self.progress.partitions_total)
-        stop = threading.Event()
-
-        def tick() -> None:
-            tracker = context.statusTracker()
-            while not stop.wait(_TICK_SECONDS):
-                done = total = 0
-                for job_id in tracker.getJobIdsForGroup(group):
-                    job = tracker.getJobInfo(job_id)
-                    for stage_id in job.stageIds if job is not None else ():
-                        stage = tracker.getStageInfo(stage_id)
-                        if stage is not None:
-                            done += stage.numCompletedTasks
-                            total += stage.numTasks
-                share = done / total if total else 0.0
-                self.progress.reading(int(share * per_partition * partitions))
-                self._show()
-
-        thread = threading.Thread(target=tick, name="bootstrap-progress", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()
-            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
     def _catch_up(self, spark: SparkSession) -> None:
         """Apply the table's backlog in this process until the applier publishes it (LIVE).

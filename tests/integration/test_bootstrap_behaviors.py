@@ -38,8 +38,7 @@ from cdc_lake.lake.commit_metadata import ATTEMPT_KEY, OFFSETS_KEY, PARTITIONS_K
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
-from cdc_lake_bootstrap import partitions
-from cdc_lake_bootstrap import run as bootstrap_run
+from cdc_lake_bootstrap import partition_copy, partitions
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
 
@@ -55,7 +54,7 @@ def small_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Partitions of 5000 rows and commits of one partition per slot, so CI tables span several."""
     monkeypatch.setattr(partitions, "SINGLE_PARTITION_ROWS", 1000)
     monkeypatch.setattr(partitions, "ROWS_PER_PARTITION", 5000)
-    monkeypatch.setattr(bootstrap_run, "PARTITIONS_PER_COMMIT_PER_SLOT", 1)
+    monkeypatch.setattr(partition_copy, "PARTITIONS_PER_COMMIT_PER_SLOT", 1)
 
 
 def test_bootstrap_while_the_table_changes_ends_equal_to_the_source(

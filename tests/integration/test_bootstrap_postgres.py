@@ -43,8 +43,7 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import Watermark
 from cdc_lake.state.store import StateStore
-from cdc_lake_bootstrap import partitions
-from cdc_lake_bootstrap import run as bootstrap_run
+from cdc_lake_bootstrap import partition_copy, partitions
 from cdc_lake_bootstrap.replica_wait import ReplicaWait, wait_for_replica
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1500)]
@@ -61,7 +60,7 @@ def small_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Partitions of 5000 rows and commits of one partition per slot, so CI tables span several."""
     monkeypatch.setattr(partitions, "SINGLE_PARTITION_ROWS", 1000)
     monkeypatch.setattr(partitions, "ROWS_PER_PARTITION", 5000)
-    monkeypatch.setattr(bootstrap_run, "PARTITIONS_PER_COMMIT_PER_SLOT", 1)
+    monkeypatch.setattr(partition_copy, "PARTITIONS_PER_COMMIT_PER_SLOT", 1)
 
 
 def test_a_connection_dropped_mid_read_is_read_again(
@@ -97,7 +96,7 @@ def test_a_connection_dropped_mid_read_is_read_again(
     watcher = threading.Thread(target=drop_one_read, daemon=True)
     watcher.start()
     try:
-        with caplog.at_level(logging.INFO, logger="cdc_lake_bootstrap.run"):
+        with caplog.at_level(logging.INFO, logger="cdc_lake_bootstrap.partition_copy"):
             result = cli_run(config_path, "bootstrap", table)
     finally:
         stop.set()

@@ -24,7 +24,7 @@ from cdc_lake.lake.columns import ORDERING_COLUMN
 from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.layout import IndexType, TableSpec, TableType
 from cdc_lake.state.records import Watermark
-from cdc_lake_bootstrap.run import write_failure
+from cdc_lake_bootstrap.partition_copy import write_failure
 from cdc_lake_bootstrap.write import write_group
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]

@@ -6,7 +6,7 @@ from py4j.protocol import Py4JError
 from test_spark_errors import RAISED, RECORDED_DROPPED_READ, RECORDED_JOB_ABORT
 
 from cdc_lake.spark.errors import describe_failure
-from cdc_lake_bootstrap.run import write_failure
+from cdc_lake_bootstrap.partition_copy import write_failure
 
 
 def test_a_refused_value_ends_the_bootstrap_at_once_naming_the_row_without_resume() -> None:

@@ -424,14 +424,14 @@ _KILLABLE = """
 import sys
 from pathlib import Path
 
-from cdc_lake_bootstrap import partitions, run
+from cdc_lake_bootstrap import partition_copy, partitions, run
 from cdc_lake_bootstrap.progress import LineView
 from cdc_lake.apply.runner import ApplyRunner
 from cdc_lake.config import load_config
 
 partitions.SINGLE_PARTITION_ROWS = 1000
 partitions.ROWS_PER_PARTITION = 5000
-run.PARTITIONS_PER_COMMIT_PER_SLOT = 1
+partition_copy.PARTITIONS_PER_COMMIT_PER_SLOT = 1
 config = load_config(Path(sys.argv[1]))
 run.bootstrap_tables(
     config, run.BootstrapRequest(tables=(sys.argv[2],)), LineView(print), ApplyRunner.for_config
