@@ -40,9 +40,9 @@ from pyspark.sql.types import (
 
 from cdc_lake.exceptions import SchemaChangeError
 from cdc_lake.lake.columns import METADATA_FIELDS
+from cdc_lake.lake.format import FORMATS, format_facts
 
 _METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS)
-_HUDI_PREFIX = "_hoodie_"
 
 
 def lake_type(data_type: DataType) -> DataType:
@@ -60,9 +60,13 @@ def lake_type(data_type: DataType) -> DataType:
 
 
 def row_columns(lake_schema: StructType) -> StructType:
-    """The source columns of a lake table's schema: without Hudi's and cdc-lake's metadata columns."""
+    """The source columns of a lake table's schema: without cdc-lake's metadata columns and the columns
+    a lake format adds (those of every registered format, so the caller need not name the table's)."""
+    facts = [format_facts(name) for name in FORMATS]
     return StructType([
-        f for f in lake_schema.fields if f.name not in _METADATA_NAMES and not f.name.startswith(_HUDI_PREFIX)
+        f
+        for f in lake_schema.fields
+        if f.name not in _METADATA_NAMES and not any(fmt.is_meta_column(f.name) for fmt in facts)
     ])
 
 
