@@ -31,9 +31,10 @@ to such an index between an update and its batch is not seen (docs/applier.md).
 
 A change whose row image lacks a key column (null, or absent from the image) is a bad message whose
 reason :func:`missing_key_reason` words: for a delete it is the before image that lacks it, which on
-Postgres means the table's replica identity does not carry the configured key.  A change whose
-composite key Hudi's record key cannot tell apart from another key (:mod:`cdc_lake.hudi.keys`) is a bad
-message too, worded by :func:`ambiguous_key_reason`.
+Postgres means the table's replica identity does not carry the configured key.  A change whose key the
+lake format's record key cannot tell apart from another key (Hudi's composite keys,
+:meth:`cdc_lake.lake.format.FormatFacts.key_problem`) is a bad message too, worded by the format
+(:func:`ambiguous_key_reason`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import Any
 
 from cdc_lake.decode.envelope import ChangeEvent
 from cdc_lake.decode.types import UNAVAILABLE
-from cdc_lake.hudi import keys
+from cdc_lake.lake.format import format_facts
 
 _UPDATE = "u"
 _DELETE = "d"
@@ -94,9 +95,9 @@ def missing_key_reason(event: ChangeEvent, column: str, key_fields: Sequence[str
 
 
 def ambiguous_key_reason(event: ChangeEvent, row: Mapping[str, Any], key_fields: Sequence[str]) -> str | None:
-    """The one-line reason when ``row``'s key could share its Hudi record key with another key, or None."""
-    column = keys.ambiguous_key_column(row, key_fields)
-    return None if column is None else keys.ambiguous_key_reason(_table(event), column, key_fields)
+    """The one-line reason when ``row``'s key could share the lake format's record key with another key,
+    or None."""
+    return format_facts().key_problem(_table(event), row, key_fields)
 
 
 def _table(event: ChangeEvent) -> str:
