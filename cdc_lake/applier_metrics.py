@@ -36,7 +36,7 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 APPLIED_EVENTS = Counter(
     "cdc_lake_applied_events", "Change events applied to the lake", TABLE_LABELS, registry=None
 )
-COMMITS = Counter("cdc_lake_commits", "Hudi commits made by the applier", TABLE_LABELS, registry=None)
+COMMITS = Counter("cdc_lake_commits", "Lake commits made by the applier", TABLE_LABELS, registry=None)
 FAILURES = Counter(
     "cdc_lake_failures", "Batches that failed and left the table FAILED", TABLE_LABELS, registry=None
 )

@@ -63,10 +63,10 @@ def _exists(lake: LakeFormat, base_path: str) -> bool:
 
 
 def check_fresh(lake: LakeFormat, base_path: str, table: str) -> None:
-    """Refuse to start a bootstrap into a base path that already holds a Hudi table."""
+    """Refuse to start a bootstrap into a base path that already holds a table of the lake's format."""
     if _exists(lake, base_path):
         raise BootstrapError(
-            f"table {table}: lake path {base_path} already holds a Hudi table; a bootstrap writes into a "
+            f"table {table}: lake path {base_path} already holds a lake table; a bootstrap writes into a "
             "fresh base path (remove it, or re-bootstrap the table)"
         )
 

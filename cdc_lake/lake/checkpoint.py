@@ -34,7 +34,7 @@ _BOOTSTRAPPED = frozenset({TableState.CATCHING_UP, TableState.LIVE})
 class Origin(enum.StrEnum):
     """Where a checkpoint came from."""
 
-    COMMIT = "hudi commit"
+    COMMIT = "lake commit"
     WATERMARK = "bootstrap watermark"
     TOPIC_START = "topic start"
 
@@ -121,7 +121,7 @@ def resume_checkpoint(
             # the later changes alone.
             raise LakeWriteError(
                 f"{where}: the table was bootstrapped ({record.state.value}) but its lake path holds no "
-                f"Hudi commit: the copy is gone; run cdc-lake rebootstrap {table}"
+                f"lake commit: the copy is gone; run cdc-lake rebootstrap {table}"
             )
         if watermark.topic != topic:
             raise LakeWriteError(

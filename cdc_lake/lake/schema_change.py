@@ -400,7 +400,7 @@ def classify(
         if holds(old_type, new_type):
             changes.append(Change(ChangeKind.NARROWED, name, detail))
         elif holds(new_type, old_type):
-            held = f"{detail} (a decimal's precision or scale: Hudi cannot change it in place)"
+            held = f"{detail} (a decimal's precision or scale: the lake format cannot change it in place)"
             changes.append(Change(ChangeKind.TYPE_CHANGED, name, held))
         else:
             changes.append(Change(ChangeKind.TYPE_CHANGED, name, f"{detail} (incompatible)"))

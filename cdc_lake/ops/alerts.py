@@ -249,7 +249,8 @@ ALERTS: tuple[Alert, ...] = (
         "Table {{ $labels.table }} (tier {{ $labels.tier }}) is MERGE_ON_READ with compaction outside its"
         " writes, and the oldest change no base file holds yet is older than"
         " lake.compaction.max_staleness_seconds: Trino and other read-optimized readers see the table that"
-        " old. Snapshot readers (Spark, hudi-rs) stay fresh. Compaction does not run, fails or falls behind.",
+        " old. Snapshot readers (Spark's default query, the format's own readers) stay fresh. Compaction"
+        " does not run, fails or falls behind.",
         "compaction-behind",
         (
             Condition(

@@ -76,7 +76,7 @@ def test_a_bootstrapped_table_without_a_commit_is_refused_not_rebuilt_from_later
         resume_checkpoint(f"{tmp_path}/lake/d", "pg.acc.d", "pg.acc.d", store, None)
 
     message = str(caught.value)
-    assert "holds no Hudi commit" in message and "cdc-lake rebootstrap pg.acc.d" in message
+    assert "holds no lake commit" in message and "cdc-lake rebootstrap pg.acc.d" in message
     assert "\n" not in message
 
 
