@@ -329,7 +329,8 @@ masters), Mesos, or in-process."""
 
 
 class SparkSettings(_Model):
-    """The Spark session; an empty ``jars`` list means resolve the Hudi bundle through Maven."""
+    """The Spark session; an empty ``jars`` list means resolve the lake format's jars (and the rest) through
+    Maven."""
 
     master: str = "local[2]"
     app_name: str = "cdc-lake"
