@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.config import Config, Table
 from cdc_lake.exceptions import BootstrapError, CdcLakeError
-from cdc_lake.lake.format import load_format
+from cdc_lake.lake.format import LakeFormat
 from cdc_lake.lake.layout import TableSpec
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.sources.snapshot import JdbcAccess, SnapshotSource
@@ -75,14 +75,17 @@ class PartitionCopy:
         config: Config,
         table: Table,
         target: TableTarget,
+        lake: LakeFormat,
         store: StateStore,
         progress: TableProgress,
         show: Callable[[str | None], None],
     ) -> None:
-        """``progress`` is updated as groups are read and committed, and ``show`` shows it (a new phase)."""
+        """``lake``: the configured format, loaded once for the whole copy; ``progress`` is updated as
+        groups are read and committed, and ``show`` shows it (a new phase)."""
         self.config = config
         self.table = table
         self.target = target
+        self.lake = lake
         self.store = store
         self.progress = progress
         self._show = show
@@ -126,9 +129,9 @@ class PartitionCopy:
         _LOG.info("%s: %d partitions from %d sampled keys", self.name, len(plan), len(sample))
         return watermark
 
-    def reconcile(self, spark: SparkSession, watermark: Watermark) -> Watermark:
+    def reconcile(self, watermark: Watermark) -> Watermark:
         """Mark done what the lake's latest commit holds (a run killed between commit and marks)."""
-        lake = lake_state(load_format(spark), self.target.base_path, self.name, watermark)
+        lake = lake_state(self.lake, self.target.base_path, self.name, watermark)
         for index in sorted(lake.committed):
             if any(p.index == index and not p.done for p in watermark.partitions):
                 watermark = self.store.mark_partition_done(self.name, index)
@@ -160,7 +163,7 @@ class PartitionCopy:
             began = time.monotonic()
             with self._ticking(spark, len(group)):
                 instant = self._write(spark, access, query, watermark, spec, group)
-            rows = load_format(spark).records_written(self.target.base_path, instant)
+            rows = self.lake.records_written(self.target.base_path, instant)
             for partition in group:
                 watermark = self.store.mark_partition_done(self.name, partition.index)
             detail = {
@@ -207,12 +210,12 @@ class PartitionCopy:
                 rows = snapshot_rows(
                     spark, access, query, group, self.config.bootstrap.fetch_size, self.name, source_ts
                 )
-                return write_group(load_format(spark), spec, rows, watermark, indexes, query.char_lengths)
+                return write_group(self.lake, spec, rows, watermark, indexes, query.char_lengths)
             except _FAILURES as exc:
                 cause = describe_failure(exc)
                 # The whole trace (Spark's, Hudi's) only in the log: -v shows it.
                 _LOG.info("%s: partitions %s failed: %s", self.name, indexes, cause, exc_info=exc)
-                committed = self._committed_instant(spark, watermark, indexes)
+                committed = self._committed_instant(watermark, indexes)
                 if committed is not None:
                     return committed
                 error = write_failure(self.name, indexes, cause, attempt)
@@ -221,12 +224,11 @@ class PartitionCopy:
                 _LOG.info("%s: partitions %s failed (%s); trying again", self.name, indexes, cause)
         raise AssertionError("unreachable")
 
-    def _committed_instant(self, spark: SparkSession, watermark: Watermark, indexes: list[int]) -> str | None:
+    def _committed_instant(self, watermark: Watermark, indexes: list[int]) -> str | None:
         """The latest commit's instant if it holds ``indexes`` (the failure came after the commit)."""
         try:
-            lake = load_format(spark)
-            if set(indexes) <= lake_state(lake, self.target.base_path, self.name, watermark).committed:
-                commit = lake.latest_commit(self.target.base_path)
+            if set(indexes) <= lake_state(self.lake, self.target.base_path, self.name, watermark).committed:
+                commit = self.lake.latest_commit(self.target.base_path)
                 return None if commit is None else commit.instant
         except _FAILURES:
             return None

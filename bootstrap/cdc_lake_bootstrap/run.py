@@ -261,13 +261,14 @@ class TableBootstrap:
                 wait = ReplicaWait(settings.replica_delay_seconds, settings.replica_wait_timeout_seconds)
                 _LOG.info("%s: %s", self.name, wait_for_replica(self.name, engine, watermark, wait))
             watermark = self.store.mark_replica_position_reached(self.name)
+        lake = load_format(spark, self.config.lake.format)
         partitions = PartitionCopy(
-            self.config, self.table, self.target, self.store, self.progress, self._show
+            self.config, self.table, self.target, lake, self.store, self.progress, self._show
         )
         if not watermark.partitions:
             self._show("planning")
             watermark = partitions.plan(spark, engine, role, shape.estimated_rows, shape.estimated_bytes, key)
-        watermark = partitions.reconcile(spark, watermark)
+        watermark = partitions.reconcile(watermark)
 
         query = SnapshotQuery(
             engine.quote_table(self.table.name),
@@ -324,7 +325,7 @@ class TableBootstrap:
         (:mod:`cdc_lake.apply.rewrites`).
         """
         self._show("saving the watermark")
-        check_fresh(load_format(spark), self.target.base_path, self.name)
+        check_fresh(load_format(spark, self.config.lake.format), self.target.base_path, self.name)
         if self.target.history_topic is not None:
             kafka = KafkaReadSettings.of(self.config.kafka)
             self._history_start = history_end(kafka, self.target.history_topic)
