@@ -9,6 +9,8 @@ keys its record key cannot tell apart (:mod:`cdc_lake.hudi.keys`, imported when 
 
 from __future__ import annotations
 
+import calendar
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
@@ -56,6 +58,14 @@ class HudiFacts(FormatFacts):
 
     def is_meta_column(self, column: str) -> bool:
         return column.startswith(_META_PREFIX)
+
+    def commit_time(self, instant: str) -> float | None:
+        # ``yyyyMMddHHmmssSSS``; cdc-lake's writers make instants in UTC (hoodie.timeline.timezone).
+        if len(instant) < 14 or not instant[:14].isdigit():
+            return None
+        seconds = calendar.timegm(time.strptime(instant[:14], "%Y%m%d%H%M%S"))
+        millis = int(instant[14:17]) / 1000 if instant[14:17].isdigit() else 0.0
+        return float(seconds) + millis
 
     def option_problem(self, key: str) -> str | None:
         return passthrough_option_problem(key)

@@ -198,6 +198,11 @@ class FormatFacts(ABC):
         return column in self.meta_columns
 
     @abstractmethod
+    def commit_time(self, instant: str) -> float | None:
+        """When the commit ``instant`` (as :meth:`LakeFormat.write` returned it) was made, epoch seconds;
+        None for a string that is not one of the format's instants."""
+
+    @abstractmethod
     def option_problem(self, key: str) -> str | None:
         """Why ``key`` cannot be passed through ``format_options`` (not the format's, or decided by
         cdc-lake), one line naming it, or None."""

@@ -24,6 +24,7 @@ from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import MISSING, KafkaConnectClient
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.kafka.offsets import end_offsets
+from cdc_lake.lake.format import format_facts
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.base import CaptureLag, ReplicaDelay
 from cdc_lake.state.lifecycle import APPLIABLE_STATES
@@ -86,6 +87,8 @@ class TableRow:
     """How old the oldest change a read-optimized reader (Trino) misses is (None as above)."""
     table_services_error: str | None = None
     """Why the last execution of the table's services failed (None: it did not)."""
+    last_commit_time: float | None = None
+    """When ``last_commit`` was made, epoch seconds, as its format reads the instant (None: none)."""
 
 
 @dataclass
@@ -177,6 +180,7 @@ def _connector_rows(config: Config, store: StateStore, report: LagReport) -> Non
 def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo], report: LagReport) -> None:
     now = report.measured_at
     quarantined = store.quarantine_counts()
+    facts = format_facts(config.lake.format)
     for source, tables in _onboarded(config, infos):
         for table in tables:
             name = table.qualified_name(source)
@@ -198,6 +202,9 @@ def _table_rows(config: Config, store: StateStore, infos: Mapping[str, TableInfo
                     kafka_lag_messages=lag,
                     freshness_seconds=None if freshness is None else freshness.age_seconds(now),
                     last_commit=current.last_commit,
+                    last_commit_time=(
+                        None if current.last_commit is None else facts.commit_time(current.last_commit)
+                    ),
                     checked_age_seconds=(
                         None if freshness is None else max(0.0, (now - freshness.measured_at).total_seconds())
                     ),

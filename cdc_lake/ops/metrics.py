@@ -102,15 +102,6 @@ class Sample:
     value: float
 
 
-def _commit_epoch(instant: str | None) -> float | None:
-    """A Hudi instant (``yyyyMMddHHmmssSSS``, UTC in cdc-lake's writer) as epoch seconds."""
-    if not instant or len(instant) < 14 or not instant[:14].isdigit():
-        return None
-    parsed = time.strptime(instant[:14], "%Y%m%d%H%M%S")
-    millis = int(instant[14:17]) / 1000 if instant[14:17].isdigit() else 0.0
-    return float(time.mktime(parsed) - time.timezone) + millis
-
-
 def _row_labels(table: TableRow) -> dict[str, str]:
     return {"source": table.source, "table": table.table, "tier": str(table.tier)}
 
@@ -161,7 +152,7 @@ def lag_samples(report: LagReport) -> list[Sample]:
         add("cdc_lake_quarantined_messages", labels, table.quarantined)
         add("cdc_lake_table_compaction_pending_plans", labels, table.compaction_pending_plans)
         add("cdc_lake_table_read_optimized_staleness_seconds", labels, table.read_optimized_staleness_seconds)
-        add("cdc_lake_table_last_commit_timestamp_seconds", labels, _commit_epoch(table.last_commit))
+        add("cdc_lake_table_last_commit_timestamp_seconds", labels, table.last_commit_time)
         if table.appliable:
             add("cdc_lake_table_apply_checked_age_seconds", labels, table.checked_age_seconds)
         for state in TABLE_STATES:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fixtures.metrics_scrape import APPLIED, full_scrape, table_row
+from fixtures.metrics_scrape import APPLIED, LAST_COMMIT_TIME, full_scrape, table_row
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -154,6 +154,14 @@ def test_bootstrap_rows_are_a_gauge_per_table(families: dict[str, Metric]) -> No
     assert [(s.labels, s.value) for s in family.samples] == [
         ({"source": "pg", "table": APPLIED, "tier": "0"}, 42.0)
     ]
+
+
+def test_the_last_commit_time_is_the_one_the_lag_report_read_from_the_instant(
+    families: dict[str, Metric],
+) -> None:
+    family = families["cdc_lake_table_last_commit_timestamp_seconds"]
+
+    assert family.samples and {s.value for s in family.samples} == {LAST_COMMIT_TIME}
 
 
 def test_a_possibly_diverged_table_has_its_gauge(families: dict[str, Metric]) -> None:

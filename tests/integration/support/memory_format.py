@@ -24,6 +24,7 @@ commit; an empty one too.  No table services: everything a reader reads is writt
 
 from __future__ import annotations
 
+import calendar
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -77,6 +78,11 @@ class MemoryFacts(FormatFacts):
 
     def is_meta_column(self, column: str) -> bool:
         return column.startswith(_META_PREFIX)
+
+    def commit_time(self, instant: str) -> float | None:
+        if len(instant) != 17 or not instant.isdigit():
+            return None
+        return calendar.timegm(time.strptime(instant[:14], "%Y%m%d%H%M%S")) + int(instant[14:]) / 1000
 
     def option_problem(self, key: str) -> str | None:
         return f"{key}: the memory format takes no format options"
