@@ -163,7 +163,7 @@ class TableApplier:
     ) -> None:
         self.spark = spark
         use_driver_python(spark)
-        self.lake = load_format(spark)
+        self.lake = load_format(spark, target.lake_format)
         self.target = target
         self.options = options
         self.registry = registry

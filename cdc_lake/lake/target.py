@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from cdc_lake.capture.plan import schema_history_topic, table_topic
 from cdc_lake.config import Config, Source, Table
+from cdc_lake.lake.format import DEFAULT_FORMAT
 from cdc_lake.lake.layout import DEFAULT_TABLE_VERSION, CompactionSpec, IndexType, TableSpec, TableType
 from cdc_lake.lake.schema_change import SchemaPolicy
 
@@ -45,6 +46,8 @@ class TableTarget:
     """``schema.table`` at the source (the qualified name without the source's)."""
     history_topic: str | None = None
     """The schema-history topic whose RENAME statements may swap the table (None: the engine has none)."""
+    lake_format: str = DEFAULT_FORMAT
+    """The ``lake.format`` the table is written in."""
 
     def spec(self, key_fields: tuple[str, ...]) -> TableSpec:
         """The table as a format writes it, keyed by ``key_fields``."""
@@ -86,6 +89,7 @@ def target_for(config: Config, source: Source, table: Table) -> TableTarget:
         column_types=tuple(table.column_types.items()),
         source_table=table.name,
         history_topic=schema_history_topic(source, table),
+        lake_format=lake.format,
     )
 
 
