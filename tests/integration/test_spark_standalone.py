@@ -287,7 +287,8 @@ def test_bad_cluster_settings_fail_in_one_line_naming_them(
     refused = _spark_submit(*_submit_args(master), "--config", str(config_path), "spark", "check")
     assert refused.returncode == 2, _output(refused)[-2000:]
     error = [line for line in _output(refused).splitlines() if line.startswith("error: ")]
-    assert len(error) == 1 and "Hudi is not on the driver's classpath" in error[0], _output(refused)[-2000:]
+    missing = "the lake format (hudi) is not on the driver's classpath"
+    assert len(error) == 1 and missing in error[0], _output(refused)[-2000:]
     assert "--jars" in error[0] and "--packages" in error[0]
 
     # Executors on the bare base interpreter (no cdc_lake there): `spark check` names the setting.

@@ -297,3 +297,82 @@ def test_the_stages_never_import_each_other() -> None:
     }
 
     assert found == set(), sorted(found)
+
+
+FORMAT_PACKAGE = "cdc_lake/hudi/"
+NAMES_THE_FORMAT = frozenset({
+    "cdc_lake/lake/format.py",  # the loader table: the one line a format adds
+    "cdc_lake/state/migrations/versions/0001_initial.py",  # history: the column's first name
+    "cdc_lake/state/migrations/versions/0008_commit_instant.py",  # history: its renaming
+})
+"""The modules outside the format's package that may name it in code."""
+_FORMAT_WORDS = ("hudi", "hoodie")
+
+
+def _documentation(tree: ast.AST) -> set[int]:
+    """The string constants of ``tree`` that are documentation (docstrings, attribute docstrings)."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    }
+
+
+def _code_names(path: Path) -> Iterator[str]:
+    """Every name and string of ``path``'s code: imports, identifiers, attributes, parameters, keywords,
+    definitions and string constants; not its docstrings nor comments."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    documentation = _documentation(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in documentation:
+            yield node.value
+        elif isinstance(node, ast.Name):
+            yield node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.attr
+        elif isinstance(node, ast.alias):
+            yield node.name
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            yield node.module
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            yield node.name
+        elif isinstance(node, ast.arg | ast.keyword):
+            yield node.arg or ""
+
+
+def _names_the_format(path: Path) -> bool:
+    return any(word in name.lower() for name in _code_names(path) for word in _FORMAT_WORDS)
+
+
+def test_only_the_format_package_names_the_lake_format_in_code() -> None:
+    """Everything else asks the format's facts (``cdc_lake/lake/format.py``): a second format is its
+    package plus its line in ``FORMATS``."""
+    paths = [*_core_modules(), *sorted(BOOTSTRAP.rglob("*.py"))]
+    outside = {path.relative_to(ROOT).as_posix(): path for path in paths}
+    found = {
+        rel for rel, path in outside.items() if not rel.startswith(FORMAT_PACKAGE) and _names_the_format(path)
+    }
+
+    assert found <= NAMES_THE_FORMAT, sorted(found - NAMES_THE_FORMAT)
+    assert len(NAMES_THE_FORMAT) <= 3
+
+
+@pytest.mark.parametrize(
+    ("source", "names"),
+    [
+        ('"""Hudi tables."""\nx = 1  # hudi\n', False),
+        ("def f():\n    '''Writes Hudi.'''\n    return 1\n", False),
+        ("from cdc_lake.hudi import keys\n", True),
+        ("X = 'org.apache.hudi.Foo'\n", True),
+        ("def write(hudi_name: str) -> None: ...\n", True),
+        ("f(hoodie_options=1)\n", True),
+        ("a.hudi_spec\n", True),
+    ],
+)
+def test_the_format_name_finder_sees(tmp_path: Path, source: str, names: bool) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(source)
+
+    assert _names_the_format(module) is names
