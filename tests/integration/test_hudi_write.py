@@ -97,18 +97,6 @@ def test_delete_reinsert_and_partition_move_with_global_bloom(spark: SparkSessio
     ]
 
 
-def test_delete_operation_removes_keys(spark: SparkSession, tmp_path: Path) -> None:
-    spec = _spec(tmp_path, "items")
-    _write(spark, spec, [(1, None, "a", 1, False), (2, None, "b", 1, False)])
-    keys = spark.createDataFrame([(1,)], "id long")
-    write_batch(spark, spec, keys, WriteOperation.DELETE, {"kafka.offsets": "0:9"})
-
-    assert _rows(spark, spec) == [("", 2, "b", 1)]
-    commit = latest_commit(spark, spec.base_path)
-    assert commit is not None and commit.operation == "DELETE"
-    assert commit.metadata == {"kafka.offsets": "0:9"}
-
-
 def test_record_index_moves_rows_without_duplicates(spark: SparkSession, tmp_path: Path) -> None:
     spec = _spec(tmp_path, "accounts", partition_fields=("region",), index=IndexType.RECORD_INDEX)
     _write(spark, spec, [(1, "eu", "a", 1, False), (2, "us", "b", 1, False)])
