@@ -33,6 +33,7 @@ from cdc_lake.decode.schema import SchemaLookup, TypedSchemas
 from cdc_lake.decode.types import UNAVAILABLE
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.kafka.reader import RawMessage
+from cdc_lake.lake.format import DEFAULT_FORMAT
 
 TRUNCATE_REASON = (
     "TRUNCATE event: cdc-lake does not replay truncates (the table stops before it); "
@@ -104,6 +105,8 @@ class DecodeSettings:
     applied_positions: Mapping[int, str] = field(default_factory=dict)
     column_types: Mapping[str, str] = field(default_factory=dict)
     old_key_optional: bool = False
+    lake_format: str = DEFAULT_FORMAT
+    """The ``lake.format`` the table is written in: whose record key must tell keys apart."""
 
 
 _REGISTRIES: dict[tuple[str, str, str], SchemaLookup] = {}
@@ -162,7 +165,7 @@ def _change(
     for name in key_fields:
         if image.get(name) is None or image[name] is UNAVAILABLE:
             return bad(missing_key_reason(event, name, key_fields))
-    ambiguous = ambiguous_key_reason(event, image, key_fields)
+    ambiguous = ambiguous_key_reason(event, image, key_fields, settings.lake_format)
     if ambiguous is not None:
         return bad(ambiguous)
     row = {name: None if value is UNAVAILABLE else value for name, value in image.items()}

@@ -94,10 +94,12 @@ def missing_key_reason(event: ChangeEvent, column: str, key_fields: Sequence[str
     )
 
 
-def ambiguous_key_reason(event: ChangeEvent, row: Mapping[str, Any], key_fields: Sequence[str]) -> str | None:
-    """The one-line reason when ``row``'s key could share the lake format's record key with another key,
-    or None."""
-    return format_facts().key_problem(_table(event), row, key_fields)
+def ambiguous_key_reason(
+    event: ChangeEvent, row: Mapping[str, Any], key_fields: Sequence[str], lake_format: str
+) -> str | None:
+    """The one-line reason when ``row``'s key could share the record key of ``lake_format`` with another
+    key, or None."""
+    return format_facts(lake_format).key_problem(_table(event), row, key_fields)
 
 
 def _table(event: ChangeEvent) -> str:

@@ -333,7 +333,8 @@ def replay(config: Config, request: ReplayRequest) -> ReplayOutcome:
         ]
         registry = registry_client(config)
         settings = DecodeSettings(
-            target.topic, registry, target.key_fields, target.soft_deletes, {}, dict(target.column_types)
+            target.topic, registry, target.key_fields, target.soft_deletes, {}, dict(target.column_types),
+            lake_format=target.lake_format,
         )
         plan = plan_replay(settings, request, message, later)
         with store.run(REPLAY_RUN, request.table) as handle:

@@ -287,6 +287,7 @@ class TableApplier:
             self.target.topic, self.registry, self.target.key_fields, self.target.soft_deletes,
             dict(checkpoint.positions), dict(self.target.column_types),
             old_key_optional=bool(self.target.key_fields) and ask is not None and ask(self.target),
+            lake_format=self.target.lake_format,
         )
         slices = split_ranges(plan.ranges, self.options.slices)
         raw = read_ranges_in_spark(self.spark, self.options.kafka, slices, self.options.reader)
