@@ -376,3 +376,21 @@ def test_the_format_name_finder_sees(tmp_path: Path, source: str, names: bool) -
     module.write_text(source)
 
     assert _names_the_format(module) is names
+
+
+MAX_CLASS_LINES = 300
+
+
+def test_no_class_is_over_300_lines() -> None:
+    """A class that grows past this holds more than one role: split it along the roles that exist (the
+    applier's lake state and schema merge, the bootstrap's partition copy)."""
+    paths = [*_core_modules(), *sorted(BOOTSTRAP.rglob("*.py"))]
+    sizes = {
+        f"{path.relative_to(ROOT).as_posix()}::{node.name}": node.end_lineno - node.lineno + 1
+        for path in paths
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef) and node.end_lineno is not None
+    }
+
+    assert sizes and max(sizes.values()) > 100, "the class finder sees the classes"
+    assert {name: size for name, size in sizes.items() if size > MAX_CLASS_LINES} == {}
