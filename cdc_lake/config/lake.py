@@ -1,0 +1,125 @@
+"""The lake tables: where and how they are written (format, layout, object store, compaction) and the
+catalogs they are registered in."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from cdc_lake.config.paths import DEFAULT_STATE_DIR
+from cdc_lake.exceptions import ConfigError
+from cdc_lake.sources.settings import ConfigModel as _Model
+from cdc_lake.sources.settings import FormatOptions, Secret
+
+
+class S3Settings(_Model):
+    """Object store credentials and endpoint for an ``s3a://`` lake."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    access_key: Secret | None = None
+    secret_key: Secret | None = None
+    path_style_access: bool = True
+
+
+class CompactionSettings(_Model):
+    """MERGE_ON_READ compaction (docs/hudi.md#table-services): planned after ``max_delta_commits`` delta
+    commits or ``max_delta_seconds`` since the last compaction; executed inside the writer's commit
+    (``inline``) or, with ``inline: false``, by ``cdc-lake run``'s table-service thread every
+    ``check_seconds`` and by ``cdc-lake compact``.  ``max_staleness_seconds`` bounds how old the newest
+    data a read-optimized reader (Trino) misses may get before ``CdcLakeCompactionBehind`` fires."""
+
+    inline: bool = True
+    max_delta_commits: int = Field(default=5, ge=1)
+    max_delta_seconds: int | None = Field(default=None, ge=1)
+    check_seconds: float = Field(default=10.0, gt=0)
+    max_staleness_seconds: float = Field(default=300.0, gt=0)
+
+
+def _default_format() -> str:
+    from cdc_lake.lake.format import DEFAULT_FORMAT
+
+    return DEFAULT_FORMAT
+
+
+class LakeSettings(_Model):
+    """Where and how lake tables are written, and in which format."""
+
+    format: str = Field(default_factory=_default_format)
+    """The table format (a name :data:`cdc_lake.lake.format.FORMATS` knows) every table is written in."""
+    base_path: str = f"{DEFAULT_STATE_DIR}/lake"
+    table_type: Literal["COPY_ON_WRITE", "MERGE_ON_READ"] = "COPY_ON_WRITE"
+    index: Literal["GLOBAL_BLOOM", "RECORD_INDEX", "GLOBAL_SIMPLE", "BLOOM", "SIMPLE", "BUCKET"] = (
+        "GLOBAL_BLOOM"
+    )
+    soft_deletes: bool = False
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    s3: S3Settings | None = None
+    # Hudi table version written (docs/hudi.md#table-version): 6 is read by Spark, hudi-rs and Trino 476.
+    table_version: Literal[6, 8, 9] = 6
+    format_options: FormatOptions = Field(default_factory=dict)
+    """The format's options for every table; a table's own ``format_options`` win over these."""
+    old_copy_keep_hours: float = Field(default=24.0, ge=0)
+    """How long a re-bootstrapped table's previous base path is kept before
+    ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        from cdc_lake.lake.format import format_facts
+
+        try:
+            format_facts(value)
+        except ConfigError as exc:
+            # The error's location names the setting already.
+            reason = str(exc).removeprefix("lake.format: ")
+            raise PydanticCustomError("lake_format", "{reason}", {"reason": reason}) from None
+        return value
+
+    @model_validator(mode="after")
+    def _compaction_needs_mor(self) -> LakeSettings:
+        if "compaction" in self.model_fields_set and self.table_type != "MERGE_ON_READ":
+            raise PydanticCustomError(
+                "compaction_needs_mor", "compaction applies only to table_type MERGE_ON_READ"
+            )
+        return self
+
+    def table_base_path(self, qualified_name: str) -> str:
+        """The Hudi base path of a table named ``source.schema.table``: one directory level per part."""
+        return "/".join([self.base_path.rstrip("/"), *qualified_name.split(".")])
+
+    def holds(self, path: str) -> bool:
+        """Whether ``path`` lies strictly below ``base_path``: same scheme and bucket, ``..`` resolved."""
+        base, inner = urlsplit(self.base_path), urlsplit(path)
+        if (base.scheme, base.netloc) != (inner.scheme, inner.netloc):
+            return False
+        root = posixpath.normpath(base.path or "/").rstrip("/")
+        return posixpath.normpath(inner.path or "/").startswith(f"{root}/")
+
+
+class GlueSettings(_Model):
+    """An AWS Glue Data Catalog database the lake tables are registered in (credentials: boto3's chain)."""
+
+    database: str
+    region: str = "us-east-1"
+    endpoint_url: str | None = None
+    """A Glue-compatible endpoint (the local stack's ``http://127.0.0.1:17080``); AWS when unset."""
+
+
+class HiveMetastoreSettings(_Model):
+    """A Hive Metastore database the lake tables are registered in (through Spark's JVM)."""
+
+    uri: str
+    """The metastore's thrift URI, e.g. the local stack's ``thrift://127.0.0.1:19083``."""
+    database: str
+
+
+class CatalogSettings(_Model):
+    """Where tables are registered after publish, schema changes and re-bootstrap switches."""
+
+    glue: GlueSettings | None = None
+    hive: HiveMetastoreSettings | None = None
