@@ -107,7 +107,7 @@ from cdc_lake.spark import get_spark
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from change_plan import DELETE, INSERT, REGIONS, UPDATE, change_plan, last_per_key
 from support.apply import config_dict, debezium_postgres_schemas, record_catching_up, simple_capture

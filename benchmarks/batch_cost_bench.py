@@ -3,7 +3,7 @@ own commit of the same upsert.
 
 No stack is needed: a local-mode SparkSession writes a local-filesystem Hudi table, and the Kafka topic
 is in-process.  The messages are Debezium Postgres change events as the property suite builds them
-(``tests/unit/fixtures/change_model.py``: Confluent-framed Avro, ``source.sequence`` LSNs, the schemas
+(``tests/support/change_model.py``: Confluent-framed Avro, ``source.sequence`` LSNs, the schemas
 in an in-memory registry); the applier's Kafka calls (end offsets, the read on the executors, the
 consumer-group commit) are replaced by that log, everything else is production code::
 
@@ -46,13 +46,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 ROOT = Path(__file__).resolve().parent.parent
-# The Python workers decode with the in-memory registry of the unit fixtures: they must import them too.
+# The Python workers decode with the in-memory registry of the test support: they must import it too.
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (str(ROOT / "tests" / "unit"), str(ROOT), os.environ.get("PYTHONPATH")) if p
+    p for p in (str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH")) if p
 )
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "unit"), str(ROOT / "tests" / "integration")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from fixtures.change_model import PG_TOPIC, SCHEMAS, Change, Emitter  # noqa: E402
+from support.change_model import PG_TOPIC, SCHEMAS, Change, Emitter  # noqa: E402
 from support.spark import shared_spark  # noqa: E402
 
 from cdc_lake.apply import table_applier  # noqa: E402

@@ -1,6 +1,6 @@
 """The differential fuzzer over many seeds (issue 34): N generated cases per engine through the real pipeline.
 
-Each seed is one case of ``tests/integration/support/fuzz.py`` (read its docstring for what the generator
+Each seed is one case of ``tests/support/fuzz.py`` (read its docstring for what the generator
 draws and what is checked): two tables of exact types (one keyed on one column, one on a composite key of
 two or three key types), rows with edge values, a workload of transactions written before, during
 (a thread) and after a real ``cdc-lake bootstrap``, applied until LIVE; then the lake is compared with
@@ -32,7 +32,7 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests"))
 from support.bootstrap import mariadb_db, postgres_db  # noqa: E402
 from support.fuzz import FuzzCase, coverage, generate, run_case  # noqa: E402
 

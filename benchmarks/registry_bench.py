@@ -32,11 +32,11 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "unit")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
-from fixtures import debezium as dbz  # noqa: E402
-from fixtures.http_server import send_json, serving  # noqa: E402
+from support import debezium as dbz  # noqa: E402
+from support.http_server import send_json, serving  # noqa: E402
 
 from cdc_lake.decode.registry import SchemaRegistry  # noqa: E402
 from cdc_lake.decode.schema import RegisteredSchema  # noqa: E402

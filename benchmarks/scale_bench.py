@@ -58,7 +58,7 @@ from cdc_lake.state.store import StateStore
 from cdc_lake_bootstrap.progress import COMMIT_RUN, RUN
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from apply_bench import produce_events
 from support.apply import config_dict, record_catching_up
 from support.common import write_and_load

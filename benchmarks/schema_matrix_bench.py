@@ -11,7 +11,7 @@ catch-up, repeated until a round applies nothing or the table stopped).  Each ce
 
 - ``exact``: the table is not stopped and equal to the source in every column (``freeze``: in the
   columns the lake has, which must all still be in the source), read with Spark+Hudi and with the second
-  reader hudi-rs (``tests/integration/support``: ``compare.assert_rows_equal``,
+  reader hudi-rs (``tests/support``: ``compare.assert_rows_equal``,
   ``second_reader.second_reader_rows``);
 - ``stopped``: SCHEMA_CHANGED, with the one-line cause recorded (the change it names);
 - ``DIVERGED``: not stopped and the lake differs from the source (or a column set differs): a bug, or
@@ -48,7 +48,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests"))
 from support.bootstrap import (  # noqa: E402
     SourceDb,
     mariadb_db,

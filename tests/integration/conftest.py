@@ -9,17 +9,12 @@ fails the run with its reason and log tail: nothing is skipped.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
 import pytest
 from pyspark.sql import SparkSession
-
-# The unit tests' fixtures (Debezium message builders, the change model) serve the stack tests too.
-sys.path.append(str(Path(__file__).resolve().parents[1] / "unit"))
-
 from support.engines import STACK_ENGINES, StackEngine
 from support.spark import shared_spark
 

@@ -4,7 +4,7 @@
 the driver (:func:`cdc_lake.apply.last_change.last_changes`: last change by ordering value, Kafka
 partition and offset; unavailable columns filled from the key's earlier changes, a moved row's from its
 old key, then from the stored row) in memory, and models Hudi's event-time merge
-(:func:`fixtures.change_model.hudi_merge`).  Here generated Postgres workloads (``COPY`` pages, key
+(:func:`support.change_model.hudi_merge`).  Here generated Postgres workloads (``COPY`` pages, key
 changes, TOAST placeholders, deletes, re-sends) are decoded the same way and cut into two batches; each
 batch's rows are built by both paths of :func:`cdc_lake.apply.frame.latest_frame` (the Spark steps of a
 large batch, and the driver's merge as a local DataFrame), which must give the same rows, and written
@@ -18,10 +18,10 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from fixtures.change_model import PG_TOPIC, PG_VALUE_ID, SCHEMAS, Emitter, Source, merge_batch, workloads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
+from support.change_model import PG_TOPIC, PG_VALUE_ID, SCHEMAS, Emitter, Source, merge_batch, workloads
 
 from cdc_lake.apply.decoding import BadMessage, Decoded, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.apply.frame import (

@@ -1,6 +1,6 @@
 """Bootstrap behaviour on every engine of the stack: from its replica, handed off to the applier.
 
-Each test runs once per engine (the ``engine`` fixture, tests/integration/support/engines.py) against a
+Each test runs once per engine (the ``engine`` fixture, tests/support/engines.py) against a
 throwaway database of that engine, onboarded for real.  The tables are CI-sized (tens of thousands of
 rows, with smaller partitions than production so a table still spans several partitions and commits);
 ``benchmarks/bootstrap_bench.py`` runs the same on 1M rows.  Postgres-only behaviour (a read dropped by

@@ -1,7 +1,7 @@
 """What every lake format does, run once per format: Hudi, and an in-memory fake registered by one line.
 
 The ``lake`` fixture is ``load_format(spark, name)`` for each name, the product's own way of loading a
-format; the fake (tests/integration/support/memory_format.py) becomes a format by one entry in
+format; the fake (tests/support/memory_format.py) becomes a format by one entry in
 ``FORMATS`` (the ``registered`` fixture), which is all a new format needs besides its module.  The
 behaviours are the ones the bootstrap and the applier rely on (docs/hudi.md): a table exists from its
 first write until it is removed; a bulk insert reads back row for row and column for column; an upsert

@@ -1,6 +1,6 @@
 """``cdc-lake onboard`` refusals every engine of the stack gives, each in one clear line, creating nothing.
 
-Each test runs once per engine (the ``engine`` fixture, tests/integration/support/engines.py) against a
+Each test runs once per engine (the ``engine`` fixture, tests/support/engines.py) against a
 database of that engine made for this module (``support.engines.pg_env`` / ``maria_env``); the engine's
 own wording of a failure comes from its environment class.  Onboarding end to end, grants, positions and
 what only one engine has (Postgres slots, publications, REPLICA IDENTITY; MariaDB server ids) are in

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from fixtures.http_server import serving
+from support.http_server import serving
 
 from cdc_lake.config import Config, SchemaRegistrySettings
 from cdc_lake.decode.registry import registry_client

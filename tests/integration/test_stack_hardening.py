@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from fixtures.processes import descendants
+from support.processes import descendants
 
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.mariadb import APPLICATION_PRIVILEGES

@@ -7,7 +7,7 @@ followed Y's state, which named X's stored row: the lake lacks X, so the column 
 rule (docs/applier.md, "Postgres TOAST"): the value comes from the stored row of the first key of the
 chain the lake holds.
 
-Here the decoded batches of the property suite's model (:mod:`fixtures.change_model`) go through both
+Here the decoded batches of the property suite's model (:mod:`support.change_model`) go through both
 paths of :func:`cdc_lake.apply.frame.latest_frame` (the Spark steps of a large batch and the driver's
 merge) and :func:`~cdc_lake.apply.frame.fill_from_lake` against a lake the snapshot left, and must give
 the model's rows; then the whole pipeline on the stack, with the snapshot read after the first move.
@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.change_model import PG_TOPIC, PG_VALUE_ID, SCHEMAS, Change, Emitter, Row, Source, merge_batch
 from pyspark.sql import SparkSession
 from support.bootstrap import (
     SourceDb,
@@ -33,6 +32,7 @@ from support.bootstrap import (
     postgres_db,
     write_db_config,
 )
+from support.change_model import PG_TOPIC, PG_VALUE_ID, SCHEMAS, Change, Emitter, Row, Source, merge_batch
 from support.common import cli_run, load
 
 from cdc_lake.apply import table_applier

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fixtures import debezium as dbz
-from fixtures.fake_registry import InMemorySchemas
-from fixtures.recorded import load_recording, recorded_files
-from fixtures.wire import framed
+from support import debezium as dbz
+from support.fake_registry import InMemorySchemas
+from support.recorded import load_recording, recorded_files
+from support.wire import framed
 
 from cdc_lake.apply.decoding import (
     TRUNCATE_REASON,

@@ -15,9 +15,9 @@ import json
 from typing import Any
 
 from fastavro import parse_schema, schemaless_reader
-from fixtures.fake_registry import InMemorySchemas
-from fixtures.recorded import RECORDED_DIR, load_recording
-from fixtures.wire import framed
+from support.fake_registry import InMemorySchemas
+from support.recorded import RECORDED_DIR, load_recording
+from support.wire import framed
 
 from cdc_lake.apply.decoding import (
     BatchSummary,

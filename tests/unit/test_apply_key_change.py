@@ -12,9 +12,9 @@ import dataclasses
 from typing import Any
 
 import pytest
-from fixtures import debezium as dbz
-from fixtures.fake_registry import InMemorySchemas
-from fixtures.wire import framed
+from support import debezium as dbz
+from support.fake_registry import InMemorySchemas
+from support.wire import framed
 
 from cdc_lake.apply.decoding import BadMessage, BatchSummary, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.decode.types import UNAVAILABLE_PLACEHOLDER

@@ -11,9 +11,9 @@ What runs is production code: :func:`decode_messages` (Avro decode, envelope, re
 change deletes, TOAST placeholders), :class:`BatchSummary` and :func:`advance` (the marks a commit
 stores), with the per-key merge of ``cdc_lake.apply.frame`` (last change by ordering value, Kafka
 partition and offset; unavailable columns from the key's earlier changes, then from the stored row)
-and Hudi's event-time merge as :func:`fixtures.change_model.hudi_merge`;
+and Hudi's event-time merge as :func:`support.change_model.hudi_merge`;
 ``tests/integration/test_apply_model_spark.py`` holds those two against Spark and Hudi.  The reference
-(:class:`fixtures.change_model.Source`) imports nothing from ``cdc_lake.apply``.
+(:class:`support.change_model.Source`) imports nothing from ``cdc_lake.apply``.
 
 Generated: transactions of inserts, ``COPY`` pages (rows sharing one position), updates (with
 unchanged TOASTed values), deletes, primary-key updates, a key deleted and inserted again in one
@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from functools import reduce
 
 import pytest
-from fixtures.change_model import (
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from support.change_model import (
     KEYS,
     MY_TOPIC,
     PG_TOPIC,
@@ -46,8 +48,6 @@ from fixtures.change_model import (
     moved_from,
     workloads,
 )
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
 
 from cdc_lake.apply.decoding import (
     BadMessage,

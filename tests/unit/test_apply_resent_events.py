@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fixtures import debezium as dbz
-from fixtures.fake_registry import InMemorySchemas
-from fixtures.wire import framed
+from support import debezium as dbz
+from support.fake_registry import InMemorySchemas
+from support.wire import framed
 
 from cdc_lake.apply.redelivery import PartitionMarks, advance, already_applied, stream_position
 from cdc_lake.decode.envelope import ChangeEvent, decode_message

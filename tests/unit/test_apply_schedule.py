@@ -5,48 +5,16 @@ from __future__ import annotations
 import threading
 import time
 
+from support.schedule import CountingRunner, tier_target
+
 from cdc_lake.apply.runner import TableOutcome
 from cdc_lake.apply.service import RETRY_MIN_SECONDS, ApplyService, _Schedule
-from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType
-from cdc_lake.lake.target import TableTarget
-
-
-def _target(name: str, tier: int) -> TableTarget:
-    return TableTarget(
-        name,
-        "postgres",
-        f"t.{name}",
-        tier,
-        f"/lake/{name}",
-        None,
-        (),
-        None,
-        TableType.COPY_ON_WRITE,
-        IndexType.GLOBAL_BLOOM,
-        CompactionSpec(),
-        False,
-    )
-
-
-class _Runner:
-    """Counts steps per table; the table named 'bad' always fails."""
-
-    def __init__(self) -> None:
-        self.steps: dict[str, int] = {}
-        self.lock = threading.Lock()
-
-    def step(self, target: TableTarget, limit: object = None) -> TableOutcome:
-        with self.lock:
-            self.steps[target.qualified_name] = self.steps.get(target.qualified_name, 0) + 1
-        if target.qualified_name == "bad":
-            return TableOutcome("bad", error="boom")
-        return TableOutcome(target.qualified_name)
 
 
 def test_next_due_by_tier_backlog_and_failures() -> None:
-    service = ApplyService(_Runner(), [], lambda tier: {0: 0.0, 1: 900.0}[tier], poll_seconds=1.0)  # type: ignore[arg-type]
+    service = ApplyService(CountingRunner(), [], lambda tier: {0: 0.0, 1: 900.0}[tier], poll_seconds=1.0)  # type: ignore[arg-type]
     schedule = _Schedule(due=0.0)
-    tier0, tier1 = _target("a", 0), _target("b", 1)
+    tier0, tier1 = tier_target("a", 0), tier_target("b", 1)
 
     assert service.next_due(tier0, TableOutcome("a", offsets=5, lag_messages=0), schedule, 100.0) == 100.0
     assert service.next_due(tier0, TableOutcome("a", lag_messages=0), schedule, 100.0) == 101.0
@@ -60,8 +28,8 @@ def test_next_due_by_tier_backlog_and_failures() -> None:
 
 
 def test_run_applies_tables_concurrently_until_stopped() -> None:
-    runner = _Runner()
-    targets = [_target("hot", 0), _target("cold", 1), _target("bad", 0)]
+    runner = CountingRunner()
+    targets = [tier_target("hot", 0), tier_target("cold", 1), tier_target("bad", 0)]
     service = ApplyService(
         runner,
         targets,

@@ -4,11 +4,8 @@ range of every table size with the same shape, or the index-growth curve measure
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from change_plan import DELETE, INSERT, UPDATE, change_plan, last_per_key
 
 CHANGES = 50_000

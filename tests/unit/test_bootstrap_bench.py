@@ -3,11 +3,6 @@ snapshot's events are all applied (the last row is in the lake), or at the first
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
 from bootstrap_bench import UntilApplied
 
 from cdc_lake.apply.runner import TableOutcome

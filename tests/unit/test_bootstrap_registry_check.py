@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fixtures.debezium import PG_TOPIC, POSTGRES_SOURCE, character, envelope, optional, required
 from pyspark.sql.types import (
     BooleanType,
     IntegerType,
@@ -16,6 +15,7 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
+from support.debezium import PG_TOPIC, POSTGRES_SOURCE, character, envelope, optional, required
 
 from cdc_lake.exceptions import BootstrapError, SchemaRegistryError
 from cdc_lake_bootstrap.lake_types import ColumnRead

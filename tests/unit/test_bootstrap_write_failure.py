@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from py4j.protocol import Py4JError
-from test_spark_errors import RAISED, RECORDED_DROPPED_READ, RECORDED_JOB_ABORT
+from support.spark_failures import RAISED, RECORDED_DROPPED_READ, RECORDED_JOB_ABORT
 
 from cdc_lake.spark.errors import describe_failure
 from cdc_lake_bootstrap.partition_copy import write_failure

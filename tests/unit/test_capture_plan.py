@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from support.configs import postgres
 
 from cdc_lake.capture.plan import name_slug, plan_source, render_config, table_topic
 from cdc_lake.config import Connection, Source, Table
@@ -12,11 +13,6 @@ from cdc_lake.connect.render import ConnectorParams
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.sources.mysql.settings import MySqlCaptureIds
 from cdc_lake.sources.postgres.settings import PG_NAME_MAX, PostgresCaptureIds, tier0_pg_name
-
-
-def postgres(tables: list[Table], name: str = "pg") -> Source:
-    primary = Connection(port=5432, database="app", user="cdc")
-    return Source(name=name, engine="postgres", primary=primary, tables=tables)
 
 
 def mariadb(tables: list[Table], server_id: int = 5401) -> Source:

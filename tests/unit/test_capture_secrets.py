@@ -5,20 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.configs import config_file
 
 from cdc_lake.capture.secrets import password_env
 from cdc_lake.exceptions import ConfigError
-
-
-def config_file(tmp_path: Path, password: str | None) -> Path:
-    line = "" if password is None else f"      password: {password}\n"
-    path = tmp_path / "cdc-lake.yaml"
-    path.write_text(
-        "sources:\n  pg:\n    engine: postgres\n    primary:\n      port: 5432\n      database: app\n"
-        f"      user: cdc\n{line}",
-        encoding="utf-8",
-    )
-    return path
 
 
 @pytest.mark.parametrize("value", ["${PG_PW}", "'${PG_PW:-local}'", '"${PG_PW:-}"'])

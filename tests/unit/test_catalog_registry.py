@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from fixtures.imports import heavy_imports
+from support.imports import heavy_imports
 
 from cdc_lake.catalog import CatalogKind, load_catalogs
 from cdc_lake.catalog.sync import CatalogSync

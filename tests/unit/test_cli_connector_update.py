@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 import pytest
-from test_capture_secrets import config_file
+from support.configs import config_file
 
 from cdc_lake.cli.context import CliContext, connector_update
 from cdc_lake.config import load_config

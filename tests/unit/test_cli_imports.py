@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixtures.imports import heavy_imports
+from support.imports import heavy_imports
 
 from cdc_lake.state.store import StateStore
 

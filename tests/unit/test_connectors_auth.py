@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 
 import pytest
-from fixtures.http_server import send_json, serving
 from pydantic import SecretStr
+from support.http_server import send_json, serving
 
 from cdc_lake.config import KafkaConnectSettings
 from cdc_lake.connect.client import KafkaConnectClient

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from fixtures.http_server import send_json, serving
+from support.http_server import send_json, serving
 
 from cdc_lake.connect.client import ConnectorStatus, KafkaConnectClient, TaskStatus, connector_failure
 from cdc_lake.exceptions import ConnectError

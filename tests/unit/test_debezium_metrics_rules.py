@@ -1,6 +1,6 @@
 """Debezium's JMX metrics: the Connect workers' exporter agent and the shipped rules file.
 
-The rules are applied the way jmx_prometheus_javaagent 1.0.1 applies them (:mod:`fixtures.jmx_exporter`).
+The rules are applied the way jmx_prometheus_javaagent 1.0.1 applies them (:mod:`support.jmx_exporter`).
 The stack test (tests/integration/test_ops_debezium_metrics.py) scrapes the real agent.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixtures.jmx_exporter import RULES, Exported
-from fixtures.jmx_exporter import export as _export
+from support.jmx_exporter import RULES, Exported
+from support.jmx_exporter import export as _export
 
 from cdc_lake import jvm
 from cdc_lake.stack.kafka import KafkaBroker, KafkaConnect, SecureKafkaConnect

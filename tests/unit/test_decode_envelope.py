@@ -7,9 +7,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from fixtures import debezium as dbz
-from fixtures.fake_registry import InMemorySchemas
-from fixtures.wire import framed, unscaled, variable_scale
+from support import debezium as dbz
+from support.fake_registry import InMemorySchemas
+from support.wire import framed, unscaled, variable_scale
 
 from cdc_lake.decode import UNAVAILABLE, ChangeEvent, Tombstone, decode_message
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE

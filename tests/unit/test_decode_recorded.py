@@ -10,10 +10,10 @@ import os
 from decimal import Decimal
 from pathlib import Path
 
-from fixtures import debezium as dbz
-from fixtures.fake_registry import InMemorySchemas
-from fixtures.recorded import Recording, jsonable, load_recording, recorded_files
-from fixtures.wire import framed, unscaled
+from support import debezium as dbz
+from support.fake_registry import InMemorySchemas
+from support.recorded import Recording, jsonable, load_recording, recorded_files
+from support.wire import framed, unscaled
 
 from cdc_lake.decode import ChangeEvent, Tombstone, decode_message
 from cdc_lake.exceptions import CdcLakeError

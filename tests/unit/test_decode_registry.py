@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from fixtures import debezium as dbz
-from fixtures.fake_registry import FakeRegistry, serve
-from fixtures.wire import framed
 from pydantic import SecretStr
+from support import debezium as dbz
+from support.fake_registry import FakeRegistry, serve
+from support.wire import framed
 
 from cdc_lake.decode import SchemaRegistry, decode_message
 from cdc_lake.exceptions import ConfigError, SchemaRegistryError

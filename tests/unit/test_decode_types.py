@@ -8,8 +8,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from fixtures import debezium as dbz
-from fixtures.wire import unscaled, variable_scale
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -31,6 +29,8 @@ from pyspark.sql.types import (
     TimestampType,
     _make_type_verifier,
 )
+from support import debezium as dbz
+from support.wire import unscaled, variable_scale
 
 from cdc_lake.decode.schema import RegisteredSchema
 from cdc_lake.decode.types import (

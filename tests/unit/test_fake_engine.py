@@ -1,7 +1,7 @@
 """A new engine is its declaration: the made-up ``fakedb`` engine passes config, capture planning,
 connector rendering, jar resolution, decode, ordering and re-send.
 
-The engine (``fixtures/fake_engine.py``, with its connector template ``fixtures/fake_connector.json``)
+The engine (``tests/support/fake_engine.py``, its connector template ``tests/support/fake_connector.json``)
 is registered for these tests by one line outside its fixture, the ``fake_engine`` fixture's
 ``monkeypatch.setitem(sources.ENGINES, ...)``: the one edit a real engine makes outside its package
 is the same, its entry in ``cdc_lake/sources/__init__.py``'s ``ENGINES``.  Nothing else needs one:
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures import fake_engine as fake
-from fixtures.debezium import key_schema, required, value
-from fixtures.fake_registry import InMemorySchemas
-from fixtures.wire import framed
+from support import fake_engine as fake
+from support.debezium import key_schema, required, value
+from support.fake_registry import InMemorySchemas
+from support.wire import framed
 
 from cdc_lake import jvm, sources
 from cdc_lake.apply.decoding import (

@@ -4,13 +4,7 @@ the time from a kill back to fresh, and the lag percentiles shared with ``apply_
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
 from apply_bench import lag_percentiles, per_interval
 from freshness_bench import (
     Commit,

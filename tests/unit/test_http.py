@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import requests
-from fixtures.http_server import send_json, serving
+from support.http_server import send_json, serving
 
 from cdc_lake.http_retry import RetryPolicy, Unavailable, send
 

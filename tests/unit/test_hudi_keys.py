@@ -11,10 +11,10 @@ import re
 from typing import Any
 
 import pytest
-from fixtures import debezium as dbz
-from fixtures.fake_registry import InMemorySchemas
-from fixtures.wire import framed
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType, TimestampType
+from support import debezium as dbz
+from support.fake_registry import InMemorySchemas
+from support.wire import framed
 
 from cdc_lake.apply.decoding import BadMessage, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.hudi.keys import ambiguous_key_column, ambiguous_key_reason, row_writer_key_pattern

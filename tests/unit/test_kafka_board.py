@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Node, TopicPartition, TopicPartitionInfo, Uuid
 from confluent_kafka.admin import ConfigEntry, ConfigResource, OffsetSpec, TopicDescription  # type: ignore[attr-defined]
-from test_apply_schedule import _Runner, _target
+from support.schedule import CountingRunner, tier_target
 
 from cdc_lake.apply.service import ApplyService
 from cdc_lake.exceptions import KafkaReadError
@@ -162,9 +162,9 @@ def test_a_topic_kafka_refuses_to_describe_is_an_error_not_a_missing_topic(
 
 
 def test_service_refreshes_due_tables_in_batches(reads: _Reads) -> None:
-    runner = _Runner()
+    runner = CountingRunner()
     board = OffsetBoard(KafkaReadSettings("k:9092"), max_age_seconds=0.2)
-    targets = [_target(f"t{n}", n % 3) for n in range(60)]
+    targets = [tier_target(f"t{n}", n % 3) for n in range(60)]
     service = ApplyService(runner, targets, lambda tier: 0.0, workers=4, poll_seconds=0.05, board=board)  # type: ignore[arg-type]
     thread = threading.Thread(target=service.run)
     thread.start()
@@ -181,10 +181,10 @@ def test_service_refreshes_due_tables_in_batches(reads: _Reads) -> None:
 def test_the_service_reads_the_schema_histories_in_the_same_batch(reads: _Reads) -> None:
     """The swap check (cdc_lake/apply/swaps.py) takes a history's end from the board: the service's one
     batched read per loop covers the connectors' history topics with the tables' topics."""
-    runner = _Runner()
+    runner = CountingRunner()
     board = OffsetBoard(KafkaReadSettings("k:9092"), max_age_seconds=0.2)
     history = "cdc-lake.maria.schema-history"
-    targets = [dataclasses.replace(_target(f"t{n}", 0), history_topic=history) for n in range(5)]
+    targets = [dataclasses.replace(tier_target(f"t{n}", 0), history_topic=history) for n in range(5)]
     service = ApplyService(runner, targets, lambda tier: 0.0, workers=2, poll_seconds=0.05, board=board)  # type: ignore[arg-type]
     thread = threading.Thread(target=service.run)
     thread.start()

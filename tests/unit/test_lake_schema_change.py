@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from fixtures.debezium import PG_TOPIC, POSTGRES_SOURCE, character, envelope, optional, required
 from pyspark.sql.types import (
     DataType,
     DecimalType,
@@ -17,6 +16,7 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
+from support.debezium import PG_TOPIC, POSTGRES_SOURCE, character, envelope, optional, required
 
 from cdc_lake.decode.schema import RegisteredSchema
 from cdc_lake.lake.commit_metadata import CommitMetadata

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from test_capture_plan import postgres
-from test_onboard_postgres_checks import CUSTOMERS, HEALTHY
+from support.configs import postgres
+from support.postgres_facts import CUSTOMERS, HEALTHY
 
 from cdc_lake.capture.plan import plan_source
 from cdc_lake.config import Table

@@ -1,7 +1,8 @@
 """Postgres preflight checks judged on recorded catalog values.
 
-``HEALTHY`` is what the local stack's primary and replica reported for a fresh database with a
-tier-0 and a shared table; each test changes the one fact a check is about.  Settings that a
+``HEALTHY`` (``tests/support/postgres_facts.py``) is what the local stack's primary and replica
+reported for a fresh database with a tier-0 and a shared table; each test changes the one fact a
+check is about.  Settings that a
 shared server cannot change during a test run (``wal_level``, ``max_replication_slots``,
 ``max_wal_senders``, ``max_slot_wal_keep_size``, paused replay) are only tested here; the
 integration tests provoke the rest on the real stack.
@@ -12,17 +13,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from support.postgres_facts import HEALTHY, ORDERS
 
 from cdc_lake.config import Source, Table
 from cdc_lake.sources.base import Capture, PreflightOptions
 from cdc_lake.sources.checks import CheckResult, Outcome
 from cdc_lake.sources.postgres.checks import (
-    PgHeartbeatFacts,
     PgPublicationFacts,
     PgReplicaFacts,
     PgRewriteLogFacts,
     PgSlotFacts,
-    PgTableFacts,
     PostgresFacts,
     check_tls,
     evaluate,
@@ -30,59 +30,6 @@ from cdc_lake.sources.postgres.checks import (
 from cdc_lake.sources.postgres.engine import PostgresEngine
 from cdc_lake.sources.postgres.settings import PostgresCaptureIds
 
-CUSTOMERS = PgTableFacts(
-    name="shop.customers",
-    kind="r",
-    columns=("id", "name"),
-    primary_key=("id",),
-    replica_identity="d",
-    toastable=(),
-    can_select=True,
-    owned=True,
-)
-ORDERS = PgTableFacts(
-    name="shop.orders",
-    kind="r",
-    columns=("id", "amount"),
-    primary_key=("id",),
-    replica_identity="d",
-    toastable=("amount",),
-    can_select=True,
-    owned=True,
-)
-HEALTHY = PostgresFacts(
-    database="app",
-    user="cdc",
-    settings={
-        "wal_level": "logical",
-        "max_replication_slots": "20",
-        "max_wal_senders": "20",
-        "max_slot_wal_keep_size": "4096",
-    },
-    slots_used=1,
-    wal_senders_used=1,
-    superuser=False,
-    replication_role=True,
-    can_create_in_database=True,
-    heartbeat=PgHeartbeatFacts(
-        name="cdc_lake.heartbeat",
-        exists=False,
-        can_write=False,
-        schema_exists=False,
-        can_create_in_schema=False,
-    ),
-    rewrite_log=PgRewriteLogFacts(table_exists=True, trigger_enabled=True, can_read=True),
-    tables={"shop.customers": CUSTOMERS, "shop.orders": ORDERS},
-    replica=PgReplicaFacts(
-        configured=True,
-        address="127.0.0.1:15433",
-        in_recovery=True,
-        receive_lsn="0/3000148",
-        replay_lsn="0/3000148",
-        replay_paused=False,
-        lag_bytes=0,
-    ),
-)
 TIER0 = Capture(
     connector="cdc-lake.pg.tier0.shop.customers",
     tables=(Table(name="shop.customers", tier=0),),

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from fixtures.jmx_exporter import Bean, scrape
-from fixtures.metrics_scrape import breaching_report, full_scrape
 from prometheus_client.parser import text_string_to_metric_families
+from support.jmx_exporter import Bean, scrape
+from support.metrics_scrape import breaching_report, full_scrape
 
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, MonitoringSettings, TierThresholds

@@ -1,7 +1,7 @@
 """The Grafana dashboard: only exported metrics, and the source, tier and table variables on every panel.
 
 A panel's selector must filter by each variable whose label its metric carries (read from a scrape
-of every family, :mod:`fixtures.metrics_scrape`), so picking a source, tier or table narrows every
+of every family, :mod:`support.metrics_scrape`), so picking a source, tier or table narrows every
 panel that can be narrowed; the variables themselves chain (tiers of the chosen sources, tables of
 the chosen sources and tiers).
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.metrics_scrape import full_scrape
 from prometheus_client.parser import text_string_to_metric_families
+from support.metrics_scrape import full_scrape
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIABLES = ("source", "tier", "table")

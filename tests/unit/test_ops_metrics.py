@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fixtures.metrics_scrape import APPLIED, LAST_COMMIT_TIME, full_scrape, table_row
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+from support.metrics_scrape import APPLIED, LAST_COMMIT_TIME, full_scrape, table_row
 
 from cdc_lake import applier_metrics
 from cdc_lake.config import Config, MonitoringSettings

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fixtures.metrics_scrape import APPLIED, breaching_report
+from support.metrics_scrape import APPLIED, breaching_report
 
 from cdc_lake.cli.ops_output import render_lag, render_validation
 from cdc_lake.config import Config

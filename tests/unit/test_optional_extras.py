@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from fixtures.imports import run_on_checkout
+from support.imports import run_on_checkout
 
 from cdc_lake.exceptions import NotInstalledError
 from cdc_lake.extras import EXTRAS, needs_extra

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fixtures import debezium as dbz
 from pyspark.sql.types import StringType
+from support import debezium as dbz
 
 from cdc_lake.config import Source
 from cdc_lake.connect.render import render_connector

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from click.testing import CliRunner
-from fixtures.change_model import KEY_ID, SCHEMAS, framed
+from support.change_model import KEY_ID, SCHEMAS, framed
 
 from cdc_lake.apply.quarantine import describe, key_text, list_lines
 from cdc_lake.cli.main import cli

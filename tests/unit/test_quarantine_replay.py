@@ -1,7 +1,7 @@
 """``cdc-lake quarantine --replay``: which quarantined message may be replayed, and what it writes.
 
 The refusals (one line naming table, partition and offset; nothing written) and the replay's plan, on
-the fake Kafka log of ``fixtures.change_model``: the message is decoded with the table's current
+the fake Kafka log of ``support.change_model``: the message is decoded with the table's current
 settings past the re-send mark, keeps its original ordering value (so a later change of its key
 already in the lake wins Hudi's event-time merge), and is left out when the lake already applied a
 later hard delete of its key (a delete leaves no ordering value to protect the key).
@@ -13,7 +13,7 @@ import dataclasses
 from datetime import UTC, datetime
 
 import pytest
-from fixtures.change_model import PG_TOPIC, SCHEMAS, Change, Emitter, Source, hudi_merge
+from support.change_model import PG_TOPIC, SCHEMAS, Change, Emitter, Source, hudi_merge
 
 from cdc_lake.apply.decoding import DecodedChange, DecodeSettings, decode_messages, summarize
 from cdc_lake.apply.quarantine import ReplayRequest, plan_replay, replayable

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fixtures.caught_up import CaughtUpApplier
 from moto import mock_aws
 from pyspark.sql.types import LongType, StructField, StructType
+from support.caught_up import CaughtUpApplier
 
 from cdc_lake.catalog.glue import GlueCatalog
 from cdc_lake.catalog.sync import CatalogSync

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.caught_up import CaughtUpApplier
+from support.caught_up import CaughtUpApplier
 
 from cdc_lake.config import Config, load_config
 from cdc_lake.exceptions import RebootstrapError

@@ -7,7 +7,7 @@ from pathlib import Path
 import pyspark
 import pytest
 from click.testing import CliRunner
-from fixtures.spark_settings import Lake, Spark
+from support.spark_settings import Lake, Spark
 
 from cdc_lake import jvm
 from cdc_lake.cli.main import cli

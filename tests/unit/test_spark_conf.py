@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixtures.spark_settings import S3, Lake, Spark
+from support.spark_settings import S3, Lake, Spark
 
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.lake.format import format_facts

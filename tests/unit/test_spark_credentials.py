@@ -12,9 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fixtures.processes import descendants
-from fixtures.spark_settings import S3, Lake, Spark
+import support
 from pydantic import SecretStr
+from support.processes import descendants
+from support.spark_settings import S3, Lake, Spark
 
 from cdc_lake.spark import session as spark_session
 from cdc_lake.spark.session import get_spark, stop_spark
@@ -55,7 +56,6 @@ def check_in_this_process(scratch: Path) -> None:
 _SCRIPT = """
 import sys
 from pathlib import Path
-sys.path.insert(0, {unit!r})
 import test_spark_credentials
 test_spark_credentials.check_in_this_process(Path(sys.argv[1]))
 print("checked")
@@ -64,9 +64,17 @@ print("checked")
 
 def test_s3_keys_reach_the_hadoop_conf_but_no_command_line(tmp_path: Path) -> None:
     # A fresh interpreter: the test run's own driver JVM (the integration tests') may be running here.
+    # It imports this module (from its folder) and the helpers it imports (tests/, as pytest's pythonpath).
+    tests = Path(support.__file__).resolve().parents[1]
+    path = [str(Path(__file__).resolve().parent), str(tests), os.environ.get("PYTHONPATH", "")]
     script = tmp_path / "check.py"
-    script.write_text(_SCRIPT.format(unit=str(Path(__file__).resolve().parent)))
+    script.write_text(_SCRIPT)
     done = subprocess.run(
-        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, str(script), str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0 and "checked" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]

@@ -67,7 +67,7 @@ from support.bootstrap import (
 from support.common import cli_run, load
 from support.compare import normalize
 
-REGRESSIONS = Path(__file__).resolve().parents[1] / "data" / "fuzz_regressions"
+REGRESSIONS = Path(__file__).resolve().parents[1] / "integration" / "data" / "fuzz_regressions"
 """Where failing seeds are saved, one JSON file per ``<engine>-<seed>``."""
 
 TOAST_CHARS = 4000
