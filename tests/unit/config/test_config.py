@@ -21,7 +21,7 @@ from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableErr
 from cdc_lake.lake.format import DEFAULT_FORMAT, FORMATS
 from cdc_lake.sources import ENGINES
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 PG_SOURCE = """
 sources:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CORE = ROOT / "cdc_lake"
 BOOTSTRAP = ROOT / "bootstrap"
 BOOTSTRAP_PACKAGE = "cdc_lake_bootstrap"
@@ -270,7 +270,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_no_top_level_module_of_cdc_lake_shadows_the_standard_library() -> None:
     """spark-submit runs ``cdc_lake/__main__.py`` as a script, which puts ``cdc_lake/`` first on
     ``sys.path``: a ``cdc_lake/http.py`` there hid the standard ``http`` package from every import."""
-    package = Path(__file__).resolve().parents[2] / "cdc_lake"
+    package = Path(__file__).resolve().parents[3] / "cdc_lake"
     names = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if p.is_dir()}
     assert not names & set(sys.stdlib_module_names), sorted(names & set(sys.stdlib_module_names))
 

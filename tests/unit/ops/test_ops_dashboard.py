@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.metrics_scrape import full_scrape
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VARIABLES = ("source", "tier", "table")
 _SELECTOR = re.compile(r"(cdc_lake_[a-z_]+)(\{[^}]*\})?")
 

@@ -31,7 +31,7 @@ from cdc_lake.sources.postgres.rewrites import INSTALL, computed_default, rewrit
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "cdc-lake.example.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "cdc-lake.example.yaml"
 TABLE = "pg.public.orders"
 USING = "ALTER TABLE public.orders ALTER COLUMN amount TYPE numeric(12,2) USING amount * 2"
 

@@ -35,7 +35,7 @@ from cdc_lake.sources.mysql.ddl import table_renames
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore, versioned_path
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "cdc-lake.example.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "cdc-lake.example.yaml"
 TABLE = "maria.app.products"
 HISTORY = "cdc-lake.maria.schema-history"
 

@@ -12,7 +12,7 @@ from cdc_lake.exceptions import ConfigError
 from cdc_lake.lake.schema_change import Change, ChangeKind, SchemaDiff, SchemaPolicy, key_change
 from cdc_lake_bootstrap.rebootstrap import AutoRebootstrap
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "cdc-lake.example.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "cdc-lake.example.yaml"
 
 
 def test_the_example_sets_each_policy_it_documents() -> None:

@@ -9,7 +9,7 @@ import yaml
 from cdc_lake.config import StackSettings
 from cdc_lake.stack.manager import LocalStack
 
-COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
+COMPOSE = Path(__file__).resolve().parents[3] / "docker-compose.yml"
 # Compose runs real MySQL 8 where the local stack runs MariaDB (no MySQL server package here).
 COMPOSE_NAME = {"mariadb-primary": "mysql-primary", "mariadb-replica": "mysql-replica"}
 

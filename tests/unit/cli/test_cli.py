@@ -270,7 +270,7 @@ def test_stack_table_keeps_addresses_and_logs_whole_at_80_columns(
 
 
 def test_the_readme_names_every_verb() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
     commands = readme.split("## Commands", 1)[1].split("\n## ", 1)[0]
     with click.Context(cli) as ctx:
         verbs = cli.list_commands(ctx)

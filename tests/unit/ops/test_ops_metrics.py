@@ -21,7 +21,7 @@ from cdc_lake.ops.metrics import LagCollector, freshness_buckets, registry_for
 from cdc_lake.stack.promtool import promtool_binary
 from cdc_lake.state.store import StateStore
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from cdc_lake.cli.main import cli
 from cdc_lake.ops.alerts import ALERTS
 from cdc_lake.stack.tools import KAFKA_TOOLS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PAGES = [*sorted((ROOT / "docs" / "runbooks").glob("*.md")), ROOT / "docs" / "operations.md"]
 
 _INLINE = re.compile(r"`(cdc-lake [^`]+)`")

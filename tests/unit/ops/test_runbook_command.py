@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from cdc_lake.cli.main import cli
 from cdc_lake.ops.alerts import ALERTS, RUNBOOKS, runbook_names
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_page_a_message_names_is_printed_by_the_command() -> None:

@@ -17,7 +17,7 @@ from cdc_lake.onboard.run import planned_tables, server_ids_in_use
 from cdc_lake.sources import ENGINES, engine_for
 from cdc_lake.sources.base import Change
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 SOURCE = Source(
     name="pg",

@@ -20,7 +20,7 @@ from support.imports import run_on_checkout
 from cdc_lake.exceptions import NotInstalledError
 from cdc_lake.extras import EXTRAS, needs_extra
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 _WITHOUT = """
 import sys

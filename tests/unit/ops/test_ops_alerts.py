@@ -29,7 +29,7 @@ from cdc_lake.ops.metrics import lag_samples
 from cdc_lake.sources.base import CaptureLag, ReplicaDelay
 from cdc_lake.stack.promtool import promtool_binary
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BASE = "https://git.example.com/ops/cdc-lake/blob/v1/docs/runbooks"
 
 

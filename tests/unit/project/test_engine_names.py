@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CORE = ROOT / "cdc_lake"
 ENGINE_NAMES = frozenset({"postgres", "postgresql", "mysql", "mariadb"})
 
