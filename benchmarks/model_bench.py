@@ -1,6 +1,6 @@
 """The applier's property suite against its reference model, with many examples and several seeds.
 
-CI runs ``tests/unit/test_apply_model.py`` with the ``ci`` profile (250 examples per test, one fixed
+CI runs ``tests/unit/apply/test_apply_model.py`` with the ``ci`` profile (250 examples per test, one fixed
 seed).  This runs it with the ``thorough`` profile (5,000 examples per test) once per seed and reports,
 per seed, the examples run, what Hypothesis' events counted (cuts inside shared-position groups,
 crashes before a commit, snapshot points), the outcome and the wall time.  A failing seed's falsifying
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SUITE = "tests/unit/test_apply_model.py"
+SUITE = "tests/unit/apply/test_apply_model.py"
 _PASSING = re.compile(r"- (\d+) passing, (\d+) failing")
 _EVENT = re.compile(r"\* ([\d.]+)%, (.+)")
 

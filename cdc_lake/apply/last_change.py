@@ -3,7 +3,7 @@
 This is the per-key merge's meaning, stated once: a batch decoded on the driver (at most
 :data:`cdc_lake.apply.table_applier.DRIVER_BATCH` offsets) is merged here and enters Spark one row per
 key, so no Window runs; a larger batch runs the same merge as Spark steps (:mod:`cdc_lake.apply.frame`:
-``fill_moved`` then ``latest_changes``).  The property suite (``tests/unit/test_apply_model.py``) runs
+``fill_moved`` then ``latest_changes``).  The property suite (``tests/unit/apply/test_apply_model.py``) runs
 this function as the applier's decision path, and ``tests/integration/test_apply_model_spark.py`` holds
 the Spark steps and the driver's frame equal to it on generated batches.
 

@@ -32,7 +32,7 @@ again.  Skipping at the mark lost the unseen rest of every cut ``COPY`` page or 
 (issue 20).  Within one slice of a batch the mark rises with every change applied, in partition order
 (:func:`cdc_lake.apply.decoding.decode_messages`), so a suffix re-sent inside the batch is skipped too.
 
-What this leaves, proved or bounded by ``tests/unit/test_apply_model.py`` (docs/applier.md,
+What this leaves, proved or bounded by ``tests/unit/apply/test_apply_model.py`` (docs/applier.md,
 "Guarantees"): on Postgres, events at the mark are the last ones applied and one group holds each key
 once, so applying one again shows the state it showed.  On binlog sources all events of a transaction
 share its GTID: while Debezium re-sends the transaction applied last, a key that transaction changed

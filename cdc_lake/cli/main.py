@@ -2,7 +2,7 @@
 
 Each verb imports its stage (and the output helpers that name its types) only when
 it runs: ``--help`` loads none of Spark, SQLAlchemy, Alembic, boto3, the database
-drivers or the Kafka client (tests/unit/test_cli_imports.py), and a verb pays only
+drivers or the Kafka client (tests/unit/cli/test_cli_imports.py), and a verb pays only
 for what it uses.  ``stack`` and ``demo`` live in their own modules, and the bootstrap
 stage's verbs (``bootstrap``, ``validate``, ``rebootstrap``) come from the stage
 itself, registered as an entry point (:mod:`cdc_lake.cli.stages`).  Errors are one

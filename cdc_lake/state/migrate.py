@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 HEAD_REVISION: Final = "0008"
-"""The newest migration in :data:`MIGRATIONS_DIR`; tests/unit/test_state_store_discipline.py checks it
+"""The newest migration in :data:`MIGRATIONS_DIR`; tests/unit/state/test_state_store_discipline.py checks it
 against Alembic's script directory, so a new migration cannot forget it."""
 VERSION_TABLE: Final = "alembic_version"
 # Any constant works; it keeps two processes from migrating one Postgres database at once.

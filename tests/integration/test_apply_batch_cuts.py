@@ -7,7 +7,7 @@ each group a batch ended in.  Here the same shape, smaller (40 rows loaded into 
 a bulk load: COPY on Postgres, one multi-row INSERT on MariaDB, whose rows share one GTID; primary-key
 updates; a transaction deleting, re-inserting and updating one key) is applied in batches of 7, so
 cuts fall inside every such group, and the lake must equal the source, read with Spark+Hudi and the
-second reader.  The exhaustive sweep of cuts is ``tests/unit/test_apply_model.py``.
+second reader.  The exhaustive sweep of cuts is ``tests/unit/apply/test_apply_model.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The in-memory merge of the property suite against real Spark and Hudi, on generated batches.
 
-``tests/unit/test_apply_model.py`` runs the production decode path and the per-key merge of a batch on
+``tests/unit/apply/test_apply_model.py`` runs the production decode path and the per-key merge of a batch on
 the driver (:func:`cdc_lake.apply.last_change.last_changes`: last change by ordering value, Kafka
 partition and offset; unavailable columns filled from the key's earlier changes, a moved row's from its
 old key, then from the stored row) in memory, and models Hudi's event-time merge

@@ -5,7 +5,7 @@ ids, and removes its connectors, users and database at the end.  The refusals ev
 primary key, a wrong password, a missing table, a replica that is unreachable or is the primary) are in
 test_onboard_behaviors.py.  Server settings the shared stack cannot change
 (``log_bin``, ``binlog_format``, ``binlog_row_image``, GTIDs, retention, a stopped replica thread)
-are covered by tests/unit/test_onboard_mysql_checks.py on recorded values instead.
+are covered by tests/unit/sources/test_onboard_mysql_checks.py on recorded values instead.
 """
 
 from __future__ import annotations

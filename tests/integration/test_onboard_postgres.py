@@ -5,7 +5,7 @@ its connectors, slots, roles and database at the end.  The refusals every engine
 a wrong password, a missing table, a replica that is unreachable or is the primary) are in
 test_onboard_behaviors.py.  Preflight failures that the shared server cannot be put
 into (``wal_level``, slot and sender limits, ``max_slot_wal_keep_size``, paused replay) are covered
-by tests/unit/test_onboard_postgres_checks.py on recorded values instead.
+by tests/unit/sources/test_onboard_postgres_checks.py on recorded values instead.
 """
 
 from __future__ import annotations
