@@ -18,7 +18,7 @@ when a primary key changes.
 
 An update whose before image lacks the configured key's old value (no before image at all, or one
 holding only the primary key) cannot say whether the key changed: Postgres sends that once the table's
-replica identity was set back to DEFAULT after onboarding (issue 34 review 6), MySQL/MariaDB under a
+replica identity was set back to DEFAULT after onboarding, MySQL/MariaDB under a
 ``binlog_row_image`` other than FULL.  Upserting it would leave the row under its old key for ever if the
 key did change, so it is a bad message (:func:`unlogged_old_key_reason`) naming the fix: REPLICA IDENTITY
 FULL (``binlog_row_image=FULL``), then a re-bootstrap, since earlier such updates may already have left

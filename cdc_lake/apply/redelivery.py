@@ -28,8 +28,8 @@ What that is, is the engine's to say: its position codec
 Positions are not unique on either engine, and a batch can end inside any group sharing one (the
 planned end offset, or ``apply.batch_max_events``, falls there), so an event is skipped only when its
 position is *strictly below* its partition's mark; an event *at* the mark may be unseen and is applied
-again.  Skipping at the mark lost the unseen rest of every cut ``COPY`` page or key change for good
-(issue 20).  Within one slice of a batch the mark rises with every change applied, in partition order
+again.  Skipping at the mark lost the unseen rest of every cut ``COPY`` page or key change for
+good.  Within one slice of a batch the mark rises with every change applied, in partition order
 (:func:`cdc_lake.apply.decoding.decode_messages`), so a suffix re-sent inside the batch is skipped too.
 
 What this leaves, proved or bounded by ``tests/unit/apply/test_apply_model.py`` (docs/applier.md,
