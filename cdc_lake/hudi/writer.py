@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_lake.exceptions import LakeWriteError
+from cdc_lake.hudi.facts import FACTS
 from cdc_lake.hudi.keys import (
     refuse_ambiguous_keys,
     refuse_empty_keys,
@@ -27,8 +28,6 @@ from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.lake.columns import DELETED_COLUMN
 from cdc_lake.lake.format import UNREAD, Unread, WriteOperation
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
-
-_META_COLUMN_PREFIX = "_hoodie_"
 
 
 def write_batch(
@@ -85,7 +84,7 @@ def read_table(spark: SparkSession, base_path: str, *, meta_columns: bool = Fals
         raise LakeWriteError(f"reading Hudi table at {base_path} failed: {root_cause(exc)}") from exc
     if meta_columns:
         return df
-    return df.drop(*[c for c in df.columns if c.startswith(_META_COLUMN_PREFIX)])
+    return df.drop(*[c for c in df.columns if FACTS.is_meta_column(c)])
 
 
 def remove_table(spark: SparkSession, base_path: str) -> None:
