@@ -11,7 +11,6 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from cdc_lake.config.paths import DEFAULT_STATE_DIR
-from cdc_lake.exceptions import ConfigError
 from cdc_lake.sources.settings import ConfigModel as _Model
 from cdc_lake.sources.settings import FormatOptions, Secret
 
@@ -70,14 +69,12 @@ class LakeSettings(_Model):
     @field_validator("format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-        from cdc_lake.lake.format import format_facts
+        from cdc_lake.lake.format import unknown_format
 
-        try:
-            format_facts(value)
-        except ConfigError as exc:
-            # The error's location names the setting already.
-            reason = str(exc).removeprefix("lake.format: ")
-            raise PydanticCustomError("lake_format", "{reason}", {"reason": reason}) from None
+        # The error's location names the setting already.
+        problem = unknown_format(value)
+        if problem is not None:
+            raise PydanticCustomError("lake_format", "{reason}", {"reason": problem})
         return value
 
     @model_validator(mode="after")

@@ -213,15 +213,20 @@ class FormatFacts(ABC):
         another key by the format's record key, or None."""
 
 
+def unknown_format(name: str) -> str | None:
+    """Why ``name`` is not a ``lake.format`` value, naming the known ones; None for a known name."""
+    return None if name in FORMATS else f"unknown format {name!r} (known: {', '.join(sorted(FORMATS))})"
+
+
 def format_facts(name: str = DEFAULT_FORMAT) -> FormatFacts:
     """The facts of the format ``name`` (a ``lake.format`` value); its facts module is imported now.
 
     Raises ConfigError, one line naming the setting and the known formats, for an unknown name.
     """
-    module = FORMATS.get(name)
-    if module is None:
-        raise ConfigError(f"lake.format: unknown format {name!r} (known: {', '.join(sorted(FORMATS))})")
-    facts: FormatFacts = importlib.import_module(module).FACTS
+    problem = unknown_format(name)
+    if problem is not None:
+        raise ConfigError(f"lake.format: {problem}")
+    facts: FormatFacts = importlib.import_module(FORMATS[name]).FACTS
     return facts
 
 
