@@ -9,7 +9,7 @@ messages never carry a secret config value (see :mod:`cdc_lake.redaction`).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
@@ -175,8 +175,23 @@ class KafkaConnectClient:
 
     def offsets(self, name: str) -> list[dict[str, Any]]:
         """The source offsets Connect has committed for ``name``, one per source partition (Kafka 3.5+)."""
+        return [offset for _, offset in self.offset_entries(name)]
+
+    def offset_entries(self, name: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """The committed ``(source partition, offset)`` pairs of ``name`` (Kafka 3.5+)."""
         answer = self._call("GET", f"/connectors/{_seg(name)}/offsets", name)
-        return [dict(entry.get("offset") or {}) for entry in answer.get("offsets", [])]
+        return [
+            (dict(entry.get("partition") or {}), dict(entry.get("offset") or {}))
+            for entry in answer.get("offsets", [])
+        ]
+
+    def alter_offsets(
+        self, name: str, entries: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]
+    ) -> None:
+        """Replace the committed offsets of the given source partitions of a STOPPED connector
+        (``PATCH .../offsets``, Kafka 3.6+)."""
+        body = {"offsets": [{"partition": dict(p), "offset": dict(o)} for p, o in entries]}
+        self._call("PATCH", f"/connectors/{_seg(name)}/offsets", name, body=body)
 
     def get_config(self, name: str) -> dict[str, str]:
         """The stored (untransformed) config of connector ``name``."""

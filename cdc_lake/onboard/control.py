@@ -7,8 +7,12 @@ from typing import Any, Literal
 
 from cdc_lake.config import Config
 from cdc_lake.connect.client import MISSING, KafkaConnectClient
+from cdc_lake.connect.restart import restart_at_transaction_start
 from cdc_lake.exceptions import UnknownSourceError
+from cdc_lake.sources import capabilities_for
 from cdc_lake.state import StateStore
+
+_STOP_SECONDS = 60.0
 
 
 def connector_names(config: Config, source: str | None) -> dict[str, list[str]]:
@@ -66,8 +70,13 @@ Action = Literal["pause", "resume", "restart"]
 
 
 def control(config: Config, source: str, action: Action) -> list[str]:
-    """Pause, resume or restart (with failed tasks) every connector of ``source``; returns their names."""
+    """Pause, resume or restart every connector of ``source``; returns their names.
+
+    A restart stops the connector and starts it again at the start of its transaction
+    (:mod:`cdc_lake.connect.restart`), failed tasks or not.
+    """
     names: Sequence[str] = connector_names(config, source)[source]
+    keys = capabilities_for(config.source(source).engine).transaction_progress_offset_keys
     with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
         for name in names:
             if action == "pause":
@@ -75,5 +84,5 @@ def control(config: Config, source: str, action: Action) -> list[str]:
             elif action == "resume":
                 connect.resume(name)
             else:
-                connect.restart(name, include_tasks=True, only_failed=True)
+                restart_at_transaction_start(connect, name, keys, _STOP_SECONDS)
     return list(names)

@@ -24,13 +24,13 @@ from cdc_lake.capture.plan import (
 )
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.connect.client import FAILED, KafkaConnectClient
+from cdc_lake.connect.restart import forget_transaction_progress, restart_at_transaction_start, stop
 from cdc_lake.connect.streaming import heartbeat_count, wait_streaming
-from cdc_lake.exceptions import CdcLakeError, ConnectError
+from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.onboard.topics import ensure_topics
 from cdc_lake.sources.base import Change, ConnectorEndpoints, PreflightOptions, SourceEngine
 from cdc_lake.sources.settings import CaptureIds
 
-STOPPED = "STOPPED"
 _RESTART_SECONDS = 30.0
 _POLL_SECONDS = 0.5
 
@@ -133,6 +133,7 @@ class Reconciler:
             else:
                 outcome = "updated"
                 self._stop(plan.name)
+                self._forget_progress(plan.name)
                 baseline = heartbeat_count(bootstrap, plan.heartbeat_key, kafka)
                 self.connect.create_or_update(plan.name, desired)
                 old = previous
@@ -195,17 +196,13 @@ class Reconciler:
 
     def _stop(self, name: str) -> None:
         """Stop the connector and wait until its tasks are gone, so no old task emits another heartbeat."""
-        self.connect.stop(name)
-        deadline = time.monotonic() + self.timeout
-        while True:
-            status = self.connect.status(name)
-            if status.state == STOPPED and not status.tasks:
-                return
-            if time.monotonic() > deadline:
-                raise ConnectError(
-                    f"connector {name!r} did not stop within {self.timeout:.0f}s: {status.describe()}"
-                )
-            time.sleep(_POLL_SECONDS)
+        stop(self.connect, name, self.timeout)
+
+    def _forget_progress(self, name: str) -> None:
+        """Make the stopped connector ``name`` start again at the start of its transaction."""
+        keys = self.engine.capabilities.transaction_progress_offset_keys
+        if forget_transaction_progress(self.connect, name, keys):
+            self.journal.add(Change(f"connector {name} resumes at the start of its last transaction"))
 
     def _restart_failed(self, name: str) -> None:
         """Restart ``name`` and its FAILED tasks: what they lacked was just re-created (the way out of
@@ -217,7 +214,8 @@ class Reconciler:
 
         if not failed():
             return
-        self.connect.restart(name, include_tasks=True, only_failed=True)
+        keys = self.engine.capabilities.transaction_progress_offset_keys
+        restart_at_transaction_start(self.connect, name, keys, self.timeout)
         self.journal.add(Change(f"restarted connector {name} and its failed tasks"))
         # The restart is asynchronous: the FAILED state lingers until the worker takes it up.
         deadline = time.monotonic() + min(self.timeout, _RESTART_SECONDS)

@@ -197,6 +197,10 @@ class EngineCapabilities:
     """The connector sends an unchanged TOASTed value as its unavailable-value placeholder (Postgres,
     in the after image of an update, or of the create a primary-key update becomes): the decoder looks
     for it there only (:meth:`cdc_lake.decode.types.RowConverter.convert`)."""
+    transaction_progress_offset_keys: tuple[str, ...] = ()
+    """Keys of the connector's stored offset that count what it had already emitted of the transaction
+    it stopped in, which a restart skips (Debezium's binlog readers: ``event``, ``row``).  Every restart
+    cdc-lake makes drops them first (:mod:`cdc_lake.connect.restart`): the count can be wrong."""
 
     @property
     def settings(self) -> frozenset[str]:

@@ -33,6 +33,7 @@ MYSQL: Final = EngineCapabilities(
     connector_template=ConnectorTemplate(__name__, "connector-mysql.json"),
     jvm_artifacts=JvmArtifacts("debezium-connector-mysql", "com.mysql:mysql-connector-j:9.1.0"),
     table_renames=table_renames,
+    transaction_progress_offset_keys=("event", "row"),
 )
 
 MARIADB: Final = replace(

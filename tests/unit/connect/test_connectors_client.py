@@ -14,6 +14,7 @@ import pytest
 from support.http_server import send_json, serving
 
 from cdc_lake.connect.client import ConnectorStatus, KafkaConnectClient, TaskStatus, connector_failure
+from cdc_lake.connect.restart import forget_transaction_progress, restart_at_transaction_start
 from cdc_lake.exceptions import ConnectError
 from cdc_lake.redaction import MASK
 
@@ -51,6 +52,7 @@ class FakeConnect:
     url: str = ""
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     statuses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    offsets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     injected: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
 
@@ -100,6 +102,13 @@ class FakeConnect:
             return 202, None
         if segments[2:] == ["stop"]:
             return 204, None
+        if method == "GET" and segments[2:] == ["offsets"]:
+            return 200, {"offsets": self.offsets.get(name, [])}
+        if method == "PATCH" and segments[2:] == ["offsets"]:
+            for entry in body["offsets"]:
+                kept = [e for e in self.offsets.get(name, []) if e["partition"] != entry["partition"]]
+                self.offsets[name] = [*kept, entry]
+            return 200, {"message": "The offsets for this connector have been altered successfully"}
         return 405, {"error_code": 405, "message": "unexpected request"}
 
 
@@ -112,7 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
         code, payload = self.fake.answer(self.command, self.path, body)
         send_json(self, code, payload, "application/json")
 
-    do_GET = do_PUT = do_POST = do_DELETE = _serve
+    do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = _serve
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
@@ -376,3 +385,29 @@ def test_a_failed_status_is_what_lag_counts() -> None:
     assert status.failure() is not None
     assert ConnectorStatus("pg1", "FAILED", "w", ()).failure() == "FAILED: no trace reported"
     assert ConnectorStatus("pg1", "PAUSED", "w", (TaskStatus(0, "PAUSED", "w"),)).failure() is None
+
+
+def test_a_restart_forgets_what_the_connector_counted_of_its_transaction(
+    fake: FakeConnect, client: KafkaConnectClient
+) -> None:
+    """Debezium's MariaDB reader can over-count the events of the transaction it stops in (a standalone
+    DDL's GTID and the server's heartbeats after it) and a restart would skip whole later transactions:
+    the restart drops the counts, so the task starts again at the transaction's start."""
+    fake.configs["maria"] = dict(CONFIG)
+    fake.statuses["maria"] = [_status("STOPPED")]
+    partition = {"server": "maria"}
+    fake.offsets["maria"] = [
+        {"partition": partition, "offset": {"file": "bin.000002", "pos": 7067633, "event": 14, "row": 1}}
+    ]
+
+    assert restart_at_transaction_start(client, "maria", ("event", "row"), timeout=5) is True
+
+    restart_here = {"file": "bin.000002", "pos": 7067633}
+    assert fake.offsets["maria"] == [{"partition": partition, "offset": restart_here}]
+    assert [(m, t) for m, t, _ in fake.requests if m != "GET"] == [
+        ("PUT", "/connectors/maria/stop"),
+        ("PATCH", "/connectors/maria/offsets"),
+        ("PUT", "/connectors/maria/resume"),
+    ]
+    assert forget_transaction_progress(client, "maria", ("event", "row")) is False
+    assert forget_transaction_progress(client, "maria", ()) is False
