@@ -84,12 +84,29 @@ class KeyedTable(Protocol):
     def primary_key(self) -> tuple[str, ...]:
         """The primary key's columns (empty without one)."""
 
+    @property
+    def unique_keys(self) -> tuple[tuple[str, ...], ...]:
+        """The columns of each unique index that makes its rows unique: valid, not partial, no expression,
+        every column NOT NULL (a NULL would let two rows share a value)."""
+
+
+def _unique_in_source(table: KeyedTable, key: tuple[str, ...]) -> bool:
+    """Whether no two rows of ``table`` can share ``key``: it holds the primary key or a unique index."""
+    return any(
+        unique and set(unique) <= set(key) for unique in (table.primary_key, *table.unique_keys)
+    )
+
 
 def check_primary_keys(
     tables: Mapping[str, KeyedTable], keys: Mapping[str, tuple[str, ...]], keyless_fix: str
 ) -> CheckResult:
-    """Every table has a primary key, or a configured key whose columns exist."""
-    keyless, bad_keys = [], []
+    """Every table has a primary key, or a configured key whose columns exist and are unique.
+
+    A configured key must be unique in the source (:func:`_unique_in_source`): the bootstrap's bulk insert
+    stores every row, so rows sharing a key would be two lake rows under one record key, and the changes
+    after them would diverge.
+    """
+    keyless, bad_keys, not_unique = [], [], []
     for name, configured in keys.items():
         table = tables[name]
         if not table.exists:
@@ -98,6 +115,8 @@ def check_primary_keys(
             unknown = [column for column in configured if column not in table.columns]
             if unknown:
                 bad_keys.append(f"{name} ({', '.join(unknown)})")
+            elif not _unique_in_source(table, configured):
+                not_unique.append(f"{name} ({', '.join(configured)})")
         elif not table.primary_key:
             keyless.append(name)
     if bad_keys:
@@ -105,6 +124,14 @@ def check_primary_keys(
             "primary keys",
             f"configured key columns not in the table: {name_list(bad_keys)}",
             "fix tables[].key in the config",
+        )
+    if not_unique:
+        return CheckResult.fail(
+            "primary keys",
+            "configured key not unique in the source (it holds neither the primary key nor a unique index "
+            f"over NOT NULL columns): {name_list(not_unique)}",
+            "CREATE UNIQUE INDEX on the key columns (all NOT NULL), or set tables[].key to columns that "
+            "hold one",
         )
     if keyless:
         return CheckResult.fail(

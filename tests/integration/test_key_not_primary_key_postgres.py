@@ -26,7 +26,7 @@ from support.bootstrap import (
     state_of,
     write_db_config,
 )
-from support.common import assert_one_line_failure, cli_run, load, write_and_load
+from support.common import assert_one_line_failure, cli_run, load, run_json, write_and_load
 from support.onboard import connectors_of
 from support.second_reader import second_reader_rows
 
@@ -86,6 +86,38 @@ def test_key_not_primary_key_with_default_identity_is_refused_by_name_and_create
     with StateStore.open(load(config_path).state_store.url) as store:
         assert store.list_tables() == []
     assert _identity(db, "public.refused") == "d"
+
+
+def test_a_configured_key_no_unique_index_covers_is_refused_by_name_and_creates_nothing(
+    db: SourceDb, tmp_path: Path
+) -> None:
+    """Issue 34 review 7: a configured key must be unique in the source, or the bootstrap's bulk insert
+    stores rows sharing it as two lake rows of one record key.  A unique index over a nullable column
+    does not make it unique, nor does a partial one; once the column is NOT NULL the key passes."""
+    db.execute(
+        "create table public.loose (id bigint primary key, code text, val text)",
+        "create unique index loose_code on public.loose (code)",
+        "create table public.partial (id bigint primary key, grp int not null)",
+        "create unique index partial_grp on public.partial (grp) where grp > 0",
+    )
+    tables = [{"name": "loose", "key": ["code"]}, {"name": "partial", "key": ["grp"]}]
+    config_path = write_db_config(tmp_path, db, tables, str(tmp_path / "lake"))
+
+    result = cli_run(config_path, "onboard", db.source, "--replica-identity-full")
+
+    assert_one_line_failure(
+        result,
+        "primary keys: configured key not unique in the source",
+        "public.loose (code), public.partial (grp)",
+        "CREATE UNIQUE INDEX",
+    )
+    assert connectors_of(db.source) == []
+    assert _identity(db, "public.loose") == "d"
+    db.execute("alter table public.loose alter column code set not null")
+    report = run_json(
+        config_path, "onboard", db.source, "--dry-run", "--tables", "public.loose", "--replica-identity-full"
+    )
+    assert [c["outcome"] for c in report["checks"] if c["check"] == "primary keys"] == ["pass"]
 
 
 def test_key_not_primary_key_with_full_identity_key_changes_and_deletes_end_equal(

@@ -326,7 +326,7 @@ create table shop.customers (id int primary key, name text);
 create table shop.orders (id int primary key, amount numeric(10, 2));
 create table shop.events (id int primary key, kind text);
 create table shop.nopk (x int);
-create table shop.keyless (code int not null, v int);
+create table shop.keyless (code int not null unique, v int);
 create table shop.nothing (id int primary key);
 alter table shop.nothing replica identity nothing;
 """

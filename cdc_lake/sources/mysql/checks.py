@@ -34,12 +34,17 @@ _NEEDED_PRIVILEGES = {
 
 @dataclass(frozen=True)
 class MyTableFacts:
-    """One table on the primary; ``exists`` is False when it is missing or invisible to the user."""
+    """One table on the primary; ``exists`` is False when it is missing or invisible to the user.
+
+    ``unique_keys`` holds the columns of each unique index whose columns are all NOT NULL and none a
+    functional key part (the primary key's too).
+    """
 
     name: str
     exists: bool = False
     columns: tuple[str, ...] = ()
     primary_key: tuple[str, ...] = ()
+    unique_keys: tuple[tuple[str, ...], ...] = ()
     can_select: bool = False
 
 

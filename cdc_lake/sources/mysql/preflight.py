@@ -150,20 +150,34 @@ def _table_facts(cur: Any, names: Sequence[str]) -> dict[str, MyTableFacts]:
         if kind is None or kind[0] != "BASE TABLE":
             facts[name] = MyTableFacts(name=name)
             continue
-        cur.execute(
-            "SELECT COLUMN_NAME FROM information_schema.STATISTICS "
-            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
-            (database, table),
-        )
-        primary_key = tuple(str(row[0]) for row in cur.fetchall())
+        unique = _unique_indexes(cur, database, table)
         facts[name] = MyTableFacts(
             name=name,
             exists=True,
             columns=tuple(str(row[0]) for row in columns),
-            primary_key=primary_key,
+            primary_key=tuple(column for column, _ in unique.get("PRIMARY", [])),
+            unique_keys=tuple(
+                tuple(column for column, _ in parts)
+                for parts in unique.values()
+                if all(column and not nullable for column, nullable in parts)
+            ),
             can_select=_can_select(cur, name),
         )
     return facts
+
+
+def _unique_indexes(cur: Any, database: str, table: str) -> dict[str, list[tuple[str, bool]]]:
+    """Each unique index of the table (``PRIMARY``: the primary key) with its columns in order, each with
+    whether it is nullable; a functional key part has no column name."""
+    cur.execute(
+        "SELECT INDEX_NAME, COLUMN_NAME, NULLABLE FROM information_schema.STATISTICS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+        (database, table),
+    )
+    indexes: dict[str, list[tuple[str, bool]]] = {}
+    for index, column, nullable in cur.fetchall():
+        indexes.setdefault(str(index), []).append((str(column or ""), str(nullable or "") == "YES"))
+    return indexes
 
 
 def _can_select(cur: Any, qualified: str) -> bool:

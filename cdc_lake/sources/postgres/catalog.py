@@ -44,7 +44,17 @@ select n.nspname || '.' || c.relname, c.relkind::text, c.relreplident::text, c.r
              join pg_type e on e.oid = t.typelem
              where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped and a.attstorage <> 'p'
                and t.typcategory = 'A'
-             order by a.attnum)
+             order by a.attnum),
+       (select coalesce(json_agg(u.columns), '[]') from (
+            select array(select a.attname::text from unnest(i.indkey) with ordinality as k(attnum, ord)
+                         join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+                         where k.ord <= i.indnkeyatts order by k.ord) as columns
+            from pg_index i
+            where i.indrelid = c.oid and i.indisunique and i.indisvalid and i.indpred is null
+              and i.indexprs is null
+              and not exists (select 1 from unnest(i.indkey) with ordinality as k(attnum, ord)
+                              join pg_attribute a on a.attrelid = i.indrelid and a.attnum = k.attnum
+                              where k.ord <= i.indnkeyatts and not a.attnotnull)) u)
 from pg_class c join pg_namespace n on n.oid = c.relnamespace
 where (n.nspname, c.relname) in (select * from unnest(%s::text[], %s::text[]))
 """
@@ -73,9 +83,8 @@ def table_facts(conn: Conn, names: Sequence[str]) -> dict[str, PgTableFacts]:
     schemas, tables = zip(*(split_name(name) for name in names), strict=True) if names else ((), ())
     found: dict[str, PgTableFacts] = {}
     for row in conn.execute(TABLES_QUERY, (list(schemas), list(tables))).fetchall():
-        name, kind, identity, unlogged, can_select, owned, columns, primary_key, toastable, index, arrays = (
-            row
-        )
+        (name, kind, identity, unlogged, can_select, owned, columns, primary_key, toastable, index, arrays,
+         unique_keys) = row
         found[str(name)] = PgTableFacts(
             name=str(name),
             kind=str(kind),
@@ -87,6 +96,7 @@ def table_facts(conn: Conn, names: Sequence[str]) -> dict[str, PgTableFacts]:
             primary_key=tuple(primary_key),
             toastable=tuple(toastable),
             identity_index=tuple(index),
+            unique_keys=tuple(tuple(key) for key in unique_keys),
             toastable_arrays=tuple((str(column), str(element)) for column, element in arrays),
         )
     return {name: found.get(name, PgTableFacts(name=name)) for name in names}

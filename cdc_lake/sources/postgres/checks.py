@@ -49,6 +49,8 @@ class PgTableFacts:
     ``toastable`` lists columns whose storage is not PLAIN (their values may be TOASTed);
     ``owned`` says whether the current user may ALTER the table (owner, member, superuser);
     ``identity_index`` lists the columns of the index named by REPLICA IDENTITY USING INDEX;
+    ``unique_keys`` the key columns of each unique index that keeps its rows unique (valid, not partial,
+    no expression, every key column NOT NULL; the primary key's too);
     ``toastable_arrays`` pairs each array column whose storage is not PLAIN with its element type name;
     ``unlogged``: an UNLOGGED table, whose changes never reach the WAL (nothing to decode).
     """
@@ -60,6 +62,7 @@ class PgTableFacts:
     primary_key: tuple[str, ...] = ()
     replica_identity: str = "d"
     identity_index: tuple[str, ...] = ()
+    unique_keys: tuple[tuple[str, ...], ...] = ()
     toastable: tuple[str, ...] = ()
     toastable_arrays: tuple[tuple[str, str], ...] = ()
     can_select: bool = False

@@ -186,11 +186,24 @@ def test_missing_or_unreadable_tables_fail() -> None:
 
 
 def test_keyless_table_fails_unless_a_key_is_configured() -> None:
-    keyless = replace(MARIADB, tables={"app.products": replace(PRODUCTS, primary_key=())})
+    unique_sku = replace(PRODUCTS, primary_key=(), unique_keys=(("sku",),))
+    keyless = replace(MARIADB, tables={"app.products": unique_sku})
     keyed = replace(CAPTURE, tables=(Table(name="app.products", key=["sku"]),))
 
     assert check("primary keys", keyless).failed
     assert not check("primary keys", keyless, keyed).failed
+
+
+def test_a_configured_key_no_unique_index_covers_is_refused_naming_table_and_columns() -> None:
+    """Issue 34 review 7: rows sharing a configured key would be duplicate record keys in the lake."""
+    keyed = replace(CAPTURE, tables=(Table(name="app.products", key=["sku"]),))
+
+    refused = check("primary keys", MARIADB, keyed)
+
+    assert refused.failed
+    assert refused.detail.endswith("over NOT NULL columns): app.products (sku)")
+    unique = replace(MARIADB, tables={"app.products": replace(PRODUCTS, unique_keys=(("sku",),))})
+    assert not check("primary keys", unique, keyed).failed
 
 
 @pytest.mark.parametrize(

@@ -166,7 +166,7 @@ def test_table_without_primary_key_fails() -> None:
 
 
 def test_configured_key_stands_in_for_a_primary_key_if_its_columns_exist() -> None:
-    facts = with_table(HEALTHY, primary_key=())
+    facts = with_table(HEALTHY, primary_key=(), unique_keys=(("id",),))
     keyed = [TIER0, replace(SHARED, tables=(Table(name="shop.orders", key=["id"]),))]
     bad = [TIER0, replace(SHARED, tables=(Table(name="shop.orders", key=["order_id"]),))]
 
@@ -175,6 +175,26 @@ def test_configured_key_stands_in_for_a_primary_key_if_its_columns_exist() -> No
         check("primary keys", facts, bad).detail
         == "configured key columns not in the table: shop.orders (order_id)"
     )
+
+
+def test_a_configured_key_no_unique_index_covers_is_refused_naming_table_and_columns() -> None:
+    """Issue 34 review 7: the bootstrap's bulk insert stores every row, so rows sharing a configured key
+    would be duplicate record keys in the lake.  The key must hold the primary key or a unique index
+    over NOT NULL columns (the reader leaves out partial, expression and nullable indexes)."""
+    facts = with_table(HEALTHY, columns=("id", "code", "amount"))
+
+    refused = check("primary keys", facts, _keyed_by("code", "amount"))
+
+    assert refused.failed
+    assert refused.detail == (
+        "configured key not unique in the source (it holds neither the primary key nor a unique index "
+        "over NOT NULL columns): shop.orders (code, amount)"
+    )
+    assert refused.fix is not None and "CREATE UNIQUE INDEX" in refused.fix
+    unique = with_table(HEALTHY, columns=("id", "code", "amount"), unique_keys=(("code",),))
+    assert check("primary keys", unique, _keyed_by("code", "amount")).outcome is Outcome.PASS
+    assert check("primary keys", unique, _keyed_by("amount")).failed
+    assert check("primary keys", facts, _keyed_by("amount", "id")).outcome is Outcome.PASS
 
 
 def test_keyless_table_with_default_identity_fails_unless_full_is_set() -> None:
