@@ -28,15 +28,21 @@ value; with soft deletes, what a delete's before image lacks) from the state it 
 So a row moved along a chain of keys looks its unchanged values up under every key of the chain, oldest
 first: in steady operation the lake holds the oldest one, while a bootstrap's snapshot may have read the
 row under any later key of the chain (the catch-up replays the moves before it).
+
+Keys are one key when the lake writes them as one record key: they are compared by the lake format's
+:meth:`~cdc_lake.lake.format.FormatFacts.key_identity`, not by Python's equality.  For Hudi's text record
+key every NaN is one key (a NaN equals no NaN in Python) and ``-0.0`` is another key than ``0.0`` (equal
+in Python): a key changed from ``0.0`` to ``-0.0`` is a delete of the one and a create of the other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cdc_lake.apply.decoding import DecodedChange
+from cdc_lake.lake.format import DEFAULT_FORMAT, format_facts
 
 Key = tuple[Any, ...]
 
@@ -74,30 +80,38 @@ def record_key(change: DecodedChange, key_fields: Sequence[str]) -> Key:
 
 
 def last_changes(
-    changes: Iterable[DecodedChange], key_fields: Sequence[str], fill_columns: Sequence[str]
+    changes: Iterable[DecodedChange],
+    key_fields: Sequence[str],
+    fill_columns: Sequence[str],
+    lake_format: str = DEFAULT_FORMAT,
 ) -> list[LastChange]:
-    """The last change of each key (in the order keys first change), its ``fill_columns`` resolved."""
+    """The last change of each key (in the order keys first change), its ``fill_columns`` resolved; keys
+    compared as ``lake_format``'s record key tells them apart."""
+    same: Callable[[Key], Hashable] = format_facts(lake_format).key_identity
     ordered = sorted(changes, key=change_order)
     deletes: dict[str, Key] = {}
     for change in ordered:
         if change.op == "d" and change.position is not None:
             deletes.setdefault(change.position, record_key(change, key_fields))
     unknown = _State(dict.fromkeys(fill_columns), ())
-    history: dict[Key, list[tuple[str, _State]]] = {}
-    last: dict[Key, tuple[DecodedChange, _State]] = {}
+    history: dict[Hashable, list[tuple[str, _State]]] = {}
+    last: dict[Hashable, tuple[DecodedChange, _State]] = {}
     for change in ordered:
         key = record_key(change, key_fields)
-        states = history.setdefault(key, [])
+        identity = same(key)
+        states = history.setdefault(identity, [])
         old = _old_key(change, deletes)
         if old is None:
             base = states[-1][1] if states else _State({}, (key,))
             values = dict(base.values)
             lookups = base.lookups
         else:
-            earlier = [state for at, state in history.get(old, []) if at < change.ordering]
+            states_before = history.get(same(old), []) if old else []
+            earlier = [state for at, state in states_before if at < change.ordering]
             base = unknown if not old else earlier[-1] if earlier else _State({}, (old,))
             values = {}
-            lookups = (*base.lookups, key) if base.lookups and key not in base.lookups else base.lookups
+            adds = bool(base.lookups) and all(same(lookup) != identity for lookup in base.lookups)
+            lookups = (*base.lookups, key) if adds else base.lookups
         for name in fill_columns:
             if name not in change.unavailable:
                 values[name] = change.row.get(name)
@@ -105,7 +119,7 @@ def last_changes(
                 values[name] = base.values[name]
         state = _State(values, lookups)
         states.append((change.ordering, state))
-        last[key] = (change, state)
+        last[identity] = (change, state)
     return [_resolved(change, state, fill_columns) for change, state in last.values()]
 
 

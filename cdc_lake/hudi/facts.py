@@ -3,19 +3,24 @@
 The Spark bundle of the Hudi release the product is built and tested against, the session settings its
 Spark integration needs, the five meta columns it adds to every table (and the ``_hoodie_`` columns it
 uses internally), how Hive and Glue describe its tables, Trino's connector for them, which ``hoodie.*``
-options pass through (:func:`cdc_lake.hudi.options.passthrough_option_problem`) and which composite
-keys its record key cannot tell apart (:mod:`cdc_lake.hudi.keys`, imported when asked: it needs Spark).
+options pass through (:func:`cdc_lake.hudi.options.passthrough_option_problem`), which composite
+keys its record key cannot tell apart and which keys it takes as one (:mod:`cdc_lake.hudi.keys`, imported
+when asked: it needs Spark).
 """
 
 from __future__ import annotations
 
 import calendar
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Final
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from cdc_lake.hudi.options import passthrough_option_problem
 from cdc_lake.lake.format import CatalogStorage, FormatFacts
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import StructType
 
 HUDI_VERSION: Final = "1.1.1"
 _META_PREFIX = "_hoodie_"
@@ -75,6 +80,16 @@ class HudiFacts(FormatFacts):
 
         column = keys.ambiguous_key_column(row, key_fields)
         return None if column is None else keys.ambiguous_key_reason(table, column, key_fields)
+
+    def key_identity(self, key: tuple[Any, ...]) -> Hashable:
+        from cdc_lake.hudi import keys
+
+        return keys.key_identity(key)
+
+    def key_identity_column(self, key: Column, key_type: StructType) -> Column:
+        from cdc_lake.hudi import keys
+
+        return keys.key_identity_column(key, key_type)
 
 
 FACTS: Final = HudiFacts()

@@ -32,6 +32,14 @@ a timestamp or binary column, or on a composite key with a string column, so lea
 ``tests/integration/test_hudi_record_key_types.py`` (empty components:
 ``tests/integration/test_empty_string_keys.py``).
 
+Since the record key is text, it tells keys apart as their text does, not as Python's or Spark's
+equality: every NaN is ``NaN`` (one key), while ``0.0`` and ``-0.0`` are two keys (Java's text).  The
+applier's per-key merge of a batch compares keys by :func:`key_identity` (on the driver) and
+:func:`key_identity_column` (in Spark): a floating-point value by its text, every other value by
+itself, since for every other key type two values of a column have one text exactly when they are
+equal: a decimal is written at its column's scale, and composite values that could share a text are
+refused above (docs/type-mapping.md, "Keys").
+
 Hudi 1.1.1's metadata table cannot read back an HFile key of 126 bytes or more (its writer and reader
 encode the key length differently, apache/hudi#18450, fixed after 1.1.1): on the record index the next
 upsert's lookup fails, or runs the JVM out of memory, which ends every table of the Spark application.
@@ -48,7 +56,15 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, DataType, StringType, StructType, TimestampType
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    DoubleType,
+    FloatType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.lake.layout import IndexType
@@ -209,6 +225,30 @@ def _key_text(column: Column, data_type: DataType) -> Column:
     if isinstance(data_type, TimestampType):
         return F.unix_micros(column).cast("string")
     return column.cast("string")
+
+
+_FLOATING = (FloatType, DoubleType)
+"""Key column types whose record key text is not their equality (module docstring)."""
+
+
+def key_identity(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``key`` as its record key tells it apart: a floating-point value by its text (one for every NaN,
+    ``-0.0`` apart from ``0.0``; Python's, as distinct as Java's), any other value as it is."""
+    return tuple(repr(value) if isinstance(value, float) else value for value in key)
+
+
+def key_identity_column(key: Column, key_type: StructType) -> Column:
+    """:func:`key_identity` of ``key``, a struct column of type ``key_type``: a floating-point field as the
+    text the record key holds (:func:`_key_text`), any other field as it is (``key`` itself for a key
+    without a floating-point field)."""
+    if not any(isinstance(f.dataType, _FLOATING) for f in key_type.fields):
+        return key
+    parts = []
+    for f in key_type.fields:
+        value = key.getField(f.name)
+        text = isinstance(f.dataType, _FLOATING)
+        parts.append((_key_text(value, f.dataType) if text else value).alias(f.name))
+    return F.struct(*parts)
 
 
 def record_key_text(schema: StructType, key_fields: Sequence[str]) -> Column:

@@ -8,10 +8,11 @@ its table services when they run outside the writes (plans, their backlog), and 
 
 :class:`FormatFacts` is what a format declares once, importable without Spark, for the code around the
 writers: the jars and session settings Spark needs, the columns the format adds to every table, how a
-metastore and Trino describe its tables, which pass-through options it takes and which keys it cannot
-tell apart.  :data:`FORMATS` maps each ``lake.format`` name to the module holding its facts (``FACTS``),
-imported only when asked (:func:`format_facts`); the facts name the :class:`LakeFormat` class, imported
-only when the format is loaded (:func:`load_format`).  A new format is its package plus one line there.
+metastore and Trino describe its tables, which pass-through options it takes, which keys it cannot
+tell apart and which keys its record key takes as one.  :data:`FORMATS` maps each ``lake.format`` name
+to the module holding its facts (``FACTS``), imported only when asked (:func:`format_facts`); the facts
+name the :class:`LakeFormat` class, imported only when the format is loaded (:func:`load_format`).  A
+new format is its package plus one line there.
 Hudi (``cdc_lake/hudi``) is the only one.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import enum
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -28,7 +29,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from cdc_lake.exceptions import ConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from cdc_lake.lake.commit_metadata import CommitMetadata
     from cdc_lake.lake.layout import TableSpec
@@ -211,6 +213,22 @@ class FormatFacts(ABC):
     def key_problem(self, table: str, row: Mapping[str, Any], key_fields: Sequence[str]) -> str | None:
         """The one-line reason the key of ``row`` (a change's column values) cannot be told apart from
         another key by the format's record key, or None."""
+
+    def key_identity(self, key: tuple[Any, ...]) -> Hashable:
+        """``key`` (a row's key values, in key order) as the format's record key tells keys apart: two keys
+        have one identity exactly when the format writes them as one record key.  The applier's per-key
+        merge of a batch groups and pairs changes by it (:mod:`cdc_lake.apply.last_change`), never by
+        Python's equality, which a record key built from the values' text does not follow on
+        floating-point values (a NaN equals no NaN, ``-0.0`` equals ``0.0``).  By default the values
+        themselves, for a format whose record key is that tuple."""
+        return key
+
+    def key_identity_column(self, key: Column, key_type: StructType) -> Column:
+        """:meth:`key_identity` in Spark: of ``key``, a struct column of key values of type ``key_type``.  Two
+        such columns are equal (in a join, a window's partition, ``exists``) exactly when their record
+        keys are one; Spark's own equality takes ``-0.0`` for ``0.0`` (:mod:`cdc_lake.apply.frame`).  By
+        default ``key`` itself."""
+        return key
 
 
 def unknown_format(name: str) -> str | None:

@@ -21,11 +21,16 @@ transaction; re-sends of a suffix from any earlier transaction; for MariaDB a fa
 server; batch cuts at any offset; crashes before a commit; and a bootstrap snapshot read at a later
 point than the watermark.  ``HYPOTHESIS_PROFILE=thorough`` (``benchmarks/model_bench.py``) runs more
 examples than CI.
+
+Keys are integers, or floating-point values with NaN, ``0.0`` and ``-0.0`` among them
+(:func:`support.change_model.float_keys`): the lake must hold one row per record key as Hudi writes it,
+every NaN one key and ``-0.0`` another than ``0.0``.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from dataclasses import dataclass, field
 from functools import reduce
@@ -34,16 +39,19 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from support.change_model import (
+    INT_KEYS,
     KEYS,
     MY_TOPIC,
     PG_TOPIC,
     SCHEMAS,
     Change,
     Emitter,
+    KeyDomain,
     Row,
     Source,
     Stored,
     Workload,
+    float_keys,
     merge_batch,
     moved_from,
     workloads,
@@ -116,13 +124,14 @@ def apply_batch(
         changes.extend(r for r in records if isinstance(r, DecodedChange))
     summary = reduce(BatchSummary.merge, summaries, BatchSummary())
     split = set(lake.split)
+    keys = emitter.keys
     for change in sorted(changes, key=lambda c: (c.ordering, c.partition, c.offset)):
-        old = moved_from(change, changes)
+        old = moved_from(change, changes, keys)
         if old is not None and "note" in change.unavailable and (old == -1 or old in split):
             event("a batch cut separates a primary-key update's delete from its create")
-            split.add(change.row["id"])
+            split.add(keys.key(change.row["id"]))
     return Lake(
-        merge_batch(changes, lake.rows, exists=True),
+        merge_batch(changes, lake.rows, exists=True, keys=keys),
         {**lake.offsets, **ends},
         advance(lake.marks, summary.marks),
         frozenset(split),
@@ -144,7 +153,7 @@ def run_applier(
     """Batches with generated cuts and crashes until drained, checking the invariant after each."""
     emitter, source = workload.emitter, workload.source
     topic = PG_TOPIC if emitter.engine == "postgres" else MY_TOPIC
-    shown = {key: _place(source, key, lake.state(key), 0, strict=False) for key in KEYS}
+    shown = {key: _place(source, key, lake.state(key), 0, strict=False) for key in emitter.keys.keys}
     trace: list[str] = []
     try:
         return _batches(data, workload, lake, snapshot_point, topic, shown, trace)
@@ -185,12 +194,12 @@ def _batches(
             # snapshot row, or from none when the snapshot was read after the key's delete) until
             # the applier passes the snapshot point; the table is published only then.
             continue
-        for key in KEYS:
+        for key in emitter.keys.keys:
             floor = shown[key]
             if emitter.engine != "postgres":
                 floor = _transaction_start(source, key, floor)
             shown[key] = _place(source, key, lake.state(key), floor, strict=True, masked=key in lake.split)
-    for key in KEYS:
+    for key in emitter.keys.keys:
         masked = key in lake.split
         lake_row, source_row = _mask(lake.state(key), masked), _mask(source.state(key), masked)
         assert lake_row == source_row, f"key {key}: lake {lake.state(key)} != source"
@@ -251,12 +260,39 @@ def test_the_lake_follows_the_source_through_cuts_resends_and_crashes(
     run_applier(data, workload, start, None)
 
 
+@given(data=st.data(), engine=st.sampled_from(["postgres", "mariadb"]))
+def test_float_keys_keep_one_lake_row_per_record_key_through_cuts_resends_and_crashes(
+    data: st.DataObject, engine: str
+) -> None:
+    """The rule: the per-key merge compares keys as the lake writes them, every NaN one key and ``-0.0``
+    another than ``0.0``; a row moved from one zero to the other is a delete and a create.  Before, the
+    merge compared them as Python does: a NaN key's moved row took its values from a stored row its batch
+    had deleted, and a key changed from ``0.0`` to ``-0.0`` left its old lake row."""
+    workload = data.draw(workloads(engine, float_keys(engine)), label="workload")
+    _count_chunks(workload)
+    _count_keys(workload)
+    start = Lake({}, {p: 0 for p in workload.emitter.log})
+    run_applier(data, workload, start, None)
+
+
 def _count_chunks(workload: Workload) -> None:
     """``hypothesis.event`` counts of the incremental snapshot shapes generated."""
     if workload.emitter.chunks:
         event("an incremental snapshot chunk among the changes")
     if workload.emitter.written_before_marker:
         event("Postgres: a chunk row's next change has a change LSN below the chunk's close marker")
+
+
+def _count_keys(workload: Workload) -> None:
+    """``hypothesis.event`` counts of the key shapes the lake tells apart otherwise than Python does."""
+    keys = workload.emitter.keys
+    changes = [change for changes in workload.source.transactions for change in changes]
+    moves = [(c.moved_from, c.key) for c in changes if c.moved_from is not None]
+    if any(keys.source_key(old) == keys.source_key(new) for old, new in moves):
+        event("a row moved from one zero to the other (one key at the source, two in the lake)")
+    nan = [key for key, value in keys.values.items() if isinstance(value, float) and math.isnan(value)]
+    if nan and sum(1 for c in changes if nan[0] in (c.key, c.moved_from)) > 1:
+        event("a NaN key changed more than once")
 
 
 @given(data=st.data(), engine=st.sampled_from(["postgres", "mariadb"]))
@@ -319,9 +355,11 @@ _Step = list[Change] | int
 """A transaction, or an incremental snapshot chunk of every row (its Postgres marker that far ahead)."""
 
 
-def _replay(engine: str, steps: list[_Step]) -> tuple[Source, Emitter, list[dict[int, int]]]:
+def _replay(
+    engine: str, steps: list[_Step], keys: KeyDomain = INT_KEYS
+) -> tuple[Source, Emitter, list[dict[int, int]]]:
     """The source, Debezium's log, and the log's end after each step."""
-    source, emitter = Source(), Emitter(engine)
+    source, emitter = Source(), Emitter(engine, keys=keys)
     ends = []
     for step in steps:
         if isinstance(step, int):
@@ -416,3 +454,42 @@ def test_a_chain_of_moves_keeps_its_unchanged_toasted_value_wherever_the_snapsho
     event(f"the snapshot read the chain at link {read_at - watermark} after the watermark")
     workload = Workload(source, emitter, after)
     run_applier(data, workload, Lake(snapshot, dict(after[watermark])), after[read_at])
+
+
+def test_a_nan_key_deleted_inserted_again_and_moved_in_one_batch_takes_its_new_rows_value() -> None:
+    """Found by the fuzzer (seed postgres-1005): a NaN key with a TOASTed note in the lake; then, in one
+    batch, it is deleted, inserted again with another note and its primary key updated to 1.5 (the create
+    carries the placeholder).  The per-key merge compared keys as Python does (a NaN equals no NaN): it
+    kept three NaN keys and did not find the moved row's old key among the batch's changes, so the
+    note came from the stored row the batch had deleted."""
+    keys = float_keys("postgres")
+    nan, moved = keys.values[1], keys.values[4]
+    old, new = {"id": nan, "qty": 0, "note": "toasted:old"}, {"id": nan, "qty": 1, "note": "toasted:new"}
+    source, emitter, ends = _replay("postgres", [
+        [Change("c", 1, old)],
+        [Change("d", 1, None)],
+        [Change("c", 1, new)],
+        [Change("c", 4, {**new, "id": moved}, moved_from=1, toast_unchanged=True)],
+    ], keys)
+    lake = Lake({}, {p: 0 for p in emitter.log})
+    for end in (ends[0], ends[-1]):
+        lake = apply_batch(emitter, lake, end, PG_TOPIC)
+    assert _rows(lake) == source.rows == {4: {"id": 1.5, "qty": 1, "note": "toasted:new"}}
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mariadb"])
+def test_a_float_key_changed_from_zero_to_negative_zero_leaves_no_row_under_zero(engine: str) -> None:
+    """The source takes ``0.0`` and ``-0.0`` as one key, Hudi's record key as two (``0.0``, ``-0.0``), and
+    Debezium sends the update as a delete of ``0.0`` and a create of ``-0.0``.  The per-key merge took
+    both as one key (Python's ``0.0 == -0.0``) and kept only the create: the lake's row under ``0.0``
+    stayed beside the new one."""
+    keys = float_keys(engine)
+    row = {"id": keys.values[2], "qty": 0, "note": "toasted:0"}
+    move = Change("c", 3, {**row, "id": keys.values[3]}, moved_from=2, toast_unchanged=engine == "postgres")
+    source, emitter, ends = _replay(engine, [[Change("c", 2, row)], [move]], keys)
+    topic = PG_TOPIC if engine == "postgres" else MY_TOPIC
+    lake = Lake({}, {p: 0 for p in emitter.log})
+    for end in (ends[0], ends[-1]):
+        lake = apply_batch(emitter, lake, end, topic)
+    assert _rows(lake) == source.rows == {3: {"id": -0.0, "qty": 0, "note": "toasted:0"}}
+    assert math.copysign(1.0, _rows(lake)[3]["id"]) == -1.0
