@@ -28,6 +28,11 @@ job.  A larger batch, still on the executors, runs the same merge as Spark steps
    two) cannot name its old key (the create carries no before image) and gets null: a documented
    limit (docs/applier.md, "Guarantees").
 
+On both paths two keys are one key when the lake writes them as one record key: they are compared by
+the lake format's :meth:`~cdc_lake.lake.format.FormatFacts.key_identity` (in Spark
+:meth:`~cdc_lake.lake.format.FormatFacts.key_identity_column`: every window, join and lookup below),
+not by Spark's equality, which takes ``-0.0`` for ``0.0`` where Hudi's text record key holds two keys.
+
 Both paths leave each key's row with ``_cdc_missing`` (the columns still unavailable) and
 ``_cdc_lookups`` (the record keys whose stored row may hold them, oldest first: the key's own, or a
 moved row's chain of keys then its own).  Then, on either path:
@@ -74,6 +79,7 @@ from cdc_lake.lake.columns import (
     lake_struct,
     source_time,
 )
+from cdc_lake.lake.format import DEFAULT_FORMAT, format_facts
 
 KAFKA_PARTITION_COLUMN = "_cdc_kafka_partition"
 KAFKA_OFFSET_COLUMN = "_cdc_kafka_offset"
@@ -99,6 +105,17 @@ def col(name: str) -> Column:
 
 def _key_struct(columns: StructType, key_fields: Sequence[str]) -> StructType:
     return StructType([StructField(k, columns[k].dataType, True) for k in key_fields])
+
+
+_Same = Callable[[Column], Column]
+"""A key struct column as its record key tells it apart (:func:`_identity`)."""
+
+
+def _identity(columns: StructType, key_fields: Sequence[str], lake_format: str) -> _Same:
+    """How key structs of ``columns`` are compared: by ``lake_format``'s key identity, not Spark's
+    equality (module docstring)."""
+    facts, key_type = format_facts(lake_format), _key_struct(columns, key_fields)
+    return lambda key: facts.key_identity_column(key, key_type)
 
 
 _META = (OP_COLUMN, SOURCE_TS_COLUMN, ORDERING_COLUMN)
@@ -181,6 +198,7 @@ def driver_latest(
     cutoffs: Mapping[int, int],
     key_fields: Sequence[str],
     fill_columns: Sequence[str],
+    lake_format: str = DEFAULT_FORMAT,
 ) -> DataFrame:
     """The last change per key of a batch on the driver, merged in Python, as one local DataFrame.
 
@@ -201,7 +219,7 @@ def driver_latest(
             list(last.lookups) if last.missing else None,
         )
 
-    rows = [as_tuple(last) for last in last_changes(changes, key_fields, fill_columns)]
+    rows = [as_tuple(last) for last in last_changes(changes, key_fields, fill_columns, lake_format)]
     return spark.createDataFrame(rows, latest_struct(columns, key_fields), verifySchema=False)
 
 
@@ -213,23 +231,25 @@ def latest_frame(
     key_fields: Sequence[str],
     fill_columns: Sequence[str],
     moves: int,
+    lake_format: str = DEFAULT_FORMAT,
 ) -> DataFrame:
     """The batch's last change per key, filled from the batch: in Python for records on the driver, else
-    in Spark (``moves``: the moved rows with unavailable columns, the passes :func:`fill_moved` may take).
+    in Spark (``moves``: the moved rows with unavailable columns, the passes :func:`fill_moved` may take);
+    keys compared as ``lake_format``'s record key tells them apart.
     """
     if isinstance(records, list):
-        return driver_latest(spark, records, columns, cutoffs, key_fields, fill_columns)
+        return driver_latest(spark, records, columns, cutoffs, key_fields, fill_columns, lake_format)
     changes = change_frame(spark, records, columns, cutoffs, key_fields)
-    changes = fill_moved(changes, key_fields, fill_columns, moves)
-    return latest_changes(changes, key_fields, fill_columns)
+    changes = fill_moved(changes, key_fields, fill_columns, moves, lake_format)
+    return latest_changes(changes, key_fields, fill_columns, lake_format)
 
 
 def one_row_per_key(columns: StructType, key_fields: Sequence[str], stored: DataFrame | None) -> bool:
     """Whether :func:`latest_frame`'s rows hold each Hudi record key once, so Hudi need not combine them.
 
-    Both paths keep one row per key.  Not relied on: the fill from the lake (``stored``: a join), and a
-    floating-point or decimal key, where the driver's merge keeps two NaNs apart (a NaN equals nothing
-    in Python) that Hudi's record key writes alike.
+    Both paths keep one row per record key, keys compared by the format's key identity.  Not relied on:
+    the fill from the lake (``stored``: a join); and a floating-point or decimal key, for which Hudi's
+    combine stays on (it kept a NaN key one row while the driver's merge compared keys as Python does).
     """
     nan_able = (FloatType, DoubleType, DecimalType)
     return stored is None and not any(isinstance(columns[name].dataType, nan_able) for name in key_fields)
@@ -289,7 +309,11 @@ def _pair_moves(changes: DataFrame, key_fields: Sequence[str], fill_columns: Seq
 
 
 def fill_moved(
-    changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str], passes: int
+    changes: DataFrame,
+    key_fields: Sequence[str],
+    fill_columns: Sequence[str],
+    passes: int,
+    lake_format: str = DEFAULT_FORMAT,
 ) -> DataFrame:
     """Fill the unavailable columns of moved rows from their old key's state before the move, and name
     the keys whose stored row gives the rest (``_cdc_lookups``).
@@ -303,30 +327,35 @@ def fill_moved(
     if passes == 0 or not fill_columns:
         return changes
     changes = _pair_moves(changes, key_fields, fill_columns)
+    same = _identity(changes.schema, key_fields, lake_format)
     for _ in range(passes):
-        changes = _fill_moved_once(changes, key_fields, fill_columns).localCheckpoint()
+        changes = _fill_moved_once(changes, key_fields, fill_columns, same).localCheckpoint()
         if changes.where(_pending()).isEmpty():
             break
     return changes
 
 
-def _segmented(changes: DataFrame, key_fields: Sequence[str]) -> DataFrame:
+def _segmented(changes: DataFrame, key_fields: Sequence[str], same: _Same) -> DataFrame:
     """Every change with its key's segment: the moves into the key so far, in source order."""
-    keys = [col(k) for k in key_fields]
     by_key = (
-        Window.partitionBy(*keys).orderBy(*_order()).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        Window.partitionBy(same(_own(key_fields)))
+        .orderBy(*_order())
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     return changes.withColumn(_SEGMENT, F.sum(col(MOVED_FROM_COLUMN).isNotNull().cast("int")).over(by_key))
 
 
-def _old_key_states(changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:
-    """Every change's key, order, the last value of each column in its segment and the segment's lookups."""
-    keys = [col(k) for k in key_fields]
+def _old_key_states(
+    changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str], same: _Same
+) -> DataFrame:
+    """Every change's key (its identity), order, the last value of each column in its segment and the
+    segment's lookups."""
+    own = same(_own(key_fields))
     before = Window.unboundedPreceding, Window.currentRow
-    in_segment = Window.partitionBy(*keys, col(_SEGMENT)).orderBy(*_order()).rowsBetween(*before)
+    in_segment = Window.partitionBy(own, col(_SEGMENT)).orderBy(*_order()).rowsBetween(*before)
     unavailable = col(UNAVAILABLE_COLUMN)
-    return _segmented(changes, key_fields).select(
-        F.struct(*keys).alias(_OLD_PREFIX + "key"),
+    return _segmented(changes, key_fields, same).select(
+        own.alias(_OLD_PREFIX + "key"),
         *[col(name).alias(_OLD_PREFIX + name) for name in _ORDER_NAMES],
         F.first(col(LOOKUPS_COLUMN)).over(in_segment).alias(_OLD_PREFIX + "lookups"),
         *[
@@ -338,13 +367,16 @@ def _old_key_states(changes: DataFrame, key_fields: Sequence[str], fill_columns:
     )
 
 
-def _fill_moved_once(changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:
+def _fill_moved_once(
+    changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str], same: _Same
+) -> DataFrame:
     """One pass of :func:`fill_moved`: each pending moved row takes what its old key's state names."""
-    states = _old_key_states(changes, key_fields, fill_columns)
+    states = _old_key_states(changes, key_fields, fill_columns, same)
     pending = changes.where(_pending())
     rest = changes.where(~_pending())
     earlier = col(_OLD_PREFIX + ORDERING_COLUMN) < col(ORDERING_COLUMN)
-    matched = pending.join(states, (col(MOVED_FROM_COLUMN) == col(_OLD_PREFIX + "key")) & earlier, "left")
+    old_key = same(col(MOVED_FROM_COLUMN)) == col(_OLD_PREFIX + "key")
+    matched = pending.join(states, old_key & earlier, "left")
     latest_first = Window.partitionBy(col(KAFKA_PARTITION_COLUMN), col(KAFKA_OFFSET_COLUMN)).orderBy(
         *[c.desc_nulls_last() for c in _order(_OLD_PREFIX)]
     )
@@ -353,8 +385,9 @@ def _fill_moved_once(changes: DataFrame, key_fields: Sequence[str], fill_columns
     found = col(_OLD_PREFIX + ORDERING_COLUMN).isNotNull()
     base = F.when(found, col(_OLD_PREFIX + "lookups")).otherwise(F.array(col(MOVED_FROM_COLUMN)))
     ready = base.isNotNull()
-    own = F.array(_own(key_fields))
-    lookups = F.when(ready, F.when(F.size(base) == 0, base).otherwise(F.array_distinct(F.concat(base, own))))
+    own = _own(key_fields)
+    held = (F.size(base) == 0) | F.exists(base, lambda key: same(key) == same(own))
+    lookups = F.when(ready, F.when(held, base).otherwise(F.concat(base, F.array(own))))
     unavailable = col(UNAVAILABLE_COLUMN)
     values: dict[str, Column] = {LOOKUPS_COLUMN: lookups}
     taken: dict[str, Column] = {}
@@ -375,16 +408,22 @@ def _flag(name: Column, flags: Mapping[str, Column]) -> Column:
     return condition
 
 
-def latest_changes(changes: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:
+def latest_changes(
+    changes: DataFrame,
+    key_fields: Sequence[str],
+    fill_columns: Sequence[str],
+    lake_format: str = DEFAULT_FORMAT,
+) -> DataFrame:
     """The last change of each key, its unavailable columns filled from earlier changes in the batch since
     the last move into the key (a moved row's values before it were filled by :func:`fill_moved`).
 
     Adds ``_cdc_missing``: the columns still unavailable after that; and ``_cdc_lookups``: those of the
     stretch's first change (:func:`fill_moved`'s), else the key's own.
     """
-    keys = [col(k) for k in key_fields]
-    segmented = _segmented(changes, key_fields)
-    window = Window.partitionBy(*keys, col(_SEGMENT)).orderBy(*_order())
+    same = _identity(changes.schema, key_fields, lake_format)
+    key = same(_own(key_fields))
+    segmented = _segmented(changes, key_fields, same)
+    window = Window.partitionBy(key, col(_SEGMENT)).orderBy(*_order())
     unavailable = col(UNAVAILABLE_COLUMN)
     fills = [
         F.last(F.when(~F.array_contains(unavailable, name), F.struct(col(name).alias("v"))), ignorenulls=True)
@@ -394,7 +433,7 @@ def latest_changes(changes: DataFrame, key_fields: Sequence[str], fill_columns: 
     ]
     own = F.array(_own(key_fields))
     first = F.first(col(LOOKUPS_COLUMN)).over(window) if LOOKUPS_COLUMN in changes.columns else own
-    is_last = F.lead(col(KAFKA_OFFSET_COLUMN), 1).over(Window.partitionBy(*keys).orderBy(*_order())).isNull()
+    is_last = F.lead(col(KAFKA_OFFSET_COLUMN), 1).over(Window.partitionBy(key).orderBy(*_order())).isNull()
     ranked = segmented.select(
         "*", *fills, first.alias("_cdc_first_lookups"), is_last.alias("_cdc_is_last")
     ).where(F.col("_cdc_is_last"))
@@ -420,7 +459,11 @@ def _fill_missing(name: Column, fill_columns: Sequence[str]) -> Column:
 
 
 def fill_from_lake(
-    latest: DataFrame, stored: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]
+    latest: DataFrame,
+    stored: DataFrame,
+    key_fields: Sequence[str],
+    fill_columns: Sequence[str],
+    lake_format: str = DEFAULT_FORMAT,
 ) -> DataFrame:
     """Fill the ``_cdc_missing`` columns of ``latest`` from ``stored`` (the lake table): the row of the
     first ``_cdc_lookups`` key the lake holds, any row for the first key and a live one for the others.
@@ -429,16 +472,20 @@ def fill_from_lake(
     chain of keys started); a bootstrap snapshot read after a move holds the row under a later key of
     the chain (or a re-sent move already applied does), and that row holds the values the moves left
     unchanged.  Only the keys that need it are looked up; a row none of whose keys the lake holds, or a
-    column the lake does not have yet, leaves the column null.
+    column the lake does not have yet, leaves the column null.  Keys are matched by their identity in
+    ``lake_format``'s record key.
     """
-    own = _own(key_fields)
+    same = _identity(latest.schema, key_fields, lake_format)
+    own = same(_own(key_fields))
+    lookups = F.transform(col(LOOKUPS_COLUMN), same)
     needing = (
         latest.where(F.size(col(MISSING_COLUMN)) > 0)
-        .select(own.alias(_OWN_KEY), col(LOOKUPS_COLUMN).alias(_CANDIDATES))
+        .select(own.alias(_OWN_KEY), lookups.alias(_CANDIDATES))
         .distinct()
     )
     candidates = needing.select("*", F.posexplode(col(_CANDIDATES)).alias(_RANK, _STORED_KEY))
-    values = _stored_values(stored, key_fields, fill_columns)
+    stored_same = _identity(stored.schema, key_fields, lake_format)
+    values = _stored_values(stored, key_fields, fill_columns, stored_same)
     values = values.join(candidates.select(_STORED_KEY).distinct(), [_STORED_KEY], "left_semi")
     held = candidates.join(values, [_STORED_KEY])
     if SOFT_DELETED_COLUMN in stored.columns:
@@ -451,7 +498,7 @@ def fill_from_lake(
         .where(F.col("_cdc_choice") == 1)
         .select(col(_OWN_KEY), col(_CANDIDATES), *[col(_STORED_PREFIX + n) for n in fill])
     )
-    joined = latest.join(chosen, (own == col(_OWN_KEY)) & (col(LOOKUPS_COLUMN) == col(_CANDIDATES)), "left")
+    joined = latest.join(chosen, (own == col(_OWN_KEY)) & (lookups == col(_CANDIDATES)), "left")
     missing = col(MISSING_COLUMN)
     filled = {
         name: F.when(F.array_contains(missing, name), col(_STORED_PREFIX + name))
@@ -462,13 +509,15 @@ def fill_from_lake(
     return joined.select(*[filled.get(name, col(name)) for name in latest.columns])
 
 
-def _stored_values(stored: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str]) -> DataFrame:
-    """The lake's record key as one struct column, and the fill columns it has (prefixed), with the
-    soft-delete flag when the table has one."""
+def _stored_values(
+    stored: DataFrame, key_fields: Sequence[str], fill_columns: Sequence[str], same: _Same
+) -> DataFrame:
+    """The lake's record key as one struct column (its identity), and the fill columns it has (prefixed),
+    with the soft-delete flag when the table has one."""
     names = set(stored.columns) - set(key_fields)
     wanted = dict.fromkeys([*fill_columns, SOFT_DELETED_COLUMN])
     return stored.select(
-        F.struct(*[col(k) for k in key_fields]).alias(_STORED_KEY),
+        same(_own(key_fields)).alias(_STORED_KEY),
         *[col(name).alias(_STORED_PREFIX + name) for name in wanted if name in names],
     )
 

@@ -333,10 +333,12 @@ class TableApplier:
         )
         fill = sorted(name for name in summary.unavailable if name in columns.fieldNames())
         stored = self.lake.read(self.target.base_path) if fill and self._table.exists else None
-        latest = latest_frame(self.spark, records, columns, cut, key_fields, fill, summary.moves_unavailable)
+        lake_format = self.target.lake_format
+        moves = summary.moves_unavailable
+        latest = latest_frame(self.spark, records, columns, cut, key_fields, fill, moves, lake_format)
         unique = one_row_per_key(columns, key_fields, stored)
         if stored is not None:
-            latest = fill_from_lake(latest, stored, key_fields, fill)
+            latest = fill_from_lake(latest, stored, key_fields, fill, lake_format)
         # Hudi's upsert reads its input several times (emptiness check, index tagging, write): keep the
         # rows it gets instead of computing them (the per-key merge of a large batch, the fill) again.
         frame = lake_frame(latest, columns, dt.datetime.now(tz=dt.UTC), self.target.soft_deletes)

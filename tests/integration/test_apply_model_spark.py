@@ -9,7 +9,10 @@ changes, TOAST placeholders, deletes, re-sends) are decoded the same way and cut
 batch's rows are built by both paths of :func:`cdc_lake.apply.frame.latest_frame` (the Spark steps of a
 large batch, and the driver's merge as a local DataFrame), which must give the same rows, and written
 into a Hudi table; after each commit the table must hold exactly the model's rows and ordering values.
-A few examples in CI (each is two Hudi commits).
+A few examples in CI (each is two Hudi commits).  The same on a ``double precision`` key with NaN,
+``0.0`` and ``-0.0`` among its values (:func:`support.change_model.float_keys`), generated and in the
+two shapes Python's and Spark's equality got wrong (a NaN key deleted, inserted again and moved in one
+batch; a key changed from ``0.0`` to ``-0.0``): both paths must compare keys as Hudi's record key does.
 """
 
 from __future__ import annotations
@@ -20,8 +23,20 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql import SparkSession
-from support.change_model import PG_TOPIC, PG_VALUE_ID, SCHEMAS, Emitter, Source, merge_batch, workloads
+from pyspark.sql import Row, SparkSession
+from support.change_model import (
+    INT_KEYS,
+    PG_TOPIC,
+    SCHEMAS,
+    Change,
+    Emitter,
+    KeyDomain,
+    Source,
+    Stored,
+    float_keys,
+    merge_batch,
+    workloads,
+)
 
 from cdc_lake.apply.decoding import BadMessage, Decoded, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.apply.frame import (
@@ -57,23 +72,101 @@ def _decoded(emitter: Emitter, ranges: dict[int, tuple[int, int]]) -> list[Decod
 def test_spark_and_hudi_merge_as_the_model_does(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
 ) -> None:
-    workload = data.draw(workloads("postgres"), label="workload")
-    source: Source = workload.source
-    emitter = workload.emitter
-    writer = WriterColumns.of(TypedSchemas(SCHEMAS, {}).get_schema(PG_VALUE_ID))
-    columns = merge_columns(None, writer.struct).columns
+    _merge_generated(spark, tmp_path_factory, data, INT_KEYS)
+
+
+@settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_spark_and_hudi_merge_float_keys_as_the_model_does(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    _merge_generated(spark, tmp_path_factory, data, float_keys("postgres"))
+
+
+def _merge_generated(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, keys: KeyDomain
+) -> None:
+    workload = data.draw(workloads("postgres", keys), label="workload")
+    ends = {p: len(log) for p, log in workload.emitter.log.items()}
+    cuts = {p: data.draw(st.integers(0, end), label=f"cut p{p}") for p, end in ends.items()}
+    batches = [{p: (0, c) for p, c in cuts.items()}, {p: (c, ends[p]) for p, c in cuts.items()}]
     base_path = str(Path(tmp_path_factory.mktemp("model")) / "t")
+    _merge_as_the_model(spark, base_path, workload.source, workload.emitter, batches)
+
+
+_NAN_KEY, _ZERO, _NEGATIVE_ZERO, _OTHER = 1, 2, 3, 4
+"""Keys of :func:`float_keys` ("postgres"): NaN, ``0.0``, ``-0.0``, ``1.5``."""
+
+
+def _float_key_shape(shape: str) -> tuple[Source, Emitter, list[dict[int, tuple[int, int]]]]:
+    """A first transaction, then the rest in a second batch."""
+    keys = float_keys("postgres")
+    if shape == "nan":
+        old = {"id": keys.values[_NAN_KEY], "qty": 0, "note": "toasted:old"}
+        new = {**old, "qty": 1, "note": "toasted:new"}
+        moved = Change("c", _OTHER, {**new, "id": keys.values[_OTHER]}, moved_from=_NAN_KEY,
+                       toast_unchanged=True)
+        steps = [[Change("c", _NAN_KEY, old)], [Change("d", _NAN_KEY, None)], [Change("c", _NAN_KEY, new)],
+                 [moved]]
+    else:
+        row = {"id": keys.values[_ZERO], "qty": 0, "note": "toasted:0"}
+        moved = Change("c", _NEGATIVE_ZERO, {**row, "id": keys.values[_NEGATIVE_ZERO]}, moved_from=_ZERO,
+                       toast_unchanged=True)
+        steps = [[Change("c", _ZERO, row)], [moved]]
+    source, emitter = Source(), Emitter("postgres", keys=keys)
+    first: dict[int, int] = {}
+    for number, step in enumerate(steps):
+        before = {k: dict(v) for k, v in source.rows.items()}
+        source.commit(step)
+        emitter.emit(step, before)
+        if number == 0:
+            first = {p: len(log) for p, log in emitter.log.items()}
+    ends = {p: len(log) for p, log in emitter.log.items()}
+    batches = [{p: (0, c) for p, c in first.items()}, {p: (c, ends[p]) for p, c in first.items()}]
+    return source, emitter, batches
+
+
+@pytest.mark.parametrize("shape", ["nan", "zero"])
+def test_float_keys_merge_as_hudis_record_key_tells_them_apart(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, shape: str
+) -> None:
+    """``nan``: a NaN key with a TOASTed note in the lake, then deleted, inserted again and moved to 1.5 in
+    one batch: 1.5 takes the re-inserted row's note.  ``zero``: key ``0.0`` moved to ``-0.0``: the lake
+    holds only ``-0.0``, with the note of ``0.0``'s stored row.  Spark's equality takes ``-0.0`` for
+    ``0.0``: before, the Spark steps kept the create only and ``0.0``'s row stayed."""
+    source, emitter, batches = _float_key_shape(shape)
+    base_path = str(Path(tmp_path_factory.mktemp("float_keys")) / "t")
+    lake = _merge_as_the_model(spark, base_path, source, emitter, batches)
+    expected = {_OTHER: "toasted:new"} if shape == "nan" else {_NEGATIVE_ZERO: "toasted:0"}
+    assert {key: row["note"] for key, (row, _) in lake.items()} == expected
+
+
+def _comparable(rows: list[Row]) -> list[str]:
+    """Rows as text, so that two NaNs (equal to nothing) and the two zeros (equal) compare as Hudi's
+    record key does."""
+    return sorted(repr(tuple(row)) for row in rows)
+
+
+def _merge_as_the_model(
+    spark: SparkSession,
+    base_path: str,
+    source: Source,
+    emitter: Emitter,
+    batches: list[dict[int, tuple[int, int]]],
+) -> Stored:
+    """Each batch through the model, both paths of the frame and a Hudi upsert; the table after the last."""
+    keys = emitter.keys
+    writer = WriterColumns.of(TypedSchemas(SCHEMAS, {}).get_schema(keys.pg_value_id))
+    columns = merge_columns(None, writer.struct).columns
     spec = HudiTableSpec(table_name="model_t", base_path=base_path, record_key_fields=("id",),
                          ordering_field=ORDERING_COLUMN)
-    ends = {p: len(log) for p, log in emitter.log.items()}
-    cuts = {p: data.draw(st.integers(0, end), label=f"cut p{p}") for p, end in ends.items()}
-    expected: dict[int, tuple[dict[str, object], str]] = {}
+    expected: Stored = {}
     exists = False
-    for ranges in ({p: (0, c) for p, c in cuts.items()}, {p: (c, ends[p]) for p, c in cuts.items()}):
+    for ranges in batches:
         changes = _decoded(emitter, ranges)
         if not changes:
             continue
-        expected = merge_batch(changes, expected, exists=exists)
+        expected = merge_batch(changes, expected, exists=exists, keys=keys)
         fill = sorted({name for c in changes for name in c.unavailable})
         stored = read_table(spark, base_path) if fill and exists else None
         moves = sum(1 for c in changes if c.unavailable and (c.op == "c" or c.moved_from is not None))
@@ -86,18 +179,21 @@ def test_spark_and_hudi_merge_as_the_model_does(
                 latest = fill_from_lake(latest, stored, ("id",), fill)
             paths.append(lake_frame(latest, columns, applied_at, soft_deletes=False))
         rows, on_driver = paths
-        assert sorted(rows.collect()) == sorted(on_driver.collect()), "the Spark and driver paths differ"
+        spark_rows, driver_rows = _comparable(rows.collect()), _comparable(on_driver.collect())
+        assert spark_rows == driver_rows, "the Spark and driver paths differ"
         unique = one_row_per_key(columns, ("id",), stored)
         write_batch(spark, spec, rows, WriteOperation.UPSERT, {}, unique_keys=unique)
         exists = True
         stored = read_table(spark, base_path)
         assert DELETED_COLUMN not in stored.columns or stored.where(f"`{DELETED_COLUMN}`").count() == 0
-        lake = {
-            r["id"]: ({"id": r["id"], "qty": r["qty"], "note": r["note"]}, r[ORDERING_COLUMN])
-            for r in stored.collect()
-        }
-        assert stored.count() == len(lake), "a key is in the lake twice"
+        held = stored.collect()
+        lake = {}
+        for r in held:
+            key = keys.key(r["id"])
+            lake[key] = ({"id": keys.values[key], "qty": r["qty"], "note": r["note"]}, r[ORDERING_COLUMN])
+        assert len(held) == len(lake), f"a key is in the lake twice: {held}"
         assert lake == expected, f"Spark+Hudi {lake}\nmodel {expected}\nsource {source.rows}"
+    return expected
 
 
 def test_a_moved_row_whose_old_key_the_lake_lacks_takes_its_own_stored_row(spark: SparkSession) -> None:
