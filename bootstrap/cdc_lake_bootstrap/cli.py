@@ -190,7 +190,8 @@ def rebootstrap(
 ) -> None:
     """Copy tables afresh into a new versioned base path and switch to it once caught up.
 
-    The way out of FAILED and SCHEMA_CHANGED. The table stays readable (and applied if it can be) at
+    The way out of FAILED and SCHEMA_CHANGED, and of a BOOTSTRAPPING table whose hand-off was refused
+    (its copy is never published). The table stays readable (and applied if it can be) at
     its old path meanwhile; the switch of path, offsets and state is atomic. Killed, run it again to
     resume, or --abort to roll back. The old path is kept for lake.old_copy_keep_hours, then
     `rebootstrap --remove-old` removes it.

@@ -35,6 +35,11 @@ the table, the hand-off fails at once: the source must be onboarded first.  So i
 connector or one of its tasks is FAILED (checked at every poll, as ``cdc-lake lag``'s
 CdcLakeConnectorFailed checks it): its offsets cannot move until it is restarted, and the error names
 the task's cause and ``docs/runbooks/connector-failed.md``.
+
+Nor does it hand off a copy it cannot publish: one holding rows that share a configured key that is not
+the primary key (:func:`check_unique_copy`; a unique index dropped since onboarding).  Running the
+bootstrap again would refuse the same copy, so the table stays BOOTSTRAPPING and the error names the
+way out that makes a new one, ``cdc-lake rebootstrap TABLE`` (:func:`rebootstrap_way_out`).
 """
 
 from __future__ import annotations
@@ -48,8 +53,12 @@ from typing import Any, Protocol
 
 from cdc_lake.connect.client import ConnectorStatus, connector_failure
 from cdc_lake.exceptions import BootstrapError, ConnectError, SourceEngineError
+from cdc_lake.lake.format import LakeFormat
+from cdc_lake.lake.target import TableTarget
 from cdc_lake.sources.positions import LogPosition
-from cdc_lake.sources.snapshot import SnapshotSource
+from cdc_lake.sources.snapshot import SnapshotSource, TableShape
+from cdc_lake.spark.errors import JVM_ERRORS, root_cause
+from cdc_lake_bootstrap.keys import duplicate_key, unique_by_definition
 
 _LOG = logging.getLogger(__name__)
 
@@ -210,3 +219,35 @@ def _streamed_past(table: str, wait: HandoffWait, offset: Mapping[str, Any], pos
         return False
     parse = wait.position_type.parse
     return through is not None and parse(through).covers(parse(position))
+
+
+def rebootstrap_way_out(target: TableTarget) -> str:
+    """The command that leads a table out of a hand-off refused for good: a new copy by re-bootstrap (a
+    re-bootstrap's own copy, ``TABLE~vN``, is rolled back first, or the re-bootstrap would resume it)."""
+    if target.lake_name is None:
+        return f"cdc-lake rebootstrap {target.qualified_name}"
+    return f"cdc-lake rebootstrap {target.lake_name} --abort, then cdc-lake rebootstrap {target.lake_name}"
+
+
+def check_unique_copy(target: TableTarget, lake: LakeFormat, key: tuple[str, ...], shape: TableShape) -> None:
+    """Refuse the hand-off of a copy holding two rows with one value of ``key`` (never checked for a key
+    that holds the primary key: no two rows can share it)."""
+    if unique_by_definition(key, shape):
+        return
+    table, path = target.qualified_name, target.base_path
+    try:
+        shared = duplicate_key(lake.read(path), key)
+    except JVM_ERRORS as exc:
+        raise BootstrapError(
+            f"table {table}: reading its copy at {path} for rows sharing a key failed: {root_cause(exc)}"
+        ) from exc
+    if shared is None:
+        return
+    value, rows = shared
+    raise BootstrapError(
+        f"table {table}: not handed off: its copy holds {rows} rows with key {value} (the key columns "
+        f"({', '.join(key)}) are not unique in the source: a unique index dropped since onboarding?); the "
+        "table stays BOOTSTRAPPING: make the key unique on the source (a unique index over NOT NULL "
+        f"columns) or set tables[].key to columns that are, then run {rebootstrap_way_out(target)}"
+    )
+

@@ -52,6 +52,7 @@ __all__ = [
     "column_reads",
     "lake_columns",
     "refusal",
+    "spark_column",
     "spark_decimal",
     "to_lake_types",
 ]
@@ -104,7 +105,8 @@ _PG_UTC_TIMESTAMP_TEXT = _TIMESTAMP_TEXT.removesuffix("$") + r"\+00$"
 _NUMBER_TEXT = r"^-?[0-9]+(\.[0-9]+)?$"
 
 
-def _column(name: str) -> Column:
+def spark_column(name: str) -> Column:
+    """The column ``name`` of a frame, whatever characters its name holds."""
     return F.col("`" + name.replace("`", "``") + "`")
 
 
@@ -167,7 +169,7 @@ def refusal(read: ColumnRead, number: bool) -> str:
 
 def _refusal_message(read: ColumnRead, source: Column, table: str, key: Sequence[str]) -> Column:
     """The query's error for a refused value of ``read``: table, column, the row's key, why, what to do."""
-    row_key = F.to_json(F.struct(*[_column(k) for k in key]))
+    row_key = F.to_json(F.struct(*[spark_column(k) for k in key]))
     why = F.lit(refusal(read, number=False))
     if read.conversion is Conversion.DECIMAL_TEXT and not read.per_element:
         why = F.when(source.rlike(_NUMBER_TEXT), F.lit(refusal(read, number=True))).otherwise(why)
@@ -183,7 +185,7 @@ def to_lake_types(frame: DataFrame, reads: Sequence[ColumnRead], table: str, key
     """
     columns = []
     for read in reads:
-        source = _column(read.name)
+        source = spark_column(read.name)
         converted, lost = _converted(read, source)
         failure = F.raise_error(_refusal_message(read, source, table, key)).cast(read.lake_type)
         checked = F.when(lost, failure)

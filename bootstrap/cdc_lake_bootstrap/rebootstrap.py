@@ -1,7 +1,8 @@
 """``cdc-lake rebootstrap``: a fresh copy of a table in a new versioned base path, switched in atomically.
 
 The way out of every stopped state (FAILED for a lost slot, a purged binlog or a bad message;
-SCHEMA_CHANGED), and the way to take a new schema in.  Steps, each resumable:
+SCHEMA_CHANGED; BOOTSTRAPPING when the hand-off refused the copy, :mod:`cdc_lake_bootstrap.handoff`), and
+the way to take a new schema in.  Steps, each resumable:
 
 1. Under the table's bootstrap lock (a second re-bootstrap or bootstrap of the table is refused), the
    state store records the re-bootstrap (version N, reason, old and new path: ``<base>__vN``, a sibling of
@@ -68,7 +69,6 @@ REBOOTSTRAP_RUN = "rebootstrap"
 REMOVE_OLD_RUN = "rebootstrap remove-old"
 PRIMARY = "primary"
 """``Rebootstrap.read_from`` of a re-bootstrap started with ``--from-primary``."""
-NOT_YET_BOOTSTRAPPED = frozenset({TableState.PENDING_BOOTSTRAP, TableState.BOOTSTRAPPING})
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def _rebootstrap(
 ) -> RebootstrapResult:
     began = time.monotonic()
     info = store.require_table(name)
-    if info.state in NOT_YET_BOOTSTRAPPED:
+    if info.state is TableState.PENDING_BOOTSTRAP:
         raise RebootstrapError(f"table {name} is {info.state.value}: run `cdc-lake bootstrap {name}` instead")
     if info.state is TableState.OFFBOARDED:
         raise RebootstrapError(f"table {name} is OFFBOARDED: onboard it again first")

@@ -40,7 +40,7 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import Watermark
 from cdc_lake.state.store import StateStore
-from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
+from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, check_unique_copy, wait_until_streamed
 from cdc_lake_bootstrap.keys import record_key, selected_columns
 from cdc_lake_bootstrap.lake_types import column_reads
 from cdc_lake_bootstrap.partition_copy import PartitionCopy
@@ -280,6 +280,7 @@ class TableBootstrap:
         partitions.copy(spark, engine, role, query, watermark, key)
 
         self._show("handing off")
+        check_unique_copy(self.target, lake, key, shape)
         # Every partition read a snapshot at or before what the server it read has replayed by now.
         position = engine.replica_position() if role == "replica" else engine.current_position()
         point = SnapshotPoint(position, engine.primary_clock_ms())

@@ -24,6 +24,7 @@ from support.bootstrap import (
     assert_lake_equals_source,
     postgres_db,
     state_of,
+    wait_streamed,
     write_db_config,
 )
 from support.common import assert_one_line_failure, cli_run, load, run_json, write_and_load
@@ -163,6 +164,55 @@ def test_key_not_primary_key_with_full_identity_key_changes_and_deletes_end_equa
     base_path = config.lake.table_base_path(table)
     lake = sorted(tuple(row[c] for c in COLUMNS) for row in second_reader_rows(base_path, COLUMNS))
     assert lake == source
+
+
+def test_a_unique_index_dropped_after_onboarding_stops_the_hand_off_and_rebootstrap_leads_out(
+    spark: SparkSession, db: SourceDb, tmp_path: Path
+) -> None:
+    """Issue 34 review 7: onboarding checked the unique index over ``code``; it is dropped afterwards and
+    two rows share a code.  The bootstrap's copy holds both (a bulk insert stores every row), so it
+    refuses the hand-off naming the table, the key and the shared value: the table stays BOOTSTRAPPING
+    (never published), a second run refuses again, and once the source is fixed `cdc-lake rebootstrap`
+    copies it anew and publishes it equal to the source."""
+    db.execute(ITEMS.format(name="unindexed"))
+    config_path = write_db_config(
+        tmp_path, db, [{"name": "unindexed", "key": ["code"]}], str(tmp_path / "lake")
+    )
+    onboarded = cli_run(config_path, "onboard", db.source, "--replica-identity-full")
+    assert onboarded.exit_code == 0, onboarded.stderr or onboarded.output
+    db.execute(
+        "alter table public.unindexed drop constraint unindexed_code_key",
+        "update public.unindexed set code = 'c7' where id = 8",
+    )
+    table = db.qualified("unindexed")
+    config = load(config_path)
+
+    refused = cli_run(config_path, "bootstrap", table)
+
+    fragments = (
+        f"table {table}: not handed off: its copy holds 2 rows with key {{\"code\":\"c7\"}}",
+        "key columns (code) are not unique in the source",
+        "the table stays BOOTSTRAPPING: make the key unique on the source",
+        f"then run cdc-lake rebootstrap {table}",
+    )
+    assert_one_line_failure(refused, *fragments)
+    assert state_of(config, table) is TableState.BOOTSTRAPPING
+    assert_one_line_failure(cli_run(config_path, "bootstrap", table), *fragments)
+
+    db.execute(
+        "update public.unindexed set code = 'c8' where id = 8",
+        "alter table public.unindexed add constraint unindexed_code_key unique (code)",
+    )
+    # The changes made while two rows shared a key stay before the new copy's watermark (never replayed).
+    wait_streamed(config, table)
+    rebootstrapped = cli_run(config_path, "rebootstrap", table)
+
+    assert rebootstrapped.exit_code == 0, rebootstrapped.stderr or rebootstrapped.output
+    assert state_of(config, table) is TableState.LIVE
+    with StateStore.open(config.state_store.url) as store:
+        path = store.current_copy(table).path
+    assert path != config.lake.table_base_path(table)
+    assert assert_lake_equals_source(spark, config, db, "unindexed", key=("code",), base_path=path) == 40
 
 
 def test_replica_identity_set_back_to_default_stops_the_table_at_the_update_without_the_old_key(

@@ -224,3 +224,43 @@ def test_a_resumed_rebootstrap_reads_where_it_started(
         f"table {TABLE}: its unfinished re-bootstrap v2 reads where the config says; run it again without "
         f"--from-primary, or roll it back: cdc-lake rebootstrap {TABLE} --abort"
     )
+
+
+def test_a_bootstrap_whose_hand_off_was_refused_is_rebootstrapped_and_switched(
+    monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore
+) -> None:
+    """Issue 34 review 7: the hand-off refuses a copy it cannot publish (rows sharing a configured key, a
+    topic created again since the watermark) and leaves the table BOOTSTRAPPING; the error names
+    `cdc-lake rebootstrap TABLE` as the way out, so it must take a BOOTSTRAPPING table: a fresh copy in
+    a new path, switched in once caught up, the refused copy left at the old path for --remove-old."""
+    store.upsert_source("pg", "postgres", ["cdc-lake-pg"])
+    configured = config.lake.table_base_path(TABLE)
+    store.upsert_table(TABLE, "pg", 1, configured)
+    with pytest.raises(RebootstrapError, match="is PENDING_BOOTSTRAP: run `cdc-lake bootstrap"):
+        rebootstrap.rebootstrap_tables(config, [TABLE], "", LineView(print), CaughtUpApplier)
+    store.transition(TABLE, TableState.BOOTSTRAPPING)
+    store.save_watermark(TABLE, topic=TOPIC, offsets={0: 3}, ts_source_ms=1000, source_position="0/1")
+    copied: list[str] = []
+
+    def run_copy(copy: Any) -> None:
+        """The copy's bootstrap and catch-up, as a run ending LIVE leaves it."""
+        copied.append(copy.target.base_path)
+        _bootstrapped(store, copy.name, copy.target.base_path, COPY_WATERMARK)
+
+    monkeypatch.setattr(rebootstrap.TableBootstrap, "run", run_copy)
+    monkeypatch.setattr(rebootstrap, "get_spark", lambda spark, lake: None)
+    metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).metadata().to_dict()
+    commit = CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)
+    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path: commit)
+    monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
+
+    (result,) = rebootstrap.rebootstrap_tables(
+        config, [TABLE], "refused hand-off", LineView(print), CaughtUpApplier
+    )
+
+    assert copied == [result.path] == [versioned_path(configured, 2)]
+    current = store.current_copy(TABLE)
+    assert (store.require_table(TABLE).state, current.path, current.applied_offsets) == (
+        TableState.LIVE, result.path, COPY_WATERMARK,
+    )
+    assert store.rebootstraps(TABLE)[-1].old_path == configured
