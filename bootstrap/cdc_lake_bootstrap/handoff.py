@@ -37,9 +37,11 @@ CdcLakeConnectorFailed checks it): its offsets cannot move until it is restarted
 the task's cause and ``docs/runbooks/connector-failed.md``.
 
 Nor does it hand off a copy it cannot publish: one holding rows that share a configured key that is not
-the primary key (:func:`check_unique_copy`; a unique index dropped since onboarding).  Running the
-bootstrap again would refuse the same copy, so the table stays BOOTSTRAPPING and the error names the
-way out that makes a new one, ``cdc-lake rebootstrap TABLE`` (:func:`rebootstrap_way_out`).
+the primary key (:func:`check_unique_copy`; a unique index dropped since onboarding), or one whose
+watermark offsets are of a topic deleted and created again under its name since (:func:`check_same_topic`:
+another Kafka topic id, whose offsets start over, so replaying from them would skip or repeat changes).
+Running the bootstrap again would refuse the same copy, so the table stays BOOTSTRAPPING and the error
+names the way out that makes a new one, ``cdc-lake rebootstrap TABLE`` (:func:`rebootstrap_way_out`).
 """
 
 from __future__ import annotations
@@ -51,13 +53,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cdc_lake.config import KafkaSettings
 from cdc_lake.connect.client import ConnectorStatus, connector_failure
 from cdc_lake.exceptions import BootstrapError, ConnectError, SourceEngineError
+from cdc_lake.kafka.offsets import topic_state
 from cdc_lake.lake.format import LakeFormat
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.sources.positions import LogPosition
 from cdc_lake.sources.snapshot import SnapshotSource, TableShape
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
+from cdc_lake.state.records import Watermark
 from cdc_lake_bootstrap.keys import duplicate_key, unique_by_definition
 
 _LOG = logging.getLogger(__name__)
@@ -251,3 +256,19 @@ def check_unique_copy(target: TableTarget, lake: LakeFormat, key: tuple[str, ...
         f"columns) or set tables[].key to columns that are, then run {rebootstrap_way_out(target)}"
     )
 
+
+def check_same_topic(target: TableTarget, watermark: Watermark, kafka: KafkaSettings) -> None:
+    """Refuse the hand-off when the table's topic is not the one whose offsets the watermark holds: its
+    Kafka id differs now, or it is gone.  A watermark without an id (saved before ids were recorded, or
+    by a broker without them) is not compared."""
+    if watermark.topic_id is None:
+        return
+    now = topic_state(kafka.bootstrap_servers, watermark.topic, extra=kafka.consumer).topic_id
+    if now == watermark.topic_id:
+        return
+    raise BootstrapError(
+        f"table {target.qualified_name}: not handed off: topic {watermark.topic!r} was deleted "
+        f"{'and created again ' if now else ''}since the watermark (topic id {watermark.topic_id}, now "
+        f"{now or 'none'}), so the watermark's offsets are of another log; the table stays BOOTSTRAPPING: "
+        f"run {rebootstrap_way_out(target)}"
+    )

@@ -40,7 +40,13 @@ from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.records import Watermark
 from cdc_lake.state.store import StateStore
-from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, check_unique_copy, wait_until_streamed
+from cdc_lake_bootstrap.handoff import (
+    HandoffWait,
+    SnapshotPoint,
+    check_same_topic,
+    check_unique_copy,
+    wait_until_streamed,
+)
 from cdc_lake_bootstrap.keys import record_key, selected_columns
 from cdc_lake_bootstrap.lake_types import column_reads
 from cdc_lake_bootstrap.partition_copy import PartitionCopy
@@ -290,6 +296,7 @@ class TableBootstrap:
         with self.aside(), KafkaConnectClient.for_settings(self.config.kafka_connect) as connect:
             how = wait_until_streamed(self.name, self.table.name, point, handoff, connect)
         _LOG.info("%s: %s", self.name, how)
+        check_same_topic(self.target, watermark, self.config.kafka)
         self.store.transition(self.name, TableState.CATCHING_UP)
         self._commit_group(watermark)
         self._show("handed off")
@@ -350,6 +357,7 @@ class TableBootstrap:
             ts_source_ms=point.ts_source_ms,
             source_position=point.wait_position,
             history_offset=self._history_start,
+            topic_id=point.topic_id,
         )
 
     def _catch_up(self, spark: SparkSession) -> None:

@@ -14,6 +14,11 @@ The event's position is still recorded (in the run detail) for people.
 An empty topic (or one Debezium has not created yet) gets a watermark too: no offsets (the applier
 starts every partition at its beginning), the primary's time as ``Tₛ`` and its position.
 
+The offsets are of one topic: the watermark records its Kafka id, read with them (one ``DescribeTopics``
+request).  A topic deleted and created again under its name before the hand-off has another id and
+offsets that start over; the hand-off refuses it and the applier's first batch would too
+(:func:`cdc_lake_bootstrap.handoff.check_same_topic`, :mod:`cdc_lake.apply.plan`).
+
 Many tables of one source take their watermarks together (:func:`take_watermarks`): the end offsets of
 all their topics in one Kafka batch, then one read of the primary's position and clock, which is after
 every topic's ``O`` and so a valid wait position for each; one replica wait then covers them all.
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 from cdc_lake.decode.envelope import ChangeEvent, EnvelopeSource, decode_message
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.decode.schema import SchemaLookup, TypedSchemas
-from cdc_lake.kafka.offsets import OffsetRange, read_ranges, topic_watermarks
+from cdc_lake.kafka.offsets import OffsetRange, read_ranges, topic_states
 from cdc_lake.sources.postgres.positions import Lsn
 from cdc_lake.sources.snapshot import SnapshotSource
 
@@ -38,13 +43,15 @@ follow deletes, so the first window almost always has one)."""
 
 @dataclass(frozen=True)
 class WatermarkPoint:
-    """What step 1 measured: offsets ``O``, ``Tₛ``, the position to wait for, and the newest event."""
+    """What step 1 measured: offsets ``O``, ``Tₛ``, the position to wait for, the newest event, and the
+    topic's Kafka id (None: no topic yet, or a broker without ids)."""
 
     offsets: dict[int, int]
     ts_source_ms: int
     wait_position: str
     newest_event_position: str | None
     newest_event_ts_ms: int | None
+    topic_id: str | None
 
 
 @dataclass(frozen=True)
@@ -130,18 +137,19 @@ def take_watermarks(
 
     ``column_types`` holds each topic's table ``column_types``, so its events decode as the applier's do.
     """
-    marks = topic_watermarks(bootstrap_servers, topics, extra=kafka_extra)
+    states = topic_states(bootstrap_servers, topics, extra=kafka_extra)
     position = engine.current_position()
     clock_ms = engine.primary_clock_ms()
     points = {}
-    for topic, topic_marks in marks.items():
+    for topic, state in states.items():
         typed = TypedSchemas(registry, (column_types or {}).get(topic, {}))
-        newest = newest_event(bootstrap_servers, topic, topic_marks, typed, kafka_extra)
+        newest = newest_event(bootstrap_servers, topic, state.marks, typed, kafka_extra)
         points[topic] = WatermarkPoint(
-            offsets={partition: high for partition, (_, high) in topic_marks.items()},
+            offsets={partition: high for partition, (_, high) in state.marks.items()},
             ts_source_ms=clock_ms if newest is None else newest.ts_ms,
             wait_position=position,
             newest_event_position=None if newest is None else newest.position,
             newest_event_ts_ms=None if newest is None else newest.ts_ms,
+            topic_id=state.topic_id,
         )
     return points

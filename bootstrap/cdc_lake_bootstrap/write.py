@@ -6,7 +6,8 @@ upsert finds a table it could have created itself.
 
 Resuming is exact because the lake says what it holds: every commit's metadata names the bootstrap
 attempt (the watermark's creation time) and the plan partitions it contains, besides the watermark
-offsets the applier starts from.  The state store marks partitions done after each commit; a bootstrap
+offsets the applier starts from and the id of their topic (so its first batch refuses a topic created
+again since).  The state store marks partitions done after each commit; a bootstrap
 killed between a commit and those marks finds the partitions in the latest commit and does not write
 them twice.  A commit killed half-way never completes: Hudi rolls it back on the next write and its
 partitions are read again.
@@ -37,7 +38,11 @@ def group_metadata(watermark: Watermark, partitions: list[int], lengths: Mapping
     """The metadata of one bootstrap commit: the watermark checkpoint, the attempt and its partitions,
     and the character lengths of the registered schema the copy was aligned with."""
     checkpoint = Checkpoint(
-        watermark.topic, dict(watermark.offsets), watermark.ts_source_ms, Origin.WATERMARK
+        watermark.topic,
+        dict(watermark.offsets),
+        watermark.ts_source_ms,
+        Origin.WATERMARK,
+        topic_id=watermark.topic_id,
     )
     return replace(
         checkpoint.metadata(),

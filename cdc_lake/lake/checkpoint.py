@@ -127,7 +127,8 @@ def resume_checkpoint(
             raise LakeWriteError(
                 f"{where}: the bootstrap watermark is for topic {watermark.topic!r}, not {topic!r}"
             )
-        return Checkpoint(topic, dict(watermark.offsets), watermark.ts_source_ms, Origin.WATERMARK)
+        offsets, source_ts = dict(watermark.offsets), watermark.ts_source_ms
+        return Checkpoint(topic, offsets, source_ts, Origin.WATERMARK, topic_id=watermark.topic_id)
     if commit is not None:
         raise LakeWriteError(
             f"{where}: the lake table has commits but neither they nor a bootstrap watermark hold "

@@ -88,6 +88,9 @@ class BootstrapWatermarkRow(Base):
     """The first schema-history offset not yet checked for a swap of the table (migration 0006): the
     history's end when the bootstrap began, advanced by the applier; null: not recorded (MySQL/MariaDB
     only, or a bootstrap from before 0006)."""
+    topic_id: Mapped[str | None] = mapped_column(String(64))
+    """The Kafka id of ``topic`` when its offsets were read (migration 0009); null: a watermark saved
+    before, or a broker without topic ids."""
 
 
 class AppliedOffsetRow(Base):

@@ -29,10 +29,12 @@ class ProgressStore(StoreSession):
         source_position: str | None,
         partitions: Sequence[BootstrapPartition] = (),
         history_offset: int | None = None,
+        topic_id: str | None = None,
     ) -> Watermark:
         """Save the hand-off point of a new bootstrap, replacing any earlier one of ``table``;
         ``history_offset``: the end of the table's schema history now (swaps before it are the copy's), or
-        one past its newest logged rewrite (:class:`~cdc_lake.state.records.Watermark`)."""
+        one past its newest logged rewrite; ``topic_id``: the Kafka id of ``topic`` whose ``offsets`` these
+        are (:class:`~cdc_lake.state.records.Watermark`)."""
         with self._transaction() as session:
             self._require_row(session, table)
             session.execute(delete(BootstrapWatermarkRow).where(BootstrapWatermarkRow.table_name == table))
@@ -46,6 +48,7 @@ class ProgressStore(StoreSession):
                 replica_position_reached=False,
                 partition_plan=[_partition_json(p) for p in partitions],
                 history_offset=history_offset,
+                topic_id=topic_id,
             )
             session.add(row)
             return _watermark(row)
@@ -156,4 +159,5 @@ def _watermark(row: BootstrapWatermarkRow) -> Watermark:
             for p in row.partition_plan
         ),
         history_offset=row.history_offset,
+        topic_id=row.topic_id,
     )

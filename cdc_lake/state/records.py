@@ -64,7 +64,9 @@ class Watermark:
     ``history_offset`` the first offset of the connector's schema history not yet checked for a swap of
     the table (MySQL/MariaDB, :mod:`cdc_lake.apply.swaps`), or the first id of the source's table-rewrite
     log not yet checked for a rewrite of it (Postgres, :mod:`cdc_lake.apply.rewrites`); None: not
-    recorded.
+    recorded.  ``topic_id`` is the Kafka id of ``topic`` when ``offsets`` were read: a topic deleted and
+    created again under its name has another id and offsets that start over (None: a watermark saved
+    before ids were recorded, or a broker without them).
     """
 
     table: str
@@ -76,6 +78,7 @@ class Watermark:
     replica_position_reached: bool
     partitions: tuple[BootstrapPartition, ...]
     history_offset: int | None = None
+    topic_id: str | None = None
 
     @property
     def pending_partitions(self) -> tuple[BootstrapPartition, ...]:

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from support.schedule import tier_target
 
+from cdc_lake.config import KafkaSettings
 from cdc_lake.connect.client import ConnectorStatus, TaskStatus
 from cdc_lake.exceptions import BootstrapError, ConnectError, SourceEngineError
+from cdc_lake.kafka.offsets import TopicState
 from cdc_lake.sources.mysql.positions import MariaDbGtidPosition, MySqlGtidSet
 from cdc_lake.sources.postgres.positions import Lsn
+from cdc_lake.state.records import Watermark
 from cdc_lake_bootstrap import handoff
 from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
 
@@ -283,3 +289,52 @@ def test_a_failed_connector_task_stops_the_handoff_at_once_naming_its_cause_and_
     assert message.startswith("table src.s.t: not handed off: connector 'a' at http://connect: task 0 FAILED")
     assert "Failed to properly convert data value for 's.t.nfree' of type numeric" in message
     assert "docs/runbooks/connector-failed.md" in message
+
+
+def _watermark(topic_id: str | None) -> Watermark:
+    created = datetime(2026, 1, 1, tzinfo=UTC)
+    return Watermark("src.s.t", "t.src.s.t", {0: 40}, 1, "0/1", created, True, (), topic_id=topic_id)
+
+
+def _topic_now(monkeypatch: pytest.MonkeyPatch, topic_id: str | None) -> list[str]:
+    """The topic's id as Kafka describes it now (None: no topic); returns the topics asked for."""
+    asked: list[str] = []
+
+    def state(servers: str, topic: str, extra: Mapping[str, str]) -> TopicState:
+        asked.append(topic)
+        return TopicState(topic_id, {0: (0, 90)} if topic_id else {})
+
+    monkeypatch.setattr(handoff, "topic_state", state)
+    return asked
+
+
+def test_a_topic_created_again_since_the_watermark_is_not_handed_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34 review 7: the watermark's offsets are of the topic it measured; a topic deleted and created
+    again under the name since then (here already past them) holds another log: the hand-off refuses
+    it, naming both ids and the way out, a new copy by re-bootstrap."""
+    asked = _topic_now(monkeypatch, "BBBBBBBBBBBBBBBBBBBBBB")
+    target = tier_target("src.s.t", 1)
+
+    with pytest.raises(BootstrapError) as refused:
+        handoff.check_same_topic(target, _watermark("AAAAAAAAAAAAAAAAAAAAAA"), KafkaSettings())
+
+    assert asked == ["t.src.s.t"]
+    assert str(refused.value) == (
+        "table src.s.t: not handed off: topic 't.src.s.t' was deleted and created again since the "
+        "watermark (topic id AAAAAAAAAAAAAAAAAAAAAA, now BBBBBBBBBBBBBBBBBBBBBB), so the watermark's "
+        "offsets are of another log; the table stays BOOTSTRAPPING: run cdc-lake rebootstrap src.s.t"
+    )
+    copy = replace(target, qualified_name="src.s.t~v2", lake_name="src.s.t")
+    with pytest.raises(BootstrapError, match=r"now none\).*rebootstrap src\.s\.t --abort, then cdc-lake"):
+        _topic_now(monkeypatch, None)
+        handoff.check_same_topic(copy, _watermark("AAAAAAAAAAAAAAAAAAAAAA"), KafkaSettings())
+
+
+@pytest.mark.parametrize(("saved", "now"), [("AAAA", "AAAA"), (None, "BBBB"), (None, None)])
+def test_the_same_topic_or_a_watermark_without_an_id_hands_off(
+    monkeypatch: pytest.MonkeyPatch, saved: str | None, now: str | None
+) -> None:
+    # A watermark saved before topic ids were recorded (migration 0009), or by a broker without ids.
+    _topic_now(monkeypatch, now)
+
+    handoff.check_same_topic(tier_target("src.s.t", 1), _watermark(saved), KafkaSettings())

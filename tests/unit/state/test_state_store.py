@@ -8,14 +8,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 
 from cdc_lake import redaction as secrets
 from cdc_lake.exceptions import StateStoreError, UnknownTableError
 from cdc_lake.state import BootstrapPartition, RunOutcome, StateStore, TableState
-from cdc_lake.state.migrate import HEAD_REVISION, stored_revision
+from cdc_lake.state.migrate import HEAD_REVISION, alembic_config, stored_revision
 from cdc_lake.state.models import Base
 from cdc_lake.state.status import table_statuses
 
@@ -191,6 +192,44 @@ def test_watermark_round_trip_and_progress(store: StateStore) -> None:
 
     replanned = store.set_partition_plan(TABLE, [BootstrapPartition(0, "true")])
     assert replanned.partitions == (BootstrapPartition(0, "true"),)
+
+
+def test_a_watermark_records_the_id_of_the_topic_its_offsets_belong_to(store: StateStore) -> None:
+    """Issue 34 review 7: a topic deleted and created again under its name between the watermark and the
+    hand-off has other offsets; the id (migration 0009) tells the two apart (None: a broker without ids)."""
+    saved = store.save_watermark(
+        TABLE, topic="t", offsets={0: 4}, ts_source_ms=None, source_position=None, topic_id="AAAAAAdbzRU"
+    )
+
+    assert saved.topic_id == "AAAAAAdbzRU"
+    assert store.get_watermark(TABLE) == saved
+    assert store.mark_replica_position_reached(TABLE).topic_id == "AAAAAAdbzRU"
+
+
+def test_a_watermark_saved_before_topic_ids_were_recorded_reads_without_one(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/state.db"
+    config = alembic_config()
+    with create_engine(url).begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0008")
+        connection.execute(text(
+            "insert into sources (name, engine, onboarded_at, connector_names) "
+            "values ('pg', 'postgres', '2025-01-01 00:00:00', '[]')"
+        ))
+        connection.execute(text(
+            "insert into tables (qualified_name, source, tier, state, lake_base_path, updated_at) "
+            f"values ('{TABLE}', 'pg', 1, 'BOOTSTRAPPING', '/lake', '2025-01-01 00:00:00')"
+        ))
+        connection.execute(text(
+            "insert into bootstrap_watermarks (table_name, topic, kafka_offsets, created_at, "
+            f"replica_position_reached, partition_plan) values ('{TABLE}', 't', '{{\"0\": 4}}', "
+            "'2025-01-01 00:00:00', 1, '[]')"
+        ))
+
+    with StateStore.open(url) as store:
+        watermark = store.get_watermark(TABLE)
+
+    assert watermark is not None and (watermark.offsets, watermark.topic_id) == ({0: 4}, None)
 
 
 def test_a_new_watermark_replaces_the_old_one(store: StateStore) -> None:
