@@ -7,12 +7,19 @@ are marked done (a run killed between a commit and its marks).  The pending part
 commit and one ``bootstrap.commit`` run per group, each partition marked done after its commit.  A
 failed group is tried again in the run unless its cause fails the same way every time; between commits
 the running group's rows are estimated from Spark's task counts for the progress view.
+
+Every JDBC session reading a replica first waits until its own server has replayed the watermark's
+position, for at most ``bootstrap.replica_wait_timeout_seconds`` (:class:`SessionWait`): the bootstrap's
+own wait ran on one connection, and a load-balanced reader endpoint may send a partition's session to
+another replica, further behind.  A session whose server did not get there ends the bootstrap at once,
+in one line naming the position and the setting (it already waited the whole timeout).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +32,7 @@ from cdc_lake.exceptions import BootstrapError, CdcLakeError
 from cdc_lake.lake.format import LakeFormat
 from cdc_lake.lake.layout import TableSpec
 from cdc_lake.lake.target import TableTarget
-from cdc_lake.sources.snapshot import JdbcAccess, SnapshotSource
+from cdc_lake.sources.snapshot import SESSION_WAIT_FAILED, JdbcAccess, SessionWait, SnapshotSource
 from cdc_lake.spark.errors import JVM_ERRORS, describe_failure
 from cdc_lake.state.records import BootstrapPartition, RunOutcome, Watermark
 from cdc_lake.state.store import StateStore
@@ -33,6 +40,7 @@ from cdc_lake_bootstrap.lake_types import REFUSED_VALUE
 from cdc_lake_bootstrap.partitions import PlanInputs, partition_count, plan_partitions, sample_size
 from cdc_lake_bootstrap.progress import COMMIT_RUN, PLAN_RUN, TableProgress
 from cdc_lake_bootstrap.read import SnapshotQuery, snapshot_rows
+from cdc_lake_bootstrap.replica_wait import REPLICA_RUNBOOK, TIMEOUT_SETTING
 from cdc_lake_bootstrap.write import attempt_id, lake_state, write_group
 
 _LOG = logging.getLogger(__name__)
@@ -46,14 +54,32 @@ _TICK_SECONDS = 1.0
 _FAILURES: tuple[type[Exception], ...] = (CdcLakeError, *JVM_ERRORS)
 
 
-def write_failure(table: str, indexes: list[int], cause: str, attempt: int) -> BootstrapError | None:
+_SERVER_WORDS_END = re.compile(r"['\"]|\s(?:Where|CONTEXT):")
+"""Where a session wait's own words end in a failure's cause (the quote MySQL's error wraps them in, the
+context Postgres appends)."""
+
+
+def write_failure(
+    table: str, indexes: list[int], cause: str, attempt: int, wait: SessionWait | None = None
+) -> BootstrapError | None:
     """The error ending the bootstrap after the ``attempt``-th failed write of partitions ``indexes``, or
     None to try once more.
 
     A value the lake type refuses (``cause`` is the query's message naming column and row) fails the
     same way on every run: it ends the bootstrap at once and says what to change, with no "resume".
-    Anything else (a dropped connection, a Hudi write error) is tried again, then resumed by a new run.
+    A session whose server had not replayed the watermark's position (``wait``, the sessions' wait)
+    ends it at once too: it has waited the whole timeout already.  Anything else (a dropped
+    connection, a Hudi write error) is tried again, then resumed by a new run.
     """
+    if wait is not None and SESSION_WAIT_FAILED in cause:
+        words = cause[cause.find(SESSION_WAIT_FAILED) + len(SESSION_WAIT_FAILED) :]
+        server = _SERVER_WORDS_END.split(words, maxsplit=1)[0].strip()
+        return BootstrapError(
+            f"table {table}: partitions {indexes} not read: their session's server had not replayed the "
+            f"watermark position {wait.position}, waiting at most {wait.timeout_seconds:g}s "
+            f"({TIMEOUT_SETTING}): {server} ({REPLICA_RUNBOOK}); the table stays BOOTSTRAPPING: once the "
+            f"replicas have replayed it, run cdc-lake bootstrap {table} again"
+        )
     if REFUSED_VALUE in cause:
         raised = cause[max(0, cause.find(f"table {table}: ")) :]  # without the JVM exception's class
         return BootstrapError(
@@ -153,7 +179,8 @@ class PartitionCopy:
         progress.estimated_rows = self._estimated_rows(watermark)
         progress.rows_written = progress.rows_before = self._rows_committed(watermark)
         progress.started = time.monotonic()
-        access = engine.jdbc_access(role)
+        wait = self.session_wait(role, watermark)
+        access = engine.jdbc_access(role, wait)
         spec = dataclasses.replace(self.target.spec(key), parallelism=self._executors(spark))
         group_size = self._executors(spark) * PARTITIONS_PER_COMMIT_PER_SLOT
         pending = list(watermark.pending_partitions)
@@ -162,7 +189,7 @@ class PartitionCopy:
             group = pending[start : start + group_size]
             began = time.monotonic()
             with self._ticking(spark, len(group)):
-                instant = self._write(spark, access, query, watermark, spec, group)
+                instant = self._write(spark, access, query, watermark, spec, group, wait)
             rows = self.lake.records_written(self.target.base_path, instant)
             for partition in group:
                 watermark = self.store.mark_partition_done(self.name, partition.index)
@@ -177,6 +204,13 @@ class PartitionCopy:
             self.store.finish_run(run_id, RunOutcome.OK, detail)
             progress.committed(rows, len(group))
             self._show(None)
+
+    def session_wait(self, role: str, watermark: Watermark) -> SessionWait | None:
+        """What each session reading ``role`` waits for first: the watermark's position on a replica
+        (none on the primary, nor for a watermark without a position: the time rule)."""
+        if role != "replica" or not watermark.source_position:
+            return None
+        return SessionWait(watermark.source_position, self.config.bootstrap.replica_wait_timeout_seconds)
 
     def _estimated_rows(self, watermark: Watermark) -> int:
         attempt = attempt_id(watermark)
@@ -201,8 +235,10 @@ class PartitionCopy:
         watermark: Watermark,
         spec: TableSpec,
         group: Sequence[BootstrapPartition],
+        wait: SessionWait | None,
     ) -> str:
-        """Read and bulk-insert one group, trying again once after a failure (e.g. a dropped connection)."""
+        """Read and bulk-insert one group, trying again once after a failure (e.g. a dropped connection);
+        ``wait``: what its sessions waited for (:meth:`session_wait`)."""
         indexes = [p.index for p in group]
         source_ts = watermark.ts_source_ms or 0
         for attempt in range(1, WRITE_ATTEMPTS + 1):
@@ -218,7 +254,7 @@ class PartitionCopy:
                 committed = self._committed_instant(watermark, indexes)
                 if committed is not None:
                     return committed
-                error = write_failure(self.name, indexes, cause, attempt)
+                error = write_failure(self.name, indexes, cause, attempt, wait)
                 if error is not None:
                     raise error from exc
                 _LOG.info("%s: partitions %s failed (%s); trying again", self.name, indexes, cause)

@@ -4,8 +4,10 @@ Each plan partition is one JDBC query ``SELECT <columns> FROM <table> WHERE <pre
 partition: the predicate sits inside the query, next to the table, so the source uses the key index
 for it whatever the selected expressions are.  The partitions of a group are unioned into one
 DataFrame and read by as many tasks at once as Spark has slots.  Every connection runs the engine's
-session statements first (read-only, UTC, ISO formats) and fetches ``bootstrap.fetch_size`` rows at a
-time.  Only the table's frozen columns (and its key) are selected when the config lists them.
+session statements first (read-only, UTC, ISO formats; on a replica also the wait until its own server
+has replayed the watermark's position, which fails the read when it has not: the ``access`` the caller
+built with a :class:`~cdc_lake.sources.snapshot.SessionWait`) and fetches ``bootstrap.fetch_size`` rows
+at a time.  Only the table's frozen columns (and its key) are selected when the config lists them.
 
 The rows get the lake's metadata columns: ``_cdc_op = 'r'`` like a Debezium snapshot read, the
 watermark time as source time, and the lowest ordering value, so any replayed change wins over them.

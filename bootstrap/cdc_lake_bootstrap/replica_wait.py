@@ -14,6 +14,10 @@ the bootstrap, saying how far behind it is.  While waiting, the replica's replic
 every :data:`CHECK_SECONDS` (the engine's ``check_replica``: still a standby, replay not paused; MySQL's
 replication threads running): a replica that stopped replicating ends the wait at once, naming why and
 ``docs/runbooks/replica-lagging.md``, instead of after the whole timeout.
+
+This wait runs on one connection of the bootstrap's, on every run (a resumed one may reach another
+replica than the first).  Each JDBC session that then reads a partition asserts the same position on
+its own server (:class:`cdc_lake.sources.snapshot.SessionWait`, :mod:`cdc_lake_bootstrap.partition_copy`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ POLL_SECONDS = 0.5
 CHECK_SECONDS = 30.0
 """How long a wait runs before checking again that the replica still replicates."""
 REPLICA_RUNBOOK = "docs/runbooks/replica-lagging.md"
+TIMEOUT_SETTING = "bootstrap.replica_wait_timeout_seconds"
+"""The setting bounding every wait for the replica (this one, and each read session's)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ def wait_for_replica(
             behind = "unknown" if replayed_ms is None else f"{(target_ms - replayed_ms) / 1000:.1f}s"
             raise BootstrapError(
                 f"table {table}: the read replica did not replay past Tₛ + Δ within "
-                f"{wait.timeout_seconds:.0f}s (behind by {behind})"
+                f"{wait.timeout_seconds:.0f}s ({TIMEOUT_SETTING}; behind by {behind})"
             )
         if clock() - checked >= CHECK_SECONDS:
             _check_replicating(table, engine, "past Tₛ + Δ")
@@ -96,7 +102,7 @@ def wait_replica_past(
             lag = _lag(engine, position)
             raise BootstrapError(
                 f"table {table}: the read replica did not replay past {position} within "
-                f"{timeout_seconds:.0f}s ({lag}); {exc}"
+                f"{timeout_seconds:.0f}s ({TIMEOUT_SETTING}; {lag}); {exc}"
             ) from None
         return f"replica replayed {reached}, past the watermark position {position}"
 

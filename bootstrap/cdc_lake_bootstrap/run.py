@@ -2,12 +2,13 @@
 
 A table awaiting bootstrap is PENDING_BOOTSTRAP, or BOOTSTRAPPING after an interrupted run (a killed
 process, a failure).  Under the table's bootstrap lock (:mod:`cdc_lake.state.locks`) the steps run in
-order, each skipped when the state store says it is done: watermark, replica wait, partition plan, the
-partitions not yet in the lake (a Hudi commit per group; both :mod:`cdc_lake_bootstrap.partition_copy`),
-then the hand-off.  A failure leaves the table BOOTSTRAPPING, which the applier does not touch, so
-nothing partial is ever published; running the bootstrap again continues where it stopped.  Here tables
-are bootstrapped one after the other, each using every Spark executor; :mod:`cdc_lake_bootstrap.parallel`
-runs this same flow for many tables at once.
+order, each skipped when the state store says it is done: watermark, replica wait (on a replica it runs
+on every run, a resumed one may reach another replica), partition plan, the partitions not yet in the
+lake (a Hudi commit per group; both :mod:`cdc_lake_bootstrap.partition_copy`), then the hand-off.  A
+failure leaves the table BOOTSTRAPPING, which the applier does not touch, so nothing partial is ever
+published; running the bootstrap again continues where it stopped.  Here tables are bootstrapped one
+after the other, each using every Spark executor; :mod:`cdc_lake_bootstrap.parallel` runs this same
+flow for many tables at once.
 """
 
 from __future__ import annotations
@@ -260,13 +261,16 @@ class TableBootstrap:
             )
         if watermark is None:
             watermark = self._save_watermark(spark, engine, state)
-        if not watermark.replica_position_reached:
+        if role == "replica" or not watermark.replica_position_reached:
+            # Also when a run before this one got there: this run may reach another replica (a
+            # load-balanced endpoint, a replaced server).  Immediate when the replica is past it.
             self._show("waiting for the replica")
             if role == "replica":
                 settings = self.config.bootstrap
                 wait = ReplicaWait(settings.replica_delay_seconds, settings.replica_wait_timeout_seconds)
                 _LOG.info("%s: %s", self.name, wait_for_replica(self.name, engine, watermark, wait))
-            watermark = self.store.mark_replica_position_reached(self.name)
+            if not watermark.replica_position_reached:
+                watermark = self.store.mark_replica_position_reached(self.name)
         lake = load_format(spark, self.config.lake.format)
         partitions = PartitionCopy(
             self.config, self.table, self.target, lake, self.store, self.progress, self._show

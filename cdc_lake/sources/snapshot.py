@@ -61,12 +61,33 @@ class TableShape:
         return next((c for c in self.columns if c.name == name), None)
 
 
+SESSION_WAIT_FAILED = "cdc-lake session wait:"
+"""How the message a JDBC session's replica wait fails with begins (:class:`SessionWait`), whatever the
+engine wraps it in: the bootstrap finds it in the failed read's cause."""
+
+
+@dataclass(frozen=True)
+class SessionWait:
+    """What every JDBC session reading a replica asserts before its query: its server has replayed
+    ``position`` (the watermark's), waiting for it at most ``timeout_seconds``.
+
+    The bootstrap waits for the replica on a connection of its own; Spark's partitions open their own,
+    which a load-balanced reader endpoint (a cloud reader endpoint, HAProxy, a pooler) may send to
+    another replica, one further behind.  The engine's session statement waits like the bootstrap's
+    wait, then fails the session (the read) with a message starting :data:`SESSION_WAIT_FAILED`.
+    """
+
+    position: str
+    timeout_seconds: float
+
+
 @dataclass(frozen=True)
 class JdbcAccess:
     """How Spark reaches one database server over JDBC.
 
     ``properties`` holds the driver class, user and password: it is a secret, never log it.
-    ``session_init`` runs on every connection before the read (read-only session, UTC, ISO formats).
+    ``session_init`` runs on every connection before the read (read-only session, UTC, ISO formats;
+    with a :class:`SessionWait`, the wait for its position too).
     """
 
     url: str
@@ -112,8 +133,14 @@ class SnapshotSource(ABC):
         """``schema.table`` (MySQL: ``database.table``) quoted as a table reference."""
 
     @abstractmethod
-    def jdbc_access(self, role: str) -> JdbcAccess:
-        """The JDBC URL, properties and session statements to read from ``role`` (replica or primary)."""
+    def jdbc_access(self, role: str, wait: SessionWait | None = None) -> JdbcAccess:
+        """The JDBC URL, properties and session statements to read from ``role`` (replica or primary).
+
+        With ``wait``, the session statements also wait until the session's server has replayed
+        ``wait.position`` and fail the session, their message starting :data:`SESSION_WAIT_FAILED`,
+        when it has not within ``wait.timeout_seconds`` (or is no replica).  Raises SourceEngineError
+        when the position is not one of this engine's.
+        """
 
     @abstractmethod
     def table_shape(self, table: str, role: str) -> TableShape:

@@ -10,11 +10,15 @@ the server, WAL lag, the failure paths) is in test_bootstrap_postgres.py.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
+import pymysql
 import pytest
 from pyspark.sql import SparkSession
 from support.bootstrap import (
@@ -32,9 +36,12 @@ from support.bootstrap import (
 from support.common import cli_run, load
 from support.engines import StackEngine
 
+from cdc_lake.config import Source
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table
 from cdc_lake.lake.commit_metadata import ATTEMPT_KEY, OFFSETS_KEY, PARTITIONS_KEY
+from cdc_lake.sources import engine_for
+from cdc_lake.sources.snapshot import SESSION_WAIT_FAILED, SessionWait
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
@@ -204,6 +211,60 @@ def test_a_server_that_is_not_a_replica_is_refused(engine: StackEngine, db: Sour
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
     assert engine.not_a_replica in result.stderr
     assert state_of(config, table) is TableState.PENDING_BOOTSTRAP
+
+
+SERVER_ERRORS = (psycopg.Error, pymysql.MySQLError)
+
+
+def _ahead(engine: StackEngine, position: str) -> str:
+    """A position the primary has not reached: the WAL a GiB on, or every domain 1000 GTIDs on."""
+    if engine.name == "postgres":
+        high, low = position.split("/")
+        return f"{int(high, 16) + 1:X}/{low}"
+    return ",".join(
+        f"{domain}-{server}-{int(seq) + 1000}"
+        for domain, server, seq in (part.split("-") for part in position.split(","))
+    )
+
+
+def test_each_read_session_waits_for_the_watermark_position_on_its_own_server(
+    engine: StackEngine, db: SourceDb
+) -> None:
+    # The session statements of a replica read (cdc_lake.sources.snapshot.SessionWait), run as Spark's
+    # JDBC sessions run them, on the stack's servers: a replayed position passes at once; one the
+    # replica has not replayed fails after the wait; the primary is no replica to read.
+    entry = db.source_config([])
+    password = os.environ.get("CDC_LAKE_DB_PASSWORD") or "cdc-lake-local"
+    for role in ("primary", "replica"):
+        entry[role] = {**entry[role], "password": password}
+    source_engine = engine_for(Source.model_validate({**entry, "name": db.source}))
+    reached = source_engine.current_position()
+    source_engine.wait_replica_past(reached, 60)
+    stack = db.stack
+
+    def session(position: str, server: str) -> float:
+        """Run the session statements waiting for ``position`` on ``server``; the seconds they took."""
+        statement = source_engine.jdbc_access("replica", SessionWait(position, 2)).session_init
+        began = time.monotonic()
+        if engine.name == "postgres":
+            target = stack.postgres_replica if server == "replica" else stack.postgres_primary
+            with target.connect(db.database) as conn:
+                conn.execute(statement.encode())
+        else:
+            maria = stack.mariadb_replica if server == "replica" else stack.mariadb_primary
+            with maria.connect(db.database) as conn, conn.cursor() as cur:
+                cur.execute(statement)
+        return time.monotonic() - began
+
+    assert session(reached, "replica") < 1
+    began = time.monotonic()
+    late = f"{SESSION_WAIT_FAILED} this (standby replayed|server applied) [^ ]+ in 2s"
+    with pytest.raises(SERVER_ERRORS, match=late):
+        session(_ahead(engine, reached), "replica")
+    assert time.monotonic() - began >= 2
+    refused = "this server is not a standby" if engine.name == "postgres" else "this server applied nothing"
+    with pytest.raises(SERVER_ERRORS, match=f"{SESSION_WAIT_FAILED} {refused}"):
+        session(reached, "primary")
 
 
 KEYED_TABLES = {

@@ -23,7 +23,13 @@ from cdc_lake.sources.mysql.capture import MySqlCapture
 from cdc_lake.sources.mysql.operations import MySqlOperations
 from cdc_lake.sources.mysql.positions import MariaDbGtidPosition
 from cdc_lake.sources.mysql.preflight import MySqlPreflight
-from cdc_lake.sources.mysql.snapshot import MySqlSnapshot, wait_read_timeout
+from cdc_lake.sources.mysql.snapshot import (
+    MySqlSnapshot,
+    mariadb_gtid_position,
+    quote_string,
+    wait_read_timeout,
+    wait_seconds,
+)
 from cdc_lake.sources.positions import LogPosition
 
 BINLOG_SCAN_EVENTS = 1000
@@ -60,6 +66,14 @@ class MariaDbEngine(MySqlEngine):
     replica_hosts_query = "SHOW SLAVE HOSTS"
     position_query = "SELECT @@GLOBAL.gtid_binlog_pos"
     replica_position_query = "SELECT @@GLOBAL.gtid_slave_pos"
+    applied_variable = "@@GLOBAL.gtid_slave_pos"
+
+    def applied_within(self, position: str, timeout: float) -> str:
+        """``MASTER_GTID_WAIT(position, timeout) = 0``: it answers 0 once this server's replication has
+        applied ``position``, -1 after the timeout (NULL, not 0, on a bad argument).  A primary, whose
+        ``gtid_slave_pos`` does not move, times out."""
+        gtids = quote_string(mariadb_gtid_position(position))
+        return f"MASTER_GTID_WAIT({gtids}, {wait_seconds(timeout)}) = 0"
 
     def wait_replica_past(self, position: str, timeout: float) -> str:
         """Block on the replica until it has applied ``position`` (``MASTER_GTID_WAIT``)."""

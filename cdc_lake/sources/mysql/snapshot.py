@@ -3,13 +3,16 @@
 :class:`MySqlSnapshot` is the engines' part of :class:`~cdc_lake.sources.snapshot.SnapshotSource`:
 the primary's executed GTIDs, the replica's applied ones and the wait past a position
 (``WAIT_FOR_EXECUTED_GTID_SET``; MariaDB overrides it), the replica's state, and what the bootstrap
-reads (JDBC access, a table's shape, key samples), each read on the role the caller names.
+reads (JDBC access, a table's shape, key samples), each read on the role the caller names.  A JDBC
+session that reads a replica for the bootstrap waits first until its own server has applied the
+watermark's position, in its one session statement (:meth:`MySqlSnapshot.jdbc_access`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -28,7 +31,13 @@ from cdc_lake.sources.mysql.settings import MySqlConnection
 from cdc_lake.sources.mysql.tls import jdbc_properties
 from cdc_lake.sources.positions import LogPosition
 from cdc_lake.sources.settings import engine_model
-from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
+from cdc_lake.sources.snapshot import (
+    SESSION_WAIT_FAILED,
+    JdbcAccess,
+    SessionWait,
+    SourceColumn,
+    TableShape,
+)
 
 _WAIT_ANSWER_SECONDS = 30
 """A replica wait's answer may take this long after its own wait time."""
@@ -48,6 +57,8 @@ class MySqlSnapshot(MySqlBase):
     jdbc_driver = "com.mysql.cj.jdbc.Driver"
     jdbc_url_options = "connectTimeout=10000&tcpKeepAlive=true&useCursorFetch=true"
     read_only_variable = "transaction_read_only"
+    applied_variable = "@@GLOBAL.gtid_executed"
+    """The variable holding what a server has applied, named when a session's wait fails."""
 
     def current_position(self) -> str:
         """The primary's executed GTID set."""
@@ -83,8 +94,24 @@ class MySqlSnapshot(MySqlBase):
         """``database.table`` as a quoted table reference."""
         return quote_table(qualified)
 
-    def jdbc_access(self, role: str) -> JdbcAccess:
-        """JDBC access to ``role``: a read-only UTC session where backslashes in literals are plain."""
+    def applied_within(self, position: str, timeout: float) -> str:
+        """A SQL condition that waits until this session's server has applied ``position`` for at most
+        ``timeout`` seconds, and is true when it has: ``WAIT_FOR_EXECUTED_GTID_SET`` answers 0 then, 1
+        after the timeout.  ``position`` must be a GTID set (validated, then quoted)."""
+        gtids = quote_string(mysql_gtid_set(position))
+        return f"WAIT_FOR_EXECUTED_GTID_SET({gtids}, {wait_seconds(timeout)}) = 0"
+
+    def jdbc_access(self, role: str, wait: SessionWait | None = None) -> JdbcAccess:
+        """JDBC access to ``role``: a read-only UTC session where backslashes in literals are plain.
+
+        With ``wait``, the same statement first waits until the session's server has applied
+        ``wait.position`` (:meth:`applied_within`).  It stays one statement (a driver sends no second
+        one without ``allowMultiQueries``, and MySQL has no anonymous blocks): when the wait fails,
+        ``sql_mode`` is set to the failure's words, which the server refuses with an error naming them
+        (``Variable 'sql_mode' can't be set to the value of 'cdc-lake session wait: ...'``).  The words
+        start with :data:`SESSION_WAIT_FAILED` and name what the server applied (commas and line breaks
+        as spaces: the server's error quotes a value up to its first comma).
+        """
         connection = self.connection(role)
         url = f"jdbc:{self.jdbc_scheme}://{connection.host}:{connection.port}/?{self.jdbc_url_options}"
         properties = {
@@ -94,9 +121,17 @@ class MySqlSnapshot(MySqlBase):
         }
         if connection.password is not None:
             properties["password"] = connection.password.get_secret_value()
+        modes = "CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'NO_BACKSLASH_ESCAPES')"
+        if wait is not None:
+            spaced = f"REPLACE(REPLACE({self.applied_variable}, ',', ' '), CHAR(10 USING ascii), '')"
+            applied = f"COALESCE(NULLIF({spaced}, ''), 'nothing')"
+            failed = quote_string(f"{SESSION_WAIT_FAILED} this server applied ")
+            within = quote_string(f" in {wait_seconds(wait.timeout_seconds)}s")
+            reached = self.applied_within(wait.position, wait.timeout_seconds)
+            modes = f"IF({reached}, {modes}, CONCAT({failed}, {applied}, {within}))"
         session_init = (
             f"SET SESSION {self.read_only_variable} = 1, SESSION time_zone = '+00:00', "
-            "SESSION sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'NO_BACKSLASH_ESCAPES')"
+            f"SESSION sql_mode = {modes}"
         )
         return JdbcAccess(url, properties, session_init)
 
@@ -233,6 +268,45 @@ def _literal(value: Any, source: str, table: str) -> str:
     raise SourceEngineError(
         f"source {source}: table {table}: cannot write a key value of type {type(value).__name__} as SQL"
     )
+
+
+_UUID = "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
+_GTID_SET_PART = re.compile(rf"{_UUID}(?::(?:[A-Za-z_][A-Za-z0-9_]{{0,31}}|\d+(?:-\d+)?))+")
+_GTID_POSITION_PART = re.compile(r"\d+-\d+-\d+")
+
+
+def mysql_gtid_set(position: str) -> str:
+    """``position`` as a MySQL GTID set (``uuid[:tag]:1-5:7,...``, white space removed); anything else
+    raises SourceEngineError."""
+    text = "".join(position.split())
+    if not text or not all(_GTID_SET_PART.fullmatch(part) for part in text.split(",")):
+        raise SourceEngineError(f"{position!r} is not a MySQL GTID set")
+    return text
+
+
+def mariadb_gtid_position(position: str) -> str:
+    """``position`` as a MariaDB GTID position (``domain-server-seq,...``, white space removed);
+    anything else raises SourceEngineError."""
+    text = "".join(position.split())
+    if not text or not all(_GTID_POSITION_PART.fullmatch(part) for part in text.split(",")):
+        raise SourceEngineError(f"{position!r} is not a MariaDB GTID position")
+    return text
+
+
+def wait_seconds(timeout: float) -> int:
+    """A wait's timeout as the whole seconds the servers' wait functions take (rounded up)."""
+    if not timeout >= 0:
+        raise SourceEngineError(f"a wait of {timeout!r} seconds")
+    return math.ceil(timeout)
+
+
+def quote_string(text: str) -> str:
+    """``text`` as a string literal of a session statement: quotes doubled.  The statement is parsed
+    before its own ``NO_BACKSLASH_ESCAPES`` applies, so a backslash is refused, and so is a question
+    mark (a JDBC driver would take it for a parameter)."""
+    if "\\" in text or "?" in text:
+        raise SourceEngineError(f"{text!r} cannot be written into a session statement")
+    return "'" + text.replace("'", "''") + "'"
 
 
 def wait_read_timeout(timeout: float) -> float:

@@ -3,7 +3,9 @@
 :class:`PostgresSnapshot` is the engine's part of :class:`~cdc_lake.sources.snapshot.SnapshotSource`:
 the primary's WAL position, the standby's replay position and the wait past a position, the
 standby's state, and what the bootstrap reads (JDBC access, a table's shape, key samples), each
-read on the role the caller names.
+read on the role the caller names.  A JDBC session that reads a standby for the bootstrap waits first,
+in a ``DO`` block, until its own server has replayed the watermark's position
+(:func:`session_wait_statement`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from cdc_lake.sources.postgres.connection import POLL_SECONDS, PostgresBase
 from cdc_lake.sources.postgres.positions import Lsn
 from cdc_lake.sources.postgres.settings import PostgresConnection
 from cdc_lake.sources.settings import engine_model
-from cdc_lake.sources.snapshot import JdbcAccess, SourceColumn, TableShape
+from cdc_lake.sources.snapshot import (
+    SESSION_WAIT_FAILED,
+    JdbcAccess,
+    SessionWait,
+    SourceColumn,
+    TableShape,
+)
 
 
 class PostgresSnapshot(PostgresBase):
@@ -80,8 +88,10 @@ class PostgresSnapshot(PostgresBase):
         schema, table = split_name(qualified)
         return f"{self.quote_identifier(schema)}.{self.quote_identifier(table)}"
 
-    def jdbc_access(self, role: str) -> JdbcAccess:
-        """JDBC access to ``role`` with a read-only, UTC, ISO-formatted session."""
+    def jdbc_access(self, role: str, wait: SessionWait | None = None) -> JdbcAccess:
+        """JDBC access to ``role`` with a read-only, UTC, ISO-formatted session; with ``wait``, each
+        session then waits until its server has replayed ``wait.position``
+        (:func:`session_wait_statement`)."""
         connection = self.connection(role)
         database = url_quote(connection.database or self.database, safe="")
         url = (
@@ -97,6 +107,8 @@ class PostgresSnapshot(PostgresBase):
             "SET DateStyle = 'ISO, YMD'; SET IntervalStyle = 'postgres'; "
             "SET standard_conforming_strings = on; SET extra_float_digits = 3"
         )
+        if wait is not None:
+            session_init = f"{session_init}; {session_wait_statement(wait)}"
         return JdbcAccess(url, properties, session_init)
 
     def table_shape(self, table: str, role: str) -> TableShape:
@@ -236,6 +248,54 @@ class PostgresSnapshot(PostgresBase):
 
 # Below this many rows (by the statistics) a table is counted exactly when planning its bootstrap.
 _EXACT_COUNT_BELOW = 100_000
+
+SESSION_POLL_SECONDS = 0.1
+"""How often a session's wait (:func:`session_wait_statement`) reads its server's replay position."""
+
+
+def session_wait_statement(wait: SessionWait) -> str:
+    """A ``DO`` block that returns once this session's server has replayed ``wait.position``, else raises.
+
+    It reads ``pg_last_wal_replay_lsn()`` every :data:`SESSION_POLL_SECONDS` (``pg_sleep``) for at most
+    ``wait.timeout_seconds``, then raises, naming what the server replayed.  A server with no replay
+    position (a primary: NULL) is refused at once, as the bootstrap refuses a "replica" that is not a
+    standby, and so is a standby short of the position with replay paused (it would not get there).
+    Every message starts with :data:`SESSION_WAIT_FAILED`.  The position is validated as an LSN and
+    written back in its own form (hexadecimal digits and a slash), inside a quoted literal.
+    """
+    target = _literal(str(Lsn.parse(wait.position)))
+    seconds = float(wait.timeout_seconds)
+    if not seconds >= 0:
+        raise SourceEngineError(f"a session wait of {wait.timeout_seconds!r} seconds")
+    shown = f"{seconds:g}s"
+    not_standby = _literal(
+        f"{SESSION_WAIT_FAILED} this server is not a standby (no replay position): not a replica to read"
+    )
+    paused = _literal(f"{SESSION_WAIT_FAILED} this standby replayed %, and its WAL replay is paused")
+    late = _literal(f"{SESSION_WAIT_FAILED} this standby replayed % in {shown}")
+    return (
+        "DO $cdc_lake_wait$ DECLARE "
+        f"deadline timestamptz := clock_timestamp() + {seconds!r} * interval '1 second'; "
+        "replayed pg_lsn; "
+        "BEGIN LOOP "
+        "replayed := pg_last_wal_replay_lsn(); "
+        f"IF replayed IS NULL THEN RAISE EXCEPTION {not_standby}; END IF; "
+        f"EXIT WHEN replayed >= {target}::pg_lsn; "
+        f"IF pg_is_wal_replay_paused() THEN RAISE EXCEPTION {paused}, replayed; END IF; "
+        f"IF clock_timestamp() >= deadline THEN RAISE EXCEPTION {late}, replayed; END IF; "
+        f"PERFORM pg_sleep({SESSION_POLL_SECONDS!r}); "
+        "END LOOP; END $cdc_lake_wait$"
+    )
+
+
+def _literal(text: str) -> str:
+    """``text`` as a standard SQL string literal (quotes doubled; the session has standard strings).
+
+    Also refused: a dollar sign (the statement sits in a dollar-quoted body) and a question mark (a
+    JDBC driver would take it for a parameter)."""
+    if any(c in text for c in "$?\\"):
+        raise SourceEngineError(f"{text!r} cannot be written into a session statement")
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _kind(typtype: object, category: object) -> str:
