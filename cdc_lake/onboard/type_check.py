@@ -15,11 +15,12 @@ from cdc_lake.config import Source, Table
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.base import SourceEngine
 from cdc_lake.sources.checks import CheckResult, name_list
-from cdc_lake.sources.column_types import refusals, unknown_columns_problem
+from cdc_lake.sources.column_types import key_refusals, refusals, unknown_columns_problem
 from cdc_lake.sources.snapshot import TableShape
 
 CHECK = "column types"
 KEY_CHECK = "column lists"
+KEY_TYPES_CHECK = "key types"
 
 
 def _selected(table: Table, shape: TableShape) -> list[str] | None:
@@ -30,13 +31,15 @@ def _selected(table: Table, shape: TableShape) -> list[str] | None:
 
 
 def check_column_types(engine: SourceEngine, source: Source, tables: Sequence[Table]) -> list[CheckResult]:
-    """Every selected column of ``tables`` maps to a lake type exactly, or the check fails naming them.
+    """Every selected column of ``tables`` maps to a lake type exactly, or the check fails naming them;
+    so does a key column whose values the lake cannot tell apart as record keys.
 
     A frozen ``columns`` list must hold the key columns too: Debezium captures only the listed columns,
     so its events would carry no key (the bootstrap adds the key to what it reads, the connector cannot).
     """
     problems: list[str] = []
     keyless: list[str] = []
+    bad_keys: list[str] = []
     checked = 0
     for table in tables:
         qualified = table.qualified_name(source)
@@ -60,6 +63,7 @@ def check_column_types(engine: SourceEngine, source: Source, tables: Sequence[Ta
             interval_handling=source.interval_mode(),
         )
         problems.extend(refusal.message(qualified) for refusal in found)
+        bad_keys.extend(key_refusals(source.engine, shape, key, table.column_types, qualified))
     results = []
     if keyless:
         results.append(
@@ -67,6 +71,14 @@ def check_column_types(engine: SourceEngine, source: Source, tables: Sequence[Ta
                 KEY_CHECK,
                 f"columns lists without the key columns: {name_list(keyless)}",
                 "add the key columns to each table's columns list",
+            )
+        )
+    if bad_keys:
+        results.append(
+            CheckResult.fail(
+                KEY_TYPES_CHECK,
+                "; ".join(bad_keys),
+                "set the table's key to columns of other types (docs/type-mapping.md, Keys)",
             )
         )
     if problems:

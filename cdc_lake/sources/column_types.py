@@ -37,13 +37,16 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql.types import DataType, DecimalType
+from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructType
 
 from cdc_lake.representation import MAX_PRECISION as SPARK_MAX_PRECISION
 from cdc_lake.representation import ColumnType, parse_column_type
 from cdc_lake.sources import capabilities_for
 from cdc_lake.sources.settings import IntervalHandling
 from cdc_lake.sources.snapshot import SourceColumn, TableShape
+
+_NOT_KEY_TYPES = (ArrayType, MapType, StructType)
+"""Lake types of values that are never a record key."""
 
 Quote = Callable[[str], str]
 
@@ -181,4 +184,28 @@ def refusals(
         )
         if isinstance(mapped, Refusal):
             found.append(mapped)
+    return found
+
+
+def key_refusals(
+    engine: str, shape: TableShape, key: Sequence[str], column_types: Mapping[str, str], qualified: str
+) -> list[str]:
+    """``qualified.column (declared): why`` for each column of ``key`` whose values the lake cannot
+    tell apart as record keys: a type its engine's column module lists in ``KEY_REFUSALS`` (Postgres
+    ``timetz``), or one whose lake value is an array, map or struct (docs/type-mapping.md, Keys)."""
+    module = importlib.import_module(capabilities_for(engine).column_module)
+    refused_types: Mapping[str, str] = module.KEY_REFUSALS
+    overrides = parsed_column_types(column_types)
+    found: list[str] = []
+    for name in key:
+        column = shape.column(name)
+        if column is None:
+            continue  # a key column the table lacks fails the primary keys check
+        reason = refused_types.get(column.type_name)
+        if reason is None:
+            mapped = column_read(engine, column, '"x"', overrides.get(name))
+            if isinstance(mapped, ColumnRead) and isinstance(mapped.lake_type, _NOT_KEY_TYPES):
+                reason = "an array or composite value has no record key text both write paths agree on"
+        if reason is not None:
+            found.append(f"{qualified}.{name} ({column.declared}): {reason}")
     return found

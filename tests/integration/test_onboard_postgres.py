@@ -218,6 +218,20 @@ def test_replica_identity_nothing(pg: PgEnv, tmp_path: Path) -> None:
     pg.assert_nothing_made(source)
 
 
+def test_a_key_of_a_type_the_lake_cannot_tell_apart_is_refused_by_name(pg: PgEnv, tmp_path: Path) -> None:
+    """``04:45:30+02`` and ``02:45:30+00`` are two keys to Postgres, one record key in the lake (UTC)."""
+    pg.execute("create table shop.shifts (starts timetz primary key, note text)")
+    source = f"onb_pg_{pg.suffix}_timetz"
+    config = write_config_in(tmp_path, {source: pg.source([{"name": "shop.shifts"}])})
+
+    assert_one_line_failure(
+        cli_run(config, "onboard", source),
+        "key types: ",
+        "shifts.starts (time with time zone): two offsets of one UTC time of day",
+    )
+    pg.assert_nothing_made(source)
+
+
 def test_unknown_source_and_unknown_table(pg: PgEnv, tmp_path: Path) -> None:
     source = f"onb_pg_{pg.suffix}_known"
     config = write_config_in(tmp_path, {source: pg.source([{"name": "shop.orders"}])})

@@ -55,6 +55,9 @@ def _mysql_integer(column: SourceColumn) -> DataType | None:
     return None
 
 
+KEY_REFUSALS: dict[str, str] = {}
+"""Types the lake cannot tell apart as record keys: none of the family's key types
+(:func:`cdc_lake.sources.column_types.key_refusals`)."""
 _MYSQL_TEXT = frozenset({"varchar", "tinytext", "text", "mediumtext", "longtext"})
 _MYSQL_BINARY = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 _MYSQL_SPATIAL = frozenset(

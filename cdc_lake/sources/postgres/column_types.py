@@ -91,6 +91,10 @@ _PG_REFUSED: dict[str, str] = {
     "geometry": "PostGIS geometry is not supported by the bootstrap",
     "geography": "PostGIS geography is not supported by the bootstrap",
 }
+KEY_REFUSALS: dict[str, str] = {
+    "timetz": "two offsets of one UTC time of day are two keys to Postgres and one record key in the lake",
+}
+"""Types the lake cannot tell apart as record keys (:func:`cdc_lake.sources.column_types.key_refusals`)."""
 _PG_BITS_AS_STRING = 63
 """Debezium parses bit(n) as a signed 64-bit number: wider bit strings fail in the connector."""
 
