@@ -2,16 +2,19 @@
 
 Each seed is one case of ``tests/support/fuzz.py`` (read its docstring for what the generator
 draws and what is checked): two tables of exact types (one keyed on one column, one on a composite key of
-two or three key types), rows with edge values, a workload of transactions written before, during
-(a thread) and after a real ``cdc-lake bootstrap``, applied until LIVE; then the lake is compared with
-the source in every column by Spark+Hudi and the second reader, the record keys are checked for
-duplicates, and the record keys the bootstrap wrote against those the applier wrote.  Each seed gets a
-fresh source database (its connectors, slots and database dropped afterwards) and a local lake.
+two or three key types, every key type the engine allows), rows with edge values, a workload of
+transactions and bulk loads (COPY / LOAD DATA / multi-row INSERT) written before, during (a thread) and
+after a real ``cdc-lake bootstrap``; in some cases a real ``cdc-lake apply --once`` SIGKILLed after its
+first lake commit; applied until LIVE; then the lake is compared with the source in every column by
+Spark+Hudi, the second reader and ``cdc-lake validate``, the record keys are checked for duplicates,
+and the record keys the bootstrap wrote against those the applier wrote.  Each seed gets a fresh source
+database (its connectors, slots and database dropped afterwards) and a local lake.
 
 A seed that fails is a mismatch: its case (schema and workload as SQL, and the error) is saved to
 ``tests/integration/data/fuzz_regressions/<engine>-<seed>.json``; ``--replay FILE...`` runs saved cases
-again.  Figures (per seed and the totals: seeds, tables, rows, types and key types covered, mismatches)
-are printed and written as JSON (``--json``, default ``fuzz-<engine>.json`` in the working directory).
+again.  Figures (per seed and the totals: seeds, tables, rows, types and key types covered, bulk loads,
+crashes drawn and killed while applying, tables ``validate`` reported equal, mismatches) are printed and
+written as JSON (``--json``, default ``fuzz-<engine>.json`` in the working directory).
 Run it from the repository root with the stack up, under the shared Spark lock::
 
     flock /tmp/spark.lock .venv/bin/python benchmarks/fuzz_bench.py --engine postgres --seeds 10
@@ -27,6 +30,7 @@ import json
 import sys
 import time
 import traceback
+from collections import Counter
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -73,6 +77,8 @@ def run_one(stack: LocalStack, case: FuzzCase, save: bool) -> dict[str, Any]:
         figures |= {
             "rows": result.rows,
             "record_keys_compared": result.record_keys_compared,
+            "validated": result.validated,
+            "killed": result.killed,
             "mismatch": None,
         }
     except Exception as exc:  # a mismatch or a failure of the pipeline: both are findings
@@ -115,13 +121,18 @@ def main(argv: list[str] | None = None) -> int:
         figures = run_one(stack, case, save=not args.replay)
         results.append(figures)
         rows = sum(figures["rows"].values())
-        _log(f"  {rows} rows, {figures['seconds']} s, mismatch: {figures['mismatch'] or 'none'}")
+        crash = "" if figures["crash"] is None else f", apply killed {figures['crash']} s after a commit"
+        _log(f"  {rows} rows, {len(figures['loads'])} bulk loads{crash}, {figures['seconds']} s")
+        _log(f"  mismatch: {figures['mismatch'] or 'none'}")
         out.write_text(json.dumps({"summary": summary(results), "seeds": results}, indent=1, default=str))
     totals = summary(results)
     print(f"engine {args.engine}: {totals['seeds']} seeds, {totals['tables']} tables, {totals['rows']} rows")
     print(f"types covered ({len(totals['types'])}): {', '.join(totals['types'])}")
     print(f"key types covered ({len(totals['key_types'])}): {', '.join(totals['key_types'])}")
     print(f"keys: {', '.join(totals['keys'])}")
+    print(f"bulk loads: {totals['bulk_loads']} ({totals['bulk_rows']} rows): {totals['bulk_kinds']}")
+    print(f"apply --once SIGKILLed: {totals['crashes']} drawn, {totals['killed']} killed while applying")
+    print(f"validate reported equal: {totals['validated']} tables")
     print(f"mismatches: {totals['mismatches']}")
     for figures in results:
         if figures["mismatch"]:
@@ -132,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     """The totals over ``results``."""
+    loads = [load for r in results for load in r["loads"]]
     return {
         "seeds": len(results),
         "tables": sum(len(r["tables"]) for r in results),
@@ -142,6 +154,12 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "key_types": sorted({k for r in results for t in r["tables"] for k in t["key"]}),
         "keys": sorted({"+".join(t["key"]) for r in results for t in r["tables"]}),
         "replica_identity": sorted({i for r in results for i in r["replica_identity"]}),
+        "bulk_loads": len(loads),
+        "bulk_rows": sum(int(load.split()[-1]) for load in loads),
+        "bulk_kinds": dict(Counter(" ".join(load.split()[2:-1]) for load in loads)),
+        "crashes": sum(1 for r in results if r["crash"] is not None),
+        "killed": sum(1 for r in results if r.get("killed")),
+        "validated": sum(r.get("validated", 0) for r in results),
         "mismatches": sum(1 for r in results if r["mismatch"]),
         "seconds": round(sum(r["seconds"] for r in results), 1),
     }

@@ -7,23 +7,40 @@ as it was (:meth:`FuzzCase.load`), whatever the generator becomes later.
 
 - **Types** (:data:`TYPES`): per engine, the types ``docs/type-mapping.md`` lists as exact (or exact as a
   named representation), each with a generator of distinct SQL literals (for keys) and its edge values
-  (min/max, sub-millisecond times, instants across a DST change, NaN/Infinity where the type has them,
-  empty strings and bytes, unicode).  ``key=True`` marks the types the engine allows in a primary key,
-  which the generator draws keys from: one column alone, or two or three in a composite key.
+  (min/max, sub-millisecond times, instants across a DST change, NaN/Infinity and both signed zeros where
+  the type has them, empty strings and bytes, unicode).  ``key=True`` marks the types the engine allows
+  in a primary key, which the generator draws keys from: one column alone, or two or three in a
+  composite key.  Keys take every such type: Postgres integers, ``real`` and ``double precision``
+  (NaN, the infinities, ``0`` and, by a key move, ``-0``: :data:`SIGNED_ZERO`), ``numeric(p,s)`` up to
+  ``numeric(50,10)``, unconstrained ``numeric``, ``boolean``, an enum, text, ``bytea``, dates, times and
+  timestamps, ``uuid``; MariaDB every integer (``tinyint`` and unsigned ones too), ``decimal``,
+  ``float``, ``double``, ``year``, ``enum``, ``set``, text, binary, dates, times and timestamps.  Types
+  with ``few`` values (``boolean``, enums, ``set``, ``tinyint``, ``year``) are never the last column of
+  a key, whose distinct values keep the keys distinct.
 - **Table**: the key columns, a random subset of the value types (NULL in a non-key column is a value
   like any other), on Postgres a ``text`` and an ``int[]`` column stored EXTERNAL and given values over
   the TOAST threshold (unchanged TOASTed values in updates), and REPLICA IDENTITY DEFAULT or FULL.
 - **Workload**: transactions of one to four operations, each chosen against a model of the live keys so
   every statement is valid: insert, update of a random column subset (the TOASTed columns mostly left
-  unchanged), delete, primary-key update (to a fresh key), delete-and-reinsert of a key in one
-  transaction.  Phases: ``initial`` rows (the snapshot), ``before`` (streamed before the bootstrap),
-  ``during`` (written by a thread while the bootstrap copies), ``after`` (first an update of bootstrapped
-  rows' non-key columns, so the record keys can be compared, then random transactions).
-- **Checks** (:func:`run_case`): after :func:`support.bootstrap.apply_until_live`, the lake equals the
-  source in every column with Spark+Hudi and the second reader
+  unchanged), delete, primary-key update (to a fresh key, or a zero float key to the other zero),
+  delete-and-reinsert of a key in one transaction; or (:data:`BULK_SHARE` of them) a bulk load of 20 to
+  120 fresh rows, a third of the time after deleting up to three live keys it loads again: Postgres
+  ``COPY ... FROM STDIN`` (psycopg's copy) or a multi-row INSERT, MariaDB ``LOAD DATA LOCAL INFILE`` or
+  a multi-row INSERT (:meth:`_Model.bulk`, run by :func:`write`).  Phases: ``initial`` rows (the
+  snapshot; one bulk load for :data:`BULK_INITIAL_SHARE` of the tables), ``before`` (streamed before
+  the bootstrap), ``during`` (written by a thread while the bootstrap copies), ``after`` (first an update
+  of bootstrapped rows' non-key columns, so the record keys can be compared, then random transactions).
+- **A crash of the applier** (:data:`CRASH_SHARE` of the cases, not CI's: it costs a Spark application's
+  start): the first apply after the bootstrap is a real ``cdc-lake apply --once`` with small batches in
+  a process group of its own, SIGKILLed a drawn 0 to 3 s after its first lake commit
+  (:func:`kill_apply`); then the tables are applied to LIVE again in-process.
+- **Checks** (:func:`run_case`, :func:`check_table`): after :func:`support.bootstrap.apply_until_live`,
+  the lake equals the source in every column with Spark+Hudi and the second reader
   (:func:`support.bootstrap.assert_lake_equals_source`, which also fails on two lake rows for one key);
-  no ``_hoodie_record_key`` is held twice; and every key present after the bootstrap keeps the record
-  key the bootstrap (bulk insert) wrote once the applier (upsert) has written it (the bootstrapped rows
+  ``cdc-lake validate`` run on the table as a user runs it reports it equal, and reports it differing
+  whenever the readers found a mismatch (both findings go into the case's error); no
+  ``_hoodie_record_key`` is held twice; and every key present after the bootstrap keeps the record key
+  the bootstrap (bulk insert) wrote once the applier (upsert) has written it (the bootstrapped rows
   updated after the hand-off are checked to exist, so the comparison cannot pass vacuously).
 
 Left out, each because ``docs/type-mapping.md`` documents it as refused or not exact: Postgres
@@ -41,7 +58,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+import os
 import random
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -52,16 +75,20 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pymysql
 from pyspark.sql import SparkSession
 
 from cdc_lake.config import Config
 from cdc_lake.hudi.writer import read_table
+from cdc_lake.stack.service import HOST
+from cdc_lake.state.store import StateStore
 from support.bootstrap import (
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
     onboard,
     wait_for_schema,
+    wait_streamed,
     write_db_config,
 )
 from support.common import cli_run, load
@@ -85,13 +112,18 @@ class FuzzType:
     literal: Literal
     edges: tuple[str, ...] = ()
     key: bool = False
+    few: bool = False
+    """A key type with few values (boolean, enum, set, tinyint, year): never the last column of a key,
+    whose values keep the keys distinct."""
     full_only: bool = False
     """Only under REPLICA IDENTITY FULL (a TOASTed array Debezium cannot send unchanged otherwise)."""
 
     def key_literal(self, rng: random.Random, i: int, empty: bool = True) -> str:
-        """The ``i``-th key value: the edges first (without the empty string or bytes unless ``empty``),
-        then generated values (disjoint from the edges)."""
-        edges = self.edges if empty else tuple(e for e in self.edges if e not in EMPTY)
+        """The ``i``-th key value: the edges first (never ``-0``, which a key holds as ``0``: see
+        :data:`SIGNED_ZERO`; without the empty string or bytes unless ``empty``), then generated values
+        (disjoint from the edges)."""
+        skipped = {NEGATIVE_ZERO, *(() if empty else EMPTY)}
+        edges = tuple(e for e in self.edges if e not in skipped)
         return edges[i] if i < len(edges) else self.literal(rng, i)
 
     def value(self, rng: random.Random) -> str:
@@ -115,6 +147,13 @@ key is empty in every column (Hudi refuses it as a record key: the write fails n
 docs/type-mapping.md).  In the other columns of a composite key Hudi writes ``__empty__`` on both write
 paths; before, the bootstrap's row writer refused it
 (fuzz_regressions/*-min-empty-string-in-composite-key.json), which ``avoid_known`` still steers clear of."""
+
+NEGATIVE_ZERO = "'-0'"
+SIGNED_ZERO = {"'0'": NEGATIVE_ZERO, NEGATIVE_ZERO: "'0'"}
+"""The zeros of Postgres ``real`` and ``double precision``, each to the other.  A primary key holds them as
+one value (``0 = -0``), so a key is never ``-0`` when inserted: a key move turns a zero key into the other
+(the row keeps its place in the key's index, its stored bits change, and the change is a key change:
+Debezium sends a delete and a create, with record keys ``0.0`` and ``-0.0``)."""
 
 UNICODE = ("ü", "ñ", "日本", "🎉", "ß", "é", "Ω", "ä")
 
@@ -155,6 +194,12 @@ def _toast_text(rng: random.Random) -> str:
     return f"repeat('{chunk}', {TOAST_CHARS // 16})"
 
 
+def _wide(rng: random.Random, i: int) -> str:
+    """A ``numeric(50, 10)`` with up to 23 integer digits, distinct for distinct ``i``."""
+    sign = rng.choice(("", "-"))
+    return f"{sign}{i * 10**17 + rng.randrange(10**17)}.{rng.randrange(10**10):010d}"
+
+
 def _pg_array(elements: Sequence[str], element_type: str) -> str:
     return f"array[{', '.join(elements)}]::{element_type}[]" if elements else f"'{{}}'::{element_type}[]"
 
@@ -180,15 +225,24 @@ def _pg_types() -> dict[str, FuzzType]:
         "smallint": ints(16),
         "integer": ints(32),
         "bigint": ints(64),
+        # Quoted, so a key's WHERE compares it as a real (3.4028235e38 as a numeric is not the stored float).
         "real": FuzzType(
             "real",
-            lambda rng, i: repr(rng.randint(-(10**6), 10**6) / 8),
-            ("'NaN'", "'Infinity'", "'-Infinity'", "3.4028235e38", "1.17549435e-38"),
+            lambda rng, i: f"'{i / 8 + 0.0625!r}'",
+            ("'NaN'", "'Infinity'", "'-Infinity'", "'3.4028235e38'", "'1.17549435e-38'", *SIGNED_ZERO),
+            key=True,
         ),
         "double": FuzzType(
             "double precision",
             lambda rng, i: repr(i / 8 + 0.0625),
-            ("'NaN'", "'Infinity'", "'-Infinity'", "1.7976931348623157e308", "2.2250738585072014e-308"),
+            (
+                "'NaN'",
+                "'Infinity'",
+                "'-Infinity'",
+                "1.7976931348623157e308",
+                "2.2250738585072014e-308",
+                *SIGNED_ZERO,
+            ),
             key=True,
         ),
         "numeric": FuzzType(
@@ -205,10 +259,11 @@ def _pg_types() -> dict[str, FuzzType]:
         ),
         "numeric_wide": FuzzType(
             "numeric(50, 10)",
-            lambda rng, i: _decimal(rng, 20, 10),
+            _wide,
             ("999999999999999999999999999.9999999999", "-0.0000000001"),
+            key=True,
         ),
-        "boolean": FuzzType("boolean", lambda rng, i: rng.choice(("true", "false"))),
+        "boolean": FuzzType("boolean", lambda rng, i: rng.choice(("true", "false")), key=True, few=True),
         "char": FuzzType("char(12)", lambda rng, i: pg_text(f"c{i}"), ("''", "'ü'"), key=True),
         "varchar": FuzzType(
             "varchar(64)", lambda rng, i: pg_text(_word(rng, i)), ("''", "' '", "'日本語 🎉'"), key=True
@@ -277,7 +332,9 @@ def _pg_types() -> dict[str, FuzzType]:
             ("'{}'", "'[1, \"x\"]'"),
         ),
         "xml": FuzzType("xml", lambda rng, i: pg_text(f'<a n="{i}">{rng.choice(UNICODE)}</a>'), ("'<b/>'",)),
-        "mood": FuzzType("{mood}", lambda rng, i: rng.choice(("'happy'", "'sad'", "'meh'"))),
+        "mood": FuzzType(
+            "{mood}", lambda rng, i: rng.choice(("'happy'", "'sad'", "'meh'")), key=True, few=True
+        ),
         "text_array": arr("text", lambda rng: pg_text(rng.choice(("a", "", "with,comma", "ü", "{x}")))),
         "int_array": arr("integer", lambda rng: str(rng.randint(-(2**31), 2**31 - 1))),
         "bigint_array": arr("bigint", lambda rng: str(rng.randint(-(2**63), 2**63 - 1))),
@@ -301,11 +358,11 @@ def _pg_types() -> dict[str, FuzzType]:
 
 def _maria_types() -> dict[str, FuzzType]:
     def ints(ddl: str, low: int, high: int) -> FuzzType:
-        # Distinct for i below the range (keys), wrapping for values; a tinyint holds too few keys.
+        # Distinct for i below the range (keys), wrapping for values; a tinyint holds few keys.
         def literal(rng: random.Random, i: int) -> str:
             return str(low + 1 + i % (high - low - 1))
 
-        return FuzzType(ddl, literal, (str(low), str(high)), key=high - low > 1000)
+        return FuzzType(ddl, literal, (str(low), str(high)), key=True, few=high - low < 1000)
 
     return {
         "tinyint": ints("tinyint", -128, 127),
@@ -329,17 +386,17 @@ def _maria_types() -> dict[str, FuzzType]:
             ("99999999.999999999999999999999999999999",),
         ),
         # Six significant digits at most: MariaDB sends a FLOAT to the comparison's client as text with six
-        # (-22006.75 reads as -22006.8), while the lake holds the stored 32-bit value exactly.
-        "float": FuzzType(
-            "float", lambda rng, i: repr(rng.randint(-(10**4), 10**4) / 4), ("0", "-2048.5", "0.125")
-        ),
+        # (-22006.75 reads as -22006.8), while the lake holds the stored 32-bit value exactly.  Generated
+        # values never equal an edge, so keys stay distinct; MariaDB stores -0 as 0: no signed zero here.
+        "float": FuzzType("float", lambda rng, i: repr(i - 1999.5), ("0", "-2048.5", "0.125"), key=True),
         "double": FuzzType(
             "double",
-            lambda rng, i: repr(round(rng.uniform(-1e6, 1e6), 6)),
+            lambda rng, i: repr((i - 2500) / 16 + 0.015625),
             ("1.7976931348623157e308", "2.2250738585072014e-308", "0"),
+            key=True,
         ),
         "bit1": FuzzType("bit(1)", lambda rng, i: rng.choice(("b'0'", "b'1'"))),
-        "year": FuzzType("year", lambda rng, i: str(1902 + i % 250), ("1901", "2155"), key=False),
+        "year": FuzzType("year", lambda rng, i: str(1902 + i % 250), ("1901", "2155"), key=True, few=True),
         "char": FuzzType("char(12)", lambda rng, i: maria_text(f"c{i}"), ("''", "'ü'"), key=True),
         "varchar": FuzzType(
             "varchar(64)", lambda rng, i: maria_text(_word(rng, i)), ("''", "'日本語 🎉'"), key=True
@@ -385,9 +442,18 @@ def _maria_types() -> dict[str, FuzzType]:
             key=True,
         ),
         "enum": FuzzType(
-            "enum('happy', 'sad', 'meh')", lambda rng, i: rng.choice(("'happy'", "'sad'", "'meh'"))
+            "enum('happy', 'sad', 'meh')",
+            lambda rng, i: rng.choice(("'happy'", "'sad'", "'meh'")),
+            key=True,
+            few=True,
         ),
-        "set": FuzzType("set('a', 'b', 'c')", lambda rng, i: rng.choice(("'a'", "'a,c'", "''", "'a,b,c'"))),
+        "set": FuzzType(
+            "set('a', 'b', 'c')",
+            lambda rng, i: rng.choice(("'a'", "'a,c'", "'b'", "'a,b,c'")),
+            ("''",),
+            key=True,
+            few=True,
+        ),
         "json": FuzzType(
             "json",
             lambda rng, i: maria_text(json.dumps({"k": i, "u": rng.choice(UNICODE)}, ensure_ascii=False)),
@@ -398,6 +464,23 @@ def _maria_types() -> dict[str, FuzzType]:
 
 TYPES: dict[str, dict[str, FuzzType]] = {"postgres": _pg_types(), "mariadb": _maria_types()}
 """The exact types of each engine (see the module docstring for what is left out and why)."""
+
+BULK_SHARE = 0.08
+"""The share of transactions that are a bulk load (:meth:`_Model.bulk`)."""
+
+BULK_INITIAL_SHARE = 0.3
+"""The share of tables whose initial rows are one bulk load rather than single-row inserts."""
+
+OPERATIONS = ("insert", "update", "update", "update", "delete", "move", "reinsert", "flip")
+"""The operations of a transaction, drawn with these weights (a flip turns a zero key into the other)."""
+
+CRASH_SHARE = 0.3
+"""The share of cases whose first apply after the bootstrap is a ``cdc-lake apply --once`` SIGKILLed."""
+
+
+def quoted(engine: str, name: str) -> str:
+    """A generated identifier (letters, digits, underscores) quoted for ``engine``."""
+    return f'"{name}"' if engine == "postgres" else f"`{name}`"
 
 
 @dataclass
@@ -416,6 +499,8 @@ class FuzzTable:
     after: list[list[str]] = field(default_factory=list)
     touched: int = 0
     """Bootstrapped rows the ``after`` phase updates first (non-key columns only)."""
+    loads: list[str] = field(default_factory=list)
+    """The bulk loads among the phases' statements, as ``<phase> <kind> <rows>`` (for the figures)."""
 
     def key_types(self) -> list[str]:
         return [self.columns[k] for k in self.key]
@@ -423,13 +508,18 @@ class FuzzTable:
 
 @dataclass
 class FuzzCase:
-    """A seed's tables and workloads, as SQL: what a regression file holds."""
+    """A seed's tables and workloads, as SQL, and how the first apply runs: what a regression file holds."""
 
     engine: str
     seed: int
     size: int
     tables: list[FuzzTable]
     error: str | None = None
+    crash: float | None = None
+    """Seconds after the first lake commit of a ``cdc-lake apply --once`` at which it is SIGKILLed
+    (None: no crash, the case is applied in-process only)."""
+    batch: int = 0
+    """The killed ``apply --once``'s ``apply.batch_max_events`` (small: several commits to die between)."""
 
     def save(self, directory: Path = REGRESSIONS) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
@@ -461,14 +551,22 @@ class _Model:
         key: list[str],
         rng: random.Random,
         toast: set[str],
+        casts: dict[str, str],
         avoid_known: bool = False,
     ) -> None:
-        self.engine, self.table, self.rng = engine, table, rng
+        self.engine, self.table, self.rng = engine, quoted(engine, table), rng
         self.avoid_known = avoid_known
         self.key_types, self.values, self.key, self.toast = key_types, values, key, toast
+        self.casts = casts
+        """Column name to its DDL type (a COPY's rows are cast to it)."""
         self.literals: dict[int, tuple[str, ...]] = {}
         self.live: list[int] = []
         self.next = 0
+        self.phase = "initial"
+        self.loads: list[str] = []
+
+    def _q(self, column: str) -> str:
+        return quoted(self.engine, column)
 
     def _key_of(self, i: int) -> tuple[str, ...]:
         if i not in self.literals:
@@ -484,7 +582,7 @@ class _Model:
         return self.next - 1
 
     def _where(self, i: int) -> str:
-        return " and ".join(f"{c} = {v}" for c, v in zip(self.key, self._key_of(i), strict=True))
+        return " and ".join(f"{self._q(c)} = {v}" for c, v in zip(self.key, self._key_of(i), strict=True))
 
     def _value(self, column: str) -> str:
         if column in self.toast:
@@ -499,43 +597,99 @@ class _Model:
         base = self.rng.randint(-(10**6), 10**6)
         return f"array(select {base} + g from generate_series(1, {self.rng.randint(700, 900)}) g)"
 
+    def _columns(self) -> str:
+        return ", ".join(self._q(c) for c in [*self.key, *self.values])
+
+    def _row(self, i: int) -> list[str]:
+        """The literals of a new row of key ``i``, in :meth:`_columns`' order."""
+        return [*self._key_of(i), *(self._value(c) for c in self.values)]
+
     def insert(self, i: int | None = None) -> str:
         i = self.fresh() if i is None else i
         self.live.append(i)
-        columns = [*self.key, *self.values]
-        literals = [*self._key_of(i), *(self._value(c) for c in self.values)]
-        return f"insert into {self.table} ({', '.join(columns)}) values ({', '.join(literals)})"
+        return f"insert into {self.table} ({self._columns()}) values ({', '.join(self._row(i))})"
 
     def update(self, i: int, keep_toast: bool = True) -> str:
         names = [c for c in self.values if not (keep_toast and c in self.toast)] or list(self.values)
         chosen = self.rng.sample(names, self.rng.randint(1, len(names)))
-        sets = ", ".join(f"{c} = {self._value(c)}" for c in chosen)
+        sets = ", ".join(f"{self._q(c)} = {self._value(c)}" for c in chosen)
         return f"update {self.table} set {sets} where {self._where(i)}"
 
     def delete(self, i: int) -> str:
         self.live.remove(i)
         return f"delete from {self.table} where {self._where(i)}"
 
-    def move(self, i: int) -> str:
+    def move(self, i: int, to: tuple[str, ...] | None = None) -> str:
+        """Move key ``i`` to a fresh key, or to the literals ``to`` (a signed zero flipped)."""
         new = self.fresh()
-        sets = ", ".join(f"{c} = {v}" for c, v in zip(self.key, self._key_of(new), strict=True))
+        if to is not None:
+            self.literals[new] = to
+        sets = ", ".join(f"{self._q(c)} = {v}" for c, v in zip(self.key, self._key_of(new), strict=True))
         if self.avoid_known:
             # The moved row carries its TOASTed values, not Debezium's placeholder (postgres-1005).
-            sets += "".join(f", {c} = {self._value(c)}" for c in sorted(self.toast))
+            sets += "".join(f", {self._q(c)} = {self._value(c)}" for c in sorted(self.toast))
         where = self._where(i)
         self.live.remove(i)
         self.live.append(new)
         return f"update {self.table} set {sets} where {where}"
 
+    def _flipped(self, i: int) -> tuple[str, ...] | None:
+        """Key ``i`` with each signed zero turned into the other (None: it holds none)."""
+        key = self._key_of(i)
+        flipped = tuple(SIGNED_ZERO.get(v, v) for v in key)
+        return None if flipped == key else flipped
+
+    def bulk(self, rows: int, reload: bool = True) -> list[str]:
+        """A bulk load of ``rows`` fresh keys in one statement: COPY FROM STDIN or a multi-row INSERT on
+        Postgres, LOAD DATA LOCAL INFILE or a multi-row INSERT on MariaDB; with ``reload``, a third of the
+        time up to three live keys are deleted first in the same transaction and loaded again.
+
+        A COPY or LOAD DATA is saved as its statement, a newline, and the query of its rows (see
+        :func:`write`): Postgres ``values`` cast to the column types, whose ``copy ... to stdout`` text
+        is loaded; MariaDB each value's bytes as hex, written to a file LOAD DATA reads with ``unhex``."""
+        again = []
+        if reload and self.live and self.rng.random() < 1 / 3:
+            again = self.rng.sample(self.live, min(len(self.live), self.rng.randint(1, 3)))
+        statements = [self.delete(i) for i in again]
+        keys = [*again, *(self.fresh() for _ in range(rows))]
+        self.rng.shuffle(keys)
+        literals = [self._row(i) for i in keys]
+        self.live += keys
+        kind = self.rng.choice(("copy" if self.engine == "postgres" else "load data", "insert"))
+        self.loads.append(f"{self.phase} {kind} {len(keys)}")
+        columns = [*self.key, *self.values]
+        if kind == "insert":
+            tuples = ", ".join(f"({', '.join(row)})" for row in literals)
+            statements.append(f"insert into {self.table} ({self._columns()}) values {tuples}")
+        elif kind == "copy":
+            casts = [self.casts[c] for c in columns]
+            typed = [[f"({v})::{t}" for v, t in zip(row, casts, strict=True)] for row in literals]
+            tuples = ", ".join(f"({', '.join(row)})" for row in typed)
+            statements.append(f"copy {self.table} ({self._columns()}) from stdin\nvalues {tuples}")
+        else:
+            names = [f"@v{n}" for n in range(len(columns))]
+            sets = ", ".join(f"{self._q(c)} = unhex({v})" for c, v in zip(columns, names, strict=True))
+            head = f"load data local infile %s into table {self.table} ({', '.join(names)}) set {sets}"
+            query = " union all ".join(
+                "select " + ", ".join(f"hex(cast(({v}) as binary))" for v in row) for row in literals
+            )
+            statements.append(f"{head}\n{query}")
+        return statements
+
     def transaction(self) -> list[str]:
+        if self.rng.random() < BULK_SHARE:
+            return self.bulk(self.rng.randint(20, 120))
         statements: list[str] = []
         for _ in range(self.rng.randint(1, 4)):
-            op = self.rng.choice(("insert", "update", "update", "update", "delete", "move", "reinsert"))
+            op = self.rng.choice(OPERATIONS)
             if op == "insert" or not self.live:
                 statements.append(self.insert())
                 continue
+            zeros = [(i, to) for i in self.live if (to := self._flipped(i)) is not None]
             i = self.rng.choice(self.live)
-            if op == "update":
+            if op == "flip" and zeros:
+                statements.append(self.move(*self.rng.choice(zeros)))
+            elif op in ("update", "flip"):
                 statements.append(self.update(i, keep_toast=self.rng.random() < 0.8))
             elif op == "delete":
                 statements.append(self.delete(i))
@@ -555,7 +709,8 @@ def generate(
     keys: Sequence[int] = (),
 ) -> FuzzCase:
     """The case of ``seed``: ``tables`` tables (the first keyed on one column, the others on two or
-    three), ``size`` scaling rows and transactions (1: CI size, ~40 rows and ~30 transactions a table).
+    three), ``size`` scaling rows and transactions (1: CI size, ~40 rows and ~30 transactions a table,
+    bulk loads of 20 to 120 rows besides), and whether its first apply is killed (:data:`CRASH_SHARE`).
 
     ``keys``: the number of key columns of each table instead (CI: one table, a composite key).
     ``avoid_known``: steer clear of the open findings saved in ``fuzz_regressions`` (an empty string or
@@ -564,12 +719,14 @@ def generate(
     rng = random.Random(seed)
     types = TYPES[engine]
     key_names = [n for n, t in types.items() if t.key]
+    last_names = [n for n in key_names if not types[n].few]
     made = []
     for number in range(tables):
         name = f"fz{number}"
         full = engine == "postgres" and rng.random() < 0.4
         key_count = keys[number] if keys else 1 if number == 0 else rng.choice((2, 2, 3))
-        key_picks = rng.sample(key_names, key_count)
+        last = rng.choice(last_names)
+        key_picks = [*rng.sample([n for n in key_names if n != last], key_count - 1), last]
         value_pool = [n for n, t in types.items() if full or not t.full_only]
         value_picks = rng.sample(value_pool, rng.randint(len(value_pool) // 2, len(value_pool)))
         columns = {f"k{j}_{n}": n for j, n in enumerate(key_picks)}
@@ -578,7 +735,7 @@ def generate(
         if engine == "postgres":
             columns |= {"big_text": "text", "big_ints": "int_array"}
             toast = {"big_text", "big_ints"}
-        mood = f"{name}_mood"
+        mood = quoted(engine, f"{name}_mood")
 
         def ddl_type(type_name: str, mood: str = mood) -> str:
             return types[type_name].ddl.replace("{mood}", mood)
@@ -587,42 +744,119 @@ def generate(
         not_null = " not null" if engine == "mariadb" else ""
         defaults = {"timestamp": " default '2000-01-01 00:00:00'"} if engine == "mariadb" else {}
         column_ddl = [
-            f"{c} {ddl_type(t)}{not_null if c in key else ''}{defaults.get(t, '') if c in key else ''}"
+            f"{quoted(engine, c)} {ddl_type(t)}{not_null if c in key else ''}"
+            + (defaults.get(t, "") if c in key else "")
             + (" null" if engine == "mariadb" and c not in key and t == "timestamp" else "")
             for c, t in columns.items()
         ]
         ddl = []
+        table_name = quoted(engine, name)
         if engine == "postgres":
             ddl.append(f"create type {mood} as enum ('happy', 'sad', 'meh')")
-        ddl.append(f"create table {name} ({', '.join(column_ddl)}, primary key ({', '.join(key)}))")
+        key_list = ", ".join(quoted(engine, k) for k in key)
+        ddl.append(f"create table {table_name} ({', '.join(column_ddl)}, primary key ({key_list}))")
         if engine == "postgres":
-            ddl += [f"alter table {name} alter column {c} set storage external" for c in sorted(toast)]
-            ddl.append(f"alter table {name} replica identity {'full' if full else 'default'}")
+            ddl += [
+                f"alter table {table_name} alter column {quoted(engine, c)} set storage external"
+                for c in sorted(toast)
+            ]
+            ddl.append(f"alter table {table_name} replica identity {'full' if full else 'default'}")
         values = {c: types[t] for c, t in columns.items() if c not in key}
-        model = _Model(engine, name, [types[columns[k]] for k in key], values, key, rng, toast, avoid_known)
+        casts = {c: ddl_type(t) for c, t in columns.items()}
+        key_types = [types[columns[k]] for k in key]
+        model = _Model(engine, name, key_types, values, key, rng, toast, casts, avoid_known)
         table = FuzzTable(name, ddl, key, columns, "full" if full else "default")
-        table.initial = [model.insert() for _ in range(rng.randint(30, 50) * size)]
+        initial = rng.randint(30, 50) * size
+        if rng.random() < BULK_INITIAL_SHARE:
+            table.initial = model.bulk(initial, reload=False)
+        else:
+            table.initial = [model.insert() for _ in range(initial)]
         transactions = rng.randint(25, 35) * size
+        model.phase = "before"
         table.before = [model.transaction() for _ in range(max(1, transactions // 4))]
+        model.phase = "during"
         table.during = [model.transaction() for _ in range(transactions // 4)]
         bootstrapped = list(model.live)
         touched = rng.sample(bootstrapped, min(len(bootstrapped), 5))
         first = [model.update(i) for i in touched]
         table.touched = len(first)
+        model.phase = "after"
         table.after = [first] + [model.transaction() for _ in range(transactions // 2)]
+        table.loads = model.loads
         made.append(table)
-    return FuzzCase(engine, seed, size, made)
+    case = FuzzCase(engine, seed, size, made)
+    if rng.random() < CRASH_SHARE:
+        case.crash, case.batch = round(rng.uniform(0.0, 3.0), 1), rng.randint(5, 20)
+    return case
+
+
+def write(db: SourceDb, transactions: Sequence[Sequence[str]]) -> None:
+    """Run each transaction's statements on ``db``'s primary and commit it, on one connection: what
+    :meth:`SourceDb.execute_transactions` does, with the bulk loads of :meth:`_Model.bulk` besides (a
+    statement whose first line is a COPY or LOAD DATA, the rest the query of its rows)."""
+    if db.engine == "postgres":
+        with db.connect_pg() as pg:
+            for statements in transactions:
+                with pg.transaction(), pg.cursor() as cur:
+                    for statement in statements:
+                        if statement.startswith("copy "):
+                            head, query = statement.split("\n", 1)
+                            with cur.copy(f"copy ({query}) to stdout".encode()) as out:
+                                text = b"".join(bytes(block) for block in out)
+                            with cur.copy(head.encode()) as load:
+                                load.write(text)
+                        else:
+                            cur.execute(statement.encode())
+        return
+    creds = db.stack.layout.credentials
+    maria = pymysql.connect(
+        host=HOST,
+        port=db.stack.mariadb_primary.port,
+        user=creds.db_user,
+        password=creds.db_password,
+        database=db.database,
+        local_infile=True,
+    )
+    try:
+        for statements in transactions:
+            with maria.cursor() as cur:
+                for statement in statements:
+                    if statement.startswith("load data "):
+                        head, query = statement.split("\n", 1)
+                        cur.execute(query)
+                        lines = ["\t".join(r"\N" if v is None else v for v in row) for row in cur.fetchall()]
+                        with tempfile.NamedTemporaryFile("w", suffix=".tsv") as data:
+                            data.writelines(f"{line}\n" for line in lines)
+                            data.flush()
+                            cur.execute(head, (data.name,))
+                    else:
+                        cur.execute(statement)
+            maria.commit()
+    finally:
+        maria.close()
+
+
+NEGATIVE_ZERO_KEY = "-0.0"
+"""What a float ``-0.0`` in a key reads as in :func:`lake_record_keys`."""
+
+
+def _signed(value: Any) -> Any:
+    """``-0.0`` told from ``0.0``, which Python's equality takes as one: a key moved from one to the other
+    is another key (another record key)."""
+    negative = isinstance(value, float) and value == 0 and math.copysign(1, value) < 0
+    return NEGATIVE_ZERO_KEY if negative else value
 
 
 def lake_record_keys(
     spark: SparkSession, config: Config, db: SourceDb, table: FuzzTable
 ) -> dict[tuple[Any, ...], list[str]]:
-    """Each lake row's normalized key (as the comparison normalizes it) and the record keys held for it."""
+    """Each lake row's normalized key (as the comparison normalizes it, the signed zeros apart) and the
+    record keys held for it."""
     frame = read_table(spark, config.lake.table_base_path(db.qualified(table.name)))
     types = {f.name: f.dataType for f in frame.schema.fields}
     held: dict[tuple[Any, ...], list[str]] = {}
     for row in frame.select("_hoodie_record_key", *table.key).collect():
-        key = tuple(normalize(row[k], types[k], False) for k in table.key)
+        key = tuple(_signed(normalize(row[k], types[k], False)) for k in table.key)
         held.setdefault(key, []).append(row["_hoodie_record_key"])
     return held
 
@@ -633,36 +867,133 @@ class CaseResult:
 
     rows: dict[str, int] = field(default_factory=dict)
     record_keys_compared: int = 0
+    validated: int = 0
+    """Tables ``cdc-lake validate`` reported equal, as both readers did."""
+    killed: bool | None = None
+    """Whether the SIGKILL found the ``apply --once`` still applying (None: no crash drawn)."""
     mismatch: str | None = None
     seconds: float = 0.0
+
+
+def kill_apply(config_path: Path, tables: Sequence[str], after: float, timeout: float = 300.0) -> bool:
+    """Run ``cdc-lake apply --once`` with ``config_path`` in a process group of its own (Python, the Spark
+    JVM and its workers) and SIGKILL the group ``after`` seconds after its first lake commit of any of
+    ``tables`` (seen in the state store, which records a commit's offsets right after it).
+
+    Returns whether it was still applying when killed (False: it had finished)."""
+    url = load(config_path).state_store.url
+
+    def commits() -> list[str | None]:
+        with StateStore.open(url) as store:
+            return [store.last_commit_instant(t) for t in tables]
+
+    before = commits()
+    log_path = config_path.with_name("killed-apply.log")
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cdc_lake", "--config", str(config_path), "apply", "--once"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    try:
+        while commits() == before:
+            if process.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-3000:]
+                ended = f"apply --once exited with {process.returncode} before a commit"
+                raise AssertionError(f"{ended}:\n{tail}")
+            assert time.monotonic() < deadline, f"no commit by apply --once within {timeout:.0f}s"
+            time.sleep(0.2)
+        time.sleep(after)
+        return process.poll() is None
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def validate(config_path: Path, table: str) -> tuple[int, str]:
+    """``cdc-lake validate TABLE --json`` as a user runs it: its exit status and what it found."""
+    outcome = cli_run(config_path, "validate", table, "--json")
+    try:
+        found = json.loads(outcome.stdout)[0]
+    except (ValueError, IndexError):
+        return outcome.exit_code, (outcome.stderr or outcome.output)[-2000:]
+    kinds = ("missing", "extra", "different", "duplicate")
+    counts = {c: found[c] for c in ("source_rows", "lake_rows", *(f"{kind}_count" for kind in kinds))}
+    keys = {kind: found[kind][:3] for kind in kinds if found[kind]}
+    return outcome.exit_code, json.dumps(counts | keys, default=str)
+
+
+def check_table(
+    spark: SparkSession,
+    config_path: Path,
+    db: SourceDb,
+    table: FuzzTable,
+    bootstrapped: dict[tuple[Any, ...], list[str]],
+    result: CaseResult,
+) -> None:
+    """After the table is LIVE: the lake equals the source (both readers, one lake row a key), and
+    ``cdc-lake validate`` agrees (exit 0, or the readers' mismatch and validate's report both in the
+    error); no record key is held twice; the bootstrap's record keys are the applier's."""
+    config = load(config_path)
+    qualified = db.qualified(table.name)
+    differs = None
+    try:
+        result.rows[table.name] = assert_lake_equals_source(spark, config, db, table.name, key=table.key)
+        held = lake_record_keys(spark, config, db, table)
+        doubled = [(k, v) for k, v in held.items() if len(v) > 1]
+        assert not doubled, f"{qualified}: keys with several lake rows: {doubled[:5]}"
+        # The comparison takes -0.0 as 0.0: the keys holding -0.0 are counted on each side.
+        rows = db.rows(table.name, table.key)
+        zeros = sum(1 for row in rows if NEGATIVE_ZERO_KEY in (_signed(row[k]) for k in table.key))
+        lake_zeros = sum(1 for key in held if NEGATIVE_ZERO_KEY in key)
+        assert zeros == lake_zeros, f"{qualified}: {zeros} source keys hold -0.0, {lake_zeros} lake keys"
+    except AssertionError as exc:
+        differs = str(exc)
+    status, found = validate(config_path, qualified)
+    if differs is not None:
+        said = "reported the table equal" if status == 0 else f"exit {status}"
+        raise AssertionError(f"{differs}\nvalidate {said}: {found}")
+    assert status == 0, f"{qualified}: validate (exit {status}) differs where both readers agree: {found}"
+    result.validated += 1
+    counts = Counter(r for keys in held.values() for r in keys)
+    assert max(counts.values(), default=1) == 1, f"{qualified}: a record key held twice"
+    both = bootstrapped.keys() & held.keys()
+    changed = {k: (bootstrapped[k], held[k]) for k in both if bootstrapped[k] != held[k]}
+    assert not changed, (
+        f"{qualified}: record keys differ between bootstrap and applier: {list(changed.items())[:5]}"
+    )
+    result.record_keys_compared += len(both)
 
 
 def run_case(
     spark: SparkSession, db: SourceDb, case: FuzzCase, directory: Path, lake: str | None = None
 ) -> CaseResult:
-    """Create, fill, onboard, bootstrap under changes and apply ``case``'s tables, then check them.
+    """Create, fill, onboard, bootstrap under changes and apply ``case``'s tables (first by a killed
+    ``apply --once`` when the case draws a crash), then check them (:func:`check_table`).
 
     A failed check raises AssertionError (the caller saves the case)."""
     started = time.monotonic()
     result = CaseResult()
     for table in case.tables:
-        db.execute(*table.ddl)
-        for chunk in range(0, len(table.initial), 50):
-            db.execute(*table.initial[chunk : chunk + 50])
-    config_path = write_db_config(
-        directory, db, [{"name": t.name} for t in case.tables], lake or str(directory / "lake")
-    )
+        write(db, [table.ddl])
+        write(db, [table.initial[chunk : chunk + 50] for chunk in range(0, len(table.initial), 50)])
+    lake = lake or str(directory / "lake")
+    listed = [{"name": t.name} for t in case.tables]
+    config_path = write_db_config(directory, db, listed, lake)
     onboard(config_path, db.source)
     config = load(config_path)
     for table in case.tables:
-        db.execute_transactions(table.before)
+        write(db, table.before)
         wait_for_schema(config, db.qualified(table.name))
     errors: list[BaseException] = []
 
     def write_during() -> None:
         try:
             for table in case.tables:
-                db.execute_transactions(table.during)
+                write(db, table.during)
         except BaseException as exc:  # re-raised below
             errors.append(exc)
 
@@ -674,31 +1005,34 @@ def run_case(
     assert outcome.exit_code == 0, outcome.stderr or outcome.output
     bootstrapped = {t.name: lake_record_keys(spark, config, db, t) for t in case.tables}
     for table in case.tables:
-        db.execute_transactions(table.after)
-    for table in case.tables:
-        qualified = db.qualified(table.name)
-        apply_until_live(spark, config, qualified)
-        result.rows[table.name] = assert_lake_equals_source(spark, config, db, table.name, key=table.key)
-        held = lake_record_keys(spark, config, db, table)
-        doubled = [(k, v) for k, v in held.items() if len(v) > 1]
-        assert not doubled, f"{qualified}: keys with several lake rows: {doubled[:5]}"
-        counts = Counter(r for keys in held.values() for r in keys)
-        assert max(counts.values(), default=1) == 1, f"{qualified}: a record key held twice"
-        before = bootstrapped[table.name]
-        changed = {k: (before[k], held[k]) for k in before.keys() & held.keys() if before[k] != held[k]}
-        assert not changed, (
-            f"{qualified}: record keys differ between bootstrap and applier: {list(changed.items())[:5]}"
+        write(db, table.after)
+    qualified = [db.qualified(t.name) for t in case.tables]
+    if case.crash is not None:
+        for name in qualified:
+            wait_streamed(config, name)
+        killed = write_db_config(
+            directory / "killed",
+            db,
+            listed,
+            lake,
+            apply={"batch_max_events": case.batch},
+            state_store={"url": config.state_store.url},
         )
-        result.record_keys_compared += len(before.keys() & held.keys())
+        result.killed = kill_apply(killed, qualified, case.crash)
+    for table, name in zip(case.tables, qualified, strict=True):
+        apply_until_live(spark, config, name)
+        check_table(spark, config_path, db, table, bootstrapped[table.name], result)
     assert result.record_keys_compared >= sum(t.touched for t in case.tables) > 0
     result.seconds = time.monotonic() - started
     return result
 
 
 def coverage(case: FuzzCase) -> dict[str, Any]:
-    """The types and key types a case used."""
+    """The types and key types a case used, its bulk loads and whether its first apply is killed."""
     return {
         "types": sorted({t for table in case.tables for t in table.columns.values()}),
         "key_types": sorted({"+".join(table.key_types()) for table in case.tables}),
         "replica_identity": sorted({t.replica_identity for t in case.tables}),
+        "loads": [f"{table.name} {load}" for table in case.tables for load in table.loads],
+        "crash": case.crash,
     }
