@@ -327,12 +327,13 @@ def _source_frame(
         )
         bounds = spark.read.jdbc(access.url, bounds_query, properties=properties).first()
         if bounds is not None and bounds["lo"] is not None:
+            lower, upper = stride_bounds(int(bounds["lo"]), int(bounds["hi"]))
             frame = spark.read.jdbc(
                 access.url,
                 query,
                 column=key[0],
-                lowerBound=int(bounds["lo"]),
-                upperBound=int(bounds["hi"]) + 1,
+                lowerBound=lower,
+                upperBound=upper,
                 numPartitions=options.partitions,
                 properties=properties,
             )
@@ -341,6 +342,21 @@ def _source_frame(
     else:
         frame = spark.read.jdbc(access.url, query, properties=properties)
     return to_lake_types(frame, reads, table_name, key), key, names, position, table_topic(source, table)
+
+
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+def stride_bounds(lo: int, hi: int) -> tuple[int, int]:
+    """Spark's ``lowerBound``/``upperBound`` for a key column holding ``lo`` to ``hi``: Java longs.
+
+    They only set the stride: Spark's first partition reads every value below its upper edge (and
+    NULL), its last every value from its lower edge on, so bounds clamped into the long range still read
+    every row.  Unclamped, a signed ``bigint`` key holding its maximum (``hi + 1``) or an unsigned
+    ``bigint`` key above it failed the read in py4j (``NumberFormatException: 9223372036854775808``)."""
+    lower = min(max(lo, _LONG_MIN), _LONG_MAX)
+    upper = min(max(hi, _LONG_MIN), _LONG_MAX - 1) + 1
+    return lower, max(lower, upper)
 
 
 _INTEGRAL_TYPES = frozenset(

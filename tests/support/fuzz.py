@@ -67,6 +67,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -919,7 +920,10 @@ def validate(config_path: Path, table: str) -> tuple[int, str]:
     try:
         found = json.loads(outcome.stdout)[0]
     except (ValueError, IndexError):
-        return outcome.exit_code, (outcome.stderr or outcome.output)[-2000:]
+        said = outcome.stderr or outcome.output
+        if outcome.exception is not None and not isinstance(outcome.exception, SystemExit):
+            said += "".join(traceback.format_exception(outcome.exception))
+        return outcome.exit_code, said[-2000:]
     kinds = ("missing", "extra", "different", "duplicate")
     counts = {c: found[c] for c in ("source_rows", "lake_rows", *(f"{kind}_count" for kind in kinds))}
     keys = {kind: found[kind][:3] for kind in kinds if found[kind]}
