@@ -40,6 +40,7 @@ from cdc_lake.apply.decoding import (
     DecodedChange,
     DecodeSettings,
     decode_messages,
+    marks_below,
     summarize,
 )
 from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame, one_row_per_key
@@ -54,8 +55,15 @@ from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.exceptions import KafkaReadError, SchemaRegistryError
 from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.group_offsets import commit_group_offsets
-from cdc_lake.kafka.offsets import topic_state
-from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark, split_ranges
+from cdc_lake.kafka.offsets import OffsetRange, topic_state
+from cdc_lake.kafka.reader import (
+    KafkaReader,
+    KafkaReadSettings,
+    RawMessage,
+    iter_range,
+    read_ranges_in_spark,
+    split_ranges,
+)
 from cdc_lake.kafka.topic_rules import applier_way_out, partitioning_refusal
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
 from cdc_lake.lake.format import WriteOperation, load_format
@@ -64,6 +72,9 @@ from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.store import StateStore
 
 _LOG = logging.getLogger(__name__)
+
+_MARK_WINDOW = 500
+"""How many messages below a checkpoint without re-send marks are read for one."""
 
 DRIVER_BATCH = 10_000
 """Batches of at most this many offsets are decoded in one Spark job that returns the records to the
@@ -274,6 +285,37 @@ class TableApplier:
         summary = next(summarize(records))
         return self._write(checkpoint, plan, result, before_commit, _Steps(), summary, records, frozenset())
 
+    def _marks_below(
+        self, checkpoint: Checkpoint, plan: BatchPlan, settings: DecodeSettings
+    ) -> dict[int, str]:
+        """Re-send marks for the partitions the checkpoint has read past without a mark (a bootstrap's
+        hand-off, an earlier version's commit), from their last :data:`_MARK_WINDOW` messages below it
+        (:func:`cdc_lake.apply.decoding.marks_below`); none where those were deleted by retention."""
+        name, topic = self.target.qualified_name, self.target.topic
+        wanted = {
+            p: OffsetRange(topic, p, max(0, start - _MARK_WINDOW), start)
+            for p, start in plan.start.items()
+            if start > 0 and p not in checkpoint.positions
+        }
+        if not wanted:
+            return {}
+        low = {p: r.start for p, r in wanted.items()}
+        quarantined = skipped_offsets(self.store, name, topic, low, plan.start, plan.topic_id)
+        messages: list[RawMessage] = []
+        for wanted_range in wanted.values():
+            try:
+                messages.extend(
+                    m for m in iter_range(self.options.kafka, wanted_range)
+                    if (m.partition, m.offset) not in quarantined
+                )
+            except KafkaReadError as exc:
+                _LOG.info("%s: no re-send mark below offset %d of %s: %s", name, wanted_range.end, topic, exc)
+        seeded = marks_below(settings, messages)
+        for partition, mark in sorted(seeded.items()):
+            _LOG.info("%s: re-send mark %s from the messages below offset %d of %s partition %d",
+                      name, mark, plan.start[partition], topic, partition)
+        return seeded
+
     def _apply(
         self,
         checkpoint: Checkpoint,
@@ -289,6 +331,10 @@ class TableApplier:
             old_key_optional=bool(self.target.key_fields) and ask is not None and ask(self.target),
             lake_format=self.target.lake_format,
         )
+        seeded = self._marks_below(checkpoint, plan, settings)
+        if seeded:
+            checkpoint = replace(checkpoint, positions={**checkpoint.positions, **seeded})
+            settings = replace(settings, applied_positions=dict(checkpoint.positions))
         slices = split_ranges(plan.ranges, self.options.slices)
         raw = read_ranges_in_spark(self.spark, self.options.kafka, slices, self.options.reader)
         name, topic = self.target.qualified_name, self.target.topic

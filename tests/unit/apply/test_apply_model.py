@@ -63,6 +63,7 @@ from cdc_lake.apply.decoding import (
     DecodedChange,
     DecodeSettings,
     decode_messages,
+    marks_below,
     summarize,
 )
 from cdc_lake.apply.redelivery import advance
@@ -110,7 +111,14 @@ def apply_batch(
 
     ``lost`` names messages (partition, offset) the batch passes over unapplied, as a quarantine does.
     """
-    decode = DecodeSettings(topic, SCHEMAS, None, False, dict(lake.marks))
+    # As the applier does: a partition read past without a mark (the hand-off) gets one from its messages
+    # below the checkpoint.
+    below = [
+        m.raw for p, log in emitter.log.items() if p not in lake.marks
+        for m in log[max(0, lake.offsets.get(p, 0) - 500) : lake.offsets.get(p, 0)]
+    ]
+    marks = {**marks_below(DecodeSettings(topic, SCHEMAS, None, False), below), **lake.marks}
+    decode = DecodeSettings(topic, SCHEMAS, None, False, marks)
     summaries: list[BatchSummary] = []
     changes: list[DecodedChange] = []
     for partition, end in ends.items():
@@ -135,7 +143,7 @@ def apply_batch(
     return Lake(
         merge_batch(changes, lake.rows, exists=True, keys=keys),
         {**lake.offsets, **ends},
-        advance(lake.marks, summary.marks),
+        advance(marks, summary.marks),
         frozenset(split),
     )
 
@@ -396,6 +404,34 @@ def test_a_moved_row_keeps_its_unchanged_toasted_value() -> None:
     ends = {p: len(log) for p, log in emitter.log.items()}
     lake = apply_batch(emitter, Lake({}, {p: 0 for p in ends}), ends, PG_TOPIC)
     assert {k: v[0] for k, v in lake.rows.items()} == {2: {"id": 2, "qty": 0, "note": "toasted:1"}}
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mariadb"])
+def test_a_resend_spanning_the_hand_off_never_shows_rows_older_than_the_snapshot(engine: str) -> None:
+    """Found by the thorough profile: Debezium re-sends the transactions before the bootstrap's watermark
+    after it (a connector restarted while the table was copied), and the first batch after the hand-off
+    ends inside the re-sent suffix.  The hand-off stored offsets but no re-send marks, so the re-sent
+    inserts were applied over the snapshot's newer rows: the published lake showed key 1's first state,
+    and key 2, deleted at the source, again, until the re-sent suffix passed them.  The applier now
+    takes a partition's mark from its messages below the checkpoint (:func:`marks_below`)."""
+    row1, row2 = {"id": 1, "qty": 0, "note": None}, {"id": 2, "qty": 0, "note": None}
+    source, emitter = Source(), Emitter(engine)
+    last = [Change("u", 1, {**row1, "qty": 1}), Change("d", 2, None)]
+    steps = [[Change("c", 1, row1)], [Change("c", 2, row2)], last]
+    for changes in steps:
+        before = {k: dict(v) for k, v in source.rows.items()}
+        source.commit(changes)
+        emitter.emit(changes, before)
+    watermark = {p: len(log) for p, log in emitter.log.items()}
+    emitter.resend_from(0)
+    snapshot = Lake({k: (dict(v), "0" * 40) for k, v in source.rows.items()}, watermark)
+    topic = PG_TOPIC if engine == "postgres" else MY_TOPIC
+    # Each partition's first re-sent message only: key 1's first state is among them.
+    cut = {p: min(len(log), watermark[p] + 1) for p, log in emitter.log.items()}
+    lake = apply_batch(emitter, snapshot, cut, topic)
+    assert _rows(lake) == source.rows
+    lake = apply_batch(emitter, lake, {p: len(log) for p, log in emitter.log.items()}, topic)
+    assert _rows(lake) == source.rows
 
 
 def test_a_row_moved_during_the_bootstrap_keeps_its_unchanged_toasted_value() -> None:
