@@ -14,10 +14,9 @@ be replayed as a per-key change.  See docs/applier.md.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any, NamedTuple
 
@@ -310,6 +309,6 @@ def marks_below(settings: DecodeSettings, messages: Iterable[RawMessage]) -> dic
     snapshot, and Debezium emits positions in order, so an event after the checkpoint *strictly below*
     the highest position among them was first emitted before it: applied, or read by the snapshot
     (taken after those offsets).  Found by ``tests/unit/apply/test_apply_model.py`` (thorough profile)."""
-    unmarked = dataclasses.replace(settings, applied_positions={})
+    unmarked = replace(settings, applied_positions={})
     summary = reduce(BatchSummary.merge, summarize(decode_messages(unmarked, messages)), BatchSummary())
     return advance({}, summary.marks)
