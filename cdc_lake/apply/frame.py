@@ -69,6 +69,7 @@ from pyspark.sql.types import (
 
 from cdc_lake.apply.decoding import Decoded, DecodedChange
 from cdc_lake.apply.last_change import LastChange, last_changes
+from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
 from cdc_lake.lake.columns import (
     APPLIED_AT_COLUMN,
     DELETED_COLUMN,
@@ -96,6 +97,7 @@ _STORED_KEY = "_cdc_stored_key"
 _OWN_KEY = "_cdc_own_key"
 _CANDIDATES = "_cdc_candidates"
 _RANK = "_cdc_rank"
+_PLACE = "_cdc_place"
 
 
 def col(name: str) -> Column:
@@ -239,7 +241,7 @@ def latest_frame(
     """
     if isinstance(records, list):
         return driver_latest(spark, records, columns, cutoffs, key_fields, fill_columns, lake_format)
-    changes = change_frame(spark, records, columns, cutoffs, key_fields)
+    changes = placed(change_frame(spark, records, columns, cutoffs, key_fields), key_fields, lake_format)
     changes = fill_moved(changes, key_fields, fill_columns, moves, lake_format)
     return latest_changes(changes, key_fields, fill_columns, lake_format)
 
@@ -260,6 +262,25 @@ _ORDER_NAMES = (ORDERING_COLUMN, KAFKA_PARTITION_COLUMN, KAFKA_OFFSET_COLUMN)
 
 def _order(prefix: str = "") -> list[Column]:
     return [col(prefix + name) for name in _ORDER_NAMES]
+
+
+def placed(changes: DataFrame, key_fields: Sequence[str], lake_format: str = DEFAULT_FORMAT) -> DataFrame:
+    """Adds ``_cdc_place``: the ordering value of the change's place among its key's states
+    (:mod:`cdc_lake.apply.last_change`): its own, or for a row at the snapshot position (a Postgres
+    incremental snapshot's chunk row) the highest of its key's changes before it in its partition."""
+    same = _identity(changes.schema, key_fields, lake_format)
+    before = Window.partitionBy(same(_own(key_fields)), col(KAFKA_PARTITION_COLUMN)).orderBy(
+        col(KAFKA_OFFSET_COLUMN)
+    ).rowsBetween(Window.unboundedPreceding, -1)
+    snapshot = col(ORDERING_COLUMN) == F.lit(SNAPSHOT_ORDERING_VALUE)
+    streamed_before = F.max(F.when(~snapshot, col(ORDERING_COLUMN))).over(before)
+    own = col(ORDERING_COLUMN)
+    return changes.withColumn(_PLACE, F.when(snapshot, F.coalesce(streamed_before, own)).otherwise(own))
+
+
+def _place_order(prefix: str = "") -> list[Column]:
+    """The order of a key's states: :func:`placed`'s place, then Kafka partition and offset."""
+    return [col(prefix + name) for name in (_PLACE, KAFKA_PARTITION_COLUMN, KAFKA_OFFSET_COLUMN)]
 
 
 def _own(key_fields: Sequence[str]) -> Column:
@@ -339,7 +360,7 @@ def _segmented(changes: DataFrame, key_fields: Sequence[str], same: _Same) -> Da
     """Every change with its key's segment: the moves into the key so far, in source order."""
     by_key = (
         Window.partitionBy(same(_own(key_fields)))
-        .orderBy(*_order())
+        .orderBy(*_place_order())
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     return changes.withColumn(_SEGMENT, F.sum(col(MOVED_FROM_COLUMN).isNotNull().cast("int")).over(by_key))
@@ -352,11 +373,11 @@ def _old_key_states(
     segment's lookups."""
     own = same(_own(key_fields))
     before = Window.unboundedPreceding, Window.currentRow
-    in_segment = Window.partitionBy(own, col(_SEGMENT)).orderBy(*_order()).rowsBetween(*before)
+    in_segment = Window.partitionBy(own, col(_SEGMENT)).orderBy(*_place_order()).rowsBetween(*before)
     unavailable = col(UNAVAILABLE_COLUMN)
     return _segmented(changes, key_fields, same).select(
         own.alias(_OLD_PREFIX + "key"),
-        *[col(name).alias(_OLD_PREFIX + name) for name in _ORDER_NAMES],
+        *[col(name).alias(_OLD_PREFIX + name) for name in (_PLACE, *_ORDER_NAMES)],
         F.first(col(LOOKUPS_COLUMN)).over(in_segment).alias(_OLD_PREFIX + "lookups"),
         *[
             F.last(F.when(~F.array_contains(unavailable, n), F.struct(col(n).alias("v"))), ignorenulls=True)
@@ -374,11 +395,11 @@ def _fill_moved_once(
     states = _old_key_states(changes, key_fields, fill_columns, same)
     pending = changes.where(_pending())
     rest = changes.where(~_pending())
-    earlier = col(_OLD_PREFIX + ORDERING_COLUMN) < col(ORDERING_COLUMN)
+    earlier = col(_OLD_PREFIX + _PLACE) < col(ORDERING_COLUMN)
     old_key = same(col(MOVED_FROM_COLUMN)) == col(_OLD_PREFIX + "key")
     matched = pending.join(states, old_key & earlier, "left")
     latest_first = Window.partitionBy(col(KAFKA_PARTITION_COLUMN), col(KAFKA_OFFSET_COLUMN)).orderBy(
-        *[c.desc_nulls_last() for c in _order(_OLD_PREFIX)]
+        *[c.desc_nulls_last() for c in _place_order(_OLD_PREFIX)]
     )
     rank = F.row_number().over(latest_first).alias(_RANK)
     matched = matched.select("*", rank).where(F.col(_RANK) == 1)
@@ -423,7 +444,7 @@ def latest_changes(
     same = _identity(changes.schema, key_fields, lake_format)
     key = same(_own(key_fields))
     segmented = _segmented(changes, key_fields, same)
-    window = Window.partitionBy(key, col(_SEGMENT)).orderBy(*_order())
+    window = Window.partitionBy(key, col(_SEGMENT)).orderBy(*_place_order())
     unavailable = col(UNAVAILABLE_COLUMN)
     fills = [
         F.last(F.when(~F.array_contains(unavailable, name), F.struct(col(name).alias("v"))), ignorenulls=True)
@@ -444,7 +465,8 @@ def latest_changes(
         for name in fill_columns
     }
     missing = F.filter(unavailable, lambda name: _fill_missing(name, fill_columns))
-    base = [filled.get(f, col(f)) for f in changes.columns if f not in (UNAVAILABLE_COLUMN, LOOKUPS_COLUMN)]
+    dropped = (UNAVAILABLE_COLUMN, LOOKUPS_COLUMN, _PLACE)
+    base = [filled.get(f, col(f)) for f in changes.columns if f not in dropped]
     return ranked.select(
         *base, missing.alias(MISSING_COLUMN), col("_cdc_first_lookups").alias(LOOKUPS_COLUMN)
     )

@@ -29,6 +29,14 @@ So a row moved along a chain of keys looks its unchanged values up under every k
 first: in steady operation the lake holds the oldest one, while a bootstrap's snapshot may have read the
 row under any later key of the chain (the catch-up replays the moves before it).
 
+States follow each other in source order, with one exception: a row at the snapshot position (a
+Postgres incremental snapshot's chunk row, ordered below every change so that it never beats a newer
+one, ``cdc_lake.decode.ordering``) takes its place after the changes of its key that Kafka holds before it
+in its partition.  Debezium emits a chunk row at the chunk's close marker: after every change of the key
+committed before the chunk was read, before every change committed after.  Placed first, a chunk row
+read after a primary-key update moved the row away (and another row took the key) gave the move the
+new row's values.
+
 Keys are one key when the lake writes them as one record key: they are compared by the lake format's
 :meth:`~cdc_lake.lake.format.FormatFacts.key_identity`, not by Python's equality.  For Hudi's text record
 key every NaN is one key (a NaN equals no NaN in Python) and ``-0.0`` is another key than ``0.0`` (equal
@@ -42,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc_lake.apply.decoding import DecodedChange
+from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE
 from cdc_lake.lake.format import DEFAULT_FORMAT, format_facts
 
 Key = tuple[Any, ...]
@@ -96,7 +105,7 @@ def last_changes(
     unknown = _State(dict.fromkeys(fill_columns), ())
     history: dict[Hashable, list[tuple[str, _State]]] = {}
     last: dict[Hashable, tuple[DecodedChange, _State]] = {}
-    for change in ordered:
+    for at, change in _state_ordered(ordered, key_fields, same):
         key = record_key(change, key_fields)
         identity = same(key)
         states = history.setdefault(identity, [])
@@ -118,9 +127,28 @@ def last_changes(
             elif name in base.values:
                 values[name] = base.values[name]
         state = _State(values, lookups)
-        states.append((change.ordering, state))
-        last[identity] = (change, state)
+        states.append((at, state))
+        if identity not in last or change_order(change) >= change_order(last[identity][0]):
+            last[identity] = (change, state)
     return [_resolved(change, state, fill_columns) for change, state in last.values()]
+
+
+def _state_ordered(
+    ordered: Sequence[DecodedChange], key_fields: Sequence[str], same: Callable[[Key], Hashable]
+) -> list[tuple[str, DecodedChange]]:
+    """The changes in the order their states follow each other, each with its place's ordering value:
+    its own, or for a row at the snapshot position the highest of the changes of its key before it in its
+    partition (none: the snapshot position)."""
+    highest: dict[tuple[Hashable, int], str] = {}
+    placed: list[tuple[str, DecodedChange]] = []
+    for change in sorted(ordered, key=lambda c: (c.partition, c.offset)):
+        slot = same(record_key(change, key_fields)), change.partition
+        if change.ordering == SNAPSHOT_ORDERING_VALUE:
+            placed.append((highest.get(slot, change.ordering), change))
+            continue
+        placed.append((change.ordering, change))
+        highest[slot] = max(highest.get(slot, change.ordering), change.ordering)
+    return sorted(placed, key=lambda item: (item[0], item[1].partition, item[1].offset))
 
 
 def _old_key(change: DecodedChange, deletes: Mapping[str, Key]) -> Key | None:

@@ -141,6 +141,35 @@ def test_float_keys_merge_as_hudis_record_key_tells_them_apart(
     assert {key: row["note"] for key, (row, _) in lake.items()} == expected
 
 
+@pytest.mark.parametrize("chunk_first", [False, True])
+def test_a_moved_row_never_takes_its_values_from_a_chunk_row_read_after_the_move(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, chunk_first: bool
+) -> None:
+    """Key 2 with a TOASTed note in the lake, moved to 6 (the note unchanged), key 2 inserted again without
+    a note, and a Postgres incremental snapshot chunk of every row, after them or (``chunk_first``) before
+    the move; one batch.  Key 6 keeps key 2's note on both paths: a chunk row at the snapshot position
+    takes its place after the changes of its key Kafka holds before it (before, the Spark steps and the
+    driver gave key 6 the null note of key 2's chunk row read after the move)."""
+    row = {"id": 2, "qty": 0, "note": "toasted:2"}
+    move = [Change("c", 6, {**row, "id": 6}, moved_from=2, toast_unchanged=True)]
+    again = [Change("c", 2, {"id": 2, "qty": 1, "note": None})]
+    source, emitter = Source(), Emitter("postgres")
+    first: dict[int, int] = {}
+    for step in [[Change("c", 2, row)], *([None, move, again] if chunk_first else [move, again, None])]:
+        if step is None:
+            emitter.read_chunk({k: dict(v) for k, v in source.rows.items()}, 3)
+        else:
+            before = {k: dict(v) for k, v in source.rows.items()}
+            source.commit(step)
+            emitter.emit(step, before)
+        first = first or {p: len(log) for p, log in emitter.log.items()}
+    ends = {p: len(log) for p, log in emitter.log.items()}
+    batches = [{p: (0, c) for p, c in first.items()}, {p: (c, ends[p]) for p, c in first.items()}]
+    base_path = str(Path(tmp_path_factory.mktemp("chunk")) / "t")
+    lake = _merge_as_the_model(spark, base_path, source, emitter, batches)
+    assert {key: row["note"] for key, (row, _) in lake.items()} == {2: None, 6: "toasted:2"}
+
+
 def _comparable(rows: list[Row]) -> list[str]:
     """Rows as text, so that two NaNs (equal to nothing) and the two zeros (equal) compare as Hudi's
     record key does."""

@@ -514,6 +514,26 @@ def test_a_postgres_chunk_row_loses_to_a_change_written_before_its_close_marker(
     assert _rows(lake) == source.rows
 
 
+@pytest.mark.parametrize("chunk_first", [False, True])
+def test_a_moved_row_never_takes_its_values_from_a_chunk_row_read_after_the_move(chunk_first: bool) -> None:
+    """Found by the thorough profile: key 2 with a TOASTed note in the lake, moved to 6 (the note
+    unchanged), key 2 inserted again without a note, then a Postgres incremental snapshot chunk reads
+    both keys; one batch.  The chunk's rows carry the snapshot position, below every change, so key 2's
+    chunk row (the new row's, read after the move) counted as key 2's state before the move, and key 6
+    got the new row's null note.  A chunk row now takes its place after the changes of its key Kafka
+    holds before it.  ``chunk_first``: a chunk read before the move gives the moved row the note it
+    read."""
+    row = {"id": 2, "qty": 0, "note": "toasted:2"}
+    move: _Step = [Change("c", 6, {**row, "id": 6}, moved_from=2, toast_unchanged=True)]
+    again: _Step = [Change("c", 2, {"id": 2, "qty": 1, "note": None})]
+    steps: list[_Step] = [[Change("c", 2, row)], *([3, move, again] if chunk_first else [move, again, 3])]
+    source, emitter, ends = _replay("postgres", steps)
+    lake = apply_batch(emitter, Lake({}, {p: 0 for p in ends[-1]}), ends[0], PG_TOPIC)
+    lake = apply_batch(emitter, lake, ends[-1], PG_TOPIC)
+    assert _rows(lake) == source.rows
+    assert source.rows[6]["note"] == "toasted:2"
+
+
 def test_a_chain_of_moves_during_and_after_the_bootstrap_keeps_its_unchanged_toasted_value() -> None:
     """Found by the fuzzer (postgres seeds 1003-1005): key 1 with a TOASTed note before the watermark,
     moved to 2 after it (the snapshot read the row under key 2), then 2 to 3, both creates carrying the
