@@ -34,9 +34,8 @@ import dataclasses
 import getpass
 import logging
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from cdc_lake.apply.decoding import BadMessage, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.config import Config
@@ -45,6 +44,7 @@ from cdc_lake.decode.schema import SchemaLookup, TypedSchemas
 from cdc_lake.exceptions import CdcLakeError, KafkaReadError, QuarantineError
 from cdc_lake.kafka.offsets import OffsetRange, read_ranges, topic_state
 from cdc_lake.kafka.reader import RawMessage
+from cdc_lake.lake.format import format_facts
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import QuarantinedMessage, RebootstrapPhase, TableInfo
 from cdc_lake.state.store import StateStore
@@ -223,7 +223,7 @@ def plan_replay(
         raise QuarantineError(f"{request.where}: a tombstone carries no change to replay")
     schemas = TypedSchemas(settings.registry, settings.column_types)
     keys = {_record_key(settings, schemas, change) for change in changes}
-    last: dict[tuple[Any, ...], DecodedChange] = {}
+    last: dict[Hashable, DecodedChange] = {}
     for record in decode_messages(unmarked, later):
         if isinstance(record, DecodedChange) and (key := _record_key(settings, schemas, record)) in keys:
             last[key] = record
@@ -234,12 +234,15 @@ def plan_replay(
     return ReplayPlan(kept, max(deleted.values(), default=None))
 
 
-def _record_key(settings: DecodeSettings, schemas: TypedSchemas, change: DecodedChange) -> tuple[Any, ...]:
-    """The change's record key: the configured key columns, else its message key's fields."""
+def _record_key(settings: DecodeSettings, schemas: TypedSchemas, change: DecodedChange) -> Hashable:
+    """The change's record key (the configured key columns, else its message key's fields) as the lake
+    format tells keys apart (:meth:`~cdc_lake.lake.format.FormatFacts.key_identity`: every NaN one key,
+    ``-0.0`` another than ``0.0``), never by Python's equality."""
     names = settings.key_fields
     if not names and change.key_schema_id is not None:
         names = tuple(schemas.get_schema(change.key_schema_id).row_converter.column_names)
-    return tuple(change.row.get(name) for name in names or ())
+    values = tuple(change.row.get(name) for name in names or ())
+    return format_facts(settings.lake_format).key_identity(values)
 
 
 def key_text(key: bytes | None, lookup: SchemaLookup | None) -> str:

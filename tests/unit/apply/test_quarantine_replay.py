@@ -13,7 +13,17 @@ import dataclasses
 from datetime import UTC, datetime
 
 import pytest
-from support.change_model import PG_TOPIC, SCHEMAS, Change, Emitter, Source, hudi_merge
+from support.change_model import (
+    INT_KEYS,
+    PG_TOPIC,
+    SCHEMAS,
+    Change,
+    Emitter,
+    KeyDomain,
+    Source,
+    float_keys,
+    hudi_merge,
+)
 
 from cdc_lake.apply.decoding import DecodedChange, DecodeSettings, decode_messages, summarize
 from cdc_lake.apply.quarantine import ReplayRequest, plan_replay, replayable
@@ -78,9 +88,11 @@ def test_refusals_name_table_partition_offset_and_why(kwargs: dict[str, object],
     assert text.startswith(f"table {TABLE}: partition 0 offset 1: ") and says in text and "\n" not in text
 
 
-def _log(*transactions: list[Change]) -> tuple[list[RawMessage], DecodeSettings]:
+def _log(
+    *transactions: list[Change], keys: KeyDomain = INT_KEYS
+) -> tuple[list[RawMessage], DecodeSettings]:
     """The partition's messages, and settings whose re-send mark covers all of them (all applied)."""
-    source, emitter = Source(), Emitter("postgres", partitions=1)
+    source, emitter = Source(), Emitter("postgres", partitions=1, keys=keys)
     for changes in transactions:
         emitter.emit(changes, source.rows)
         source.commit(changes)
@@ -127,3 +139,29 @@ def test_a_message_that_still_does_not_decode_is_refused_with_its_cause() -> Non
         QuarantineError, match=r"^table pg\.acc\.d: partition 0 offset 1: still does not decode: "
     ):
         plan_replay(settings, ReplayRequest(TABLE, 0, 1), cut, log[2:])
+
+
+_NAN, _ZERO, _NEGATIVE_ZERO = 1, 2, 3
+"""Keys of :func:`float_keys` ("postgres"): NaN, ``0.0``, ``-0.0``."""
+
+
+@pytest.mark.parametrize(
+    ("quarantined", "deleted", "kept"), [(_NAN, _NAN, False), (_ZERO, _NEGATIVE_ZERO, True)]
+)
+def test_the_later_delete_is_matched_by_the_lakes_record_key(
+    quarantined: int, deleted: int, kept: bool
+) -> None:
+    """Keys compared as Hudi's record key tells them apart: a NaN key's later delete is the quarantined
+    change's key (a NaN equals no NaN in Python: the replay wrote the deleted row back); a later delete
+    of ``-0.0`` is another key than ``0.0`` (equal in Python: the replay of ``0.0``'s change was dropped
+    and the lake kept its older row)."""
+    keys = float_keys("postgres")
+    rows = {key: {"id": keys.values[key], "qty": 1, "note": "a"} for key in (quarantined, deleted)}
+    create = [Change("c", key, row) for key, row in rows.items()]
+    update = [Change("u", quarantined, {**rows[quarantined], "qty": 2})]
+    log, settings = _log(create, update, [Change("d", deleted, None)], keys=keys)
+    at = len(create)
+
+    plan = plan_replay(settings, ReplayRequest(TABLE, 0, at), log[at], log[at + 1 :])
+
+    assert (len(plan.changes), plan.superseded_by) == ((1, None) if kept else (0, at + 1))
