@@ -195,10 +195,17 @@ class ApplyRunner:
             if diff is not None:
                 raise SourceTableChanged(diff)
 
+        def lost() -> None:
+            _LOG.error("%s: the apply lock was lost during the write: its Spark jobs are cancelled", name)
+            context.cancelJobGroup(name)
+
         try:
-            result = applier.apply_batch(limit, before_commit=before_commit)
+            with lock.fenced(lost):
+                result = applier.apply_batch(limit, before_commit=before_commit)
             self._record(target, result)
             self._register(target, applier)
+            if lock.lost is not None and result.commit_instant is not None:
+                self._committed_unfenced(target, result.commit_instant, lock.lost)
         except SourceTableChanged as exc:
             applier.forget()
             self._schema_changed(name, exc.diff.summary(), exc.diff)
@@ -209,6 +216,11 @@ class ApplyRunner:
         except Exception as exc:  # one table's failure must not stop the others
             applier.forget()
             cause = describe_failure(exc)
+            if lock.lost is not None:
+                cause = (
+                    f"the apply lock was lost while the batch was written ({lock.lost}); its Spark jobs were "
+                    f"cancelled before the commit, nothing was committed: {cause}"
+                )
             _LOG.warning("%s failed: %s", name, cause, exc_info=_LOG.isEnabledFor(logging.DEBUG))
             self._fail(target, cause)
             return TableOutcome(name, error=cause)
@@ -229,6 +241,19 @@ class ApplyRunner:
             redelivered=result.redelivered,
             error=error,
         )
+
+    def _committed_unfenced(self, target: TableTarget, commit: str, cause: str) -> None:
+        """A commit completed although the fence found the apply lock lost during its write (the loss
+        came too late to cancel it): another writer may have written the table meanwhile.  The table is
+        marked possibly diverged, naming the check; ``cdc-lake validate`` clears the mark when equal."""
+        name = target.qualified_name
+        why = (
+            f"commit {commit} completed after the apply lock was lost during its write ({cause}): another "
+            f"writer may have written the table meanwhile; run cdc-lake validate {name} (cdc-lake "
+            f"rebootstrap {name} if it differs)"
+        )
+        _LOG.error("%s: %s", name, why)
+        self.store.mark_possibly_diverged(name, why)
 
     def _swapped(self, target: TableTarget, fresh: bool = False) -> SchemaDiff | None:
         return self.swaps.check(target, fresh)

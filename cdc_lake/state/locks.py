@@ -46,39 +46,83 @@ class LockPurpose(enum.StrEnum):
 _ADVISORY_KEY_DIALECT = "postgresql"
 _NAMED_LOCK_DIALECTS = frozenset({"mysql", "mariadb"})
 
+FENCE_SECONDS = 2.0
+"""How often :meth:`HeldLock.fenced` re-checks a database lock while its holder writes."""
+
+
 class HeldLock:
     """The outcome of taking a lock: true when acquired; :meth:`verify` re-checks it is still held.
 
     A database session lock dies with its connection: a state database restart, a failover or a
     connection pooler can drop it while the holder runs on, and another process may then take it.  A
-    writer calls :meth:`verify` right before it commits, so two writers never commit to one table.
+    writer calls :meth:`verify` right before it commits, and writes inside :meth:`fenced`, which
+    re-checks the lock every :data:`FENCE_SECONDS` while the write runs and stops it when the lock is
+    lost, so a long write does not go on beside another writer.  Once found lost, a lock stays lost.
     """
 
     def __init__(self, acquired: bool, what: str, check: Callable[[], bool] | None = None) -> None:
         self.acquired = acquired
         self._what = what
         self._check = check
+        self._guard = threading.Lock()  # the lock's connection serves one caller at a time
+        self._lost: str | None = None
 
     def __bool__(self) -> bool:
         return self.acquired
+
+    @property
+    def lost(self) -> str | None:
+        """Why the lock was found lost (by :meth:`verify` or :meth:`fenced`); None while it is held."""
+        return self._lost
 
     def verify(self) -> None:
         """Raise StateStoreError unless this lock is still held (a file or in-process lock always is)."""
         if not self.acquired:
             raise StateStoreError(f"{self._what} is not held")
-        if self._check is None:
+        if self._held():
             return
+        raise StateStoreError(
+            f"{self._what} was lost ({self._lost}: the state store's connection dropped?); the batch was "
+            "not committed and the next one starts from the last commit"
+        )
+
+    def _held(self) -> bool:
+        with self._guard:
+            if self._lost is None and self._check is not None:
+                try:
+                    held = self._check()
+                except SQLAlchemyError as exc:
+                    held, cause = False, type(exc).__name__
+                else:
+                    cause = "another session holds it, or none does"
+                if not held:
+                    self._lost = cause
+            return self._lost is None
+
+    @contextlib.contextmanager
+    def fenced(self, on_lost: Callable[[], None], every: float = FENCE_SECONDS) -> Iterator[None]:
+        """Re-check the lock every ``every`` seconds while the block runs; the first time it is found
+        lost, call ``on_lost`` (from another thread: the applier cancels the table's Spark jobs, so the
+        Hudi write stops before it commits).  A lock with nothing to re-check (a file or in-process
+        lock, which cannot be lost) is not watched."""
+        if self._check is None:
+            yield
+            return
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(every):
+                if not self._held():
+                    on_lost()
+                    return
+
+        watcher = threading.Thread(target=watch, name=f"fence: {self._what}", daemon=True)
+        watcher.start()
         try:
-            held = self._check()
-        except SQLAlchemyError as exc:
-            held, cause = False, type(exc).__name__
-        else:
-            cause = "another session holds it, or none does"
-        if not held:
-            raise StateStoreError(
-                f"{self._what} was lost ({cause}: the state store's connection dropped?); the batch was "
-                "not committed and the next one starts from the last commit"
-            )
+            yield
+        finally:
+            stop.set()
+            watcher.join()
 
 
 _held_in_memory: set[tuple[LockPurpose, str]] = set()

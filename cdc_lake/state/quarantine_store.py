@@ -119,6 +119,15 @@ class QuarantineStore(StoreSession):
             table_row.updated_at = now
             return table_info(table_row)
 
+    def mark_possibly_diverged(self, table: str, why: str) -> TableInfo:
+        """Mark ``table`` possibly diverged for ``why`` (one line): another cause than a quarantined
+        message, e.g. a commit written while the apply lock was lost; a clean validate clears it."""
+        with self._transaction() as session:
+            row = self._require_row(session, table)
+            row.possibly_diverged = one_line_text(why)
+            row.updated_at = utcnow()
+            return table_info(row)
+
     def clear_possibly_diverged(self, table: str) -> TableInfo:
         """Record that the lake copy of ``table`` is known equal to the source again (a clean validate)."""
         with self._transaction() as session:
