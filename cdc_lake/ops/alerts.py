@@ -315,10 +315,11 @@ ALERTS: tuple[Alert, ...] = (
     ),
     Alert(
         "CdcLakeTablePossiblyDiverged", "warning",
-        "{{ $labels.table }} is possibly diverged: a quarantined message's change is missing from the lake",
+        "{{ $labels.table }} is possibly diverged: the lake may lack a change (`cdc-lake status` says why)",
         "A message of {{ $labels.table }} (source {{ $labels.source }}, tier {{ $labels.tier }}) was"
-        " quarantined: the table applies on, but the change that message carried is missing from the lake"
-        " until a clean `cdc-lake validate` or a re-bootstrap clears the mark.",
+        " quarantined, or a commit completed after the table's apply lock was lost during its write: the"
+        " table applies on, but the lake may lack a change or hold another writer's, until a clean"
+        " `cdc-lake validate` or a re-bootstrap clears the mark.",
         "possibly-diverged",
         (Condition("cdc_lake_table_possibly_diverged", "==", _const(1)),),
     ),

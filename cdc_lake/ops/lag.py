@@ -77,7 +77,8 @@ class TableRow:
     appliable: bool
     last_error: str | None
     possibly_diverged: str | None = None
-    """Why the lake copy may differ from the source (a quarantined message), while marked."""
+    """Why the lake copy may differ from the source (a quarantined message; a commit completed after the
+    apply lock was lost), while marked."""
     quarantined: int = 0
     """How many of the table's messages are in quarantine (``cdc-lake quarantine --list``)."""
     compaction_pending_plans: int | None = None

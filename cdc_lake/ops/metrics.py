@@ -76,7 +76,7 @@ HELP = {
     "cdc_lake_table_freshness_seconds": "Age of the lake copy: how long ago it last matched the source",
     "cdc_lake_table_state": "1 for the table's lifecycle state",
     "cdc_lake_table_failed": "1 when the table is FAILED",
-    "cdc_lake_table_possibly_diverged": "1 while the table is marked possibly diverged (quarantined message)",
+    "cdc_lake_table_possibly_diverged": "1 while the table may lack a change (quarantine, lost lock)",
     "cdc_lake_quarantined_messages": "Messages of the table in quarantine (skipped; quarantine --list)",
     "cdc_lake_table_compaction_pending_plans": "Compaction plans of a MERGE_ON_READ table not executed yet",
     "cdc_lake_table_read_optimized_staleness_seconds": (

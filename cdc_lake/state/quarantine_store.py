@@ -1,6 +1,9 @@
-"""Quarantined messages and the possibly-diverged mark they put on their table."""
+"""Quarantined messages and the possibly-diverged mark they put on their table; a mark of another cause (a
+commit completed after the apply lock was lost, :mod:`cdc_lake.apply.runner`) outlives them."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -50,7 +53,7 @@ class QuarantineStore(StoreSession):
                 topic_id=topic_id, lake_path=lake_path,
             )
             session.add(row)
-            table_row.possibly_diverged = diverged_text(row)
+            table_row.possibly_diverged = next_mark(table_row.possibly_diverged, [row])
             table_row.updated_at = utcnow()
             session.flush()
             return _quarantined(row)
@@ -89,7 +92,7 @@ class QuarantineStore(StoreSession):
             for row in gone:
                 session.delete(row)
             left = [r for r in rows if r not in gone]
-            table_row.possibly_diverged = diverged_text(left[-1]) if left else None
+            table_row.possibly_diverged = next_mark(table_row.possibly_diverged, left)
             table_row.updated_at = utcnow()
             return table_info(table_row)
 
@@ -115,7 +118,7 @@ class QuarantineStore(StoreSession):
             for row in found:
                 row.replayed_at, row.replayed_by, row.replay_commit = now, by, commit
             missing = [r for r in rows if r.replayed_at is None]
-            table_row.possibly_diverged = diverged_text(missing[-1]) if missing else None
+            table_row.possibly_diverged = next_mark(table_row.possibly_diverged, missing)
             table_row.updated_at = now
             return table_info(table_row)
 
@@ -152,9 +155,22 @@ def _quarantined(row: QuarantinedMessageRow) -> QuarantinedMessage:
     )
 
 
+_QUARANTINE_MARK = "message at topic "
+"""How the possibly-diverged mark of a quarantined message begins (:func:`diverged_text`)."""
+
+
 def diverged_text(row: QuarantinedMessageRow) -> str:
     """The possibly-diverged mark a quarantined message puts on its table."""
     return one_line_text(
-        f"message at topic {row.topic!r} partition {row.kafka_partition} offset {row.kafka_offset} "
+        f"{_QUARANTINE_MARK}{row.topic!r} partition {row.kafka_partition} offset {row.kafka_offset} "
         f"quarantined: {row.reason}"
     )
+
+
+def next_mark(current: str | None, missing: Sequence[QuarantinedMessageRow]) -> str | None:
+    """The possibly-diverged mark once the table's quarantined messages still missing are ``missing``:
+    a mark of another cause (a commit written after the apply lock was lost) stays until a clean
+    validate or a re-bootstrap's switch clears it; else the last missing message's, or none."""
+    if current is not None and not current.startswith(_QUARANTINE_MARK):
+        return current
+    return diverged_text(missing[-1]) if missing else None

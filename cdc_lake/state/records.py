@@ -40,8 +40,9 @@ class TableInfo:
     last_error: str | None
     updated_at: datetime
     possibly_diverged: str | None = None
-    """Why the lake copy may differ from the source (a quarantined message), until a re-bootstrap or a
-    clean validate clears it; None when nothing is known to differ."""
+    """Why the lake copy may differ from the source (a quarantined message; a commit completed after the
+    apply lock was lost), until a re-bootstrap or a clean validate clears it; None when nothing is known
+    to differ."""
 
 
 @dataclass(frozen=True)

@@ -136,3 +136,23 @@ def test_a_replayed_row_stays_as_history_but_no_longer_marks_counts_or_skips(sto
     assert skipped_offsets(store, TABLE, TOPIC, {0: 0}, {0: 10}, OLD_ID) == frozenset()
     with pytest.raises(StateStoreError, match="offset 5: the quarantined message was already replayed"):
         store.mark_replayed(TABLE, 0, 5, by="ops", commit=None)
+
+
+def test_a_mark_of_another_cause_outlives_the_quarantine_until_a_clean_validate(store: StateStore) -> None:
+    """A commit written after the apply lock was lost marks the table (runner); quarantining a message
+    and replaying it (or releasing it) then recomputed the mark from the quarantine alone and cleared
+    the lock's.  It stays until a clean validate (or a re-bootstrap's switch) clears it."""
+    lock = "commit 20261203091500000 completed after the apply lock was lost during its write (x)"
+    store.mark_possibly_diverged(TABLE, lock)
+    _quarantine(store, 0, 3)
+    _quarantine(store, 0, 4)
+    assert store.require_table(TABLE).possibly_diverged == lock
+    store.mark_replayed(TABLE, 0, 3, by="ops", commit="c1")
+    store.release_quarantined(TABLE, 0, 4)
+    assert store.require_table(TABLE).possibly_diverged == lock
+
+    assert store.clear_possibly_diverged(TABLE).possibly_diverged is None
+    _quarantine(store, 1, 5)
+    assert (store.require_table(TABLE).possibly_diverged or "").startswith("message at topic ")
+    store.mark_replayed(TABLE, 1, 5, by="ops", commit="c2")
+    assert store.require_table(TABLE).possibly_diverged is None
