@@ -37,7 +37,7 @@ from cdc_lake.lake.applier import ApplierFactory
 from cdc_lake.sources import engine_for
 from cdc_lake.spark import get_spark
 from cdc_lake.state.lifecycle import TableState
-from cdc_lake.state.locks import LockPurpose, table_lock
+from cdc_lake.state.locks import HeldLock, LockPurpose, table_lock
 from cdc_lake.state.store import StateStore
 from cdc_lake_bootstrap.progress import ProgressView
 from cdc_lake_bootstrap.replica_wait import ReplicaWait, wait_for_replica
@@ -81,14 +81,14 @@ def bootstrap_concurrently(
 
 
 @contextmanager
-def _locked(config: Config, runner: TableBootstrap) -> Iterator[None]:
+def _locked(config: Config, runner: TableBootstrap) -> Iterator[HeldLock]:
     with table_lock(config.state_store.url, LockPurpose.BOOTSTRAP, runner.name) as acquired:
         if not acquired:
             raise BootstrapBusyError(
                 f"table {runner.name}: another bootstrap of this table is running; wait for it, or "
                 "stop it and run again"
             )
-        yield
+        yield acquired
 
 
 def _shared_start(
@@ -182,10 +182,10 @@ def _run_table(config: Config, runner: TableBootstrap, slots: _Slots) -> TableRe
         if slots.stopped.is_set():
             return None
         try:
-            with _locked(config, runner):
+            with _locked(config, runner) as lock:
                 runner.started = time.monotonic()
                 runner.aside = slots.aside
-                return runner.run()
+                return runner.run(lock)
         except BaseException:
             slots.stopped.set()  # before the slot is free: no table waiting for it starts
             raise

@@ -93,6 +93,11 @@ def write_failure(
     )
 
 
+def copy_job_group(table: str) -> str:
+    """The Spark job group of ``table``'s copy (progress counts its tasks; a lost lock cancels it)."""
+    return f"cdc-lake bootstrap {table}"
+
+
 class PartitionCopy:
     """One table's partition plan and the copy of its pending partitions into ``target``."""
 
@@ -105,10 +110,13 @@ class PartitionCopy:
         store: StateStore,
         progress: TableProgress,
         show: Callable[[str | None], None],
+        before_write: Callable[[], None],
     ) -> None:
         """``lake``: the configured format, loaded once for the whole copy; ``progress`` is updated as
-        groups are read and committed, and ``show`` shows it (a new phase)."""
+        groups are read and committed, and ``show`` shows it (a new phase); ``before_write`` runs before
+        each group is read and written and raises to stop the copy (the bootstrap lock's check)."""
         self.config = config
+        self.before_write = before_write
         self.table = table
         self.target = target
         self.lake = lake
@@ -242,6 +250,7 @@ class PartitionCopy:
         indexes = [p.index for p in group]
         source_ts = watermark.ts_source_ms or 0
         for attempt in range(1, WRITE_ATTEMPTS + 1):
+            self.before_write()  # outside the retry: a lost lock is never tried again
             try:
                 rows = snapshot_rows(
                     spark, access, query, group, self.config.bootstrap.fetch_size, self.name, source_ts
@@ -274,7 +283,7 @@ class PartitionCopy:
     def _ticking(self, spark: SparkSession, partitions: int) -> Iterator[None]:
         """Estimate rows read by the running commit from Spark's task counts, once a second."""
         context = spark.sparkContext
-        group = f"cdc-lake bootstrap {self.name}"
+        group = copy_job_group(self.name)
         context.setJobGroup(group, group, interruptOnCancel=False)
         per_partition = self.progress.estimated_rows / max(1, self.progress.partitions_total)
         stop = threading.Event()

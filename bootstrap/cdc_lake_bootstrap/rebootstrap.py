@@ -56,7 +56,7 @@ from cdc_lake.lake.schema_change import SchemaDiff, SchemaPolicy
 from cdc_lake.lake.target import TableTarget, target_for
 from cdc_lake.spark import get_spark
 from cdc_lake.state.lifecycle import TableState
-from cdc_lake.state.locks import LockPurpose, table_lock
+from cdc_lake.state.locks import HeldLock, LockPurpose, table_lock
 from cdc_lake.state.models import utcnow
 from cdc_lake.state.records import Rebootstrap, RebootstrapPhase
 from cdc_lake.state.store import StateStore, versioned_path
@@ -90,7 +90,7 @@ class RebootstrapResult:
 
 
 @contextmanager
-def _bootstrap_lock(config: Config, name: str) -> Iterator[None]:
+def _bootstrap_lock(config: Config, name: str) -> Iterator[HeldLock]:
     """The table's bootstrap lock: a second re-bootstrap (or a bootstrap) of it is refused."""
     with table_lock(config.state_store.url, LockPurpose.BOOTSTRAP, name) as acquired:
         if not acquired:
@@ -98,7 +98,7 @@ def _bootstrap_lock(config: Config, name: str) -> Iterator[None]:
                 f"table {name}: another bootstrap of this table is running; wait for it, or stop it and "
                 "run again"
             )
-        yield
+        yield acquired
 
 
 def copy_target(config: Config, table: str, record: Rebootstrap) -> TableTarget:
@@ -133,11 +133,11 @@ def rebootstrap_tables(
     with StateStore.open(config.state_store.url) as store:
         for name in dict.fromkeys(tables):
             source, table = config.table(name)
-            with _bootstrap_lock(config, name):
+            with _bootstrap_lock(config, name) as lock:
                 if table.columns and update_connectors is not None:
                     for action in update_connectors(config, source.name, table.name):
                         _LOG.info("%s: %s", name, action)
-                results.append(_rebootstrap(config, store, name, reason, view, applier, from_primary))
+                results.append(_rebootstrap(config, store, name, reason, view, applier, from_primary, lock))
     return results
 
 
@@ -149,7 +149,9 @@ def _rebootstrap(
     view: ProgressView,
     applier: ApplierFactory,
     from_primary: bool,
+    lock: HeldLock,
 ) -> RebootstrapResult:
+    """``lock``: the table's bootstrap lock, held by the caller; the copy's commits verify it."""
     began = time.monotonic()
     info = store.require_table(name)
     if info.state is TableState.PENDING_BOOTSTRAP:
@@ -182,7 +184,7 @@ def _rebootstrap(
             config, source, table, store, registry, view, apply=True, applier=applier, target=target,
             read_primary=from_primary,
         )
-        copy.run()
+        copy.run(lock)
         spark = get_spark(config.spark, config.lake)
         switched = _switch(config, store, spark, name, record, target, applier)
         handle.detail.update({"switched_at": switched.isoformat()})

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from cdc_lake.capture.history import history_end
@@ -38,7 +39,7 @@ from cdc_lake.sources import engine_for
 from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.spark import get_spark
 from cdc_lake.state.lifecycle import TableState
-from cdc_lake.state.locks import LockPurpose, table_lock
+from cdc_lake.state.locks import HeldLock, LockPurpose, table_lock
 from cdc_lake.state.records import Watermark
 from cdc_lake.state.store import StateStore
 from cdc_lake_bootstrap.handoff import (
@@ -50,7 +51,7 @@ from cdc_lake_bootstrap.handoff import (
 )
 from cdc_lake_bootstrap.keys import record_key, selected_columns
 from cdc_lake_bootstrap.lake_types import column_reads
-from cdc_lake_bootstrap.partition_copy import PartitionCopy
+from cdc_lake_bootstrap.partition_copy import PartitionCopy, copy_job_group
 from cdc_lake_bootstrap.progress import RUN, ProgressView, TableProgress
 from cdc_lake_bootstrap.read import SnapshotQuery
 from cdc_lake_bootstrap.registry_check import align_with_registry
@@ -139,7 +140,7 @@ def bootstrap_tables(
                         "stop it and run again"
                     )
                 runner = TableBootstrap(config, source, table, store, registry, view, request.apply, applier)
-                results.append(runner.run())
+                results.append(runner.run(acquired))
         return results
 
 
@@ -186,8 +187,22 @@ class TableBootstrap:
             self.progress.phase = phase
         self.view.show(self.progress)
 
-    def run(self) -> TableResult:
-        """Bootstrap the table (or finish its interrupted bootstrap) and hand it to the applier."""
+    def run(self, lock: HeldLock) -> TableResult:
+        """Bootstrap the table (or finish its interrupted bootstrap) and hand it to the applier, under
+        ``lock``: the table's bootstrap lock, which the caller holds.  A database lock can be lost while
+        the copy runs (its connection dropped) and another bootstrap may take it: each group's commit
+        verifies it first, and it is fenced meanwhile (:meth:`HeldLock.fenced`): once lost, the copy's
+        Spark jobs are cancelled, so its write stops before its commit."""
+        with lock.fenced(self._cancel_copy):
+            return self._run(lock)
+
+    def _cancel_copy(self) -> None:
+        _LOG.error("%s: the bootstrap lock was lost: the copy's Spark jobs are cancelled", self.name)
+        context = SparkContext._active_spark_context
+        if context is not None:  # no Spark yet: nothing to cancel
+            context.cancelJobGroup(copy_job_group(self.name))
+
+    def _run(self, lock: HeldLock) -> TableResult:
         info = self.store.require_table(self.name)
         if info.state is TableState.CATCHING_UP and self.apply:
             self._catch_up(get_spark(self.config.spark, self.config.lake))
@@ -201,7 +216,7 @@ class TableBootstrap:
             )
         with self.store.run(RUN, self.name) as handle:
             handle.detail.update({"host": socket.gethostname(), "pid": os.getpid()})
-            note = self._bootstrap(info.state)
+            note = self._bootstrap(info.state, lock)
             handle.detail.update({"rows": self.progress.rows_written, "note": note})
         return self._result(note)
 
@@ -229,7 +244,7 @@ class TableBootstrap:
             "primary only when bootstrap.allow_primary_reads is true"
         )
 
-    def _bootstrap(self, state: TableState) -> str:
+    def _bootstrap(self, state: TableState, lock: HeldLock) -> str:
         self._show("checking the source")
         engine = engine_for(self.source)
         role = self.role()
@@ -273,7 +288,7 @@ class TableBootstrap:
                 watermark = self.store.mark_replica_position_reached(self.name)
         lake = load_format(spark, self.config.lake.format)
         partitions = PartitionCopy(
-            self.config, self.table, self.target, lake, self.store, self.progress, self._show
+            self.config, self.table, self.target, lake, self.store, self.progress, self._show, lock.verify
         )
         if not watermark.partitions:
             self._show("planning")

@@ -32,11 +32,15 @@ from cdc_lake.apply.table_applier import BatchResult
 from cdc_lake.config import Config, load_config
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.exceptions import StateStoreError
+from cdc_lake.lake.applier import ApplierFactory
 from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.stack.service import HOST, StackCredentials
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import FENCE_SECONDS, LockPurpose, table_lock
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap.partition_copy import copy_job_group
+from cdc_lake_bootstrap.progress import LineView
+from cdc_lake_bootstrap.run import TableBootstrap
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -186,3 +190,35 @@ def test_a_commit_completed_after_the_lock_was_lost_marks_the_table_possibly_div
         "commit 20261203091500000 completed after the apply lock was lost during its write ("
     ), info.possibly_diverged
     assert f"run cdc-lake validate {TABLE}" in info.possibly_diverged
+
+
+def test_a_bootstrap_lock_lost_during_the_copy_cancels_the_copys_spark_jobs(
+    spark: SparkSession, store: StateStore, lock_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bootstrap's copy under the table's bootstrap lock: its running group's Spark jobs stop once the
+    lock is lost (before, the copy never looked at its lock again)."""
+    config = load_config(EXAMPLE)
+    source, table = config.table(TABLE)
+    copy = TableBootstrap(
+        config, source, table, store, _NoRegistry(), LineView(lambda line: None), False,
+        cast(ApplierFactory, None),
+    )
+    ran: list[float] = []
+
+    def copying(lock: object) -> None:
+        """A group of the copy: a Spark job in the copy's job group, as PartitionCopy runs it."""
+        context = spark.sparkContext
+        context.setJobGroup(copy_job_group(TABLE), "copy", interruptOnCancel=False)
+        threading.Timer(3, _drop_locks, (lock_url,)).start()
+        began = time.monotonic()
+        try:
+            context.parallelize(range(2), 2).foreach(lambda _: time.sleep(WRITE_SECONDS))
+        finally:
+            ran.append(time.monotonic() - began)
+
+    monkeypatch.setattr(copy, "_run", copying)
+    with table_lock(lock_url, LockPurpose.BOOTSTRAP, TABLE) as lock, pytest.raises(Exception, match="cancel"):
+        copy.run(lock)
+
+    assert ran and ran[0] < WRITE_SECONDS / 2, "the copy's Spark job was not cancelled"
+    assert lock.lost is not None

@@ -27,7 +27,7 @@ class _Runner:
         self._work = work
         self._handoff = handoff
 
-    def run(self) -> TableResult:
+    def run(self, lock: object) -> TableResult:
         self._work()
         with self.aside():
             self._handoff()
@@ -37,8 +37,8 @@ class _Runner:
 @pytest.fixture(autouse=True)
 def _no_state_store_locks(monkeypatch: pytest.MonkeyPatch) -> None:
     @contextmanager
-    def locked(config: Any, runner: Any) -> Iterator[None]:
-        yield
+    def locked(config: Any, runner: Any) -> Iterator[object]:
+        yield object()
 
     monkeypatch.setattr(parallel, "_locked", locked)
 

@@ -12,6 +12,7 @@ from cdc_lake.config import load_config
 from cdc_lake.decode.registry import SchemaRegistry
 from cdc_lake.lake.applier import ApplierFactory
 from cdc_lake.state import BootstrapPartition, RunOutcome, StateStore, TableState
+from cdc_lake.state.locks import HeldLock
 from cdc_lake_bootstrap import run
 from cdc_lake_bootstrap.progress import COMMIT_RUN, PLAN_RUN, RUN, LineView, TableProgress, bootstrap_status
 
@@ -114,7 +115,7 @@ def test_the_first_slow_steps_are_named_before_they_start(
     )
 
     with pytest.raises(_Stop):
-        bootstrap.run()
+        bootstrap.run(HeldLock(True, "the bootstrap lock of src.s.t"))
 
     assert seen == {
         "table shape": ["checking the source"],

@@ -25,6 +25,7 @@ from cdc_lake.lake.format import CommitInfo
 from cdc_lake.ops import lag
 from cdc_lake.ops.lag import LagReport
 from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import HeldLock
 from cdc_lake.state.records import Rebootstrap
 from cdc_lake.state.status import table_statuses
 from cdc_lake.state.store import StateStore, versioned_path
@@ -218,7 +219,10 @@ def test_a_resumed_rebootstrap_reads_where_it_started(
     assert copying.read_from is None
 
     with pytest.raises(RebootstrapError) as refused:
-        rebootstrap._rebootstrap(config, store, TABLE, "again", LineView(print), CaughtUpApplier, True)
+        rebootstrap._rebootstrap(
+            config, store, TABLE, "again", LineView(print), CaughtUpApplier, True,
+            HeldLock(True, f"the bootstrap lock of {TABLE}"),
+        )
 
     assert str(refused.value) == (
         f"table {TABLE}: its unfinished re-bootstrap v2 reads where the config says; run it again without "
@@ -242,7 +246,7 @@ def test_a_bootstrap_whose_hand_off_was_refused_is_rebootstrapped_and_switched(
     store.save_watermark(TABLE, topic=TOPIC, offsets={0: 3}, ts_source_ms=1000, source_position="0/1")
     copied: list[str] = []
 
-    def run_copy(copy: Any) -> None:
+    def run_copy(copy: Any, lock: HeldLock) -> None:
         """The copy's bootstrap and catch-up, as a run ending LIVE leaves it."""
         copied.append(copy.target.base_path)
         _bootstrapped(store, copy.name, copy.target.base_path, COPY_WATERMARK)
