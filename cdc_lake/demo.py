@@ -40,7 +40,8 @@ TABLE = f"{SOURCE}.demo.orders"
 STATUSES = ("new", "paid", "shipped", "returned")
 
 CONFIG_TEMPLATE = """\
-# Written by `cdc-lake demo`: the local stack's Postgres as source `shop`, a local lake.
+# Written by `cdc-lake demo`: the local stack's Postgres as source `shop`, a local lake registered in
+# the stack's Hive Metastore (database `lake`: Trino's `hudi.lake.shop_demo_orders`).
 lake:
   base_path: {lake}
 state_store:
@@ -53,6 +54,10 @@ kafka_connect:
   url: http://{host}:{ports.connect}
 bootstrap:
   replica_delay_seconds: 2
+catalog:
+  hive:
+    uri: thrift://{host}:{ports.hive_metastore}
+    database: lake
 stack:
   data_dir: {stack_dir}
 sources:
