@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Protocol
 
@@ -65,6 +66,16 @@ SMALL_FOOTPRINT_DEFAULTS: Mapping[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
 }
+
+
+JOL_JAVA_OPTIONS = ("-Djol.skipHotspotSAAttach=true",)
+"""Hudi sizes the records it keeps in memory with its bundled JOL, whose first use in a JVM tried to attach
+the HotSpot Serviceability Agent and failed ("Unable to attach Serviceability Agent"): 2.5 to 3.7 s of
+the first ``ObjectSizeCalculator.getObjectSize`` in a fresh driver, 0.4 to 0.7 s without it (the same
+sizes, from the running JVM), paid by every ``validate`` and ``apply`` process (issue 36 item 7).  Set
+on the driver cdc-lake starts and on a cluster's executors, after the user's own options."""
+
+JAVA_OPTIONS_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
 class SecretLike(Protocol):
@@ -224,6 +235,11 @@ def spark_conf(
         conf[key] = text
     conf.update(facts.spark_conf)
     conf.update(PRODUCT_REQUIRED_CONF)
+    for key in JAVA_OPTIONS_KEYS:
+        if submitted is not None and key == "spark.driver.extraJavaOptions":
+            continue  # the running driver's options are spark-submit's
+        given = conf.get(key, (submitted or {}).get(key, "")).split()
+        conf[key] = " ".join([*given, *(option for option in JOL_JAVA_OPTIONS if option not in given)])
     return conf
 
 
@@ -388,6 +404,24 @@ def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSessi
         session.sparkContext.setLogLevel("WARN")
         _session = session
         return session
+
+
+def start_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> Future[SparkSession]:
+    """:func:`get_spark` on a thread of its own: the driver JVM comes up while the caller does work that
+    needs no Spark (imports, the state store, the source), and waits for the session only where it needs
+    it (``result()``, which raises what the start raised)."""
+    future: Future[SparkSession] = Future()
+
+    def start() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(get_spark(settings, lake))
+        except BaseException as exc:  # handed to the waiting caller
+            future.set_exception(exc)
+
+    threading.Thread(target=start, name="cdc-lake-spark-start").start()
+    return future
 
 
 def stop_spark() -> None:
