@@ -102,7 +102,8 @@ def bootstrap(
 @click.option("--buckets", type=click.IntRange(min=1), default=256, show_default=True,
               help="Key ranges whose counts and checksums are compared.")
 @click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Parallel range queries on the replica.")
+              help="At most this many parallel range queries on the replica (by the table's estimated "
+              "size: one up to 50,000 rows).")
 @click.option("--catch-up-timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
               help="Seconds to wait for the lake to reach the Kafka end offsets.")
 @click.option("--max-keys", type=click.IntRange(min=1), default=20, show_default=True,
@@ -132,21 +133,24 @@ def validate(
     checksums over key ranges, bisects the ranges that differ, and names the missing, extra and
     different keys in them.  Exits 4 when any table differs.
     """
-    from cdc_lake.cli.ops_output import render_validation
-    from cdc_lake.spark import get_spark
-    from cdc_lake.state.store import StateStore
-    from cdc_lake_bootstrap.validate import ValidateOptions, validate_table
+    from cdc_lake.spark import start_spark
 
     if (older_than is None) != (updated_column is None):
         raise ConfigError("--older-than and --updated-column go together")
     config = get_config(ctx)
     for name in tables:
         config.table(name)
+    # The driver JVM comes up while the rest is imported and the state store opened.
+    starting = start_spark(config.spark, config.lake)
+    from cdc_lake.cli.ops_output import render_validation
+    from cdc_lake.state.store import StateStore
+    from cdc_lake_bootstrap.validate import ValidateOptions, validate_table
+
     options = ValidateOptions(
         buckets, partitions, catch_up_timeout, max_keys, older_than, updated_column, leaf_rows
     )
-    spark = get_spark(config.spark, config.lake)
     with StateStore.open(config.state_store.url) as store:
+        spark = starting.result()
         results = [validate_table(spark, config, store, name, options) for name in tables]
         for result in results:
             # A clean comparison at a common point proves the copy exact: a quarantine's mark goes.
