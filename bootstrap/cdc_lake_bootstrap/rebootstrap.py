@@ -222,6 +222,8 @@ def _switch(
                     done = store.switch_rebootstrap(name, record.version, keep, latest, topic_id)
                     _LOG.info("%s: switched to %s (v%d)", name, done.new_path, done.version)
                     _register(config, store, spark, name, target)
+                    # Nothing commits to the old copy's group again: gone now, not stale until --remove-old.
+                    delete_group(KafkaReadSettings.of(config.kafka), name, record.old_path)
                     return done.switched_at or utcnow()
         if time.monotonic() > deadline:
             raise RebootstrapError(

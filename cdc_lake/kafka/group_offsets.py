@@ -12,9 +12,9 @@ The group is per table *copy*: ``cdc-lake.<table>.<digest>``, the digest taken f
 The bootstrap commits the watermark's offsets when it hands a copy to the applier, so the group exists
 (and shows the catch-up) from then on.  A re-bootstrap writes its copy to a new path (``<base>__vN``), so
 the old and new copies commit to different groups, and the copy keeps its group when it takes over the
-table (its path stays); the old copy's group stops moving and is deleted with the old path
-(:func:`delete_group`).  ``<table>`` is the Hudi table name (``source.schema.table``; the
-copy catches up as the same Hudi table as its original).
+table (its path stays); the old copy's group is deleted at the switch (:func:`delete_group`; again with
+the old path, should that have failed), so no group shows a stale lag.  ``<table>`` is the Hudi table
+name (``source.schema.table``; the copy catches up as the same Hudi table as its original).
 
 How: one ``AdminClient`` per Kafka settings, shared by every table of the process, sends the offsets as a
 standalone consumer's ``OffsetCommit`` (``alter_consumer_group_offsets``: no group membership, no

@@ -172,15 +172,14 @@ def test_rebootstrap_switches_to_an_equal_copy_without_a_gap_for_readers(
     assert columns[: len(meta)] == list(meta) and {"id", "val", "amount"} <= set(columns)
 
     old_group = group_id(table, old_path)
-    assert old_group in _consumer_groups(), "the old copy's group, committed to until the switch"
+    groups = _consumer_groups()
+    assert old_group not in groups and group_id(table, new_path) in groups, (
+        "the old copy's group goes at the switch (before, it stayed at a stale lag until --remove-old)"
+    )
 
     removed = cli_run(config_path, "rebootstrap", "--remove-old", "--now")
 
     assert removed.exit_code == 0, removed.stderr
     assert not Path(old_path).exists()
-    groups = _consumer_groups()
-    assert old_group not in groups and group_id(table, new_path) in groups, (
-        "the old copy's group goes with it"
-    )
     with StateStore.open(config.state_store.url) as store:
         assert store.rebootstraps(table)[0].phase is RebootstrapPhase.REMOVED
