@@ -218,7 +218,9 @@ def write_db_config(
     **sections: Any,
 ) -> Path:
     """A config file in ``directory`` with its own SQLite state store, the lake at ``lake``, and ``db``
-    (with ``source_settings`` added to its source entry)."""
+    (with ``source_settings`` added to its source entry).  Unless ``catalog`` is given, its tables are
+    registered in the stack's Hive Metastore (database ``lake_<engine>``), so that
+    :func:`assert_lake_equals_source` reads them through Trino too."""
     stack = db.stack
     lake_section: dict[str, Any] = {"base_path": lake}
     if lake.startswith("s3a://"):
@@ -235,6 +237,7 @@ def write_db_config(
         "schema_registry": {"url": stack.registry.confluent_url},
         "kafka_connect": {"url": stack.connect.url},
         "bootstrap": {"replica_delay_seconds": 2, "replica_wait_timeout_seconds": 120},
+        "catalog": {"hive": {"uri": stack.hive_metastore.uri, "database": f"lake_{db.engine}"}},
     }
     source = db.source_config(tables, **(source_settings or {}))
     return write_config_in(directory, {db.source: source}, **{**defaults, **sections})
@@ -397,9 +400,11 @@ def assert_lake_equals_source(
     """The lake table (at ``base_path``, default the configured one) holds exactly the primary's rows,
     read by Spark+Hudi and by the second reader (``support.second_reader``), and by Trino through the
     catalog entry when the config registers one in ``catalog.hive`` (``support.trino_reader``), every
-    column compared (JSON texts parsed), duplicate keys counted.  ``read_optimized``: false while a
-    MERGE_ON_READ table holds changes not compacted yet, which Trino (base files only) cannot see: the
-    snapshot readers only."""
+    column compared (JSON texts parsed), duplicate keys counted.  The catalog holds published tables
+    only (LIVE, at their current copy's path: the applier registers them), so Trino reads those; a
+    table still catching up, or a copy not switched in, has no entry by design.  ``read_optimized``:
+    false while a MERGE_ON_READ table holds changes not compacted yet, which Trino (base files only)
+    cannot see: the snapshot readers only."""
     qualified = db.qualified(table)
     base_path = base_path or config.lake.table_base_path(qualified)
     source = db.rows(table, key)
@@ -414,10 +419,18 @@ def assert_lake_equals_source(
     assert_rows_equal(qualified, source, lake, types, key, **compared)
     second = second_reader_rows(base_path, columns, s3_storage_options(config.lake.s3))
     assert_rows_equal(qualified, source, second, types, key, reader="second reader", **compared)
-    if config.catalog.hive is not None and read_optimized:
+    if config.catalog.hive is not None and read_optimized and _published(config, qualified, base_path):
         trino = trino_rows(db.stack, config, qualified, columns)
         assert_rows_equal(qualified, source, trino, types, key, reader="trino", **compared)
     return len(source)
+
+
+def _published(config: Config, table: str, base_path: str) -> bool:
+    """Whether ``table`` is LIVE with its current copy at ``base_path``: what the catalog registers."""
+    with StateStore.open(config.state_store.url) as store:
+        info = store.get_table(table)
+        live = info is not None and info.state is TableState.LIVE
+        return live and store.current_copy(table).path == base_path
 
 
 _KILLABLE = """
