@@ -41,7 +41,7 @@ STATUSES = ("new", "paid", "shipped", "returned")
 
 CONFIG_TEMPLATE = """\
 # Written by `cdc-lake demo`: the local stack's Postgres as source `shop`, a local lake registered in
-# the stack's Hive Metastore (database `lake`: Trino's `hudi.lake.shop_demo_orders`).
+# the stack's Hive Metastore (database `lake`; docs/operations.md queries it with Trino).
 lake:
   base_path: {lake}
 state_store:
