@@ -241,6 +241,7 @@ def apply(
     from cdc_lake.apply.commands import apply_once_command, describe, run_command
 
     config = get_config(ctx)
+    _warm_decoding()
     render = _json_line if as_json else describe
     if once:
         apply_once_command(config, tables, tier, parallel, click.echo, render=render)
@@ -249,6 +250,21 @@ def apply(
             config, tables, tier, parallel, click.echo, render=render, note=_note(as_json),
             on_schema_change=bootstrap_stage().schema_change_handler(config, applier_factory()),
         )
+
+
+_warming: list[bool] = []
+
+
+def _warm_decoding() -> None:
+    """Once the applier's session starts (when a table has something to apply), start a Python worker
+    and import the decoding in it while the driver plans the first batch
+    (:func:`cdc_lake.spark.session.warm_python_workers`); registered once per process."""
+    from cdc_lake.spark import session
+    from cdc_lake.spark.daemon import PRELOADED
+
+    if not _warming:
+        _warming.append(True)
+        session.after_start(lambda spark: session.warm_python_workers(spark, PRELOADED))
 
 
 def _json_line(outcome: TableOutcome) -> str:
@@ -281,6 +297,7 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
     from cdc_lake.ops.metrics import serve
 
     config = get_config(ctx)
+    _warm_decoding()
 
     def serve_metrics() -> None:
         if config.monitoring.metrics_port:

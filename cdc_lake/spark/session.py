@@ -21,12 +21,13 @@ settings go on an executor's command line (``SparkConf.isExecutorStartupConf``).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Protocol
@@ -65,6 +66,8 @@ SMALL_FOOTPRINT_DEFAULTS: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
+    # Python workers are forked from a daemon that imported cdc-lake's decoding (cdc_lake.spark.daemon).
+    "spark.python.daemon.module": "cdc_lake.spark.daemon",
 }
 
 
@@ -136,6 +139,8 @@ class LakeSettingsLike(Protocol):
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
+_after_start: list[Callable[[SparkSession], object]] = []
+_LOG = logging.getLogger(__name__)
 
 
 def _conf_value(value: object) -> str:
@@ -403,7 +408,42 @@ def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSessi
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("WARN")
         _session = session
+        for hook in _after_start:
+            hook(session)
         return session
+
+
+def _import(name: str) -> None:
+    """Import module ``name`` (in a Python worker: this module is imported there first)."""
+    importlib.import_module(name)
+
+
+def after_start(hook: Callable[[SparkSession], object]) -> None:
+    """Call ``hook(session)`` each time :func:`get_spark` starts the process-wide session from now on (not
+    for one already running)."""
+    with _lock:
+        _after_start.append(hook)
+
+
+def warm_python_workers(spark: SparkSession, modules: Sequence[str]) -> threading.Thread:
+    """Start a Python worker and import ``modules`` in it, on a daemon thread: one task, whose worker the
+    next Python job of the same application reuses (``spark.python.worker.reuse``).
+
+    ``apply``'s first batch otherwise started the worker (``pyspark.daemon``) and imported cdc-lake's
+    decoding in it only when its decode job ran, after the driver's planning (issue 36 item 7).  A failed
+    warm-up is logged at DEBUG and left to the job that needs the worker.
+    """
+    wanted = list(modules)
+
+    def warm() -> None:
+        try:
+            spark.sparkContext.parallelize(wanted, 1).foreach(_import)
+        except Exception as exc:  # a warm-up only; the job that needs the worker reports a real failure
+            _LOG.debug("warming a Python worker failed: %s", exc)
+
+    thread = threading.Thread(target=warm, name="cdc-lake-python-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def start_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> Future[SparkSession]:
