@@ -18,7 +18,11 @@ default ``first-answer.json`` in the working directory).  Run it from the reposi
 under the shared Spark lock::
 
     flock /tmp/spark.lock .venv/bin/python benchmarks/first_answer_bench.py [--rows 20] [--changes 30]
-        [--runs 3] [--json OUT]
+        [--runs 3] [--json OUT] [--baseline DIR]
+
+``--baseline DIR`` (a tree of an earlier revision: ``git archive REV | tar -x -C DIR``) runs that
+revision's (b) and (c) in the same rounds, right beside this checkout's, for a before/after that the
+machine's load moves alike.
 """
 
 from __future__ import annotations
@@ -69,10 +73,12 @@ def _cdc_lake() -> str:
     return str(Path(sys.executable).with_name("cdc-lake"))
 
 
-def _run(argv: list[str], expect: tuple[int, ...] = (0,)) -> tuple[float, str]:
+def _run(
+    argv: list[str], expect: tuple[int, ...] = (0,), env: dict[str, str] | None = None
+) -> tuple[float, str]:
     """Run ``argv`` as a process; its wall seconds and stderr.  Raises when it exits otherwise."""
     started = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=ROOT)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=ROOT, env=env)
     seconds = time.monotonic() - started
     if done.returncode not in expect:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
@@ -146,13 +152,42 @@ class SmallTable:
             time.sleep(0.2)
 
 
-def _round(table: SmallTable, changes: int) -> dict[str, float]:
-    """One round: (a) session, (b) validate, then ``changes`` changes, (c) apply --once."""
+def baseline_env(tree: Path) -> dict[str, str]:
+    """The environment that runs ``cdc-lake`` from the source tree ``tree`` (``git archive REV``), not
+    this checkout: its ``cdc_lake`` and ``cdc_lake_bootstrap`` come first on the path (the editable
+    install's finder is consulted after it)."""
+    path = [str(tree), str(tree / "bootstrap"), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+
+
+def _check_baseline(tree: Path) -> None:
+    """Refuse a baseline tree the verbs would not run from."""
+    code = "import cdc_lake, cdc_lake_bootstrap; print(cdc_lake.__file__); print(cdc_lake_bootstrap.__file__)"
+    found = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True, env=baseline_env(tree)
+    ).stdout.split()
+    if not all(Path(f).resolve().is_relative_to(tree.resolve()) for f in found):
+        raise SystemExit(f"--baseline {tree}: the verbs would run {found}, not the tree's")
+
+
+def _round(table: SmallTable, changes: int, baseline: Path | None, number: int) -> dict[str, float]:
+    """One round: (a) session, (b) validate, then ``changes`` changes, (c) apply --once; with a baseline
+    tree, (b) and (c) of the tree too, each right beside this checkout's (which goes first alternates)."""
     session, _ = _run([sys.executable, "-c", SESSION, str(table.config_path)])
-    validate, _ = _run(_verb(table.config_path, "validate", table.name))
-    table.change(changes)
-    apply, _ = _run(_verb(table.config_path, "apply", "--once"))
-    return {"session": round(session, 2), "validate": round(validate, 2), "apply_once": round(apply, 2)}
+    found = {"session": round(session, 2)}
+    arms: list[tuple[str, dict[str, str] | None]] = [("", None)]
+    if baseline is not None:
+        arms.append(("_baseline", baseline_env(baseline)))
+        if number % 2:
+            arms.reverse()
+    for suffix, env in arms:
+        seconds, _ = _run(_verb(table.config_path, "validate", table.name), env=env)
+        found[f"validate{suffix}"] = round(seconds, 2)
+    for suffix, env in arms:
+        table.change(changes)
+        seconds, _ = _run(_verb(table.config_path, "apply", "--once"), env=env)
+        found[f"apply_once{suffix}"] = round(seconds, 2)
+    return found
 
 
 def _median(values: list[float]) -> float:
@@ -165,7 +200,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changes", type=int, default=30, help="messages each apply --once applies")
     parser.add_argument("--runs", type=int, default=3, help="counted rounds (after one warm-up)")
     parser.add_argument("--json", type=Path, default=Path("first-answer.json"))
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a source tree of an earlier revision (git archive REV | tar -x -C DIR): its validate and "
+        "apply --once run in the same rounds, for a before/after on a noisy machine",
+    )
     args = parser.parse_args(argv)
+    if args.baseline is not None:
+        _check_baseline(args.baseline)
     stack = LocalStack(Config.default(ROOT).stack)
     load_before = os.getloadavg()
     with postgres_db(stack) as db, TemporaryDirectory(prefix="first-answer-") as directory:
@@ -175,10 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         _run(_verb(table.config_path, "bootstrap", table.name))
         _run(_verb(table.config_path, "apply", "--once"))
         _log("warm-up round")
-        _round(table, args.changes)
+        _round(table, args.changes, args.baseline, 0)
         rounds = []
         for number in range(1, args.runs + 1):
-            rounds.append(_round(table, args.changes))
+            rounds.append(_round(table, args.changes, args.baseline, number))
             _log(f"round {number}: {rounds[-1]}")
         _log("profiles (-vv)")
         validate_steps = _profile(_verb(table.config_path, "-vv", "validate", table.name))
@@ -193,12 +236,14 @@ def main(argv: list[str] | None = None) -> int:
         "load_after": [round(x, 2) for x in load_after],
         "rounds": rounds,
         "median_seconds": {key: _median([r[key] for r in rounds]) for key in rounds[0]},
-        "validate_over_session": [round(r["validate"] / r["session"], 2) for r in rounds],
-        "apply_once_over_session": [round(r["apply_once"] / r["session"], 2) for r in rounds],
+        "baseline": None if args.baseline is None else str(args.baseline),
         "profiles": {"validate": validate_steps, "apply_once": apply_steps},
     }
-    figures["median_validate_over_session"] = _median(figures["validate_over_session"])
-    figures["median_apply_once_over_session"] = _median(figures["apply_once_over_session"])
+    verbs = [key for key in rounds[0] if key != "session"]
+    for verb in verbs:
+        ratios = [round(r[verb] / r["session"], 2) for r in rounds]
+        figures[f"{verb}_over_session"] = ratios
+        figures[f"median_{verb}_over_session"] = _median(ratios)
     args.json.write_text(json.dumps(figures, indent=1))
     for verb, profile in figures["profiles"].items():
         print(f"{verb} -vv: {profile['seconds']} s")
@@ -208,11 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     for number, found in enumerate(rounds, 1):
         print(f"round {number}: " + ", ".join(f"{k} {v:.2f} s" for k, v in found.items()))
     print(f"median seconds: {figures['median_seconds']}")
-    print(
-        f"validate / session: {figures['validate_over_session']} (median "
-        f"{figures['median_validate_over_session']}); apply --once / session: "
-        f"{figures['apply_once_over_session']} (median {figures['median_apply_once_over_session']})"
-    )
+    for verb in verbs:
+        ratios, median = figures[f"{verb}_over_session"], figures[f"median_{verb}_over_session"]
+        print(f"{verb} / session: {ratios} (median {median})")
     print(f"figures: {args.json}")
     return 0
 
