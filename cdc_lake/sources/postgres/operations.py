@@ -143,7 +143,7 @@ class PostgresOperations(PostgresBase):
         with self._connect("replica") as conn:
             replayed, behind, pending, age, paused = one_row(
                 conn.execute(
-                    "select pg_last_wal_replay_lsn()::text, "
+                    "select (case when pg_is_in_recovery() then pg_last_wal_replay_lsn() end)::text, "
                     "pg_wal_lsn_diff(%s::pg_lsn, pg_last_wal_replay_lsn())::bigint, "
                     "pg_last_wal_receive_lsn() is distinct from pg_last_wal_replay_lsn(), "
                     "extract(epoch from clock_timestamp() - pg_last_xact_replay_timestamp())::float8, "

@@ -47,7 +47,7 @@ class PostgresSnapshot(PostgresBase):
     def replica_position(self) -> str:
         """The last WAL position the replica has replayed."""
         with self._connect("replica") as conn:
-            value = one_row(conn.execute("select pg_last_wal_replay_lsn()::text").fetchone())[0]
+            value = one_row(conn.execute(f"select {_REPLAYED}::text").fetchone())[0]
         if value is None:
             raise SourceEngineError(
                 f"source {self.source.name}: the replica is not a standby (no replay LSN)"
@@ -61,8 +61,7 @@ class PostgresSnapshot(PostgresBase):
             while True:
                 reached, replayed = one_row(
                     conn.execute(
-                        "select pg_wal_lsn_diff(pg_last_wal_replay_lsn(), %s::pg_lsn) >= 0, "
-                        "pg_last_wal_replay_lsn()::text",
+                        f"select pg_wal_lsn_diff({_REPLAYED}, %s::pg_lsn) >= 0, {_REPLAYED}::text",
                         (position,),
                     ).fetchone()
                 )
@@ -253,13 +252,20 @@ SESSION_POLL_SECONDS = 0.1
 """How often a session's wait (:func:`session_wait_statement`) reads its server's replay position."""
 
 
+_REPLAYED = "(case when pg_is_in_recovery() then pg_last_wal_replay_lsn() end)"
+"""The server's replay position while it is a standby, else NULL.  ``pg_last_wal_replay_lsn()`` alone is
+not NULL on a primary that went through crash recovery at its start: it stays at the last record that
+recovery replayed (found on the stack's primary after an unclean stop: the session wait took it for a
+standby and failed with "recovery is not in progress")."""
+
+
 def session_wait_statement(wait: SessionWait) -> str:
     """A ``DO`` block that returns once this session's server has replayed ``wait.position``, else raises.
 
     It reads ``pg_last_wal_replay_lsn()`` every :data:`SESSION_POLL_SECONDS` (``pg_sleep``) for at most
-    ``wait.timeout_seconds``, then raises, naming what the server replayed.  A server with no replay
-    position (a primary: NULL) is refused at once, as the bootstrap refuses a "replica" that is not a
-    standby, and so is a standby short of the position with replay paused (it would not get there).
+    ``wait.timeout_seconds``, then raises, naming what the server replayed.  A server not in recovery
+    (a primary) is refused at once, as the bootstrap refuses a "replica" that is not a standby, and so
+    is a standby short of the position with replay paused (it would not get there).
     Every message starts with :data:`SESSION_WAIT_FAILED`.  The position is validated as an LSN and
     written back in its own form (hexadecimal digits and a slash), inside a quoted literal.
     """
@@ -278,7 +284,7 @@ def session_wait_statement(wait: SessionWait) -> str:
         f"deadline timestamptz := clock_timestamp() + {seconds!r} * interval '1 second'; "
         "replayed pg_lsn; "
         "BEGIN LOOP "
-        "replayed := pg_last_wal_replay_lsn(); "
+        f"replayed := {_REPLAYED}; "
         f"IF replayed IS NULL THEN RAISE EXCEPTION {not_standby}; END IF; "
         f"EXIT WHEN replayed >= {target}::pg_lsn; "
         f"IF pg_is_wal_replay_paused() THEN RAISE EXCEPTION {paused}, replayed; END IF; "
