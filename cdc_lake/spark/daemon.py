@@ -1,5 +1,6 @@
-"""The Python daemon of cdc-lake's Spark applications: pyspark's own, with the executors' decoding imported
-before it forks a worker (``spark.python.daemon.module``, set by :func:`cdc_lake.spark.session.spark_conf`).
+"""The Python daemon of cdc-lake's local-mode Spark applications: pyspark's own, with the decoding imported
+before it forks a worker (``spark.python.daemon.module``, set by :func:`cdc_lake.spark.session.spark_conf`
+for a local master only: :data:`~cdc_lake.spark.session.LOCAL_PYTHON_DAEMON`).
 
 Every Python worker of an executor is forked from its daemon, so a module the daemon imported is in every
 worker from its start: ``apply``'s decode job no longer imports cdc-lake's decoding in each new worker

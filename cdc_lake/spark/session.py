@@ -66,9 +66,13 @@ SMALL_FOOTPRINT_DEFAULTS: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
-    # Python workers are forked from a daemon that imported cdc-lake's decoding (cdc_lake.spark.daemon).
-    "spark.python.daemon.module": "cdc_lake.spark.daemon",
 }
+
+LOCAL_PYTHON_DAEMON = "cdc_lake.spark.daemon"
+"""In local mode the Python workers are forked from a daemon that imported cdc-lake's decoding
+(:mod:`cdc_lake.spark.daemon`).  Not on a cluster: executors without cdc-lake (no environment shipped)
+could not start that daemon at all, and ``cdc-lake spark check`` would lose the worker's
+"No module named 'cdc_lake'" it names the setting by."""
 
 
 JOL_JAVA_OPTIONS = ("-Djol.skipHotspotSAAttach=true",)
@@ -222,6 +226,7 @@ def spark_conf(
         if settings.master.startswith("local"):
             conf["spark.driver.host"] = "127.0.0.1"
             conf["spark.driver.bindAddress"] = "127.0.0.1"
+            conf["spark.python.daemon.module"] = LOCAL_PYTHON_DAEMON
     if jars:
         conf["spark.jars"] = ",".join(os.fspath(j) for j in jars)
     if lake.s3 is not None:
