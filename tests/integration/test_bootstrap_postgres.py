@@ -1,8 +1,10 @@
 """Bootstrap behaviour only Postgres has: a read dropped by the server, WAL lag, the failure paths.
 
-What every engine does (bootstrap while the table changes, resume after a kill, every mapped type, a
-server that is not a replica) is in test_bootstrap_behaviors.py.  The tables are CI-sized, with smaller
-partitions than production so a table still spans several partitions and commits.
+What every engine does (bootstrap while the table changes, every mapped type, a server that is not a
+replica) is in test_bootstrap_behaviors.py.  The resume of a killed bootstrap is here, on Postgres only:
+what it resumes (the plan, the partitions done, the commits) is engine-independent state.  The tables
+are CI-sized, with smaller partitions than production so a table still spans several partitions and
+commits.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from typing import cast
 import pytest
 from pyspark.sql import SparkSession
 from support.bootstrap import (
+    ChangeWriter,
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
     commit_runs,
+    kill_after_first_commit,
     onboard,
     state_of,
     wait_for_schema,
@@ -61,6 +65,34 @@ def small_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(partitions, "SINGLE_PARTITION_ROWS", 1000)
     monkeypatch.setattr(partitions, "ROWS_PER_PARTITION", 5000)
     monkeypatch.setattr(partition_copy, "PARTITIONS_PER_COMMIT_PER_SLOT", 1)
+
+
+def test_a_killed_bootstrap_resumes_where_it_stopped(
+    spark: SparkSession, db: SourceDb, tmp_path: Path, small_partitions: None
+) -> None:
+    POSTGRES.items(db, "killed", 40_000)
+    config_path = write_db_config(tmp_path, db, [{"name": "killed"}], str(tmp_path / "lake"))
+    onboard(config_path, db.source)
+    table = db.qualified("killed")
+    config = load(config_path)
+    writer = ChangeWriter(db, "killed", 40_000, max_transactions=3000, seed=5).start()
+    wait_for_schema(config, table)
+
+    done_before = kill_after_first_commit(config_path, table)
+
+    assert state_of(config, table) is TableState.BOOTSTRAPPING
+    result = cli_run(config_path, "bootstrap", table)
+    assert result.exit_code == 0, result.stderr
+    writer.stop()
+    commits = commit_runs(config_path, table)
+    with StateStore.open(config.state_store.url) as store:
+        watermark = store.get_watermark(table)
+    assert watermark is not None and len(watermark.partitions) >= 8
+    indexes = sorted(i for group in commits for i in group)
+    assert indexes == list(range(len(watermark.partitions))), "each partition committed once in all"
+    assert len(commits) > len(done_before)
+    apply_until_live(spark, config, table)
+    assert_lake_equals_source(spark, config, db, "killed")
 
 
 def test_a_connection_dropped_mid_read_is_read_again(
