@@ -52,6 +52,7 @@ from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.lake.columns import DELETED_COLUMN, SOFT_DELETED_COLUMN
+from cdc_lake.lake.commit_metadata import CommitMetadata
 from cdc_lake.lake.format import load_format
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.snapshot import TableShape
@@ -94,14 +95,21 @@ def _col(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def wait_lake_caught_up(ends: Mapping[int, int], watch: CatchUpWatch, timeout: float) -> bool:
-    """Wait until the applied offsets of the watched table reach ``ends`` (False after ``timeout``).
+def wait_lake_caught_up(
+    ends: Mapping[int, int], watch: CatchUpWatch, timeout: float, committed: Mapping[int, int]
+) -> bool:
+    """Wait until the watched table's offsets reach ``ends`` (False after ``timeout``): those the applier
+    recorded, or ``committed``, the offsets of the lake's latest commit when the wait began (a table
+    handed off at its watermark with nothing streamed since has a bootstrap commit and no applied
+    offsets; waiting for those made ``validate`` wait out its timeout and report the lake behind).
 
     Raises BootstrapError as soon as the catch-up cannot happen (:class:`bootstrap.watch.CatchUpWatch`).
     """
     deadline = time.monotonic() + timeout
     while True:
-        applied = watch.store.get_applied_offsets(watch.name)
+        applied = {**committed}
+        for partition, offset in watch.store.get_applied_offsets(watch.name).items():
+            applied[partition] = max(offset, applied.get(partition, 0))
         if all(applied.get(partition, 0) >= end for partition, end in ends.items()):
             return True
         failure = watch.failure()
@@ -328,9 +336,12 @@ def _keys(frame: DataFrame, key: Sequence[str], limit: int, *also: str) -> list[
     return [{n: row[n] for n in names} for row in rows]
 
 
-def _source_frame(
+def source_frame(
     spark: SparkSession, config: Config, table_name: str, options: ValidateOptions
 ) -> tuple[DataFrame, tuple[str, ...], list[str], str | None, str]:
+    """The table's rows on its read replica (the primary when allowed and there is none) in lake types,
+    read once the replica passed the primary's position now: the frame, the key, the columns, that
+    position and the table's topic (``repair`` reads its keys' rows so too)."""
     source, table = config.table(table_name)
     engine = engine_for(source)
     role = "replica" if source.replica is not None else "primary"
@@ -459,7 +470,7 @@ def validate_table(
     info = store.require_table(table_name)
     if info.state not in (TableState.LIVE, TableState.CATCHING_UP, TableState.PAUSED, TableState.FAILED):
         raise BootstrapError(f"table {table_name} is {info.state.value}: it has no lake copy to validate yet")
-    source, key, names, position, topic = _source_frame(spark, config, table_name, options)
+    source, key, names, position, topic = source_frame(spark, config, table_name, options)
     result.position = position
     if info.state in (TableState.LIVE, TableState.CATCHING_UP):
         ends = end_offsets(config.kafka.bootstrap_servers, topic, extra=dict(config.kafka.consumer))
@@ -467,7 +478,9 @@ def validate_table(
         with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
             prefix = topic_prefix(source_config)
             watch = CatchUpWatch(table_name, store, connect, prefix, table.name)
-            result.caught_up = wait_lake_caught_up(ends, watch, options.catch_up_timeout)
+            commit = load_format(spark, config.lake.format).latest_commit(store.current_copy(table_name).path)
+            committed = {} if commit is None else CommitMetadata.from_dict(commit.metadata).offsets or {}
+            result.caught_up = wait_lake_caught_up(ends, watch, options.catch_up_timeout, committed)
         _LOG.debug("%s: the lake caught up: %s", table_name, result.caught_up)
     lake = load_format(spark, config.lake.format).read(store.current_copy(table_name).path)
     _LOG.debug("%s: the lake's read planned", table_name)
