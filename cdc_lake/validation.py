@@ -7,8 +7,30 @@ result lives here, in the core, so the command line can print it without importi
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
+
+
+def json_key(key: dict[str, Any]) -> dict[str, Any]:
+    """A key's values as JSON holds them and ``cdc-lake repair --keys`` reads them back (cast to the lake's
+    key types by Spark): timestamps and dates as ISO text, decimals as text, binary as hex, a float that
+    JSON has no number for (NaN, infinities) as Spark's text for it."""
+    return {name: _json_value(value) for name, value in key.items()}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, dt.date):  # datetime too
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
 
 
 @dataclass
@@ -58,10 +80,10 @@ class ValidateResult:
             "extra_count": self.extra_count,
             "different_count": self.different_count,
             "duplicate_count": self.duplicate_count,
-            "missing": self.missing,
-            "extra": self.extra,
-            "different": self.different,
-            "duplicate": self.duplicate,
+            "missing": [json_key(k) for k in self.missing],
+            "extra": [json_key(k) for k in self.extra],
+            "different": [json_key(k) for k in self.different],
+            "duplicate": [json_key(k) for k in self.duplicate],
             "position": self.position,
             "caught_up": self.caught_up,
             "seconds": round(self.seconds, 3),

@@ -1,4 +1,4 @@
-"""The bootstrap stage's commands: ``bootstrap``, ``validate`` and ``rebootstrap``.
+"""The bootstrap stage's commands: ``bootstrap``, ``validate``, ``repair`` and ``rebootstrap``.
 
 They are registered with the ``cdc-lake`` command line through :mod:`cdc_lake_bootstrap.stage` (the
 ``cdc_lake.stages`` entry point), so the CLI never imports this package.  Each command imports its
@@ -8,10 +8,11 @@ stage modules only when it runs, so ``--help`` stays fast.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
-from cdc_lake.cli.context import applier_factory, connector_update, get_config
+from cdc_lake.cli.context import applier_factory, connector_update, get_config, repair_factory
 from cdc_lake.cli.output import emit_json
 from cdc_lake.exceptions import ConfigError, HealthCheckError
 
@@ -164,6 +165,81 @@ def validate(
     differing = [r.table for r in results if not r.matches]
     if differing:
         raise HealthCheckError(f"the lake differs from the source for {', '.join(differing)}")
+
+
+@click.command()
+@click.argument("table", metavar="TABLE")
+@click.option(
+    "--keys", "keys_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The keys to repair: a `cdc-lake validate --json` output, or a JSON list of key objects "
+    "(default: validate the table first and repair what it finds).",
+)
+@click.option("--resume", is_flag=True, help="Finish the table's interrupted repair (its keys are recorded).")
+@click.option("--dry-run", is_flag=True, help="Say per key what the repair would do; write nothing.")
+@click.option("--max-keys", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Refuse more keys than this (a table differing that much wants `cdc-lake rebootstrap`).")
+@click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True,
+              help="At most this many parallel range queries on the replica.")
+@click.option("--catch-up-timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
+              help="Without --keys: seconds the validation waits for the lake to reach Kafka's end.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON result instead of lines.")
+@click.pass_context
+def repair(
+    ctx: click.Context,
+    table: str,
+    keys_file: Path | None,
+    resume: bool,
+    dry_run: bool,
+    max_keys: int,
+    partitions: int,
+    catch_up_timeout: float,
+    as_json: bool,
+) -> None:
+    """Make the keys where TABLE's lake copy differs from its source exact, without copying the table.
+
+    Reads those keys' rows from the read replica while the table's apply lock is held, waits until
+    Debezium has streamed past that read, and writes them with the changes Kafka holds up to there in one
+    commit: each key ends in its source state, and later changes apply after it.  A lake row the commit
+    could not replace (a higher ordering value) is removed first; if the repair stops between the two
+    commits, the table is FAILED until `cdc-lake repair TABLE --resume`.
+    """
+    from cdc_lake.spark import start_spark
+
+    if resume and keys_file is not None:
+        raise ConfigError("--resume repairs the recorded keys: give --keys without it")
+    config = get_config(ctx)
+    config.table(table)
+    starting = start_spark(config.spark, config.lake)
+    from cdc_lake.state.store import StateStore
+    from cdc_lake_bootstrap.repair import RepairOptions, repair_table
+    from cdc_lake_bootstrap.validate import ValidateOptions
+
+    validate_options = ValidateOptions(
+        partitions=partitions, catch_up_timeout=catch_up_timeout, max_keys=max_keys
+    )
+    options = RepairOptions(keys_file, resume, dry_run, max_keys, validate_options)
+    with StateStore.open(config.state_store.url) as store:
+        spark = starting.result()
+        result = repair_table(spark, config, store, table, options, repair_factory()(spark, store, config))
+    if as_json:
+        emit_json(result.to_json())
+        return
+    if result.dry_run:
+        for action in result.actions:
+            key = ", ".join(f"{k}={v}" for k, v in action.items() if k != "action")
+            click.echo(f"{action['action']:<7} {key}")
+        rows = f"{result.source_rows} source row(s)"
+        click.echo(f"{table}: {result.keys} key(s), {rows}; nothing written (--dry-run)")
+        return
+    if not result.keys:
+        click.echo(f"{table}: nothing to repair")
+        return
+    click.echo(
+        f"{table}: {result.keys} key(s) repaired ({result.source_rows} source row(s) read at "
+        f"{result.point}), "
+        f"with {result.changes} change(s) of {result.offsets} offset(s), commit {result.commit} "
+        f"({result.seconds:.1f}s)"
+    )
 
 
 @click.command()

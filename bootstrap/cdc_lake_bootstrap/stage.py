@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cdc_lake_bootstrap.cli import bootstrap, rebootstrap, validate
+from cdc_lake_bootstrap.cli import bootstrap, rebootstrap, repair, validate
 
 if TYPE_CHECKING:
     from cdc_lake.config import Config
@@ -28,8 +28,8 @@ class _BootstrapStage:
 
     @property
     def commands(self) -> Mapping[str, click.Command]:
-        """``bootstrap``, ``validate`` and ``rebootstrap``."""
-        return {command.name or "": command for command in (bootstrap, validate, rebootstrap)}
+        """``bootstrap``, ``validate``, ``repair`` and ``rebootstrap``."""
+        return {command.name or "": command for command in (bootstrap, validate, repair, rebootstrap)}
 
     def schema_change_handler(
         self, config: Config, applier: ApplierFactory

@@ -51,8 +51,8 @@ from cdc_lake.config import Config
 from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.kafka.offsets import end_offsets
+from cdc_lake.lake.checkpoint import resume_checkpoint
 from cdc_lake.lake.columns import DELETED_COLUMN, SOFT_DELETED_COLUMN
-from cdc_lake.lake.commit_metadata import CommitMetadata
 from cdc_lake.lake.format import load_format
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.snapshot import TableShape
@@ -99,9 +99,10 @@ def wait_lake_caught_up(
     ends: Mapping[int, int], watch: CatchUpWatch, timeout: float, committed: Mapping[int, int]
 ) -> bool:
     """Wait until the watched table's offsets reach ``ends`` (False after ``timeout``): those the applier
-    recorded, or ``committed``, the offsets of the lake's latest commit when the wait began (a table
-    handed off at its watermark with nothing streamed since has a bootstrap commit and no applied
-    offsets; waiting for those made ``validate`` wait out its timeout and report the lake behind).
+    recorded, or ``committed``, where the lake's commits say it resumes when the wait began (its latest
+    commit's offsets, else its bootstrap watermark: a table handed off at its watermark with nothing
+    streamed since has no applied offsets, and waiting for those made ``validate`` wait out its timeout
+    and report the lake behind).
 
     Raises BootstrapError as soon as the catch-up cannot happen (:class:`bootstrap.watch.CatchUpWatch`).
     """
@@ -478,8 +479,9 @@ def validate_table(
         with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
             prefix = topic_prefix(source_config)
             watch = CatchUpWatch(table_name, store, connect, prefix, table.name)
-            commit = load_format(spark, config.lake.format).latest_commit(store.current_copy(table_name).path)
-            committed = {} if commit is None else CommitMetadata.from_dict(commit.metadata).offsets or {}
+            path = store.current_copy(table_name).path
+            commit = load_format(spark, config.lake.format).latest_commit(path)
+            committed = resume_checkpoint(path, topic, table_name, store, commit).offsets
             result.caught_up = wait_lake_caught_up(ends, watch, options.catch_up_timeout, committed)
         _LOG.debug("%s: the lake caught up: %s", table_name, result.caught_up)
     lake = load_format(spark, config.lake.format).read(store.current_copy(table_name).path)

@@ -120,6 +120,12 @@ def _identity(columns: StructType, key_fields: Sequence[str], lake_format: str) 
     return lambda key: facts.key_identity_column(key, key_type)
 
 
+def key_identity(columns: StructType, key_fields: Sequence[str], lake_format: str) -> Column:
+    """The record key of a frame with ``columns`` as one column, as ``lake_format`` tells keys apart: what
+    to join or group rows by key on."""
+    return _identity(columns, key_fields, lake_format)(_own(key_fields))
+
+
 _META = (OP_COLUMN, SOURCE_TS_COLUMN, ORDERING_COLUMN)
 
 

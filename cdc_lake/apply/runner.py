@@ -20,10 +20,12 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from pyspark.sql import SparkSession
 
 from cdc_lake import applier_metrics
+from cdc_lake.apply.repair import interrupted_repair
 from cdc_lake.apply.rewrites import RewriteCheck, RewriteSources
 from cdc_lake.apply.source_defaults import SourceCatalog
 from cdc_lake.apply.swaps import SwapCheck
@@ -34,12 +36,12 @@ from cdc_lake.decode.registry import SchemaRegistry, registry_client
 from cdc_lake.exceptions import ApplyError, CdcLakeError, SourceEngineError
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings
-from cdc_lake.lake.applier import BUSY
+from cdc_lake.lake.applier import BUSY, INTERRUPTED_REPAIR, RepairRows
 from cdc_lake.lake.schema import row_columns
 from cdc_lake.lake.schema_change import IncompatibleSchemaChange, SchemaDiff
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.spark.errors import describe_failure
-from cdc_lake.state.lifecycle import APPLIABLE_STATES, TableState
+from cdc_lake.state.lifecycle import ALLOWED_TRANSITIONS, APPLIABLE_STATES, TableState
 from cdc_lake.state.locks import HeldLock, LockPurpose, table_lock
 from cdc_lake.state.records import RunOutcome
 from cdc_lake.state.store import StateStore
@@ -102,6 +104,8 @@ def skip_reason(store: StateStore, target: TableTarget) -> str | None:
         return "not onboarded"
     if info.state not in APPLIABLE_STATES:
         return f"state {info.state.value}"
+    if info.state is TableState.FAILED and (info.last_error or "").startswith(INTERRUPTED_REPAIR):
+        return info.last_error
     return None
 
 
@@ -186,19 +190,7 @@ class ApplyRunner:
         if stopped is not None:
             return stopped
         applier = self.applier(target)
-        context = self.spark.sparkContext
-        context.setJobGroup(name, f"cdc-lake apply {name}", interruptOnCancel=False)
-
-        def before_commit() -> None:
-            lock.verify()
-            diff = self._swapped(target, fresh=True) or self._rewritten(target, fresh=True)
-            if diff is not None:
-                raise SourceTableChanged(diff)
-
-        def lost() -> None:
-            _LOG.error("%s: the apply lock was lost during the write: its Spark jobs are cancelled", name)
-            context.cancelJobGroup(name)
-
+        before_commit, lost = self._guards(target, lock, "apply")
         try:
             with lock.fenced(lost):
                 result = applier.apply_batch(limit, before_commit=before_commit)
@@ -241,6 +233,56 @@ class ApplyRunner:
             redelivered=result.redelivered,
             error=error,
         )
+
+    def _guards(
+        self, target: TableTarget, lock: HeldLock, verb: str
+    ) -> tuple[Callable[[], None], Callable[[], None]]:
+        """The table's Spark job group set; what runs before a commit (the lock still held, the source
+        table neither swapped nor rewritten) and once the lock is lost (the group's jobs cancelled)."""
+        name, context = target.qualified_name, self.spark.sparkContext
+        context.setJobGroup(name, f"cdc-lake {verb} {name}", interruptOnCancel=False)
+
+        def before_commit() -> None:
+            lock.verify()
+            diff = self._swapped(target, fresh=True) or self._rewritten(target, fresh=True)
+            if diff is not None:
+                raise SourceTableChanged(diff)
+
+        def lost() -> None:
+            _LOG.error("%s: the apply lock was lost during the %s: its Spark jobs are cancelled", name, verb)
+            context.cancelJobGroup(name)
+
+        return before_commit, lost
+
+    def repair(self, target: TableTarget, read: Callable[[HeldLock], RepairRows]) -> TableOutcome:
+        """Hold ``target``'s apply lock, ``read`` its keys' rows, write them in one batch, keep the table's
+        state (:mod:`cdc_lake.apply.repair`).  Raises ApplyError: the lock held elsewhere, a failure."""
+        name = target.qualified_name
+        with table_lock(self.lock_url, LockPurpose.APPLY, name) as lock:
+            if not lock:
+                raise ApplyError(f"table {name}: {BUSY} (it holds the apply lock); repair it again soon")
+            target = current_target(self.store, target)
+            before = self.store.require_table(name).state
+            rows = read(lock)
+            applier = self.applier(target)
+            before_commit, lost = self._guards(target, lock, "repair")
+            stop = partial(self.store.transition, name, TableState.FAILED, interrupted_repair(name, rows))
+            try:
+                with lock.fenced(lost):
+                    result = applier.repair(rows, before_commit, lambda _: stop())
+            except Exception as exc:
+                applier.forget()
+                raise ApplyError(f"table {name}: the repair failed: {describe_failure(exc)}") from exc
+            self._record(target, result)
+            error = result.error()
+            if error is not None:
+                self._fail(target, error)
+                raise ApplyError(f"table {name}: the repair stopped at a bad message: {error}")
+            if lock.lost is not None and result.commit_instant is not None:
+                self._committed_unfenced(target, result.commit_instant, lock.lost)
+            _restore(self.store, name, before)
+            self._register(target, applier)
+        return _outcome(name, result)
 
     def _committed_unfenced(self, target: TableTarget, commit: str, cause: str) -> None:
         """A commit completed although the fence found the apply lock lost during its write (the loss
@@ -374,6 +416,25 @@ class ApplyRunner:
             self.store.transition(name, TableState.FAILED, cause)
         except CdcLakeError as exc:
             _LOG.error("%s: cannot record the failure in the state store: %s", name, exc)
+
+
+def _outcome(name: str, result: BatchResult) -> TableOutcome:
+    """The outcome of a batch that committed."""
+    return TableOutcome(
+        name, batches=1 if result.offsets else 0, changes=result.changes, offsets=result.offsets,
+        commit_instant=result.commit_instant, lag_messages=result.lag_messages,
+        newest_source_ts_ms=result.newest_source_ts_ms, redelivered=result.redelivered,
+    )
+
+
+def _restore(store: StateStore, name: str, before: TableState) -> None:
+    """Back to the state a repaired table had (LIVE after an interrupted repair's FAILED)."""
+    state = store.require_table(name).state
+    wanted = TableState.LIVE if before is TableState.FAILED else before
+    if state is TableState.FAILED:
+        state = store.transition(name, TableState.CATCHING_UP).state
+    if state is not wanted and wanted in ALLOWED_TRANSITIONS[state]:
+        store.transition(name, wanted)
 
 
 def _add(total: TableOutcome, step: TableOutcome) -> TableOutcome:

@@ -47,6 +47,7 @@ from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame, one_r
 from cdc_lake.apply.lake_state import LakeState
 from cdc_lake.apply.plan import BatchPlan, plan_batch
 from cdc_lake.apply.redelivery import advance
+from cdc_lake.apply.repair import Repairing, remove_first, snapshot_changes
 from cdc_lake.apply.schema_merge import SchemaMerge
 from cdc_lake.apply.skipped import quarantined_below, skipped_offsets, without_quarantined
 from cdc_lake.decode.framing import MessageRef
@@ -65,8 +66,9 @@ from cdc_lake.kafka.reader import (
     split_ranges,
 )
 from cdc_lake.kafka.topic_rules import applier_way_out, partitioning_refusal
+from cdc_lake.lake.applier import RepairRows
 from cdc_lake.lake.checkpoint import Checkpoint, Origin
-from cdc_lake.lake.format import WriteOperation, load_format
+from cdc_lake.lake.format import UNREAD, Unread, WriteOperation, load_format
 from cdc_lake.lake.schema_change import SchemaDiff, SourceDefaults
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.store import StateStore
@@ -204,8 +206,9 @@ class TableApplier:
         """The offsets the next batch starts from (read from the last completed commit, then cached)."""
         return self._table.checkpoint()
 
-    def plan(self, limit: dict[int, int] | None = None) -> BatchPlan:
-        """The next batch's offsets: from the checkpoint to the end offsets now (or ``limit``), capped."""
+    def plan(self, limit: dict[int, int] | None = None, *, capped: bool = True) -> BatchPlan:
+        """The next batch's offsets: from the checkpoint to the end offsets now (or ``limit``), capped by
+        ``apply.batch_max_events`` unless not ``capped``."""
         board = self.options.board
         now = (
             board.state(self.target.topic)
@@ -215,7 +218,8 @@ class TableApplier:
             )
         )
         self._refuse_partitioning(len(now.marks))
-        return plan_batch(self.target.qualified_name, self.checkpoint(), now, self.options.max_events, limit)
+        most = self.options.max_events if capped else sys.maxsize
+        return plan_batch(self.target.qualified_name, self.checkpoint(), now, most, limit)
 
     def _refuse_partitioning(self, partitions: int) -> None:
         """Raise when the topic has several partitions and the configured key is not the message key."""
@@ -268,6 +272,28 @@ class TableApplier:
         if plan.offsets > 0:
             result = self._apply(checkpoint, plan, result, before_commit, steps)
         return replace(result, seconds=time.monotonic() - began)
+
+    def repair(
+        self, repair: RepairRows, before_commit: Callable[[], None], before_removal: Callable[[int], object]
+    ) -> BatchResult:
+        """One batch from the checkpoint to ``repair.end`` (uncapped) with the rows read for the repaired
+        keys placed before its changes, after removing the lake rows
+        :func:`~cdc_lake.apply.repair.must_remove` names in a commit that keeps the checkpoint
+        (``before_removal`` runs first, with their count): :mod:`cdc_lake.apply.repair`.  Writes even when
+        Kafka holds nothing new."""
+        began = time.monotonic()
+        steps = _Steps()
+        self.forget()
+        self._merge.schema_change = None
+        checkpoint = self.checkpoint()
+        plan = self.plan(dict(repair.end), capped=False)
+        steps.done("plan")
+        result = BatchResult(
+            self.target.qualified_name, self.target.topic, dict(plan.start), dict(plan.end), dict(plan.high),
+            newest_source_ts_ms=checkpoint.newest_source_ts_ms, steps=steps.seconds,
+        )
+        done = self._apply(checkpoint, plan, result, before_commit, steps, (repair, before_removal))
+        return replace(done, seconds=time.monotonic() - began)
 
     def replay(
         self, changes: Sequence[DecodedChange], topic_id: str | None, before_commit: Callable[[], None]
@@ -323,6 +349,7 @@ class TableApplier:
         result: BatchResult,
         before_commit: Callable[[], None] | None,
         steps: _Steps,
+        repair: Repairing | None = None,
     ) -> BatchResult:
         ask = self.options.old_key_optional
         settings = DecodeSettings(
@@ -343,7 +370,9 @@ class TableApplier:
         decoded = raw.mapPartitions(lambda messages: decode_messages(settings, messages))
         with decoded_batch(decoded, plan.offsets) as (summary, records):
             steps.done("decode")
-            return self._write(checkpoint, plan, result, before_commit, steps, summary, records, skipped)
+            return self._write(
+                checkpoint, plan, result, before_commit, steps, summary, records, skipped, repair
+            )
 
     def _write(
         self,
@@ -355,8 +384,10 @@ class TableApplier:
         summary: BatchSummary,
         records: RDD[Decoded] | list[Decoded],
         skipped: frozenset[tuple[int, int]],
+        repair: Repairing | None = None,
     ) -> BatchResult:
-        """Cut the batch before its first bad message and write the rest as one commit."""
+        """Cut the batch before its first bad message and write the rest as one commit (a repair: the rows
+        read first, and the removal before)."""
         bad = dict(summary.first_bad)
         self._table.refresh()
         columns, lengths = self._merge.columns(summary, bad, self._table.columns, self._table.lengths)
@@ -366,8 +397,10 @@ class TableApplier:
         first = min(bad.values(), key=lambda b: (b.offset, b.partition)) if bad else None
         first_bad = None if first is None else StoppedAt(first.partition, first.offset, first.reason)
         result = replace(result, end=end, bad=first_bad, ops=dict(summary.ops))
-        if end == plan.start:
+        if end == plan.start and repair is None:
             return result
+        if repair is not None:
+            records = _with_rows_read(self.spark, records, repair[0], min(plan.end, default=0))
         if columns is None or key_fields is None or not (self._table.exists or _any_change(summary, cut)):
             # Only tombstones, into a table that does not exist yet: nothing to create it with.
             return replace(result, end=dict(plan.start))
@@ -378,7 +411,8 @@ class TableApplier:
             default=None,
         )
         fill = sorted(name for name in summary.unavailable if name in columns.fieldNames())
-        stored = self.lake.read(self.target.base_path) if fill and self._table.exists else None
+        wanted = (fill or repair is not None) and self._table.exists
+        stored = self.lake.read(self.target.base_path) if wanted else None
         lake_format = self.target.lake_format
         moves = summary.moves_unavailable
         latest = latest_frame(self.spark, records, columns, cut, key_fields, fill, moves, lake_format)
@@ -404,9 +438,14 @@ class TableApplier:
             if before_commit is not None:
                 before_commit()
             # Planning has just read the latest commit (``still_current``): the write reads it only after.
+            previous: str | Unread | None = self._table.seen_commit
+            if repair is not None and stored is not None:
+                kept = replace(checkpoint.metadata(), compared_columns=metadata.compared_columns,
+                               char_lengths=metadata.char_lengths)
+                args = (spec, stored, frame, repair, kept, previous, before_commit, lake_format)
+                previous = UNREAD if remove_first(self.lake, *args) else previous
             instant = self.lake.write(
-                spec, frame, WriteOperation.UPSERT, metadata, previous=self._table.seen_commit,
-                unique_keys=unique,
+                spec, frame, WriteOperation.UPSERT, metadata, previous=previous, unique_keys=unique,
             )
         finally:
             frame.unpersist()
@@ -423,6 +462,16 @@ class TableApplier:
             result, commit_instant=instant, newest_source_ts_ms=newest, changes=applied.changes,
             redelivered=applied.redelivered,
         )
+
+
+def _with_rows_read(
+    spark: SparkSession, records: RDD[Decoded] | list[Decoded], repair: RepairRows, partition: int
+) -> RDD[Decoded] | list[Decoded]:
+    """The batch's records with the repair's rows read as snapshot records of ``partition``."""
+    read: list[Decoded] = list(snapshot_changes(repair.rows, partition, repair.read_ms))
+    if isinstance(records, list):
+        return [*read, *records]
+    return spark.sparkContext.parallelize(read, 1).union(records)
 
 
 class _Steps:

@@ -18,7 +18,7 @@ from cdc_lake.redaction import register_secrets
 if TYPE_CHECKING:
     from cdc_lake.capture.update import ConnectorUpdate
     from cdc_lake.config import Config
-    from cdc_lake.lake.applier import ApplierFactory
+    from cdc_lake.lake.applier import ApplierFactory, RepairFactory
 
 
 @dataclass
@@ -65,6 +65,14 @@ def applier_factory() -> ApplierFactory:
     ``bootstrap/`` never imports the applier (both depend on the lake-table contract), so its commands
     and hooks take it from here.
     """
+    from cdc_lake.apply.runner import ApplyRunner
+
+    return ApplyRunner.for_config
+
+
+def repair_factory() -> RepairFactory:
+    """The applier as ``cdc-lake repair`` uses it: one batch of a table under its apply lock
+    (:func:`applier_factory` says why the command line passes it)."""
     from cdc_lake.apply.runner import ApplyRunner
 
     return ApplyRunner.for_config

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
         "demo": "cdc_lake.cli.demo:demo",
         "spark": "cdc_lake.cli.spark:spark",
     },
-    stage_subcommands={name: BOOTSTRAP for name in ("bootstrap", "validate", "rebootstrap")},
+    stage_subcommands={name: BOOTSTRAP for name in ("bootstrap", "validate", "repair", "rebootstrap")},
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.option(

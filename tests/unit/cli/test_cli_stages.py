@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from cdc_lake.cli.main import cli
 from cdc_lake.cli.stages import bootstrap_stage
 
-STAGE_VERBS = ("bootstrap", "validate", "rebootstrap")
+STAGE_VERBS = ("bootstrap", "validate", "repair", "rebootstrap")
 
 
 def test_the_installed_package_registers_the_bootstrap_stage_with_its_commands() -> None:

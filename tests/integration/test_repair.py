@@ -1,0 +1,173 @@
+"""``cdc-lake repair`` makes the keys where the lake differs exact, while the source keeps changing.
+
+Per engine, a LIVE table (bootstrapped, applied) is corrupted behind the pipeline's back, through the lake
+format as a stray writer would: rows updated with an ordering value above any the source streams (Hudi's
+event-time merge would keep them against every later change), rows updated with a low one, rows removed,
+and rows of keys the source never had added.  ``validate --json`` names them (exit 4); ``repair --keys``
+of that output, with ``--dry-run`` first (insert, update, delete per key, nothing written), repairs them
+while a writer changes the table (some repaired keys among its changes); once the writer stops and the
+table is drained, the lake equals the source in every column with all three readers (Spark+Hudi, hudi-rs,
+Trino through the catalog), no duplicate key, and ``validate`` matches.
+
+Then a repair interrupted between its removal commit and its batch (the batch's write made to fail):
+the table is FAILED naming ``cdc-lake repair TABLE --resume``, ``apply --once`` leaves it alone (the
+removed keys stay absent instead of being rebuilt from a replay), and ``repair --resume`` finishes it:
+LIVE again and equal to the source.
+
+The first phase failed on the code before ``repair`` (no such command); the removal is what makes the
+high-ordering rows go (without it they stay: ``must_remove`` in tests/unit/apply/test_repair_rules.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from support.bootstrap import (
+    ChangeWriter,
+    SourceDb,
+    apply_until_live,
+    assert_lake_equals_source,
+    onboard,
+    state_of,
+    wait_for_schema,
+    wait_streamed,
+    write_db_config,
+)
+from support.common import cli_run, load
+from support.engines import StackEngine
+
+from cdc_lake.config import Config
+from cdc_lake.hudi.format import HudiFormat, hudi_spec
+from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN
+from cdc_lake.lake.format import WriteOperation
+from cdc_lake.lake.target import target_for
+from cdc_lake.stack.manager import LocalStack
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.store import StateStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1200)]
+
+ROWS = 400
+HIGH = "9" * 40
+LOW = "0" * 39 + "1"
+
+
+@pytest.fixture(scope="module")
+def db(engine: StackEngine, local_stack: LocalStack) -> Iterator[SourceDb]:
+    with engine.database(local_stack) as created:
+        yield created
+
+
+def _corrupt(spark: SparkSession, config: Config, table: str, *, high: list[int], low: list[int],
+             removed: list[int], extra: list[int]) -> None:
+    """Write the lake behind the pipeline's back, as a stray writer would."""
+    source, entry = config.table(table)
+    spec = hudi_spec(target_for(config, source, entry).spec(("id",)))
+    # The rows as the table stores them: the delete marker column too (the upsert's schema needs it).
+    lake = read_table(spark, config.lake.table_base_path(table)).withColumn(DELETED_COLUMN, F.lit(False))
+    changed = F.concat(F.lit("stray "), F.col("val"))
+    for keys, ordering in ((high, HIGH), (low, LOW)):
+        rows = lake.where(F.col("id").isin(keys)).withColumn("val", changed)
+        write_batch(spark, spec, rows.withColumn(ORDERING_COLUMN, F.lit(ordering)), WriteOperation.UPSERT)
+    write_batch(spark, spec, lake.where(F.col("id").isin(removed)), WriteOperation.DELETE)
+    strays = lake.where(F.col("id").isin([k - 900_000 for k in extra]))
+    strays = strays.withColumn("id", F.col("id") + F.lit(900_000)).withColumn(ORDERING_COLUMN, F.lit(HIGH))
+    write_batch(spark, spec, strays, WriteOperation.UPSERT)
+
+
+def _validate(config_path: Path, table: str) -> tuple[int, list[dict[str, Any]]]:
+    result = cli_run(config_path, "validate", table, "--buckets", "16", "--json")
+    return result.exit_code, json.loads(result.stdout or "[]")
+
+
+def test_repair_makes_the_differing_keys_exact_while_the_source_changes(
+    engine: StackEngine, spark: SparkSession, db: SourceDb, tmp_path: Path
+) -> None:
+    engine.aware_items(db, "fixed", ROWS)
+    config_path = write_db_config(tmp_path, db, [{"name": "fixed"}], str(tmp_path / "lake"))
+    onboard(config_path, db.source)
+    table = db.qualified("fixed")
+    config = load(config_path)
+    db.execute(engine_update(db, 1))  # a change registers the topic's schema
+    wait_for_schema(config, table)
+    assert cli_run(config_path, "bootstrap", table).exit_code == 0
+    apply_until_live(spark, config, table)
+
+    high, low, removed, extra = [3, 5, 8], [13, 21], [34, 55], [900_001, 900_002]
+    _corrupt(spark, config, table, high=high, low=low, removed=removed, extra=extra)
+    code, results = _validate(config_path, table)
+    assert code == 4, results
+    [found] = results
+    assert sorted(k["id"] for k in found["different"]) == sorted(high + low), found
+    assert [k["id"] for k in found["missing"]] == removed and [k["id"] for k in found["extra"]] == extra
+    keys_file = tmp_path / "differs.json"
+    keys_file.write_text(json.dumps(results), encoding="utf-8")
+
+    planned = cli_run(config_path, "repair", table, "--keys", str(keys_file), "--dry-run", "--json")
+    assert planned.exit_code == 0, planned.stderr or planned.output
+    actions = {a["id"]: a["action"] for a in json.loads(planned.stdout)["actions"]}
+    expected = {**dict.fromkeys(high + low, "update"), **dict.fromkeys(removed, "insert")}
+    assert actions == {**expected, **dict.fromkeys(extra, "delete")}, actions
+    assert _validate(config_path, table)[0] == 4, "a dry run wrote something"
+
+    # The writer changes random keys among the first ROWS, the repaired ones among them.
+    writer = ChangeWriter(db, "fixed", ROWS, max_transactions=300, pause=0.02).start()
+    repaired = cli_run(config_path, "repair", table, "--keys", str(keys_file), "--json")
+    assert repaired.exit_code == 0, repaired.stderr or repaired.output
+    outcome = json.loads(repaired.stdout)
+    assert outcome["keys"] == len(high + low + removed + extra) and outcome["commit"], outcome
+    writer.stop()
+    wait_streamed(config, table)
+    apply_until_live(spark, config, table)
+    assert state_of(config, table) is TableState.LIVE
+    assert assert_lake_equals_source(spark, config, db, "fixed") > 0
+    assert _validate(config_path, table)[0] == 0
+
+    # Interrupted between the removal and the batch: the table waits for --resume.
+    _corrupt(spark, config, table, high=[89], low=[], removed=[], extra=[900_003])
+    original = HudiFormat.write
+
+    def fail_upserts(
+        self: HudiFormat, spec: Any, rows: Any, operation: WriteOperation, *a: Any, **k: Any
+    ) -> str:
+        if operation is WriteOperation.UPSERT:
+            raise RuntimeError("the repair's process died here")
+        return original(self, spec, rows, operation, *a, **k)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(HudiFormat, "write", fail_upserts)
+        stopped = cli_run(config_path, "repair", table)
+    assert stopped.exit_code != 0
+    with StateStore.open(config.state_store.url) as store:
+        info = store.require_table(table)
+    assert info.state is TableState.FAILED and info.last_error is not None, info
+    assert f"cdc-lake repair {table} --resume" in info.last_error, info.last_error
+    lake_ids = {r["id"] for r in read_table(spark, config.lake.table_base_path(table)).collect()}
+    assert 89 not in lake_ids and 900_003 not in lake_ids, "the removal commit did not happen"
+    db.execute(engine_update(db, 89))
+    wait_streamed(config, table)
+    applied = cli_run(config_path, "apply", "--once", "--tables", table, "--json")
+    (skipped,) = [json.loads(line) for line in applied.stdout.splitlines() if line.startswith("{")]
+    assert skipped["status"] == "skipped" and "--resume" in skipped["skipped"], skipped
+    assert state_of(config, table) is TableState.FAILED, "the applier applied a table a repair left half done"
+    assert 89 not in {r["id"] for r in read_table(spark, config.lake.table_base_path(table)).collect()}
+
+    resumed = cli_run(config_path, "repair", table, "--resume", "--json")
+    assert resumed.exit_code == 0, resumed.stderr or resumed.output
+    assert state_of(config, table) is TableState.LIVE
+    apply_until_live(spark, config, table)
+    assert assert_lake_equals_source(spark, config, db, "fixed") > 0
+
+
+def engine_update(db: SourceDb, key: int) -> str:
+    """An update of ``val`` of ``key`` on ``db``'s primary."""
+    if db.engine == "postgres":
+        return f"update public.fixed set val = 'after the stop' where id = {key}"
+    return f"update fixed set val = 'after the stop' where id = {key}"
