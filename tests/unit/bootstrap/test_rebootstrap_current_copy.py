@@ -163,7 +163,7 @@ def test_validate_reads_the_current_copy_not_the_configured_path(
 ) -> None:
     store.transition(TABLE, TableState.PAUSED)  # no wait for the lake: only which copy is read counts here
     monkeypatch.setattr(
-        validate, "_source_frame", lambda spark, config, table, options: (None, ["id"], ["id"], "0/1", TOPIC)
+        validate, "source_frame", lambda spark, config, table, options: (None, ["id"], ["id"], "0/1", TOPIC)
     )
 
     def read(lake: Any, path: str) -> None:

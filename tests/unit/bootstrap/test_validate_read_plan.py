@@ -93,7 +93,7 @@ def _reads(
     monkeypatch.setattr(validate, "wait_replica_past", lambda *args: "replayed")
     monkeypatch.setattr(validate, "to_lake_types", lambda frame, reads, table, key: frame)
     spark = _Spark()
-    validate._source_frame(spark, config, TABLE, ValidateOptions(partitions=partitions))  # type: ignore[arg-type]
+    validate.source_frame(spark, config, TABLE, ValidateOptions(partitions=partitions))  # type: ignore[arg-type]
     return spark.read.reads
 
 
