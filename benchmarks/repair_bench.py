@@ -1,16 +1,18 @@
 """``cdc-lake repair`` against ``cdc-lake rebootstrap`` on one table under writes: wall time, side by side.
 
 The table (``bootstrap_bench``'s: id, grp, val, amount, updated, flag) is created on the Postgres primary
-with ``--rows`` rows, onboarded, bootstrapped and applied until LIVE.  A writer updates random keys at
-``--rate`` changes per second for the whole run (one row per transaction).  Then, twice:
+with ``--rows`` rows, onboarded as tier 0, bootstrapped and applied until LIVE, and ``cdc-lake run``
+applies it from then on (a process of its own).  A writer updates random keys at ``--rate`` changes per
+second (one row per transaction).  Then:
 
 1. ``--keys`` rows are corrupted in the lake behind the pipeline's back (half updated with an ordering
-   value above any the source streams, half removed), ``validate --json`` names them, and
-   ``repair --keys`` of that output runs (timed);
-2. the same corruption again, then ``rebootstrap`` of the table (timed, until switched and LIVE).
+   value above any the source streams, half removed); with the writer paused (``validate`` compares at
+   a common point, and rows changed meanwhile would count as differences), ``validate --json`` names
+   them; the writer resumes and ``repair --keys`` of that output runs under it (timed);
+2. the same corruption again, then ``rebootstrap`` of the table under the writer (timed, until switched).
 
-After each, the writer pauses, the table is applied until drained, and ``validate`` must match (exit 0):
-the figures of a run that ends inexact are not printed as a result.  The ratio is repair / rebootstrap
+After each, the writer pauses and ``validate`` (waiting for ``run`` to drain the topic) must match
+(exit 0): a run that ends inexact prints no result.  The ratio is repair / rebootstrap
 in the same run.  Run it with the stack up::
 
     .venv/bin/python benchmarks/repair_bench.py --rows 1000000 --keys 100 --rate 500 [--json out.json]
@@ -21,6 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -43,6 +47,7 @@ from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.target import target_for
 from cdc_lake.spark import get_spark
 from cdc_lake.stack.manager import LocalStack
+from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.store import StateStore
 
 
@@ -92,24 +97,32 @@ def _corrupt(config: Config, table: str, keys: list[int]) -> None:
     with StateStore.open(config.state_store.url) as store:
         path = store.current_copy(table).path
     spec = hudi_spec(replace(target_for(config, source, entry), base_path=path).spec(("id",)))
-    lake = read_table(spark, path).withColumn(DELETED_COLUMN, F.lit(False))
     half = len(keys) // 2
-    changed = lake.where(F.col("id").isin(keys[:half])).withColumn("val", F.lit("stray"))
-    write_batch(spark, spec, changed.withColumn(ORDERING_COLUMN, F.lit("9" * 40)), WriteOperation.UPSERT)
-    write_batch(spark, spec, lake.where(F.col("id").isin(keys[half:])), WriteOperation.DELETE)
+    # Under the table's apply lock: Hudi runs single-writer, and `run` applies the table meanwhile.
+    for _ in range(600):
+        with table_lock(config.state_store.url, LockPurpose.APPLY, table) as lock:
+            if lock:
+                lake = read_table(spark, path).withColumn(DELETED_COLUMN, F.lit(False))
+                changed = lake.where(F.col("id").isin(keys[:half])).withColumn("val", F.lit("stray"))
+                stray = changed.withColumn(ORDERING_COLUMN, F.lit("9" * 40))
+                write_batch(spark, spec, stray, WriteOperation.UPSERT)
+                write_batch(spark, spec, lake.where(F.col("id").isin(keys[half:])), WriteOperation.DELETE)
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"{table}: the apply lock stayed held for 120 s")
 
 
-def _drain_and_validate(config_path: Path, table: str, writer: Writer) -> None:
+def _validate(config_path: Path, table: str, writer: Writer, ok: tuple[int, ...]) -> str:
+    """``validate --json`` with the writer paused (its output); the writer resumes after."""
     writer.hold.set()
     time.sleep(3)
-    for _ in range(60):
-        code, out = _cli(config_path, "apply", "--once", "--json", ok=(0, 1))
-        if all(json.loads(line).get("offsets", 1) == 0 for line in out.splitlines() if line.startswith("{")):
-            break
-    code, out = _cli(config_path, "validate", table, "--json", ok=(0, 4))
-    writer.hold.clear()
-    if code != 0:
-        raise RuntimeError(f"the lake differs after the step: {out[:2000]}")
+    try:
+        code, out = _cli(config_path, "validate", table, "--json", ok=(0, 4))
+    finally:
+        writer.hold.clear()
+    if code not in ok:
+        raise RuntimeError(f"validate exited {code}: {out[:2000]}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     stack = LocalStack(Config.default(Path.cwd()).stack)
     figures: dict[str, Any] = {"rows": args.rows, "keys": args.keys, "rate": args.rate}
     with bench_database("postgres", stack, args.rows, None) as bench:
-        config_path = bench.write_config("repair", {bench.source: bench.source_entry()})
+        entry = bench.source_entry()
+        entry["tables"] = [{**entry["tables"][0], "tier": 0}]
+        config_path = bench.write_config("repair", {bench.source: entry})
         config = load_config(config_path)
         table = f"{bench.source}.{bench.schema_table}"
         _cli(config_path, "onboard", bench.source)
@@ -131,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
             conn.execute(f"update public.{TABLE} set val = val where id = 1")  # registers the schema
         _log(f"bootstrapping {table}")
         _cli(config_path, "bootstrap", table, "--apply")
+        log = (Path(bench.work) / "run.log").open("ab")
+        service = subprocess.Popen(
+            [sys.executable, "-m", "cdc_lake", "--config", str(config_path), "run"], stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
         writer = Writer(bench, args.rate)
         writer.start()
         try:
@@ -139,24 +159,27 @@ def main(argv: list[str] | None = None) -> int:
             differs = Path(bench.work) / "differs.json"
             _log("validate: naming the corrupted keys")
             started = time.monotonic()
-            _, out = _cli(config_path, "validate", table, "--json", ok=(4,))
+            differs.write_text(_validate(config_path, table, writer, (4,)), encoding="utf-8")
             figures["validate_seconds"] = round(time.monotonic() - started, 1)
-            differs.write_text(out, encoding="utf-8")
             _log(f"repair of {args.keys} keys under {args.rate} changes/s")
             started = time.monotonic()
             _, out = _cli(config_path, "repair", table, "--keys", str(differs), "--json")
             figures["repair_seconds"] = round(time.monotonic() - started, 1)
             figures["repair"] = json.loads(out)
-            _drain_and_validate(config_path, table, writer)
+            _log(f"repaired in {figures['repair_seconds']} s; validate")
+            _validate(config_path, table, writer, (0,))
             _corrupt(config, table, keys)
             _log(f"rebootstrap under {args.rate} changes/s")
             started = time.monotonic()
             _cli(config_path, "rebootstrap", table, "--reason", "benchmark")
             figures["rebootstrap_seconds"] = round(time.monotonic() - started, 1)
-            _drain_and_validate(config_path, table, writer)
+            _log(f"re-bootstrapped in {figures['rebootstrap_seconds']} s; validate")
+            _validate(config_path, table, writer, (0,))
         finally:
             writer.stop.set()
             writer.join(30)
+            service.send_signal(signal.SIGTERM)
+            service.wait(120)
         figures["writer_changes"] = writer.changes
     figures["repair_over_rebootstrap"] = round(figures["repair_seconds"] / figures["rebootstrap_seconds"], 3)
     print(json.dumps(figures, indent=2))

@@ -42,7 +42,7 @@ from cdc_lake.lake.schema_change import IncompatibleSchemaChange, SchemaDiff
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.spark.errors import describe_failure
 from cdc_lake.state.lifecycle import ALLOWED_TRANSITIONS, APPLIABLE_STATES, TableState
-from cdc_lake.state.locks import HeldLock, LockPurpose, table_lock
+from cdc_lake.state.locks import HeldLock, LockPurpose, table_lock, waited_table_lock
 from cdc_lake.state.records import RunOutcome
 from cdc_lake.state.store import StateStore
 
@@ -51,6 +51,9 @@ _LOG = logging.getLogger(__name__)
 IDLE_MEASURE_SECONDS = 5.0
 """How often the freshness of a table with nothing new is recorded."""
 
+REPAIR_LOCK_WAIT_SECONDS = 300.0
+"""How long a repair waits for the table's apply lock (``run`` holds it for each batch, a re-bootstrap's
+catch-up or an ``apply --once`` for theirs)."""
 STOPPED = frozenset({TableState.FAILED, TableState.SCHEMA_CHANGED})
 SCHEMA_CHANGE_RUN = "schema change"
 
@@ -258,9 +261,9 @@ class ApplyRunner:
         """Hold ``target``'s apply lock, ``read`` its keys' rows, write them in one batch, keep the table's
         state (:mod:`cdc_lake.apply.repair`).  Raises ApplyError: the lock held elsewhere, a failure."""
         name = target.qualified_name
-        with table_lock(self.lock_url, LockPurpose.APPLY, name) as lock:
+        with waited_table_lock(self.lock_url, LockPurpose.APPLY, name, REPAIR_LOCK_WAIT_SECONDS) as lock:
             if not lock:
-                raise ApplyError(f"table {name}: {BUSY} (it holds the apply lock); repair it again soon")
+                raise ApplyError(f"table {name}: {BUSY} (its apply lock stayed held); repair it again soon")
             target = current_target(self.store, target)
             before = self.store.require_table(name).state
             rows = read(lock)

@@ -276,13 +276,8 @@ class TableApplier:
     def repair(
         self, repair: RepairRows, before_commit: Callable[[], None], before_removal: Callable[[int], object]
     ) -> BatchResult:
-        """One batch from the checkpoint to ``repair.end`` (uncapped) with the rows read for the repaired
-        keys placed before its changes, after removing the lake rows
-        :func:`~cdc_lake.apply.repair.must_remove` names in a commit that keeps the checkpoint
-        (``before_removal`` runs first, with their count): :mod:`cdc_lake.apply.repair`.  Writes even when
-        Kafka holds nothing new."""
-        began = time.monotonic()
-        steps = _Steps()
+        """One uncapped batch to ``repair.end`` with the rows read first (:mod:`cdc_lake.apply.repair`)."""
+        began, steps = time.monotonic(), _Steps()
         self.forget()
         self._merge.schema_change = None
         checkpoint = self.checkpoint()
@@ -292,7 +287,13 @@ class TableApplier:
             self.target.qualified_name, self.target.topic, dict(plan.start), dict(plan.end), dict(plan.high),
             newest_source_ts_ms=checkpoint.newest_source_ts_ms, steps=steps.seconds,
         )
-        done = self._apply(checkpoint, plan, result, before_commit, steps, (repair, before_removal))
+        repairing = (repair, before_removal)
+        if plan.offsets > 0:
+            done = self._apply(checkpoint, plan, result, before_commit, steps, repairing)
+        else:  # nothing new in Kafka: the rows read alone
+            no: list[Decoded] = []
+            summary = BatchSummary()
+            done = self._write(checkpoint, plan, result, before_commit, steps, summary, no, _NONE, repairing)
         return replace(done, seconds=time.monotonic() - began)
 
     def replay(
@@ -462,6 +463,10 @@ class TableApplier:
             result, commit_instant=instant, newest_source_ts_ms=newest, changes=applied.changes,
             redelivered=applied.redelivered,
         )
+
+
+_NONE: frozenset[tuple[int, int]] = frozenset()
+"""No quarantined offsets."""
 
 
 def _with_rows_read(

@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -227,3 +228,19 @@ def table_lock(state_store_url: str, purpose: LockPurpose, table: str) -> Iterat
     raise StateStoreError(
         f"state store backend {backend} offers no {purpose.value} lock (use sqlite, postgresql or mysql)"
     )
+
+
+@contextlib.contextmanager
+def waited_table_lock(
+    state_store_url: str, purpose: LockPurpose, table: str, seconds: float, poll: float = 0.05
+) -> Iterator[HeldLock]:
+    """:func:`table_lock`, tried again every ``poll`` seconds for up to ``seconds`` while another process
+    holds it (``cdc-lake repair`` beside a ``run`` that takes the lock for each batch: it gets it between
+    two); yields it, false when it stayed held."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with table_lock(state_store_url, purpose, table) as lock:
+            if lock or time.monotonic() >= deadline:
+                yield lock
+                return
+        time.sleep(poll)

@@ -12,7 +12,8 @@ Trino through the catalog), no duplicate key, and ``validate`` matches.
 Then a repair interrupted between its removal commit and its batch (the batch's write made to fail):
 the table is FAILED naming ``cdc-lake repair TABLE --resume``, ``apply --once`` leaves it alone (the
 removed keys stay absent instead of being rebuilt from a replay), and ``repair --resume`` finishes it:
-LIVE again and equal to the source.
+LIVE again and equal to the source.  Last, a repair of a quiet table (nothing new in Kafka: the batch is
+the rows read alone).
 
 The first phase failed on the code before ``repair`` (no such command); the removal is what makes the
 high-ordering rows go (without it they stay: ``must_remove`` in tests/unit/apply/test_repair_rules.py).
@@ -164,6 +165,15 @@ def test_repair_makes_the_differing_keys_exact_while_the_source_changes(
     assert resumed.exit_code == 0, resumed.stderr or resumed.output
     assert state_of(config, table) is TableState.LIVE
     apply_until_live(spark, config, table)
+    assert assert_lake_equals_source(spark, config, db, "fixed") > 0
+
+    # A quiet table: nothing new in Kafka, the batch is the rows read alone.
+    _corrupt(spark, config, table, high=[144], low=[], removed=[], extra=[])
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps([{"id": 144}]), encoding="utf-8")
+    quiet = cli_run(config_path, "repair", table, "--keys", str(one), "--json")
+    assert quiet.exit_code == 0, quiet.stderr or quiet.output
+    assert json.loads(quiet.stdout)["offsets"] == 0 and json.loads(quiet.stdout)["commit"], quiet.stdout
     assert assert_lake_equals_source(spark, config, db, "fixed") > 0
 
 

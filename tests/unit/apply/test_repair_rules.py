@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from cdc_lake.apply.runner import skip_reason
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.lake.applier import RepairRows
 from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.locks import LockPurpose, table_lock, waited_table_lock
 from cdc_lake.state.store import StateStore
 from cdc_lake.validation import ValidateResult, json_key
 from cdc_lake_bootstrap.repair import keys_of_validation, read_keys_file
@@ -95,3 +98,26 @@ def test_a_keys_file_that_is_neither_form_is_refused_in_one_line(tmp_path: Path,
     with pytest.raises(BootstrapError, match=f"--keys {path}") as caught:
         read_keys_file(path, "s.public.t")
     assert "\n" not in str(caught.value)
+
+
+def test_a_repair_waits_for_the_apply_lock_a_batch_holds(tmp_path: Path) -> None:
+    """``run`` holds the table's apply lock for each batch: the repair takes it between two, and gives up
+    (false) only once it stayed held for the whole wait.  Before, the repair failed at once beside a
+    running ``run`` (benchmarks/repair_bench.py: 'another process is applying it')."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    release = threading.Event()
+
+    def batch() -> None:
+        with table_lock(url, LockPurpose.APPLY, "s.t") as lock:
+            assert lock
+            release.wait(10)
+
+    holder = threading.Thread(target=batch)
+    holder.start()
+    time.sleep(0.3)
+    with waited_table_lock(url, LockPurpose.APPLY, "s.t", 0.3) as lock:
+        assert not lock
+    threading.Timer(0.3, release.set).start()
+    with waited_table_lock(url, LockPurpose.APPLY, "s.t", 10) as lock:
+        assert lock
+    holder.join()
