@@ -480,7 +480,7 @@ def validate_table(
             prefix = topic_prefix(source_config)
             watch = CatchUpWatch(table_name, store, connect, prefix, table.name)
             path = store.current_copy(table_name).path
-            commit = load_format(spark, config.lake.format).latest_commit(path)
+            commit = load_format(spark, config.lake.format).latest_commit(path, ours=True)
             committed = resume_checkpoint(path, topic, table_name, store, commit).offsets
             result.caught_up = wait_lake_caught_up(ends, watch, options.catch_up_timeout, committed)
         _LOG.debug("%s: the lake caught up: %s", table_name, result.caught_up)

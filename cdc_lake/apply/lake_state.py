@@ -15,7 +15,7 @@ from pyspark.sql.types import StructType
 
 from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.checkpoint import Checkpoint, resume_checkpoint
-from cdc_lake.lake.commit_metadata import CommitMetadata
+from cdc_lake.lake.commit_metadata import CommitMetadata, written_by_cdc_lake
 from cdc_lake.lake.format import LakeFormat
 from cdc_lake.lake.schema import row_columns
 from cdc_lake.lake.target import TableTarget
@@ -52,11 +52,15 @@ class LakeState:
     def checkpoint(self) -> Checkpoint:
         """The offsets the next batch starts from (read from the last completed commit, then cached)."""
         if self._checkpoint is None:
-            commit = self.lake.latest_commit(self.target.base_path)
+            latest = self.lake.latest_commit(self.target.base_path)
+            commit = latest
+            if latest is not None and not written_by_cdc_lake(latest.metadata):
+                commit = self.lake.latest_commit(self.target.base_path, ours=True)
+                self._foreign(latest.instant)
             self._checkpoint = resume_checkpoint(
                 self.target.base_path, self.target.topic, self.target.qualified_name, self.store, commit
             )
-            self.seen_commit = None if commit is None else commit.instant
+            self.seen_commit = None if latest is None else latest.instant
             stored = None if commit is None else CommitMetadata.from_dict(commit.metadata)
             self.lengths = {} if stored is None else dict(stored.char_lengths)
             _LOG.info(
@@ -64,6 +68,22 @@ class LakeState:
                 self._checkpoint.offsets,
             )
         return self._checkpoint
+
+    def _foreign(self, instant: str) -> None:
+        """Another writer committed ``instant`` (no cdc-lake checkpoint in it): the table resumes from
+        cdc-lake's latest commit, and is marked possibly diverged (the rows it wrote are not the
+        source's, as far as anyone knows)."""
+        name = self.target.qualified_name
+        why = (
+            f"commit {instant} at {self.target.base_path} was made by another writer (it holds no cdc-lake "
+            f"checkpoint): its rows may differ from the source; run cdc-lake validate {name}, and "
+            f"cdc-lake repair {name} for the keys it names"
+        )
+        _LOG.error("%s: %s", name, why)
+        if self.store is not None:
+            info = self.store.get_table(name)
+            if info is not None and info.possibly_diverged != why:
+                self.store.mark_possibly_diverged(name, why)
 
     def still_current(self) -> bool:
         """Whether the table's latest data commit is still the one the cached checkpoint came from.

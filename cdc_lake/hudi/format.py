@@ -66,8 +66,8 @@ class HudiFormat(LakeFormat):
             unique_keys=unique_keys,
         )
 
-    def latest_commit(self, base_path: str) -> CommitInfo | None:
-        return timeline.latest_commit(self.spark, base_path)
+    def latest_commit(self, base_path: str, *, ours: bool = False) -> CommitInfo | None:
+        return timeline.latest_commit(self.spark, base_path, ours=ours)
 
     def records_written(self, base_path: str, instant: str) -> int:
         return timeline.records_written(self.spark, base_path, instant)

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.hudi.options import COMMIT_METADATA_PREFIX
+from cdc_lake.lake.commit_metadata import written_by_cdc_lake
 from cdc_lake.lake.format import CommitInfo
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 
@@ -82,7 +83,7 @@ def _commit_info(timeline: Any, instant: Any) -> CommitInfo:
     )
 
 
-def _latest_data_commit(spark: SparkSession, base_path: str) -> CommitInfo | None:
+def _latest_data_commit(spark: SparkSession, base_path: str, ours: bool = False) -> CommitInfo | None:
     if not table_exists(spark, base_path):
         return None
     timeline = (
@@ -90,20 +91,22 @@ def _latest_data_commit(spark: SparkSession, base_path: str) -> CommitInfo | Non
     )
     for instant in reversed(list(timeline.getInstants())):
         info = _commit_info(timeline, instant)
-        if info.operation not in _TABLE_SERVICE_OPERATIONS:
+        mine = not ours or written_by_cdc_lake(info.metadata)
+        if info.operation not in _TABLE_SERVICE_OPERATIONS and mine:
             return info
     return None
 
 
-def latest_commit(spark: SparkSession, base_path: str) -> CommitInfo | None:
+def latest_commit(spark: SparkSession, base_path: str, *, ours: bool = False) -> CommitInfo | None:
     """The latest completed data commit of the table at ``base_path``, or None if there is none.
 
     Table-service commits (compaction, clustering) are skipped, so the answer is
-    the last commit a writer made, carrying the metadata it stored.  Raises
-    LakeWriteError when the timeline cannot be read.
+    the last commit a writer made, carrying the metadata it stored; with ``ours``, the last one
+    cdc-lake made (another writer's commits skipped too).  Raises LakeWriteError when the timeline
+    cannot be read.
     """
     try:
-        return _latest_data_commit(spark, base_path)
+        return _latest_data_commit(spark, base_path, ours)
     except JVM_ERRORS as exc:
         raise LakeWriteError(f"reading the Hudi timeline at {base_path} failed: {root_cause(exc)}") from exc
 

@@ -32,6 +32,12 @@ LENGTHS_KEY = "schema.char_lengths"
 _T = TypeVar("_T")
 
 
+def written_by_cdc_lake(stored: Mapping[str, str]) -> bool:
+    """Whether a commit's stored metadata is cdc-lake's: an applier commit holds offsets, a bootstrap
+    commit its attempt.  Another writer's commit (a Spark job writing the table) holds neither."""
+    return OFFSETS_KEY in stored or ATTEMPT_KEY in stored
+
+
 class MalformedCommitMetadata(ValueError):
     """A stored value that cannot be read (its text names the value)."""
 

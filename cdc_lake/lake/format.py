@@ -122,8 +122,9 @@ class LakeFormat(ABC):
         """
 
     @abstractmethod
-    def latest_commit(self, base_path: str) -> CommitInfo | None:
-        """The latest completed data commit (table services skipped), None for none or no table."""
+    def latest_commit(self, base_path: str, *, ours: bool = False) -> CommitInfo | None:
+        """The latest completed data commit (table services skipped), None for none or no table; with
+        ``ours``, the latest cdc-lake wrote (:func:`~cdc_lake.lake.commit_metadata.written_by_cdc_lake`)."""
 
     @abstractmethod
     def records_written(self, base_path: str, instant: str) -> int:

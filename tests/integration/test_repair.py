@@ -13,7 +13,9 @@ Then a repair interrupted between its removal commit and its batch (the batch's 
 the table is FAILED naming ``cdc-lake repair TABLE --resume``, ``apply --once`` leaves it alone (the
 removed keys stay absent instead of being rebuilt from a replay), and ``repair --resume`` finishes it:
 LIVE again and equal to the source.  Last, a repair of a quiet table (nothing new in Kafka: the batch is
-the rows read alone).
+the rows read alone; it failed first: the stray commits hold no checkpoint, and the applier resumed from
+the bootstrap's watermark, replaying 1,135 offsets, until it resumed from its own latest commit and
+marked the table possibly diverged, asserted after the first repair).
 
 The first phase failed on the code before ``repair`` (no such command); the removal is what makes the
 high-ordering rows go (without it they stay: ``must_remove`` in tests/unit/apply/test_repair_rules.py).
@@ -125,12 +127,19 @@ def test_repair_makes_the_differing_keys_exact_while_the_source_changes(
     assert repaired.exit_code == 0, repaired.stderr or repaired.output
     outcome = json.loads(repaired.stdout)
     assert outcome["keys"] == len(high + low + removed + extra) and outcome["commit"], outcome
+    # The stray writer's commits hold no checkpoint: the applier resumed from its own latest commit (not
+    # the bootstrap's watermark) and marked the table possibly diverged, naming validate and repair.
+    with StateStore.open(config.state_store.url) as store:
+        mark = store.require_table(table).possibly_diverged
+    assert mark is not None and "made by another writer" in mark and f"cdc-lake repair {table}" in mark, mark
     writer.stop()
     wait_streamed(config, table)
     apply_until_live(spark, config, table)
     assert state_of(config, table) is TableState.LIVE
     assert assert_lake_equals_source(spark, config, db, "fixed") > 0
     assert _validate(config_path, table)[0] == 0
+    with StateStore.open(config.state_store.url) as store:
+        assert store.require_table(table).possibly_diverged is None, "a clean validate clears the mark"
 
     # Interrupted between the removal and the batch: the table waits for --resume.
     _corrupt(spark, config, table, high=[89], low=[], removed=[], extra=[900_003])

@@ -36,7 +36,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN
-from cdc_lake.lake.commit_metadata import CommitMetadata
+from cdc_lake.lake.commit_metadata import CommitMetadata, written_by_cdc_lake
 from cdc_lake.lake.format import (
     UNREAD,
     CatalogStorage,
@@ -244,12 +244,14 @@ class MemoryFormat(LakeFormat):
             records += 1
         return records
 
-    def latest_commit(self, base_path: str) -> CommitInfo | None:
+    def latest_commit(self, base_path: str, *, ours: bool = False) -> CommitInfo | None:
         with _LOCK:
             table = _TABLES.get(_path(base_path))
-            if table is None or not table.commits:
+            commits = [] if table is None else table.commits
+            kept = [c for c in commits if not ours or written_by_cdc_lake(c.metadata)]
+            if not kept:
                 return None
-            last = table.commits[-1]
+            last = kept[-1]
             operation = last.operation.name
             return CommitInfo(last.instant, last.action, last.instant, operation, dict(last.metadata))
 

@@ -90,7 +90,7 @@ def copying(config: Config) -> Iterator[Rebootstrap]:
 def _switch(config: Config, record: Rebootstrap, monkeypatch: pytest.MonkeyPatch) -> None:
     metadata = Checkpoint(TOPIC, {0: 4}, 1000, Origin.WATERMARK).metadata().to_dict()
     commit = CommitInfo("20260202000000000", "commit", None, "BULK_INSERT", metadata)
-    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path: commit)
+    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path, **_: commit)
     monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState("id", {}))
     with StateStore.open(config.state_store.url) as store:
         target = copy_target(config, TABLE, record)

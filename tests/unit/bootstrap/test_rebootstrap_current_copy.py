@@ -86,7 +86,7 @@ def _run_switch(
     """The switch, the copy's latest commit being its bootstrap commit (the watermark's offsets)."""
     metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).metadata().to_dict()
     commits = {copying.new_path: CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)}
-    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path: commits[path])
+    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path, **_: commits[path])
     monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
     target = copy_target(config, TABLE, copying)
     rebootstrap._switch(config, store, None, TABLE, copying, target, CaughtUpApplier)  # type: ignore[arg-type]
@@ -198,7 +198,7 @@ def test_a_switch_keeps_the_copys_own_apply_commits(
     store.record_applied_offsets(copying.copy_name, {0: 44, 1: 7}, COPY_COMMIT)
     metadata = Checkpoint(TOPIC, {0: 44, 1: 7}, 2000, Origin.COMMIT).metadata().to_dict()
     commit = CommitInfo(COPY_COMMIT, "commit", None, "UPSERT", metadata)
-    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path: commit)
+    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path, **_: commit)
     # A unit test: no Kafka (it read the real broker's topic state when the stack ran, failed otherwise).
     monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
 
@@ -255,7 +255,7 @@ def test_a_bootstrap_whose_hand_off_was_refused_is_rebootstrapped_and_switched(
     monkeypatch.setattr(rebootstrap, "get_spark", lambda spark, lake: None)
     metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).metadata().to_dict()
     commit = CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)
-    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path: commit)
+    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path, **_: commit)
     monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
 
     (result,) = rebootstrap.rebootstrap_tables(
