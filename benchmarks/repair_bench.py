@@ -117,7 +117,7 @@ def _validate(config_path: Path, table: str, writer: Writer, ok: tuple[int, ...]
     writer.hold.set()
     time.sleep(3)
     try:
-        code, out = _cli(config_path, "validate", table, "--json", ok=(0, 4))
+        code, out = _cli(config_path, "validate", table, "--json", "--max-keys", "100000", ok=(0, 4))
     finally:
         writer.hold.clear()
     if code not in ok:

@@ -99,11 +99,18 @@ def keys_of_validation(results: object) -> dict[str, list[dict[str, Any]]]:
         raise BootstrapError("--keys: not a `cdc-lake validate --json` output (a list of table results)")
     found: dict[str, list[dict[str, Any]]] = {}
     for result in results:
-        keys = found.setdefault(str(result["table"]), [])
+        table = str(result["table"])
+        keys = found.setdefault(table, [])
         for kind in _KINDS:
-            keys.extend(
-                {k: v for k, v in key.items() if k != "lake_rows"} for key in result.get(kind) or []
-            )
+            listed = result.get(kind) or []
+            count = result.get(f"{kind}_count", len(listed))
+            if isinstance(count, int) and count > len(listed):
+                raise BootstrapError(
+                    f"--keys: the validate output lists {len(listed)} of the {count} {kind} keys of "
+                    f"{table} (its --max-keys): run cdc-lake validate with --max-keys of at least the "
+                    "count, or repair without --keys (it validates first)"
+                )
+            keys.extend({k: v for k, v in key.items() if k != "lake_rows"} for key in listed)
     return found
 
 
