@@ -208,6 +208,7 @@ def repair_table(
         return result
     engine = engine_for(source)
     role = "replica" if source.replica is not None else "primary"
+    target = select_targets(config, (name,))[0]
 
     def read(lock: HeldLock) -> RepairRows:
         rows = _read_rows(spark, config, name, key_type, values, options, stored)
@@ -219,7 +220,6 @@ def repair_table(
             how = wait_until_streamed(name, table.name, SnapshotPoint(point, read_ms), wait, connect)
         _LOG.info("%s: repair read %d row(s) of %d key(s) at %s; %s", name, len(rows), len(values), point,
                   how)
-        target = select_targets(config, (name,))[0]
         end = end_offsets(config.kafka.bootstrap_servers, target.topic, extra=dict(config.kafka.consumer))
         result.point, result.source_rows = point, len(rows)
         return RepairRows(tuple(key_fields), tuple(values), tuple(rows), end, point, read_ms)
@@ -227,7 +227,7 @@ def repair_table(
     detail: dict[str, Any] = {"keys": keys}
     run_id = store.start_run(REPAIR_RUN, name, detail)
     try:
-        outcome = repairer.repair(select_targets(config, (name,))[0], read)
+        outcome = repairer.repair(target, read)
     except Exception as exc:
         store.finish_run(run_id, RunOutcome.FAILED, {**detail, "error": f"{type(exc).__name__}: {exc}"})
         raise
