@@ -275,7 +275,7 @@ def _read_rows(
 ) -> list[dict[str, Any]]:
     """The source rows of the keys ``values``, in the lake's columns and types (a column the source no
     longer has is left out: the batch leaves it null), after the replica passed the primary's position."""
-    frame, _, names, _, _ = source_frame(spark, config, name, options.validate)
+    frame, _, names, _, _ = source_frame(spark, config, name, options.validate, values)
     lake_types = {f.name: f.dataType for f in stored.schema.fields}
     frame = frame.select(*[F.col(f"`{n}`").cast(lake_types[n]).alias(n) for n in names if n in lake_types])
     wanted = spark.createDataFrame(list(values), key_type)
