@@ -55,7 +55,7 @@ from cdc_lake.lake.checkpoint import resume_checkpoint
 from cdc_lake.lake.columns import DELETED_COLUMN, SOFT_DELETED_COLUMN
 from cdc_lake.lake.format import load_format
 from cdc_lake.sources import engine_for
-from cdc_lake.sources.snapshot import TableShape
+from cdc_lake.sources.snapshot import SnapshotSource, TableShape
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 from cdc_lake.validation import ValidateResult
@@ -89,6 +89,32 @@ class ValidateOptions:
     older_than_seconds: int | None = None
     updated_column: str | None = None
     leaf_rows: int = 10_000
+    key_range: KeyRange | None = None
+    """Only the rows whose first key column (an integral one) is in this range (continuous validation's
+    slices, :mod:`cdc_lake_bootstrap.continuous`), on both sides, in one query of the source."""
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """``lo <= key < hi`` on an integral first key column; None leaves that end open."""
+
+    lo: int | None = None
+    hi: int | None = None
+
+    def sql(self, column: str) -> str:
+        """The range as a SQL predicate on the quoted ``column`` (``1 = 1`` when both ends are open)."""
+        parts = [f"{column} >= {int(self.lo)}"] if self.lo is not None else []
+        parts += [f"{column} < {int(self.hi)}"] if self.hi is not None else []
+        return " AND ".join(parts) or "1 = 1"
+
+    def column(self, column: Column) -> Column:
+        """The range as a Spark predicate on ``column``."""
+        predicate = F.lit(True)
+        if self.lo is not None:
+            predicate = predicate & (column >= F.lit(self.lo))
+        if self.hi is not None:
+            predicate = predicate & (column < F.lit(self.hi))
+        return predicate
 
 
 def _col(name: str) -> Column:
@@ -396,6 +422,12 @@ def source_frame(
     integral = first is not None and first.type_name in _INTEGRAL_TYPES
     partitions = read_partitions(shape, options.partitions, spark.sparkContext.defaultParallelism)
     wanted = _key_predicate(shape, key, keys, engine.quote_identifier) if keys is not None else None
+    if options.key_range is not None:
+        if not integral:
+            raise BootstrapError(
+                f"table {table_name}: a key range needs an integral first key column, {key[0]} is not"
+            )
+        wanted = " AND ".join(filter(None, [wanted, options.key_range.sql(engine.quote_identifier(key[0]))]))
     if wanted is not None:
         query = (
             f"(SELECT {selected} FROM {engine.quote_table(table.name)} WHERE {where} AND {wanted}) "
@@ -406,29 +438,61 @@ def source_frame(
         "%s: reading the source in %d JDBC partition(s) (%d rows estimated)",
         table_name, partitions if integral else 1, shape.estimated_rows,
     )
-    if integral and partitions > 1:
-        bounds_query = (
-            f"(SELECT MIN({engine.quote_identifier(key[0])}) AS lo, MAX({engine.quote_identifier(key[0])}) "
-            f"AS hi FROM {engine.quote_table(table.name)}) AS cdc_lake_bounds"
+    bounds = _key_bounds(spark, engine, table.name, key[0], access.url, properties) if (
+        integral and partitions > 1
+    ) else None
+    if bounds is not None:
+        lower, upper = stride_bounds(*bounds)
+        frame = spark.read.jdbc(
+            access.url,
+            query,
+            column=key[0],
+            lowerBound=lower,
+            upperBound=upper,
+            numPartitions=partitions,
+            properties=properties,
         )
-        bounds = spark.read.jdbc(access.url, bounds_query, properties=properties).first()
-        if bounds is not None and bounds["lo"] is not None:
-            lower, upper = stride_bounds(int(bounds["lo"]), int(bounds["hi"]))
-            frame = spark.read.jdbc(
-                access.url,
-                query,
-                column=key[0],
-                lowerBound=lower,
-                upperBound=upper,
-                numPartitions=partitions,
-                properties=properties,
-            )
-        else:
-            frame = spark.read.jdbc(access.url, query, properties=properties)
     else:
         frame = spark.read.jdbc(access.url, query, properties=properties)
     _LOG.debug("%s: the source's read planned", table_name)
     return to_lake_types(frame, reads, table_name, key), key, names, position, table_topic(source, table)
+
+
+def _key_bounds(
+    spark: SparkSession,
+    engine: SnapshotSource,
+    table: str,
+    column: str,
+    url: str,
+    properties: Mapping[str, str],
+) -> tuple[int, int] | None:
+    """The lowest and highest value of the integral key ``column`` (one query, the index answers it); None
+    for an empty table."""
+    quoted = engine.quote_identifier(column)
+    query = (
+        f"(SELECT MIN({quoted}) AS lo, MAX({quoted}) AS hi FROM {engine.quote_table(table)}) "
+        "AS cdc_lake_bounds"
+    )
+    bounds = spark.read.jdbc(url, query, properties=dict(properties)).first()
+    if bounds is None or bounds["lo"] is None:
+        return None
+    return int(bounds["lo"]), int(bounds["hi"])
+
+
+def key_facts(spark: SparkSession, config: Config, table_name: str) -> tuple[int, tuple[int, int] | None]:
+    """The table's estimated rows and, when its first key column is integral, that column's bounds (None
+    otherwise, or when the table is empty), read on its replica (continuous validation's slices)."""
+    source, table = config.table(table_name)
+    engine = engine_for(source)
+    role = "replica" if source.replica is not None else "primary"
+    shape = engine.table_shape(table.name, role)
+    key = record_key(table_name, table, shape)
+    first = shape.column(key[0])
+    if first is None or first.type_name not in _INTEGRAL_TYPES:
+        return shape.estimated_rows, None
+    access = engine.jdbc_access(role)
+    properties = {**access.properties, "sessionInitStatement": access.session_init}
+    return shape.estimated_rows, _key_bounds(spark, engine, table.name, key[0], access.url, properties)
 
 
 def _key_predicate(
@@ -522,6 +586,8 @@ def validate_table(
     for flag in (DELETED_COLUMN, SOFT_DELETED_COLUMN):
         if flag in lake.columns:
             lake = lake.where(~F.coalesce(_col(flag), F.lit(False)))
+    if options.key_range is not None:
+        lake = lake.where(options.key_range.column(_col(key[0])))
     if options.older_than_seconds is not None and options.updated_column is not None:
         cutoff = time.time() - options.older_than_seconds
         lake = lake.where(_col(options.updated_column) < F.lit(cutoff).cast("timestamp"))

@@ -20,6 +20,7 @@ from cdc_lake.config.runtime import (
     MonitoringSettings,
     SparkSettings,
     StateStoreSettings,
+    ValidationSettings,
 )
 from cdc_lake.config.stack import StackSettings
 from cdc_lake.exceptions import UnknownSourceError, UnknownTableError
@@ -39,6 +40,7 @@ class Config(_Model):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     apply: ApplySettings = Field(default_factory=ApplySettings)
     bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
+    validation: ValidationSettings = Field(default_factory=ValidationSettings)
     monitoring: MonitoringSettings = Field(default_factory=MonitoringSettings)
     stack: StackSettings = Field(default_factory=StackSettings)
     catalog: CatalogSettings = Field(default_factory=CatalogSettings)

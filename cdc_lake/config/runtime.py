@@ -1,5 +1,5 @@
 """What the stages run with: the state store, the Spark session, the applier's batches and tier intervals,
-the bootstrap snapshot, and the monitoring thresholds."""
+the bootstrap snapshot, continuous validation, and the monitoring thresholds."""
 
 from __future__ import annotations
 
@@ -103,6 +103,23 @@ class BootstrapSettings(_Model):
     allow_primary_reads: bool = False
     fetch_size: int = Field(default=10_000, ge=1)
     max_partitions: int = Field(default=64, ge=1)
+
+
+class ValidationSettings(_Model):
+    """Continuous validation inside ``cdc-lake run`` (:mod:`cdc_lake_bootstrap.continuous`).
+
+    Every ``sample_seconds`` the next key ranges of the next tables are compared with the read replica,
+    so that a cycle covers every LIVE table ``run`` applies in ``cycle_hours``; a difference that a second
+    look confirms marks the table possibly diverged and, with ``auto_repair``, is repaired.  A sample that
+    finds more than ``max_keys`` keys differing repairs nothing (``cdc-lake rebootstrap`` copies the
+    table afresh).
+    """
+
+    continuous: bool = True
+    sample_seconds: float = Field(default=300.0, gt=0)
+    cycle_hours: float = Field(default=24.0, gt=0)
+    auto_repair: bool = False
+    max_keys: int = Field(default=1000, ge=1)
 
 
 class TierThresholds(_Model):
