@@ -195,7 +195,11 @@ def test_a_confirmed_key_is_diverged_and_an_untouched_diverged_key_is_confirmed(
     lake2 = _lake_at(h, h["a2"])
     source1, source2 = _source_at(changes, h["s1"]), _source_at(changes, h["s2"])
     truth = _source_at(changes, h["a2"])
-    found = confirmed_keys(KEYS, first, _looks(lake2), set(source1), dict(source2), h["soft"])
+    second: dict[Hashable, int] = dict(source2.items())
+    found = {
+        int(str(k)): kind
+        for k, kind in confirmed_keys(KEYS, first, _looks(lake2), set(source1), second, h["soft"]).items()
+    }
 
     def lake_value(key: int) -> int | None:
         row = lake2.get(key)
