@@ -3,18 +3,20 @@
 The applier records each batch here (:func:`record_batch`, :func:`record_failure`): the events it
 applied, its commits and failures (:data:`APPLIED_EVENTS`, :data:`COMMITS`, :data:`FAILURES`) and the
 batch duration histogram (:data:`BATCH_SECONDS`); the table services outside the writes record the plans
-they executed and their failures (:func:`record_services`).  Every table ``run`` may apply has its
-counters at 0 from the start (:func:`zero_tables`, on each scrape), so a dashboard or a ``rate()`` over
-them shows 0, not "No data", until the first failure.  ``cdc-lake run`` serves them with the lag gauges
-(:func:`cdc_lake.ops.metrics.registry_for`).  They are in the core, not in either stage, because the
-apply stage records them and the operate stage serves them, and the stages never import each other.
+they executed and their failures (:func:`record_services`); continuous validation the key ranges it
+compared, the keys it confirmed diverged and its cycle's progress (:func:`record_validation`).  Every table
+``run`` may apply has its counters at 0 from the start (:func:`zero_tables`, on each scrape), so a
+dashboard or a ``rate()`` over them shows 0, not "No data", until the first failure.  ``cdc-lake run``
+serves them with the lag gauges (:func:`cdc_lake.ops.metrics.registry_for`).  They are in the core, not
+in either stage, because the apply stage records them and the operate stage serves them, and the stages
+never import each other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from prometheus_client import Counter, Histogram, disable_created_metrics
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 TABLE_LABELS = ("source", "table", "tier")
 """The labels of every series about one table."""
@@ -52,7 +54,28 @@ SERVICE_FAILURES = Counter(
     TABLE_LABELS,
     registry=None,
 )
-COUNTERS = (APPLIED_EVENTS, COMMITS, FAILURES, COMPACTIONS, SERVICE_FAILURES)
+VALIDATED_SLICES = Counter(
+    "cdc_lake_validation_slices",
+    "Key ranges continuous validation compared with the source (run's validator thread)",
+    TABLE_LABELS,
+    registry=None,
+)
+CONFIRMED_KEYS = Counter(
+    "cdc_lake_validation_confirmed_keys",
+    "Keys continuous validation confirmed diverged (the table is marked possibly diverged)",
+    TABLE_LABELS,
+    registry=None,
+)
+VALIDATION_FAILURES = Counter(
+    "cdc_lake_validation_failures",
+    "Key ranges whose comparison failed (tried again in the next cycle)",
+    TABLE_LABELS,
+    registry=None,
+)
+COUNTERS = (
+    APPLIED_EVENTS, COMMITS, FAILURES, COMPACTIONS, SERVICE_FAILURES, VALIDATED_SLICES, CONFIRMED_KEYS,
+    VALIDATION_FAILURES,
+)
 """The applier's counters: a series per table from the start (:func:`zero_tables`)."""
 BATCH_SECONDS = Histogram(
     "cdc_lake_batch_duration_seconds",
@@ -93,6 +116,26 @@ def record_services(table: str, tier: int, *, executed: int, failed: bool) -> No
     COMPACTIONS.labels(**labels).inc(executed)
     if failed:
         SERVICE_FAILURES.labels(**labels).inc()
+
+
+VALIDATION_CYCLE = Gauge(
+    "cdc_lake_validation_cycle_progress",
+    "Share of its tables the current continuous validation cycle has compared (0 to 1)",
+    registry=None,
+)
+GAUGES = (VALIDATION_CYCLE,)
+"""The process's gauges (served with the counters)."""
+
+
+def record_validation(table: str, tier: int, *, confirmed: int, failed: bool, progress: float) -> None:
+    """Hook for continuous validation: a key range of ``table`` was compared (or its comparison failed),
+    confirming ``confirmed`` keys diverged; the cycle is ``progress`` done."""
+    labels = table_labels(table, tier)
+    VALIDATED_SLICES.labels(**labels).inc()
+    CONFIRMED_KEYS.labels(**labels).inc(confirmed)
+    if failed:
+        VALIDATION_FAILURES.labels(**labels).inc()
+    VALIDATION_CYCLE.set(progress)
 
 
 def record_failure(table: str, tier: int) -> None:

@@ -57,6 +57,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, S
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from cdc_lake import applier_metrics
 from cdc_lake.config import Config
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.state.lifecycle import TableState
@@ -319,6 +320,16 @@ class ContinuousValidation:
         self.rotation: Rotation | None = None
         self._facts: dict[str, TableFacts | None] = {}
 
+    @property
+    def description(self) -> str:
+        """What it does, for ``run``'s start note."""
+        settings = self.config.validation
+        repair = "; repairing what it confirms" if settings.auto_repair else ""
+        return (
+            f"continuous validation: a sample every {settings.sample_seconds:g} s, every table in "
+            f"{settings.cycle_hours:g} h{repair}"
+        )
+
     def start(self) -> bool:
         """Start the thread; False (and no thread) when ``validation.continuous`` is off."""
         if not self.config.validation.continuous:
@@ -382,6 +393,11 @@ class ContinuousValidation:
             outcome = RunOutcome.FAILED if result.error else RunOutcome.OK
             run_id = self.store.start_run(SAMPLE_RUN, piece.table, {})
             self.store.finish_run(run_id, outcome, {**result.to_json(), "rotation": rotation.state()})
+            tier = self.store.require_table(piece.table).tier
+            applier_metrics.record_validation(
+                piece.table, tier, confirmed=result.differing, failed=outcome is RunOutcome.FAILED,
+                progress=rotation.progress,
+            )
             self.on_result(result, rotation.progress)
             results.append(result)
         if rotation.cycle != cycle:

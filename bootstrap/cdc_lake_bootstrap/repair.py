@@ -66,6 +66,8 @@ class RepairOptions:
     dry_run: bool = False
     max_keys: int = 10_000
     validate: ValidateOptions = field(default_factory=lambda: ValidateOptions(max_keys=10_000))
+    keys: tuple[Mapping[str, Any], ...] = ()
+    """The keys themselves as JSON values (continuous validation's confirmed keys), instead of a file."""
 
 
 @dataclass
@@ -169,7 +171,7 @@ def repair_table(
 ) -> RepairResult:
     """Repair ``name``'s differing keys (see the module docstring)."""
     started = time.monotonic()
-    source, table = config.table(name)
+    config.table(name)  # an unknown table fails here, naming it
     info = store.require_table(name)
     interrupted = info.state is TableState.FAILED and (info.last_error or "").startswith(INTERRUPTED_REPAIR)
     if options.resume and not interrupted:
@@ -206,23 +208,18 @@ def repair_table(
         result.actions = _actions(stored, key_type, values, rows, config.lake.format)
         result.seconds = time.monotonic() - started
         return result
-    engine = engine_for(source)
-    role = "replica" if source.replica is not None else "primary"
     target = select_targets(config, (name,))[0]
 
     def read(lock: HeldLock) -> RepairRows:
         rows = _read_rows(spark, config, name, key_type, values, options, stored)
         lock.verify()
-        point = engine.replica_position() if role == "replica" else engine.current_position()
-        read_ms = engine.primary_clock_ms()
-        wait = HandoffWait.of(engine, topic_prefix(source), config.bootstrap.handoff_timeout_seconds)
-        with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
-            how = wait_until_streamed(name, table.name, SnapshotPoint(point, read_ms), wait, connect)
-        _LOG.info("%s: repair read %d row(s) of %d key(s) at %s; %s", name, len(rows), len(values), point,
-                  how)
-        end = end_offsets(config.kafka.bootstrap_servers, target.topic, extra=dict(config.kafka.consumer))
-        result.point, result.source_rows = point, len(rows)
-        return RepairRows(tuple(key_fields), tuple(values), tuple(rows), end, point, read_ms)
+        streamed = streamed_point(config, name)
+        _LOG.info("%s: repair read %d row(s) of %d key(s) at %s; %s", name, len(rows), len(values),
+                  streamed.point, streamed.how)
+        result.point, result.source_rows = streamed.point, len(rows)
+        return RepairRows(
+            tuple(key_fields), tuple(values), tuple(rows), streamed.ends, streamed.point, streamed.read_ms
+        )
 
     detail: dict[str, Any] = {"keys": keys}
     run_id = store.start_run(REPAIR_RUN, name, detail)
@@ -239,6 +236,33 @@ def repair_table(
     return result
 
 
+@dataclass(frozen=True)
+class StreamedPoint:
+    """A read point on the source, once Debezium streamed past it: the position, the primary's clock then,
+    the table topic's end offsets after, and how the wait ended."""
+
+    point: str
+    read_ms: int
+    ends: dict[int, int]
+    how: str
+
+
+def streamed_point(config: Config, name: str) -> StreamedPoint:
+    """The position the source's rows just read are at (the replica's, the primary's when it is read),
+    waited for until Debezium committed past it (the hand-off's wait), and the topic's end offsets then:
+    a change before the point is at one of those offsets, one after it at a later one."""
+    source, table = config.table(name)
+    engine = engine_for(source)
+    point = engine.replica_position() if source.replica is not None else engine.current_position()
+    read_ms = engine.primary_clock_ms()
+    wait = HandoffWait.of(engine, topic_prefix(source), config.bootstrap.handoff_timeout_seconds)
+    with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
+        how = wait_until_streamed(name, table.name, SnapshotPoint(point, read_ms), wait, connect)
+    topic = select_targets(config, (name,))[0].topic
+    ends = end_offsets(config.kafka.bootstrap_servers, topic, extra=dict(config.kafka.consumer))
+    return StreamedPoint(point, read_ms, ends, how)
+
+
 def _chosen_keys(
     spark: SparkSession, config: Config, store: StateStore, name: str, options: RepairOptions
 ) -> list[dict[str, Any]]:
@@ -248,6 +272,8 @@ def _chosen_keys(
             if run.command == REPAIR_RUN:
                 return list(run.detail.get("keys") or [])
         raise BootstrapError(f"table {name}: no repair run recorded to resume")
+    if options.keys:
+        return [dict(k) for k in options.keys]
     if options.keys_file is not None:
         return read_keys_file(options.keys_file, name)
     found: ValidateResult = validate_table(spark, config, store, name, options.validate)

@@ -67,7 +67,7 @@ from cdc_lake_bootstrap.watch import CatchUpWatch
 
 _LOG = logging.getLogger(__name__)
 
-_HASH = "_cdc_validate_hash"
+HASH = "_cdc_validate_hash"
 _POS = "_cdc_validate_pos"
 _RANGE = "_cdc_validate_range"
 _LAKE_ROWS = "lake_rows"
@@ -147,9 +147,30 @@ def wait_lake_caught_up(
         time.sleep(_POLL_SECONDS)
 
 
-def _hashed(frame: DataFrame, key: Sequence[str], values: Sequence[str]) -> DataFrame:
-    hashed = F.xxhash64(*[_col(v) for v in values]) if values else F.lit(0).cast("long")
-    return frame.select(*[_col(k) for k in key], hashed.alias(_HASH))
+def lake_caught_up(
+    spark: SparkSession,
+    config: Config,
+    store: StateStore,
+    table_name: str,
+    topic: str,
+    ends: Mapping[int, int],
+    timeout: float,
+) -> bool:
+    """Wait until the table's lake copy applied its topic up to ``ends`` (:func:`wait_lake_caught_up`, from
+    where the lake's latest cdc-lake commit says it resumes); False after ``timeout``."""
+    source_config, table = config.table(table_name)
+    with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
+        watch = CatchUpWatch(table_name, store, connect, topic_prefix(source_config), table.name)
+        path = store.current_copy(table_name).path
+        commit = load_format(spark, config.lake.format).latest_commit(path, ours=True)
+        committed = resume_checkpoint(path, topic, table_name, store, commit).offsets
+        return wait_lake_caught_up(ends, watch, timeout, committed)
+
+
+def hashed(frame: DataFrame, key: Sequence[str], values: Sequence[str]) -> DataFrame:
+    """``frame``'s ``key`` and a 64-bit hash of its ``values`` (:data:`HASH`), as both sides are compared."""
+    digest = F.xxhash64(*[_col(v) for v in values]) if values else F.lit(0).cast("long")
+    return frame.select(*[_col(k) for k in key], digest.alias(HASH))
 
 
 def _positions(frames: Sequence[DataFrame], key: Sequence[str]) -> tuple[Column, int]:
@@ -233,7 +254,7 @@ def _compare_level(sides: Sequence[DataFrame], width: int, most_ranges: int) -> 
     tagged = reduce(
         DataFrame.unionAll,
         [
-            side.select(_range(width).alias(_RANGE), F.col(_HASH), F.lit(number).alias(_SIDE))
+            side.select(_range(width).alias(_RANGE), F.col(HASH), F.lit(number).alias(_SIDE))
             for number, side in enumerate(sides)
         ],
     )
@@ -241,7 +262,7 @@ def _compare_level(sides: Sequence[DataFrame], width: int, most_ranges: int) -> 
     def of_side(number: int, value: Column) -> Column:
         return F.sum(F.when(F.col(_SIDE) == number, value))
 
-    hashed = F.col(_HASH).cast("decimal(38,0)")
+    hashed = F.col(HASH).cast("decimal(38,0)")
     sums = tagged.groupBy(_RANGE).agg(
         of_side(0, F.lit(1)).alias("an"), of_side(0, hashed).alias("as"),
         of_side(1, F.lit(1)).alias("bn"), of_side(1, hashed).alias("bs"),
@@ -288,11 +309,11 @@ def compare_rows(
     """
     # Each side is read once (the source's JDBC queries, the lake's files) and kept: the key's bounds,
     # every level and the key join all read the kept rows, so they are also the same rows.
-    hashed = [_hashed(source, key, values).cache(), _hashed(lake, key, values).cache()]
+    kept = [hashed(source, key, values).cache(), hashed(lake, key, values).cache()]
     try:
-        position, span = _positions(hashed, key)
+        position, span = _positions(kept, key)
         _LOG.debug("positions over a span of %d", span)
-        sides = [side.withColumn(_POS, position) for side in hashed]
+        sides = [side.withColumn(_POS, position) for side in kept]
         width = _narrower(span, options.buckets)
         level = _compare_level(sides, width, options.buckets)
         _LOG.debug("level 1: %d of %d ranges differ", level.differing_count, level.ranges)
@@ -313,7 +334,7 @@ def compare_rows(
             result.compared_rows = level.differing_rows
             _name_keys(narrowed, key, options, result)
     finally:
-        for side in hashed:
+        for side in kept:
             side.unpersist()
 
 
@@ -334,8 +355,8 @@ def _name_keys(
         left.join(right, on, "full_outer")
         .select(
             *[F.coalesce(F.col(f"s.`{k}`"), F.col(f"l.`{k}`")).alias(k) for k in key],
-            F.col(f"s.{_HASH}").alias("sh"),
-            F.col(f"l.{_HASH}").alias("lh"),
+            F.col(f"s.{HASH}").alias("sh"),
+            F.col(f"l.{HASH}").alias("lh"),
         )
         .cache()
     )
@@ -572,14 +593,8 @@ def validate_table(
     result.position = position
     if info.state in (TableState.LIVE, TableState.CATCHING_UP):
         ends = end_offsets(config.kafka.bootstrap_servers, topic, extra=dict(config.kafka.consumer))
-        source_config, table = config.table(table_name)
-        with KafkaConnectClient.for_settings(config.kafka_connect) as connect:
-            prefix = topic_prefix(source_config)
-            watch = CatchUpWatch(table_name, store, connect, prefix, table.name)
-            path = store.current_copy(table_name).path
-            commit = load_format(spark, config.lake.format).latest_commit(path, ours=True)
-            committed = resume_checkpoint(path, topic, table_name, store, commit).offsets
-            result.caught_up = wait_lake_caught_up(ends, watch, options.catch_up_timeout, committed)
+        timeout = options.catch_up_timeout
+        result.caught_up = lake_caught_up(spark, config, store, table_name, topic, ends, timeout)
         _LOG.debug("%s: the lake caught up: %s", table_name, result.caught_up)
     lake = load_format(spark, config.lake.format).read(store.current_copy(table_name).path)
     _LOG.debug("%s: the lake's read planned", table_name)

@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from types import FrameType
+from typing import Protocol
+
+from pyspark.sql import SparkSession
 
 from cdc_lake.apply.runner import (
     ApplyRunner,
@@ -162,6 +165,25 @@ def service_for(
     )
 
 
+class Background(Protocol):
+    """Work ``run`` starts on a thread of its own beside the batches and stops with them (continuous
+    validation: :meth:`cdc_lake.cli.stages.BootstrapStage.validator`)."""
+
+    def start(self) -> bool:
+        """Start; False when the config leaves it off."""
+
+    def stop(self) -> None:
+        """Finish the step under way and return."""
+
+    @property
+    def description(self) -> str:
+        """What it does, for the start note."""
+
+
+BackgroundFactory = Callable[[SparkSession, StateStore, Sequence[str]], Background]
+"""Background work of ``run`` for its Spark session, state store and tables."""
+
+
 def run_command(
     config: Config,
     tables: Sequence[str],
@@ -173,12 +195,14 @@ def run_command(
     render: Callable[[TableOutcome], str] = describe,
     note: Callable[[str], None] | None = None,
     on_schema_change: Callable[[str, SchemaDiff], None] | None = None,
+    background: BackgroundFactory | None = None,
 ) -> None:
     """Run the applier service for the chosen tables until SIGTERM or SIGINT.
 
     ``serve_metrics`` starts the metrics endpoint once the Spark application is up.
     ``on_schema_change`` is called when a table stops in SCHEMA_CHANGED (the CLI passes the automatic
-    re-bootstrap of tables whose policy is ``rebootstrap``).
+    re-bootstrap of tables whose policy is ``rebootstrap``).  ``background`` is started beside the
+    batches (the CLI passes the bootstrap stage's continuous validation) and stopped with them.
     """
     _check_supported(config)
     targets = select_targets(config, tuple(tables), tier)
@@ -205,12 +229,21 @@ def run_command(
         )
         if services.start():
             note(f"table services of {len(services.targets)} tables every {services.check_seconds:g} s")
+        beside = (
+            background(service.runner.spark, store, [t.qualified_name for t in targets])
+            if background is not None
+            else None
+        )
+        if beside is not None and beside.start():
+            note(beside.description)
         note(f"applying {len(targets)} tables; stop with SIGTERM or Ctrl-C")
         try:
             with _stop_on_signals(service.stop):
                 service.run(on_outcome=report)
         finally:
             services.stop()
+            if beside is not None:
+                beside.stop()
         note("stopped")
 
 

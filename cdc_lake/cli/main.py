@@ -11,13 +11,13 @@ line with the exit code of their exception class (``cdc_lake.exceptions``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from cdc_lake.cli.context import CliContext, applier_factory, config_file, get_config
+from cdc_lake.cli.context import CliContext, applier_factory, config_file, get_config, repair_factory
 from cdc_lake.cli.group import CdcLakeGroup
 from cdc_lake.cli.output import emit_json
 from cdc_lake.cli.stages import BOOTSTRAP, bootstrap_stage
@@ -26,6 +26,9 @@ from cdc_lake.logging_setup import configure_logging
 from cdc_lake.onboard import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from cdc_lake.apply.commands import Background
     from cdc_lake.apply.runner import TableOutcome
     from cdc_lake.config import Config
     from cdc_lake.onboard.control import Action
@@ -304,10 +307,14 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
             port = serve(config, with_applier=True, bootstrap_rows=_bootstrap_rows)
             _note(as_json)(f"metrics on http://{config.monitoring.metrics_host}:{port}/metrics")
 
+    def validator(spark: SparkSession, store: StateStore, tables: Sequence[str]) -> Background:
+        return bootstrap_stage().validator(config, spark, store, tables, repair_factory())
+
     run_command(
         config, (), None, parallel, click.echo, serve_metrics=serve_metrics,
         render=_json_line if as_json else describe, note=_note(as_json),
         on_schema_change=bootstrap_stage().schema_change_handler(config, applier_factory()),
+        background=validator,
     )
 
 

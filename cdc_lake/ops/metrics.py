@@ -38,7 +38,7 @@ from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from cdc_lake.applier_metrics import BATCH_SECONDS, COUNTERS, TABLE_LABELS, table_labels, zero_tables
+from cdc_lake.applier_metrics import BATCH_SECONDS, COUNTERS, GAUGES, TABLE_LABELS, table_labels, zero_tables
 from cdc_lake.config import Config
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.lake.format import format_facts
@@ -292,7 +292,7 @@ class ApplierCollector(Collector):
                 zero_tables((info.qualified_name, info.tier) for info in store.list_tables())
         except CdcLakeError as exc:  # the counters counted so far are still served
             _LOG.warning("metrics: cannot list the tables to serve their counters at 0: %s", exc)
-        for collector in (*COUNTERS, BATCH_SECONDS):
+        for collector in (*COUNTERS, BATCH_SECONDS, *GAUGES):
             yield from collector.collect()
 
 

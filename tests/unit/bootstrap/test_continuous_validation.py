@@ -21,6 +21,7 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
+from cdc_lake.applier_metrics import CONFIRMED_KEYS, table_labels
 from cdc_lake.config import Config
 from cdc_lake.state.records import RunOutcome
 from cdc_lake.state.store import StateStore
@@ -248,6 +249,9 @@ def test_samples_are_recorded_and_a_new_validator_goes_on_from_the_last(tmp_path
     config = Config.model_validate({"validation": {"sample_seconds": 300, "cycle_hours": 0.25}})
     steps = _Steps()
     with StateStore.open(f"sqlite:///{tmp_path}/state.db") as store:
+        store.upsert_source("s", "postgres", [])
+        for name in steps.tables():
+            store.upsert_table(name, "s", 0, str(tmp_path / name))
         validator = ContinuousValidation(config, store, steps)
         first = validator.sample()  # budget 30,000 rows / 3 samples: one slice of a
         second = ContinuousValidation(config, store, steps).sample()
@@ -256,3 +260,4 @@ def test_samples_are_recorded_and_a_new_validator_goes_on_from_the_last(tmp_path
     assert second[0].differing == 1
     assert [r.outcome for r in runs] == [RunOutcome.OK, RunOutcome.OK]
     assert runs[0].detail["confirmed"] == {"different": 1} and runs[0].detail["key_range"] == [10001, 20001]
+    assert CONFIRMED_KEYS.labels(**table_labels("s.public.a", 0))._value.get() >= 1

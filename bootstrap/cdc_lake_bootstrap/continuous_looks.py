@@ -1,0 +1,203 @@
+"""Continuous validation's looks in Spark: one slice compared in two looks, and what a confirmed key does.
+
+:class:`SparkLooks` is the :class:`~cdc_lake_bootstrap.continuous.ValidationSteps` ``run`` uses.  The first
+look is ``validate``'s comparison of the slice (:func:`~cdc_lake_bootstrap.validate.validate_table` with
+its key range), then the lake's rows of its candidates; the second reads the candidates' source rows (their
+keys alone), waits as a repair's read does for the point they were read at to be streamed
+(:func:`~cdc_lake_bootstrap.repair.streamed_point`) and for the lake to apply the topic up to there
+(``run``'s own batches bring it), and reads their lake rows again.  The rule that judges them is
+:func:`~cdc_lake_bootstrap.continuous.confirmed_keys`; its module says why it is sound.
+
+A confirmed key marks the table possibly diverged, naming the slice and the kinds; with
+``validation.auto_repair`` the confirmed keys are repaired (:func:`~cdc_lake_bootstrap.repair.repair_table`
+with those keys, through the :class:`~cdc_lake.lake.applier.Repair` ``run`` passes, under the table's
+apply lock).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from cdc_lake.config import Config
+from cdc_lake.exceptions import BootstrapError, CdcLakeError
+from cdc_lake.lake.applier import Repair
+from cdc_lake.lake.columns import ORDERING_COLUMN, SOFT_DELETED_COLUMN
+from cdc_lake.lake.format import format_facts, load_format
+from cdc_lake.lake.target import select_targets
+from cdc_lake.state.store import StateStore
+from cdc_lake.validation import json_key
+from cdc_lake_bootstrap.continuous import (
+    LakeLook,
+    Slice,
+    SliceResult,
+    TableFacts,
+    confirmed_keys,
+    live_tables,
+)
+from cdc_lake_bootstrap.repair import RepairOptions, repair_table, streamed_point, typed_keys
+from cdc_lake_bootstrap.validate import (
+    HASH,
+    ValidateOptions,
+    hashed,
+    key_facts,
+    lake_caught_up,
+    source_frame,
+    validate_table,
+)
+
+_LOG = logging.getLogger(__name__)
+
+_KINDS = ("missing", "extra", "different")
+
+
+def _col(name: str) -> Column:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+class SparkLooks:
+    """The looks of ``run``'s validator thread, on ``run``'s Spark session and state store."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: Config,
+        store: StateStore,
+        tables: Sequence[str],
+        repairer: Repair | None,
+    ) -> None:
+        self.spark = spark
+        self.config = config
+        self.store = store
+        self.names = list(tables)
+        self.repairer = repairer
+
+    def tables(self) -> list[str]:
+        """The LIVE ones of ``run``'s tables."""
+        return live_tables(self.store, self.names)
+
+    def facts(self, table: str) -> TableFacts | None:
+        """The table's estimated rows and integral key bounds on its replica; None (logged) if unreadable."""
+        try:
+            rows, bounds = key_facts(self.spark, self.config, table)
+        except CdcLakeError as exc:
+            _LOG.warning("table %s: continuous validation passes it by this round: %s", table, exc)
+            return None
+        return TableFacts(rows, bounds)
+
+    def check(self, piece: Slice) -> SliceResult:
+        """Compare ``piece`` in two looks; mark (and repair) what they confirm."""
+        name = piece.table
+        bounded = piece.key_range.lo is not None or piece.key_range.hi is not None
+        settings = self.config.validation
+        options = ValidateOptions(max_keys=settings.max_keys, key_range=piece.key_range if bounded else None)
+        result = SliceResult(name, piece.index, piece.count, piece.key_range)
+        found = validate_table(self.spark, self.config, self.store, name, options)
+        result.caught_up = found.caught_up
+        counts = {k: getattr(found, f"{k}_count") for k in _KINDS}
+        result.candidates = sum(counts.values())
+        result.too_many = any(counts[k] > len(getattr(found, k)) for k in _KINDS)
+        if found.duplicate_count:
+            result.confirmed["duplicate"] = found.duplicate_count
+        if not found.caught_up:
+            _LOG.info("table %s: slice %d/%d not judged: the lake did not catch up", name, piece.index + 1,
+                      piece.count)
+            return result
+        listed = {k: [json_key(key) for key in getattr(found, k)] for k in _KINDS}
+        confirmed: list[dict[str, Any]] = []
+        if any(listed.values()):
+            counts, confirmed = self._second_look(name, listed)
+            result.confirmed.update(counts)
+        if result.differing:
+            self._act(name, piece, result, confirmed)
+        return result
+
+    def _second_look(
+        self, name: str, listed: Mapping[str, list[dict[str, Any]]]
+    ) -> tuple[dict[str, int], list[dict[str, Any]]]:
+        """The candidates ``listed`` (JSON keys by kind) the second look confirms: counted by kind, and
+        their keys as JSON values."""
+        lake = load_format(self.spark, self.config.lake.format)
+        path = self.store.current_copy(name).path
+        key_fields = list(lake.record_key_fields(path) or ())
+        if not key_fields:
+            raise BootstrapError(f"table {name}: the lake table at {path} names no record key fields")
+        stored = lake.read(path)
+        key_type = StructType([stored.schema[k] for k in key_fields])
+        facts = format_facts(self.config.lake.format)
+        values = typed_keys(self.spark, key_type, [k for keys in listed.values() for k in keys], name)
+        missing = typed_keys(self.spark, key_type, listed["missing"], name)
+        held_first = {facts.key_identity(v) for v in missing}
+        first = _lake_looks(stored, key_type, values, None, self.config.lake.format)
+        frame, _, names, _, topic = source_frame(self.spark, self.config, name, ValidateOptions(), values)
+        lake_types = {f.name: f.dataType for f in stored.schema.fields}
+        columns = [n for n in names if n in lake_types]
+        frame = frame.select(*[_col(n).cast(lake_types[n]).alias(n) for n in columns])
+        value_columns = [n for n in columns if n not in key_fields]
+        source = {
+            facts.key_identity(tuple(row[k] for k in key_fields)): row[HASH]
+            for row in hashed(frame, key_fields, value_columns).collect()
+        }
+        streamed = streamed_point(self.config, name)
+        timeout = ValidateOptions().catch_up_timeout
+        if not lake_caught_up(self.spark, self.config, self.store, name, topic, streamed.ends, timeout):
+            _LOG.info("table %s: second look not judged: the lake did not reach %s", name, streamed.point)
+            return {}, []
+        second = _lake_looks(lake.read(path), key_type, values, value_columns, self.config.lake.format)
+        keeps_deletes = select_targets(self.config, (name,))[0].soft_deletes
+        by_identity = {facts.key_identity(v): v for v in values}
+        confirmed = confirmed_keys(by_identity, first, second, held_first, source, keeps_deletes)
+        counts: dict[str, int] = {}
+        for kind in confirmed.values():
+            counts[kind] = counts.get(kind, 0) + 1
+        keys = [json_key(dict(zip(key_fields, by_identity[k], strict=True))) for k in confirmed]
+        return counts, keys
+
+    def _act(self, name: str, piece: Slice, result: SliceResult, keys: list[dict[str, Any]]) -> None:
+        """Mark the table and, with ``validation.auto_repair``, repair the confirmed ``keys``."""
+        kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(result.confirmed.items()))
+        where = f"keys {piece.key_range.lo} to {piece.key_range.hi}" if piece.count > 1 else "the table"
+        self.store.mark_possibly_diverged(
+            name, f"continuous validation confirmed {kinds} key(s) in {where} (cdc-lake repair {name})"
+        )
+        _LOG.warning("table %s: continuous validation confirmed %s key(s) in %s", name, kinds, where)
+        if not self.config.validation.auto_repair or self.repairer is None or not keys:
+            return
+        options = RepairOptions(keys=tuple(keys), max_keys=self.config.validation.max_keys)
+        repaired = repair_table(self.spark, self.config, self.store, name, options, self.repairer)
+        result.repaired = repaired.keys
+        _LOG.info("table %s: repaired %d confirmed key(s) (commit %s)", name, repaired.keys, repaired.commit)
+
+
+def _lake_looks(
+    stored: DataFrame,
+    key_type: StructType,
+    values: Sequence[tuple[Any, ...]],
+    value_columns: Sequence[str] | None,
+    lake_format: str,
+) -> dict[Hashable, LakeLook]:
+    """The lake's rows of the keys ``values`` (soft-deleted ones too), matched by the format's key identity:
+    ordering value, liveness and, with ``value_columns``, the values' hash as the source side's is taken."""
+    names = key_type.fieldNames()
+    facts = format_facts(lake_format)
+    wanted = stored.sparkSession.createDataFrame(list(values), key_type)
+    own = facts.key_identity_column(F.struct(*[_col(k) for k in names]), key_type)
+    keys = wanted.select(own.alias("_cdc_look_key"))
+    rows = stored.join(keys, own == F.col("_cdc_look_key"), "left_semi")
+    digest = F.xxhash64(*[_col(v) for v in value_columns]) if value_columns else F.lit(None)
+    soft = _col(SOFT_DELETED_COLUMN) if SOFT_DELETED_COLUMN in stored.columns else F.lit(False)
+    picked = rows.select(
+        *[_col(n) for n in names],
+        _col(ORDERING_COLUMN).alias("_o"),
+        (~F.coalesce(soft, F.lit(False))).alias("_live"),
+        digest.alias("_h"),
+    )
+    return {
+        facts.key_identity(tuple(row[n] for n in names)): LakeLook(row["_o"], row["_live"], row["_h"])
+        for row in picked.collect()
+    }
