@@ -161,7 +161,7 @@ class SparkLooks:
     def _act(self, name: str, piece: Slice, result: SliceResult, keys: list[dict[str, Any]]) -> None:
         """Mark the table and, with ``validation.auto_repair``, repair the confirmed ``keys``."""
         kinds = ", ".join(f"{count} {kind}" for kind, count in sorted(result.confirmed.items()))
-        where = f"keys {piece.key_range.lo} to {piece.key_range.hi}" if piece.count > 1 else "the table"
+        where = piece.key_range.describe()
         self.store.mark_possibly_diverged(
             name, f"continuous validation confirmed {kinds} key(s) in {where} (cdc-lake repair {name})"
         )

@@ -107,6 +107,12 @@ class KeyRange:
         parts += [f"{column} < {int(self.hi)}"] if self.hi is not None else []
         return " AND ".join(parts) or "1 = 1"
 
+    def describe(self) -> str:
+        """The range for people: ``keys from 201 below 301``, ``keys below 201``, ``every key``."""
+        parts = [f"from {self.lo}"] if self.lo is not None else []
+        parts += [f"below {self.hi}"] if self.hi is not None else []
+        return f"keys {' '.join(parts)}" if parts else "every key"
+
     def column(self, column: Column) -> Column:
         """The range as a Spark predicate on ``column``."""
         predicate = F.lit(True)

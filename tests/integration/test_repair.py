@@ -24,6 +24,7 @@ high-ordering rows go (without it they stay: ``must_remove`` in tests/unit/apply
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,10 @@ from support.bootstrap import (
 from support.common import cli_run, load
 from support.engines import StackEngine
 
+from cdc_lake.apply.runner import ApplyRunner
+from cdc_lake.cli.context import repair_factory
 from cdc_lake.config import Config
+from cdc_lake.config.runtime import ValidationSettings
 from cdc_lake.hudi.format import HudiFormat, hudi_spec
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN
@@ -54,6 +58,9 @@ from cdc_lake.lake.target import target_for
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap import continuous
+from cdc_lake_bootstrap.continuous import ContinuousValidation, SliceResult
+from cdc_lake_bootstrap.continuous_looks import SparkLooks
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1200)]
 
@@ -183,6 +190,64 @@ def test_repair_makes_the_differing_keys_exact_while_the_source_changes(
     quiet = cli_run(config_path, "repair", table, "--keys", str(one), "--json")
     assert quiet.exit_code == 0, quiet.stderr or quiet.output
     assert json.loads(quiet.stdout)["offsets"] == 0 and json.loads(quiet.stdout)["commit"], quiet.stdout
+    assert assert_lake_equals_source(spark, config, db, "fixed") > 0
+
+    _continuous_validation_confirms_and_repairs(spark, config, db, table)
+
+
+def _continuous_validation_confirms_and_repairs(
+    spark: SparkSession, config: Config, db: SourceDb, table: str
+) -> None:
+    """``run``'s validator over one cycle of two slices (ids below 201, the rest), its samples driven here
+    while a thread applies the table as ``run``'s batches do and a writer changes ids up to 200 and ids it
+    inserts past 10,000,000: the stray rows in the second slice, which the writer never touches, are
+    confirmed in two looks, marked and repaired (``auto_repair``); the writer's changes, which the first
+    look sees in both slices, are never confirmed.  Both failed first: no validator."""
+    _corrupt(spark, config, table, high=[377], low=[389], removed=[397], extra=[900_377])
+    settings = ValidationSettings(sample_seconds=1.0, cycle_hours=2 / 3600, auto_repair=True)
+    checked = config.model_copy(update={"validation": settings})
+    source, entry = config.table(table)
+    target = target_for(config, source, entry)
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def apply_as_run_does() -> None:
+        with StateStore.open(config.state_store.url) as store:
+            runner = ApplyRunner.for_config(spark, store, checked)
+            while not stop.is_set():
+                outcome = runner.step(target)
+                if outcome.error:
+                    failures.append(outcome.error)
+                stop.wait(0.5)
+
+    applier = threading.Thread(target=apply_as_run_does, daemon=True)
+    writer = ChangeWriter(db, "fixed", 200, max_transactions=400, pause=0.05).start()
+    applier.start()
+    results: list[SliceResult] = []
+    try:
+        with StateStore.open(config.state_store.url) as store, pytest.MonkeyPatch.context() as patch:
+            patch.setattr(continuous, "MIN_BUDGET_ROWS", 100)
+            repairer = repair_factory()(spark, store, checked)
+            looks = SparkLooks(spark, checked, store, [table], repairer)
+            validator = ContinuousValidation(checked, store, looks)
+            while not results or validator.rotation is not None:
+                results += validator.sample()
+                assert len(results) <= 4, results
+            mark = store.require_table(table).possibly_diverged
+    finally:
+        writer.stop()
+        stop.set()
+        applier.join(timeout=300)
+    assert not failures, failures
+    assert [(r.index, r.count) for r in results] == [(0, 2), (1, 2)], results
+    first, second = results
+    assert first.confirmed == {} and first.repaired == 0 and first.caught_up, first
+    assert second.confirmed == {"different": 2, "missing": 1, "extra": 1}, second
+    assert second.repaired == 4, second
+    assert mark is not None and "continuous validation confirmed" in mark, mark
+    assert "in keys from 201 (" in mark, mark
+    wait_streamed(config, table)
+    apply_until_live(spark, config, table)
     assert assert_lake_equals_source(spark, config, db, "fixed") > 0
 
 
