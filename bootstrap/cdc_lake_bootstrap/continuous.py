@@ -70,6 +70,9 @@ _LOG = logging.getLogger(__name__)
 SAMPLE_RUN: Final = "validate-sample"
 """The run each slice's comparison is recorded as (its detail: the slice, the counts, the rotation)."""
 
+STOP_WAIT_SECONDS: Final = 30.0
+"""How long ``run``'s stop waits for the slice under way."""
+
 MIN_BUDGET_ROWS: Final = 10_000
 """A sample compares at least this many (estimated) rows: below it, a slice costs its queries and jobs
 more than its rows."""
@@ -339,10 +342,15 @@ class ContinuousValidation:
         return True
 
     def stop(self) -> None:
-        """Ask the thread to stop after the slice under way, and wait for it."""
+        """Ask the thread to stop after the slice under way, and wait for it at most
+        :data:`STOP_WAIT_SECONDS` (a slice waiting for the lake to catch up is abandoned: it wrote nothing,
+        and a repair cut short is finished by ``cdc-lake repair TABLE --resume``, as its FAILED state
+        says)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(STOP_WAIT_SECONDS)
+            if self._thread.is_alive():
+                _LOG.warning("continuous validation: the slice under way is abandoned at the stop")
 
     def _loop(self) -> None:
         while not self._stop.wait(self.sample_seconds):
