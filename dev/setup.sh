@@ -21,6 +21,20 @@ if ! command -v go >/dev/null && [[ ! -x /usr/local/go/bin/go ]]; then
     exit 1
 fi
 
+# The local object store is built with Go (a minute or more of both cores, cdc_lake/stack/objectstore.py):
+# on a machine without it yet, the build starts now, beside the Python install below; `stack up` finds
+# the binary, or waits for this build through Go's own build cache.
+gw_setting() { sed -n "s/^VERSITYGW_$1 = \"\(.*\)\"$/\1/p" cdc_lake/stack/objectstore.py; }
+gw_dir="${CDC_LAKE_CACHE:-$HOME/.cache/cdc-lake}/bin/versitygw-$(gw_setting VERSION)"
+if [[ ! -x $gw_dir/versitygw ]]; then
+    go_bin=$(command -v go || echo /usr/local/go/bin/go)
+    mkdir -p .cdc-lake
+    # Built aside and renamed into place: `stack up` never sees a binary half written.
+    (GOBIN=$gw_dir.setup CGO_ENABLED=0 "$go_bin" install "$(gw_setting MODULE)@$(gw_setting VERSION)" \
+        > .cdc-lake/versitygw-build.log 2>&1 && mkdir -p "$gw_dir" \
+        && mv -f "$gw_dir.setup/versitygw" "$gw_dir/versitygw" &)
+fi
+
 python_version=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     echo "setup: Python >= 3.11 is required, found $python_version" >&2

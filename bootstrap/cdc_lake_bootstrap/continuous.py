@@ -4,11 +4,12 @@
 next slices of the rotation.  A table whose first key column is integral is cut into equal-width ranges of
 that column between its lowest and highest key on the replica, the first open below and the last open
 above, so every key, one inserted since too, is in exactly one slice of the table's cycle
-(:func:`slice_ranges`); a table keyed otherwise is one slice, compared whole.  A table has as many slices
-as its estimated rows hold sample budgets, the budget being ``total rows * sample_seconds / (cycle_hours *
-3600)`` (at least :data:`MIN_BUDGET_ROWS`), and a sample takes slices table after table until it has
-spent the budget: a cycle covers every LIVE table ``run`` applies in about ``cycle_hours`` whatever their
-sizes (:class:`Rotation`).  Each slice's result is recorded as a ``validate-sample`` run holding where the
+(:func:`slice_ranges`); a table keyed otherwise is one slice, compared whole.  A table has as many
+slices as its estimated rows (the catalog's statistic) hold sample budgets, the budget being ``total
+rows * sample_seconds / (cycle_hours * 3600)`` (at least :data:`MIN_BUDGET_ROWS`), and a sample takes
+slices table after table until it has spent the budget: a cycle covers every LIVE table ``run`` applies
+in about ``cycle_hours`` whatever their sizes (:class:`Rotation`).  A table's key bounds are read when
+the rotation reaches it.  Each slice's result is recorded as a ``validate-sample`` run holding where the
 rotation stands, so a restarted ``run`` goes on from the next slice.
 
 **Two looks.**  A busy table differs from its replica at any instant (changes the lake has not applied
@@ -258,6 +259,9 @@ class ValidationSteps(Protocol):
     def tables(self) -> list[str]:
         """The tables to rotate over, in a stable order."""
 
+    def rows(self, table: str) -> int | None:
+        """The table's estimated rows (a catalog statistic, for the budget), or None if unreadable."""
+
     def facts(self, table: str) -> TableFacts | None:
         """The table's facts, or None to pass it by this round (not LIVE, or its source unreachable)."""
 
@@ -321,7 +325,6 @@ class ContinuousValidation:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.rotation: Rotation | None = None
-        self._facts: dict[str, TableFacts | None] = {}
 
     @property
     def description(self) -> str:
@@ -364,8 +367,7 @@ class ContinuousValidation:
         tables = self.steps.tables()
         if self.rotation is not None and list(self.rotation.tables) == tables:
             return self.rotation
-        self._facts = {name: self.steps.facts(name) for name in tables}
-        total = sum(f.rows for f in self._facts.values() if f is not None)
+        total = sum(self.steps.rows(name) or 0 for name in tables)
         cycle_seconds = self.config.validation.cycle_hours * 3600
         rotation = Rotation(tables, budget_rows(total, self.sample_seconds, cycle_seconds))
         for run in self.store.list_runs(limit=200):
@@ -375,19 +377,12 @@ class ContinuousValidation:
         self.rotation = rotation
         return rotation
 
-    def _fact(self, table: str) -> TableFacts | None:
-        """A table's facts: read when the rotation reaches it (the first pass reuses the estimates taken for
-        the budget)."""
-        if table in self._facts:
-            return self._facts.pop(table)
-        return self.steps.facts(table)
-
     def sample(self) -> list[SliceResult]:
         """Compare the next slices of the rotation; each is recorded as a ``validate-sample`` run."""
         rotation = self._rotation()
         cycle = rotation.cycle
         results = []
-        for piece in rotation.next_slices(self._fact):
+        for piece in rotation.next_slices(self.steps.facts):
             if self._stop.is_set():
                 break
             began = time.monotonic()

@@ -506,6 +506,13 @@ def _key_bounds(
     return int(bounds["lo"]), int(bounds["hi"])
 
 
+def estimated_rows(config: Config, table_name: str) -> int:
+    """The table's estimated rows on its replica (the primary's without one): the catalog's statistic."""
+    source, table = config.table(table_name)
+    role = "replica" if source.replica is not None else "primary"
+    return engine_for(source).table_shape(table.name, role).estimated_rows
+
+
 def key_facts(spark: SparkSession, config: Config, table_name: str) -> tuple[int, tuple[int, int] | None]:
     """The table's estimated rows and, when its first key column is integral, that column's bounds (None
     otherwise, or when the table is empty), read on its replica (continuous validation's slices)."""

@@ -198,11 +198,11 @@ def test_repair_makes_the_differing_keys_exact_while_the_source_changes(
 def _continuous_validation_confirms_and_repairs(
     spark: SparkSession, config: Config, db: SourceDb, table: str
 ) -> None:
-    """``run``'s validator over one cycle of two slices (ids below 201, the rest), its samples driven here
-    while a thread applies the table as ``run``'s batches do and a writer changes ids up to 200 and ids it
-    inserts past 10,000,000: the stray rows in the second slice, which the writer never touches, are
-    confirmed in two looks, marked and repaired (``auto_repair``); the writer's changes, which the first
-    look sees in both slices, are never confirmed.  Both failed first: no validator."""
+    """``run``'s validator over one cycle (about two slices of the id range: the budget is half the table),
+    its samples driven here while a thread applies the table as ``run``'s batches do and a writer changes
+    ids up to 200 and ids it inserts past 10,000,000: the stray rows, which the writer never touches, are
+    confirmed in two looks, marked and repaired (``auto_repair``); the writer's changes, which a first
+    look may see, are never confirmed.  Failed first: no validator."""
     _corrupt(spark, config, table, high=[377], low=[389], removed=[397], extra=[900_377])
     settings = ValidationSettings(sample_seconds=1.0, cycle_hours=2 / 3600, auto_repair=True)
     checked = config.model_copy(update={"validation": settings})
@@ -239,13 +239,16 @@ def _continuous_validation_confirms_and_repairs(
         stop.set()
         applier.join(timeout=300)
     assert not failures, failures
-    assert [(r.index, r.count) for r in results] == [(0, 2), (1, 2)], results
-    first, second = results
-    assert first.confirmed == {} and first.repaired == 0 and first.caught_up, first
-    assert second.confirmed == {"different": 2, "missing": 1, "extra": 1}, second
-    assert second.repaired == 4, second
+    assert [r.index for r in results] == list(range(results[0].count)), results
+    assert all(r.caught_up and r.error is None for r in results), results
+    confirmed: dict[str, int] = {}
+    for result in results:
+        for kind, count in result.confirmed.items():
+            confirmed[kind] = confirmed.get(kind, 0) + count
+    assert confirmed == {"different": 2, "missing": 1, "extra": 1}, results
+    assert sum(r.repaired for r in results) == 4, results
+    assert sum(r.candidates for r in results) >= 4, results
     assert mark is not None and "continuous validation confirmed" in mark, mark
-    assert "in keys from 201 (" in mark, mark
     wait_streamed(config, table)
     apply_until_live(spark, config, table)
     assert assert_lake_equals_source(spark, config, db, "fixed") > 0

@@ -236,6 +236,9 @@ class _Steps:
     def tables(self) -> list[str]:
         return ["s.public.a", "s.public.b"]
 
+    def rows(self, table: str) -> int | None:
+        return 30_000 if table == "s.public.a" else 0
+
     def facts(self, table: str) -> TableFacts | None:
         return TableFacts(30_000, (1, 30_000)) if table == "s.public.a" else TableFacts(0, None)
 
