@@ -60,7 +60,7 @@ from typing import Any, Final, Protocol
 
 from cdc_lake import applier_metrics
 from cdc_lake.config import Config
-from cdc_lake.exceptions import CdcLakeError
+from cdc_lake.spark.errors import describe_failure
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import RunOutcome
 from cdc_lake.state.store import StateStore
@@ -359,8 +359,8 @@ class ContinuousValidation:
         while not self._stop.wait(self.sample_seconds):
             try:
                 self.sample()
-            except CdcLakeError as exc:  # the next sample tries again; nothing was marked
-                _LOG.warning("continuous validation: sample failed: %s", exc)
+            except Exception as exc:  # the thread outlives any failure; the next sample tries again
+                _LOG.warning("continuous validation: sample failed: %s", describe_failure(exc))
 
     def _rotation(self) -> Rotation:
         """The rotation, begun from the last recorded sample's state on first use and at each new cycle."""
@@ -370,10 +370,9 @@ class ContinuousValidation:
         total = sum(self.steps.rows(name) or 0 for name in tables)
         cycle_seconds = self.config.validation.cycle_hours * 3600
         rotation = Rotation(tables, budget_rows(total, self.sample_seconds, cycle_seconds))
-        for run in self.store.list_runs(limit=200):
-            if run.command == SAMPLE_RUN and isinstance(run.detail.get("rotation"), dict):
+        for run in self.store.list_runs(limit=1, command=SAMPLE_RUN):
+            if isinstance(run.detail.get("rotation"), dict):
                 rotation.resume(run.detail["rotation"])
-                break
         self.rotation = rotation
         return rotation
 
@@ -388,10 +387,11 @@ class ContinuousValidation:
             began = time.monotonic()
             try:
                 result = self.steps.check(piece)
-            except CdcLakeError as exc:
-                result = SliceResult(piece.table, piece.index, piece.count, piece.key_range, error=str(exc))
+            except Exception as exc:  # a JVM error too: recorded, counted, and the next slice goes on
+                error = describe_failure(exc)
+                result = SliceResult(piece.table, piece.index, piece.count, piece.key_range, error=error)
                 _LOG.warning("table %s: continuous validation of slice %d/%d failed: %s", piece.table,
-                             piece.index + 1, piece.count, exc)
+                             piece.index + 1, piece.count, error)
             result.seconds = time.monotonic() - began
             outcome = RunOutcome.FAILED if result.error else RunOutcome.OK
             run_id = self.store.start_run(SAMPLE_RUN, piece.table, {})

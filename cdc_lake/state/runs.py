@@ -59,11 +59,13 @@ class RunStore(StoreSession):
             raise
         self.finish_run(handle.id, RunOutcome.OK, handle.detail)
 
-    def list_runs(self, table: str | None = None, limit: int = 50) -> list[Run]:
-        """The newest runs first (of ``table`` if given)."""
+    def list_runs(self, table: str | None = None, limit: int = 50, command: str | None = None) -> list[Run]:
+        """The newest runs first (of ``table`` and of ``command`` if given)."""
         query = select(RunRow).order_by(RunRow.id.desc()).limit(limit)
         if table is not None:
             query = query.where(RunRow.table_name == table)
+        if command is not None:
+            query = query.where(RunRow.command == command)
         with self._transaction() as session:
             return [_run(row) for row in session.scalars(query)]
 

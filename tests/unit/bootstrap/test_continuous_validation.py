@@ -264,3 +264,29 @@ def test_samples_are_recorded_and_a_new_validator_goes_on_from_the_last(tmp_path
     assert [r.outcome for r in runs] == [RunOutcome.OK, RunOutcome.OK]
     assert runs[0].detail["confirmed"] == {"different": 1} and runs[0].detail["key_range"] == [10001, 20001]
     assert CONFIRMED_KEYS.labels(**table_labels("s.public.a", 0))._value.get() >= 1
+
+
+class _Failing(_Steps):
+    """The first slice's check fails as Spark does (not a cdc-lake error)."""
+
+    def check(self, piece: Slice) -> SliceResult:
+        if piece.index == 0:
+            raise RuntimeError("Py4JJavaError: executor lost")
+        return super().check(piece)
+
+
+def test_a_failed_slice_is_recorded_and_the_next_goes_on(tmp_path: Any) -> None:
+    config = Config.model_validate({"validation": {"sample_seconds": 300, "cycle_hours": 0.25}})
+    steps = _Failing()
+    with StateStore.open(f"sqlite:///{tmp_path}/state.db") as store:
+        store.upsert_source("s", "postgres", [])
+        for name in steps.tables():
+            store.upsert_table(name, "s", 0, str(tmp_path / name))
+        validator = ContinuousValidation(config, store, steps)
+        results = validator.sample() + validator.sample()  # a slice a sample
+        runs = store.list_runs(command=SAMPLE_RUN)
+    assert [(r.table, r.index, r.error is None) for r in results] == [
+        ("s.public.a", 0, False), ("s.public.a", 1, True)
+    ]
+    assert "RuntimeError: Py4JJavaError: executor lost" in (results[0].error or "")
+    assert [r.outcome for r in runs] == [RunOutcome.OK, RunOutcome.FAILED]
