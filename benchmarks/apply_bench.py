@@ -146,7 +146,8 @@ def _schemas(topic: str) -> tuple[dict[str, Any], dict[str, Any]]:
         {"name": "note", "type": ["null", "string"], "default": None},
         {"name": "updated_at", "type": ["null", micro_ts], "default": None},
     ]
-    return debezium_postgres_schemas(topic, fields, "long")
+    schemas: tuple[dict[str, Any], dict[str, Any]] = debezium_postgres_schemas(topic, fields, "long")
+    return schemas
 
 
 def _register(registry_url: str, subject: str, schema: dict[str, Any]) -> int:

@@ -168,11 +168,11 @@ def timed_timeline() -> Iterator[list[float]]:
         finally:
             spent[0] += time.perf_counter() - began
 
-    timeline.latest_commit = writer.latest_commit = latest_commit  # type: ignore[assignment]
+    timeline.latest_commit = writer.latest_commit = latest_commit  # type: ignore[assignment,attr-defined]
     try:
         yield spent
     finally:
-        timeline.latest_commit = writer.latest_commit = original
+        timeline.latest_commit = writer.latest_commit = original  # type: ignore[attr-defined]
 
 
 def bootstrap(spark: SparkSession, spec: HudiTableSpec, rows: int) -> float:

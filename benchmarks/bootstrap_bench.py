@@ -140,7 +140,11 @@ class Bench:
             entry["topic_prefix"] = topic_prefix
         return {**entry, "tables": [table]}
 
-    def write_config(self, name: str, sources: dict[str, dict[str, Any]]) -> Path:
+    def write_config(
+        self, name: str, sources: dict[str, dict[str, Any]], sections: dict[str, Any] | None = None
+    ) -> Path:
+        """The config of bench ``name``: its own state store and lake, the stack, ``sources`` and any other
+        ``sections`` (``validation``, ``lake``'s keys added)."""
         stack = self.stack
         data: dict[str, Any] = {
             "state_store": {"url": f"sqlite:///{self.work / name / 'state.db'}"},
@@ -151,6 +155,8 @@ class Bench:
             "bootstrap": {"replica_delay_seconds": 5},
             "sources": sources,
         }
+        for section, settings in (sections or {}).items():
+            data[section] = {**data.get(section, {}), **settings}
         if self.lake.startswith("s3a://"):
             creds = stack.layout.credentials
             data["lake"]["s3"] = {
@@ -384,9 +390,8 @@ def debezium_snapshot(bench: Bench) -> Figure:
             tables=[bench.schema_table],
             registry_url=stack.registry.base_url,
             database=bench.database,
-            slot_name=f"{prefix}_slot",
-            publication_name=f"{prefix}_pub",
             heartbeat_table="cdc_lake.heartbeat",
+            engine_values={"slot_name": f"{prefix}_slot", "publication_name": f"{prefix}_pub"},
         )
         with stack.postgres_primary.connect(bench.database) as conn:
             conn.execute(f"create publication {prefix}_pub for table public.{TABLE}")  # type: ignore[arg-type]
@@ -399,8 +404,8 @@ def debezium_snapshot(bench: Bench) -> Figure:
             topic_prefix=prefix,
             tables=[bench.schema_table],
             registry_url=stack.registry.base_url,
-            server_id=bench.server_id + 7,
             kafka_bootstrap=stack.kafka.address(),
+            engine_values={"server_id": str(bench.server_id + 7)},
         )
     connector = {**render_connector(bench.engine, name, params), "snapshot.mode": "initial"}
     with StateStore.open(config.state_store.url) as store:

@@ -41,7 +41,7 @@ from typing import Any
 import requests
 import yaml
 from click.testing import CliRunner
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from psycopg import sql
 from pyspark.sql import SparkSession
 
