@@ -90,23 +90,30 @@ class Writer(threading.Thread):
 
 
 def _corrupt(config: Config, table: str, keys: list[int]) -> None:
-    """Half the keys updated with an ordering value above any the source streams, half removed, in the
-    table's current copy (a rebootstrap moves it), as a stray writer would."""
+    """Half the keys updated with an ordering value above any the source streams, half removed."""
+    half = len(keys) // 2
+    stray_write(config, table, keys[:half], keys[half:])
+
+
+def stray_write(config: Config, table: str, updated: list[int], removed: list[int]) -> None:
+    """The ``updated`` keys' rows given ``val`` 'stray' and an ordering value above any the source streams
+    (every later change of the key loses to it), the ``removed`` keys' rows deleted, in the table's current
+    copy (a rebootstrap moves it), as a stray writer would."""
     spark = get_spark(config.spark, config.lake)
     source, entry = config.table(table)
     with StateStore.open(config.state_store.url) as store:
         path = store.current_copy(table).path
     spec = hudi_spec(replace(target_for(config, source, entry), base_path=path).spec(("id",)))
-    half = len(keys) // 2
     # Under the table's apply lock: Hudi runs single-writer, and `run` applies the table meanwhile.
     for _ in range(600):
         with table_lock(config.state_store.url, LockPurpose.APPLY, table) as lock:
             if lock:
                 lake = read_table(spark, path).withColumn(DELETED_COLUMN, F.lit(False))
-                changed = lake.where(F.col("id").isin(keys[:half])).withColumn("val", F.lit("stray"))
+                changed = lake.where(F.col("id").isin(updated)).withColumn("val", F.lit("stray"))
                 stray = changed.withColumn(ORDERING_COLUMN, F.lit("9" * 40))
                 write_batch(spark, spec, stray, WriteOperation.UPSERT)
-                write_batch(spark, spec, lake.where(F.col("id").isin(keys[half:])), WriteOperation.DELETE)
+                if removed:
+                    write_batch(spark, spec, lake.where(F.col("id").isin(removed)), WriteOperation.DELETE)
                 return
         time.sleep(0.2)
     raise RuntimeError(f"{table}: the apply lock stayed held for 120 s")
