@@ -40,7 +40,7 @@ from cdc_lake_bootstrap.continuous import (
     confirmed_keys,
     live_tables,
 )
-from cdc_lake_bootstrap.repair import RepairOptions, repair_table, streamed_point, typed_keys
+from cdc_lake_bootstrap.repair import RepairOptions, repair_table, rows_of_keys, streamed_point, typed_keys
 from cdc_lake_bootstrap.validate import (
     HASH,
     ValidateOptions,
@@ -148,7 +148,7 @@ class SparkLooks:
         lake_types = {f.name: f.dataType for f in stored.schema.fields}
         columns = [n for n in names if n in lake_types]
         frame = frame.select(*[_col(n).cast(lake_types[n]).alias(n) for n in columns])
-        frame = _only_keys(frame, key_type, values, self.config.lake.format)
+        frame = rows_of_keys(frame, key_type, values, self.config.lake.format)
         value_columns = [n for n in columns if n not in key_fields]
         source = {
             facts.key_identity(tuple(row[k] for k in key_fields)): row[HASH]
@@ -185,18 +185,6 @@ class SparkLooks:
         _LOG.info("table %s: repaired %d confirmed key(s) (commit %s)", name, repaired.keys, repaired.commit)
 
 
-def _only_keys(
-    frame: DataFrame, key_type: StructType, values: Sequence[tuple[Any, ...]], lake_format: str
-) -> DataFrame:
-    """The rows of ``frame`` whose key is one of ``values``, matched by the format's key identity (a
-    source read of a key the replica cannot find by index returns the whole table)."""
-    facts = format_facts(lake_format)
-    wanted = frame.sparkSession.createDataFrame(list(values), key_type)
-    own = facts.key_identity_column(F.struct(*[_col(k) for k in key_type.fieldNames()]), key_type)
-    keys = wanted.select(own.alias("_cdc_look_key"))
-    return frame.join(keys, own == F.col("_cdc_look_key"), "left_semi")
-
-
 def _lake_looks(
     stored: DataFrame,
     key_type: StructType,
@@ -208,7 +196,7 @@ def _lake_looks(
     ordering value, liveness and, with ``value_columns``, the values' hash as the source side's is taken."""
     names = key_type.fieldNames()
     facts = format_facts(lake_format)
-    rows = _only_keys(stored, key_type, values, lake_format)
+    rows = rows_of_keys(stored, key_type, values, lake_format)
     digest = F.xxhash64(*[_col(v) for v in value_columns]) if value_columns else F.lit(None)
     soft = _col(SOFT_DELETED_COLUMN) if SOFT_DELETED_COLUMN in stored.columns else F.lit(False)
     picked = rows.select(

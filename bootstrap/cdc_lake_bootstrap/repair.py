@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -304,12 +305,28 @@ def _read_rows(
     frame, _, names, _, _ = source_frame(spark, config, name, options.validate, values)
     lake_types = {f.name: f.dataType for f in stored.schema.fields}
     frame = frame.select(*[F.col(f"`{n}`").cast(lake_types[n]).alias(n) for n in names if n in lake_types])
-    wanted = spark.createDataFrame(list(values), key_type)
-    facts = format_facts(config.lake.format)
-    own = facts.key_identity_column(F.struct(*[F.col(f"`{k}`") for k in key_type.fieldNames()]), key_type)
-    keys = wanted.select(own.alias("_cdc_repair_key"))
-    rows = frame.join(keys, own == F.col("_cdc_repair_key"), "left_semi").collect()
+    rows = rows_of_keys(frame, key_type, values, config.lake.format).collect()
     return [row.asDict(recursive=True) for row in rows]
+
+
+def rows_of_keys(
+    frame: DataFrame, key_type: StructType, values: Sequence[tuple[Any, ...]], lake_format: str
+) -> DataFrame:
+    """The rows of ``frame`` whose key (the fields of ``key_type``) is one of ``values``, matched by the
+    lake format's key identity (:meth:`~cdc_lake.lake.format.FormatFacts.key_identity_column`: as its
+    record key tells keys apart, not by Spark's equality, which takes ``-0.0`` for ``0.0``)."""
+    facts = format_facts(lake_format)
+    wanted = frame.sparkSession.createDataFrame(list(values), key_type)
+    own = facts.key_identity_column(F.struct(*[F.col(f"`{k}`") for k in key_type.fieldNames()]), key_type)
+    keys = wanted.select(own.alias("_cdc_wanted_key"))
+    return frame.join(keys, own == F.col("_cdc_wanted_key"), "left_semi")
+
+
+def _same(lake: Any, source: Any) -> bool:
+    """Equal values, a NaN equal to a NaN (Python's ``==`` says a NaN differs from itself)."""
+    if isinstance(lake, float) and isinstance(source, float) and math.isnan(lake) and math.isnan(source):
+        return True
+    return bool(lake == source)
 
 
 def _actions(
@@ -329,9 +346,7 @@ def _actions(
             stored = stored.where(~F.coalesce(F.col(flag), F.lit(False)))
     wanted = {identity(v): v for v in values}
     held: dict[Any, dict[str, Any]] = {}
-    spark = stored.sparkSession
-    keys = spark.createDataFrame(list(values), key_type)
-    for row in stored.join(keys, list(names), "left_semi").collect():
+    for row in rows_of_keys(stored, key_type, values, lake_format).collect():
         found = row.asDict(recursive=True)
         held[identity(tuple(found[n] for n in names))] = found
     read = {identity(tuple(r[n] for n in names)): r for r in rows}
@@ -344,7 +359,7 @@ def _actions(
         elif lake_row is None:
             action = "insert"
         else:
-            same = all(lake_row.get(c) == v for c, v in source_row.items())
+            same = all(_same(lake_row.get(c), v) for c, v in source_row.items())
             action = "none" if same else "update"
         actions.append({"action": action, **json_key(dict(zip(names, value, strict=True)))})
     return actions

@@ -135,3 +135,13 @@ def test_a_validate_output_that_lists_fewer_keys_than_it_counts_is_refused(tmp_p
     with pytest.raises(BootstrapError, match=r"lists 20 of the 50 missing keys of s\.public\.t") as caught:
         read_keys_file(path, "s.public.t")
     assert "--max-keys" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_dry_run_takes_a_nan_for_equal_to_a_nan() -> None:
+    # The dry run compared the source's and the lake's values with Python's ==, for which a NaN differs
+    # from itself: a row holding a NaN was always "update".
+    from cdc_lake_bootstrap.repair import _same
+
+    assert _same(float("nan"), float("nan"))
+    assert _same(1.5, 1.5) and _same(None, None) and _same("a", "a")
+    assert not _same(float("nan"), 1.0) and not _same(1.0, float("nan")) and not _same(None, 0)
