@@ -200,10 +200,13 @@ def _continuous_validation_confirms_and_repairs(
 ) -> None:
     """``run``'s validator over one cycle (about two slices of the id range: the budget is half the table),
     its samples driven here while a thread applies the table as ``run``'s batches do and a writer changes
-    ids up to 200 and ids it inserts past 10,000,000: the stray rows, which the writer never touches, are
+    ids up to 200 and ids it inserts past 20,000,000: the stray rows, which the writer never touches, are
     confirmed in two looks, marked and repaired (``auto_repair``); the writer's changes, which a first
     look may see, are never confirmed.  Failed first: no validator."""
-    _corrupt(spark, config, table, high=[377], low=[389], removed=[397], extra=[900_377])
+    # Keys the earlier phases' writer left in place (it moved and deleted some of the first 400).
+    held = sorted(r["id"] for r in read_table(spark, config.lake.table_base_path(table)).collect())
+    first, second, third, fourth = [k for k in held if 200 < k <= ROWS][:4]
+    _corrupt(spark, config, table, high=[first], low=[second], removed=[third], extra=[900_000 + fourth])
     settings = ValidationSettings(sample_seconds=1.0, cycle_hours=2 / 3600, auto_repair=True)
     checked = config.model_copy(update={"validation": settings})
     source, entry = config.table(table)
@@ -221,7 +224,7 @@ def _continuous_validation_confirms_and_repairs(
                 stop.wait(0.5)
 
     applier = threading.Thread(target=apply_as_run_does, daemon=True)
-    writer = ChangeWriter(db, "fixed", 200, max_transactions=400, pause=0.05).start()
+    writer = ChangeWriter(db, "fixed", 200, max_transactions=400, pause=0.05, new_ids_from=20_000_000).start()
     applier.start()
     results: list[SliceResult] = []
     try:
@@ -235,9 +238,9 @@ def _continuous_validation_confirms_and_repairs(
                 assert len(results) <= 4, results
             mark = store.require_table(table).possibly_diverged
     finally:
-        writer.stop()
         stop.set()
         applier.join(timeout=300)
+        writer.stop()
     assert not failures, failures
     assert [r.index for r in results] == list(range(results[0].count)), results
     assert all(r.caught_up and r.error is None for r in results), results

@@ -269,6 +269,8 @@ class ChangeWriter:
     max_transactions: int = 3000
     pause: float = 0.002
     seed: int = 11
+    new_ids_from: int = MOVE_GAP
+    """Where the ids it inserts and moves keys to start (a second writer on a table takes others)."""
     transactions: int = 0
     ops: dict[str, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -301,7 +303,7 @@ class ChangeWriter:
             old = (
                 rng.randint(1, self.initial)
                 if rng.random() < 0.8
-                else rng.randint(MOVE_GAP, max(MOVE_GAP, next_id[0]))
+                else rng.randint(self.new_ids_from, max(self.new_ids_from, next_id[0]))
             )
             now = dt.datetime(2025, 1, 1) + dt.timedelta(microseconds=rng.randint(0, 10**13))
             values = (
@@ -331,7 +333,7 @@ class ChangeWriter:
 
     def _run(self) -> None:
         rng = random.Random(self.seed)
-        next_id = [MOVE_GAP]
+        next_id = [self.new_ids_from]
         try:
             if self.db.engine == "postgres":
                 with self.db.connect_pg() as conn:
