@@ -203,10 +203,17 @@ def _continuous_validation_confirms_and_repairs(
     ids up to 200 and ids it inserts past 20,000,000: the stray rows, which the writer never touches, are
     confirmed in two looks, marked and repaired (``auto_repair``); the writer's changes, which a first
     look may see, are never confirmed.  Failed first: no validator."""
-    # Keys the earlier phases' writer left in place (it moved and deleted some of the first 400).
-    held = sorted(r["id"] for r in read_table(spark, config.lake.table_base_path(table)).collect())
-    first, second, third, fourth = [k for k in held if 200 < k <= ROWS][:4]
-    _corrupt(spark, config, table, high=[first], low=[second], removed=[third], extra=[900_000 + fourth])
+    # Keys the earlier phases' writer left in place (it moved and deleted some of the first 400); the low
+    # ordering value only beats a row the bootstrap wrote and nothing changed since (ordering 0).
+    held = {
+        r["id"]: r[ORDERING_COLUMN]
+        for r in read_table(spark, config.lake.table_base_path(table)).collect()
+        if 200 < r["id"] <= ROWS
+    }
+    pristine = sorted(k for k, ordering in held.items() if not ordering.strip("0"))
+    low = pristine[0]
+    high, removed, copied = [k for k in sorted(held) if k != low][:3]
+    _corrupt(spark, config, table, high=[high], low=[low], removed=[removed], extra=[900_000 + copied])
     settings = ValidationSettings(sample_seconds=1.0, cycle_hours=2 / 3600, auto_repair=True)
     checked = config.model_copy(update={"validation": settings})
     source, entry = config.table(table)
