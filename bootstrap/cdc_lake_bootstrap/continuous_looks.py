@@ -25,11 +25,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from cdc_lake.config import Config
-from cdc_lake.exceptions import BootstrapError, CdcLakeError
+from cdc_lake.exceptions import BootstrapError
 from cdc_lake.lake.applier import Repair
 from cdc_lake.lake.columns import ORDERING_COLUMN, SOFT_DELETED_COLUMN
 from cdc_lake.lake.format import format_facts, load_format
 from cdc_lake.lake.target import select_targets
+from cdc_lake.spark.errors import describe_failure
 from cdc_lake.state.store import StateStore
 from cdc_lake.validation import json_key
 from cdc_lake_bootstrap.continuous import (
@@ -87,16 +88,18 @@ class SparkLooks:
         unreadable."""
         try:
             return estimated_rows(self.config, table)
-        except CdcLakeError as exc:
-            _LOG.warning("table %s: continuous validation cannot estimate its rows: %s", table, exc)
+        except Exception as exc:  # counted as empty: the rotation still reaches it
+            _LOG.warning("table %s: continuous validation cannot estimate its rows: %s", table,
+                         describe_failure(exc))
             return None
 
     def facts(self, table: str) -> TableFacts | None:
         """The table's estimated rows and integral key bounds on its replica; None (logged) if unreadable."""
         try:
             rows, bounds = key_facts(self.spark, self.config, table)
-        except CdcLakeError as exc:
-            _LOG.warning("table %s: continuous validation passes it by this round: %s", table, exc)
+        except Exception as exc:  # a JDBC job's error too: the rotation must not stall on one table
+            _LOG.warning("table %s: continuous validation passes it by this round: %s", table,
+                         describe_failure(exc))
             return None
         return TableFacts(rows, bounds)
 
