@@ -290,3 +290,15 @@ def test_a_failed_slice_is_recorded_and_the_next_goes_on(tmp_path: Any) -> None:
     ]
     assert "RuntimeError: Py4JJavaError: executor lost" in (results[0].error or "")
     assert [r.outcome for r in runs] == [RunOutcome.OK, RunOutcome.FAILED]
+
+
+def test_a_table_whose_facts_cannot_be_read_is_passed_by_for_the_round() -> None:
+    rotation = Rotation(["s.public.a", "s.public.b", "s.public.c"], 10_000)
+
+    def facts(name: str) -> TableFacts | None:
+        return None if name == "s.public.b" else TableFacts(100, (1, 100))
+
+    seen = []
+    while rotation.cycle == 0:
+        seen += [p.table for p in rotation.next_slices(facts)]
+    assert seen == ["s.public.a", "s.public.c"]
