@@ -248,13 +248,17 @@ class _Steps:
         return SliceResult(piece.table, piece.index, piece.count, piece.key_range, confirmed=confirmed)
 
 
+def _onboard(store: StateStore, steps: _Steps, tmp_path: Any) -> None:
+    store.upsert_source("s", "postgres", [])
+    for name in steps.tables():
+        store.upsert_table(name, "s", 0, str(tmp_path / name))
+
+
 def test_samples_are_recorded_and_a_new_validator_goes_on_from_the_last(tmp_path: Any) -> None:
     config = Config.model_validate({"validation": {"sample_seconds": 300, "cycle_hours": 0.25}})
     steps = _Steps()
     with StateStore.open(f"sqlite:///{tmp_path}/state.db") as store:
-        store.upsert_source("s", "postgres", [])
-        for name in steps.tables():
-            store.upsert_table(name, "s", 0, str(tmp_path / name))
+        _onboard(store, steps, tmp_path)
         validator = ContinuousValidation(config, store, steps)
         first = validator.sample()  # budget 30,000 rows / 3 samples: one slice of a
         second = ContinuousValidation(config, store, steps).sample()
@@ -279,9 +283,7 @@ def test_a_failed_slice_is_recorded_and_the_next_goes_on(tmp_path: Any) -> None:
     config = Config.model_validate({"validation": {"sample_seconds": 300, "cycle_hours": 0.25}})
     steps = _Failing()
     with StateStore.open(f"sqlite:///{tmp_path}/state.db") as store:
-        store.upsert_source("s", "postgres", [])
-        for name in steps.tables():
-            store.upsert_table(name, "s", 0, str(tmp_path / name))
+        _onboard(store, steps, tmp_path)
         validator = ContinuousValidation(config, store, steps)
         results = validator.sample() + validator.sample()  # a slice a sample
         runs = store.list_runs(command=SAMPLE_RUN)
