@@ -9,6 +9,13 @@ the same partitions, each still holding the next offset to apply, and not compac
 ``cleanup.policy``, read with the watermarks: :mod:`cdc_lake.kafka.topic_rules`).  Anything else stops
 the table with one line naming it, the topic, what changed and the way out (a re-bootstrap): the per-key
 order and the offsets the lake relies on do not carry over (docs/applier.md, "Guarantees").
+
+A table recaptured on a new primary (:mod:`cdc_lake.state.recaptures`: a Postgres failover without a
+copy) has a *restart* offset per partition, where the new connector's messages begin.  A batch never
+spans it: one that starts below it ends there, so the old capture's messages are applied in batches of
+their own, and a batch that starts exactly there is *fresh*: the re-send marks stored before it (the old
+primary's positions, which the new one's do not continue) skip nothing in it
+(:meth:`cdc_lake.apply.table_applier.TableApplier.checkpoint`).
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ class BatchPlan:
     ``high`` holds the high watermarks seen when the batch was planned; partitions with nothing to read
     have ``start == end``.  ``topic_id`` is the topic's Kafka id then (None: not known), which the
     batch's commit records with its offsets.  A ``replay`` (``cdc-lake quarantine --replay``) reads
-    quarantined offsets below the checkpoint: its commit keeps the checkpoint's offsets.
+    quarantined offsets below the checkpoint: its commit keeps the checkpoint's offsets.  ``fresh``
+    names the partitions that start at their restart offset (see the module docstring).
     """
 
     topic: str
@@ -38,6 +46,7 @@ class BatchPlan:
     high: dict[int, int]
     topic_id: str | None = None
     replay: bool = False
+    fresh: frozenset[int] = frozenset()
 
     @property
     def ranges(self) -> list[OffsetRange]:
@@ -77,11 +86,13 @@ def plan_batch(
     now: TopicState,
     max_events: int,
     limit: Mapping[int, int] | None = None,
+    restart: Mapping[int, int] | None = None,
 ) -> BatchPlan:
     """Plan ``table``'s next batch from ``checkpoint`` (the next offset to apply per partition).
 
     ``now`` is the topic as Kafka describes it now: its id and each partition's (low, high) offsets;
-    ``limit`` optionally caps each partition's end (the ends seen when ``apply --once`` started).  A
+    ``limit`` optionally caps each partition's end (the ends seen when ``apply --once`` started);
+    ``restart``: a recaptured table's restart offsets (see the module docstring).  A
     checkpoint with no offsets (a table never applied, or bootstrapped before its topic existed) starts
     every partition at 0; a topic that does not exist yet plans nothing.
 
@@ -124,6 +135,7 @@ def plan_batch(
     start: dict[int, int] = {}
     high: dict[int, int] = {}
     backlogs: dict[int, int] = {}
+    fresh: set[int] = set()
     for partition, (low, high_mark) in sorted(marks.items()):
         begin = applied.get(partition, 0)
         here = f"{where} partition {partition}"
@@ -138,9 +150,16 @@ def plan_batch(
                 f"{way_out}"
             )
         stop = high_mark if limit is None else min(high_mark, max(begin, limit.get(partition, high_mark)))
+        first_new = (restart or {}).get(partition)
+        if first_new is not None and begin < first_new:
+            stop = min(stop, first_new)
+        elif first_new is not None and begin == first_new:
+            fresh.add(partition)
         start[partition] = begin
         high[partition] = high_mark
         backlogs[partition] = stop - begin
     shares = _fair_shares(backlogs, max_events)
     end = {partition: start[partition] + shares[partition] for partition in start}
-    return BatchPlan(topic=topic, start=start, end=end, high=high, topic_id=now.topic_id)
+    return BatchPlan(
+        topic=topic, start=start, end=end, high=high, topic_id=now.topic_id, fresh=frozenset(fresh)
+    )

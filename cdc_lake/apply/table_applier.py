@@ -219,7 +219,12 @@ class TableApplier:
         )
         self._refuse_partitioning(len(now.marks))
         most = self.options.max_events if capped else sys.maxsize
-        return plan_batch(self.target.qualified_name, self.checkpoint(), now, most, limit)
+        return plan_batch(self.target.qualified_name, self.checkpoint(), now, most, limit, self._restart())
+
+    def _restart(self) -> dict[int, int] | None:
+        """Where a recaptured table's new capture begins in its topic (:mod:`cdc_lake.state.recaptures`)."""
+        recapture = None if self.store is None else self.store.recapture(self.target.qualified_name)
+        return None if recapture is None or recapture.topic != self.target.topic else recapture.offsets
 
     def _refuse_partitioning(self, partitions: int) -> None:
         """Raise when the topic has several partitions and the configured key is not the message key."""
@@ -317,12 +322,13 @@ class TableApplier:
     ) -> dict[int, str]:
         """Re-send marks for the partitions the checkpoint has read past without a mark (a bootstrap's
         hand-off, an earlier version's commit), from their last :data:`_MARK_WINDOW` messages below it
-        (:func:`cdc_lake.apply.decoding.marks_below`); none where those were deleted by retention."""
+        (:func:`cdc_lake.apply.decoding.marks_below`); none where those were deleted by retention, nor
+        where the batch is a recapture's first (``plan.fresh``: the messages below are the old primary's)."""
         name, topic = self.target.qualified_name, self.target.topic
         wanted = {
             p: OffsetRange(topic, p, max(0, start - _MARK_WINDOW), start)
             for p, start in plan.start.items()
-            if start > 0 and p not in checkpoint.positions
+            if start > 0 and p not in checkpoint.positions and p not in plan.fresh
         }
         if not wanted:
             return {}
@@ -353,6 +359,9 @@ class TableApplier:
         repair: Repairing | None = None,
     ) -> BatchResult:
         ask = self.options.old_key_optional
+        if plan.fresh:  # the old primary's re-send marks skip nothing of the new capture's messages
+            kept = {p: mark for p, mark in checkpoint.positions.items() if p not in plan.fresh}
+            checkpoint = replace(checkpoint, positions=kept)
         settings = DecodeSettings(
             self.target.topic, self.registry, self.target.key_fields, self.target.soft_deletes,
             dict(checkpoint.positions), dict(self.target.column_types),

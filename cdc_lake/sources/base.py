@@ -258,6 +258,20 @@ class SourceEngine(SnapshotSource):
     def slot_exists(self, slot_name: str) -> bool:
         """Whether the replication slot ``slot_name`` exists (engines without slots: never)."""
 
+    def fork_ordering(self) -> str:
+        """The ordering value (:mod:`cdc_lake.decode.ordering`) of the point where the primary, promoted
+        in a failover, forked from the server it replicated: every change it made since sorts above it,
+        and so does every change of a transaction the old primary committed after it (which this one never
+        received).  ``cdc-lake onboard --after-failover`` records it (:mod:`cdc_lake.state.recaptures`).
+
+        Only an engine whose capture position does not survive a failover has one (Postgres before
+        failover slots); a binlog engine's GTID position does, and says so here."""
+        raise SourceEngineError(
+            f"source {self.source.name}: a {self.source.engine} failover keeps the connector's position (its "
+            f"GTIDs): re-point the source at the new primary and run cdc-lake onboard {self.source.name} "
+            "without --after-failover"
+        )
+
     def connector_params(self, capture: Capture, endpoints: ConnectorEndpoints) -> ConnectorParams:
         """The parameters of the engine's connector template for ``capture``."""
         primary = self.source.primary

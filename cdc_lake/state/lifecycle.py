@@ -3,7 +3,8 @@
 A table is onboarded as PENDING_BOOTSTRAP, snapshotted (BOOTSTRAPPING), replays
 Kafka from its watermark (CATCHING_UP) and is published once the applier has
 passed the snapshot point (LIVE).  PAUSED and FAILED stop it; PENDING_BOOTSTRAP
-is also where a re-bootstrap starts; OFFBOARDED is the end unless it is onboarded again.
+is also where a re-bootstrap starts; OFFBOARDED is the end unless it is onboarded again (copied afresh,
+or, after a failover, CATCHING_UP from the new primary's capture with its lake copy kept).
 SCHEMA_CHANGED stops a table whose source schema changed in a way the lake table cannot follow
 (docs/schema-changes.md); ``cdc-lake rebootstrap`` leads out of it, as out of FAILED.
 """
@@ -54,7 +55,8 @@ ALLOWED_TRANSITIONS: dict[TableState, frozenset[TableState]] = {
     _S.SCHEMA_CHANGED: frozenset(
         {_S.SCHEMA_CHANGED, _S.FAILED, _S.CATCHING_UP, _S.PENDING_BOOTSTRAP, _S.PAUSED, _S.OFFBOARDED}
     ),
-    _S.OFFBOARDED: frozenset({_S.PENDING_BOOTSTRAP}),
+    # CATCHING_UP: recaptured on a new primary with the lake copy kept (onboard --after-failover).
+    _S.OFFBOARDED: frozenset({_S.PENDING_BOOTSTRAP, _S.CATCHING_UP}),
 }
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-HEAD_REVISION: Final = "0009"
+HEAD_REVISION: Final = "0010"
 """The newest migration in :data:`MIGRATIONS_DIR`; tests/unit/state/test_state_store_discipline.py checks it
 against Alembic's script directory, so a new migration cannot forget it."""
 VERSION_TABLE: Final = "alembic_version"

@@ -185,3 +185,22 @@ class RebootstrapRow(Base):
     remove_after: Mapped[datetime | None] = mapped_column(UtcDateTime)
     read_from: Mapped[str | None] = mapped_column(String(16))
     """``primary`` when ``rebootstrap --from-primary`` started it (migration 0005); null: as configured."""
+
+
+class RecaptureRow(Base):
+    """A table whose capture restarted on a new primary without a copy, until a repair proves it
+    (migration 0010; :mod:`cdc_lake.state.recaptures`)."""
+
+    __tablename__ = "recaptures"
+
+    table_name: Mapped[str] = mapped_column(
+        String(NAME_LENGTH), ForeignKey("tables.qualified_name"), primary_key=True
+    )
+    topic: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    kafka_offsets: Mapped[dict[str, int]] = mapped_column(JSON)
+    """Per partition, the topic's end offset before the new connector was created: the first offset of
+    the new capture."""
+    fork_ordering: Mapped[str] = mapped_column(String(64))
+    """The ordering value of the new primary's fork point: every change it made sorts above it, and so
+    does every lake row written from a transaction it never received."""
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)

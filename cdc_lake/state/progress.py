@@ -9,7 +9,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from cdc_lake.exceptions import StateStoreError
-from cdc_lake.state.models import AppliedOffsetRow, BootstrapWatermarkRow, FreshnessRow, utcnow
+from cdc_lake.state.models import AppliedOffsetRow, BootstrapWatermarkRow, FreshnessRow, RecaptureRow, utcnow
 from cdc_lake.state.records import BootstrapPartition, Watermark
 from cdc_lake.state.session import StoreSession
 
@@ -34,10 +34,12 @@ class ProgressStore(StoreSession):
         """Save the hand-off point of a new bootstrap, replacing any earlier one of ``table``;
         ``history_offset``: the end of the table's schema history now (swaps before it are the copy's), or
         one past its newest logged rewrite; ``topic_id``: the Kafka id of ``topic`` whose ``offsets`` these
-        are (:class:`~cdc_lake.state.records.Watermark`)."""
+        are (:class:`~cdc_lake.state.records.Watermark`).  A new copy ends a pending recapture of the
+        table (:mod:`cdc_lake.state.recaptures`)."""
         with self._transaction() as session:
             self._require_row(session, table)
-            session.execute(delete(BootstrapWatermarkRow).where(BootstrapWatermarkRow.table_name == table))
+            for model in (BootstrapWatermarkRow, RecaptureRow):
+                session.execute(delete(model).where(model.table_name == table))
             row = BootstrapWatermarkRow(
                 table_name=table,
                 topic=topic,

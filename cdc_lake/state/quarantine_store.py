@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cdc_lake.exceptions import StateStoreError
-from cdc_lake.state.models import QuarantinedMessageRow, utcnow
+from cdc_lake.state.models import QuarantinedMessageRow, RecaptureRow, utcnow
 from cdc_lake.state.records import QuarantinedMessage, TableInfo
 from cdc_lake.state.session import StoreSession, one_line_text
 from cdc_lake.state.tables import table_info
@@ -132,9 +132,14 @@ class QuarantineStore(StoreSession):
             return table_info(row)
 
     def clear_possibly_diverged(self, table: str) -> TableInfo:
-        """Record that the lake copy of ``table`` is known equal to the source again (a clean validate)."""
+        """Record that the lake copy of ``table`` is known equal to the source again (a clean validate).
+
+        A pending recapture keeps its mark: equal values do not show a row left by the old primary with an
+        ordering value above the new one's changes (:mod:`cdc_lake.state.recaptures`); its repair clears it."""
         with self._transaction() as session:
             row = self._require_row(session, table)
+            if session.get(RecaptureRow, table) is not None:
+                return table_info(row)
             row.possibly_diverged = None
             row.updated_at = utcnow()
             return table_info(row)

@@ -16,6 +16,7 @@ from cdc_lake.state.models import (
     FreshnessRow,
     QuarantinedMessageRow,
     RebootstrapRow,
+    RecaptureRow,
     TableRow,
     utcnow,
 )
@@ -68,10 +69,11 @@ class RebootstrapStore(StoreSession):
         """Make the caught-up copy the table, in one transaction; the copy's own rows go.
 
         The table takes the copy's base path, bootstrap watermark, applied offsets, freshness and state
-        (LIVE); its error is cleared; the old path may be removed after ``keep``.  ``latest`` is the
-        copy's latest Hudi commit and the offsets it holds (read from its timeline by the caller): they
-        become the table's applied offsets, so the new copy's commit and offsets show at once even when
-        the applier never committed to it (only its bootstrap did).
+        (LIVE); its error and a pending recapture (:mod:`cdc_lake.state.recaptures`) are cleared; the old
+        path may be removed after ``keep``.  ``latest`` is the copy's latest Hudi commit and the offsets
+        it holds (read from its timeline by the caller): they become the table's applied offsets, so the
+        new copy's commit and offsets show at once even when the applier never committed to it (only its
+        bootstrap did).
 
         The table's quarantine follows the copy (:func:`_still_missing`): a row the copy also lacks stays,
         bound to the new path, and keeps the possibly-diverged mark; every other row goes, and the mark
@@ -86,7 +88,7 @@ class RebootstrapStore(StoreSession):
                 raise StateStoreError(f"table {table}: the re-bootstrap copy is {copy_row.state}, not LIVE")
             watermark = session.get(BootstrapWatermarkRow, row.copy_name)
             kept = self._follow_copy(session, table, row.new_path, watermark, topic_id)
-            for model in (BootstrapWatermarkRow, AppliedOffsetRow, FreshnessRow):
+            for model in (BootstrapWatermarkRow, AppliedOffsetRow, FreshnessRow, RecaptureRow):
                 session.execute(delete(model).where(model.table_name == table))
             session.flush()
             moved = (BootstrapWatermarkRow, FreshnessRow, *((AppliedOffsetRow,) if latest is None else ()))

@@ -10,7 +10,8 @@ The methods are those of the areas, each its own class and module over the one e
 transaction of :class:`~cdc_lake.state.session.StoreSession`: sources, tables and their lifecycle
 (:mod:`~cdc_lake.state.tables`), bootstrap watermarks and applied offsets
 (:mod:`~cdc_lake.state.progress`), quarantined messages (:mod:`~cdc_lake.state.quarantine_store`),
-re-bootstraps (:mod:`~cdc_lake.state.rebootstraps`), runs and freshness (:mod:`~cdc_lake.state.runs`).
+re-bootstraps (:mod:`~cdc_lake.state.rebootstraps`), recaptures after a failover
+(:mod:`~cdc_lake.state.recaptures`), runs and freshness (:mod:`~cdc_lake.state.runs`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from cdc_lake.state.migrate import HEAD_REVISION, known_revision, stored_revisio
 from cdc_lake.state.progress import ProgressStore
 from cdc_lake.state.quarantine_store import QuarantineStore
 from cdc_lake.state.rebootstraps import RebootstrapStore
+from cdc_lake.state.recaptures import RecaptureStore
 from cdc_lake.state.runs import RunStore
 from cdc_lake.state.session import one_line
 from cdc_lake.state.tables import TableStore, versioned_path
@@ -39,7 +41,7 @@ __all__ = ["SQLITE_BUSY_TIMEOUT_SECONDS", "StateStore", "versioned_path"]
 SQLITE_BUSY_TIMEOUT_SECONDS = 30
 
 
-class StateStore(TableStore, ProgressStore, QuarantineStore, RebootstrapStore, RunStore):
+class StateStore(TableStore, ProgressStore, QuarantineStore, RebootstrapStore, RecaptureStore, RunStore):
     """Typed access to the state store database: every area over one engine."""
 
     @classmethod

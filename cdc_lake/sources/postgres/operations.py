@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import psycopg
+
 from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.sources.base import Capture, CaptureLag, ReplicaDelay
 from cdc_lake.sources.capabilities import TableRewrite
 from cdc_lake.sources.postgres.catalog import one_row, rewrite_log_facts, split_name, table_facts
+from cdc_lake.sources.postgres.codec import CODEC
 from cdc_lake.sources.postgres.connection import PostgresBase
+from cdc_lake.sources.postgres.positions import Lsn
 from cdc_lake.sources.postgres.rewrites import (
     DEFAULT_REWRITES_QUERY,
     LOG_VERSION_QUERY,
@@ -133,6 +137,34 @@ class PostgresOperations(PostgresBase):
             )
         return lags
 
+    def fork_ordering(self) -> str:
+        """The switch point of the primary's timeline, from its history file (``pg_wal/<TLI>.history``,
+        read with ``pg_read_file``: a superuser, or a role granted ``pg_read_server_files``), as the
+        ordering value of an LSN.  Its last line is the fork of the current timeline: every WAL record
+        this server wrote since is above it, and the old primary's records it never received were written
+        above it too."""
+        where = f"source {self.source.name}: the primary"
+        with self._connect() as conn:
+            if one_row(conn.execute("select pg_is_in_recovery()").fetchone())[0]:
+                raise SourceEngineError(f"{where} is a standby, not a promoted primary")
+            timeline = str(one_row(conn.execute(_TIMELINE_QUERY).fetchone())[0])
+            if int(timeline, 16) <= 1:
+                raise SourceEngineError(
+                    f"{where} was never promoted (timeline 1): there is no failover to recapture after"
+                )
+            path = f"pg_wal/{timeline}.history"
+            try:
+                history = str(one_row(conn.execute("select pg_read_file(%s)", (path,)).fetchone())[0])
+            except psycopg.Error as exc:
+                raise SourceEngineError(
+                    f"{where} would not show its timeline history {path} ({one_line(str(exc))}): grant "
+                    "pg_read_server_files to the source's user, or connect as a superuser"
+                ) from None
+        forks = [line.split() for line in history.splitlines() if line.strip() and not line.startswith("#")]
+        if not forks or len(forks[-1]) < 2:
+            raise SourceEngineError(f"{where}: its timeline history pg_wal/{timeline}.history names no fork")
+        return CODEC.ordering_value((Lsn.parse(forks[-1][1]).value,))
+
     def replica_delay(self) -> ReplicaDelay:
         """WAL bytes between the primary's position and the standby's replay, and the replay's age.
 
@@ -159,6 +191,9 @@ class PostgresOperations(PostgresBase):
         seconds = float(age) if (pending or bytes_behind) and age is not None else 0.0
         return ReplicaDelay(bytes_behind, max(0.0, seconds), not paused, str(replayed))
 
+
+_TIMELINE_QUERY = "select substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"
+"""The current timeline id as the 8 hexadecimal digits of WAL file and history file names."""
 
 _SLOT_LAG_QUERY = """
 select slot_name::text, active, wal_status, safe_wal_size,

@@ -47,7 +47,9 @@ def test_a_running_table_cannot_jump_back_into_a_snapshot(state: TableState) -> 
 
 
 def test_offboarded_only_returns_through_onboarding() -> None:
-    assert ALLOWED_TRANSITIONS[TableState.OFFBOARDED] == {TableState.PENDING_BOOTSTRAP}
+    """Copied afresh, or recaptured after a failover with its lake copy kept (onboard --after-failover)."""
+    back = {TableState.PENDING_BOOTSTRAP, TableState.CATCHING_UP}
+    assert ALLOWED_TRANSITIONS[TableState.OFFBOARDED] == back
 
 
 STOPPED_WITH_A_CAUSE = (TableState.FAILED, TableState.SCHEMA_CHANGED)
