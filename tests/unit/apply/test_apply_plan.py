@@ -162,3 +162,24 @@ def test_a_topic_that_only_deletes_old_segments_plans_as_before() -> None:
     batch = plan_batch(TABLE, checkpoint, TopicState(TOPIC_ID, {0: (0, 9)}, "delete"), 1000)
 
     assert batch.ranges == [OffsetRange(TOPIC, 0, 3, 9)]
+
+
+def _after_recapture(applied: dict[int, int], restart: dict[int, int], marks: Marks) -> BatchPlan:
+    checkpoint = Checkpoint(TOPIC, applied, None, Origin.COMMIT, positions={0: "pg:" + "9" * 40})
+    return plan_batch(TABLE, checkpoint, TopicState(TOPIC_ID, marks), 1000, None, restart)
+
+
+def test_a_batch_below_a_recapture_ends_at_its_first_offset() -> None:
+    """The old primary's messages are applied in batches of their own, under their own re-send marks."""
+    batch = _after_recapture({0: 10}, {0: 30}, {0: (0, 50)})
+
+    assert (batch.start, batch.end, batch.fresh) == ({0: 10}, {0: 30}, frozenset())
+
+
+def test_the_batch_at_a_recaptures_first_offset_is_fresh_and_later_ones_are_not() -> None:
+    """Fresh: the marks stored before it (the old primary's positions) skip nothing in it."""
+    first = _after_recapture({0: 30}, {0: 30}, {0: (0, 50)})
+    later = _after_recapture({0: 40}, {0: 30}, {0: (0, 50)})
+
+    assert (first.start, first.end, first.fresh) == ({0: 30}, {0: 50}, frozenset({0}))
+    assert (later.start, later.end, later.fresh) == ({0: 40}, {0: 50}, frozenset())
