@@ -231,6 +231,8 @@ def repair(
         rows = f"{result.source_rows} source row(s)"
         click.echo(f"{table}: {result.keys} key(s), {rows}; nothing written (--dry-run)")
         return
+    if result.above_fork:
+        click.echo(f"{table}: {result.above_fork} key(s) sort above the failover's fork: repaired too")
     if not result.keys:
         click.echo(f"{table}: nothing to repair")
         return

@@ -17,6 +17,11 @@ writes them.  The run is recorded (command ``repair``) with the keys, so ``--res
 
 ``--dry-run`` reads the source rows and the lake rows of the keys and says per key what the repair would
 do (insert, update, delete, nothing), taking no lock and writing nothing.
+
+A table recaptured after a failover (``onboard --after-failover``, :mod:`cdc_lake.onboard.recapture`)
+also repairs every key whose lake row sorts above the new primary's fork, equal values or not: a change
+of the new primary would lose to it.  Its repair ends the recapture; a clean ``validate`` then clears the
+possibly-diverged mark.
 """
 
 from __future__ import annotations
@@ -40,12 +45,13 @@ from cdc_lake.connect.client import KafkaConnectClient
 from cdc_lake.exceptions import BootstrapError
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.lake.applier import INTERRUPTED_REPAIR, Repair, RepairRows
-from cdc_lake.lake.columns import DELETED_COLUMN, SOFT_DELETED_COLUMN
+from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN, SOFT_DELETED_COLUMN
 from cdc_lake.lake.format import format_facts, load_format
 from cdc_lake.lake.target import select_targets
 from cdc_lake.sources import engine_for
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import HeldLock
+from cdc_lake.state.recaptures import Recapture
 from cdc_lake.state.records import RunOutcome
 from cdc_lake.state.store import StateStore
 from cdc_lake.validation import ValidateResult, json_key
@@ -86,13 +92,15 @@ class RepairResult:
     actions: list[dict[str, Any]] = field(default_factory=list)
     """With ``--dry-run``: per key, ``action`` (insert, update, delete, none) and the key's values."""
     seconds: float = 0.0
+    above_fork: int = 0
+    """Keys repaired because their lake row sorts above a recaptured table's fork (among ``keys``)."""
 
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
         return {
             "table": self.table, "keys": self.keys, "source_rows": self.source_rows, "changes": self.changes,
             "offsets": self.offsets, "commit": self.commit, "point": self.point, "dry_run": self.dry_run,
-            "actions": self.actions, "seconds": round(self.seconds, 3),
+            "actions": self.actions, "seconds": round(self.seconds, 3), "above_fork": self.above_fork,
         }
 
 
@@ -193,6 +201,12 @@ def repair_table(
     key_type = StructType([stored.schema[k] for k in key_fields])
     keys = _chosen_keys(spark, config, store, name, options)
     result = RepairResult(name, dry_run=options.dry_run)
+    recapture = store.recapture(name)
+    if recapture is not None:
+        _require_new_capture_applied(store, name, recapture)
+        above = keys_above_fork(stored, key_fields, recapture.fork_ordering)
+        result.above_fork = len(above)
+        keys = list({json.dumps(k, sort_keys=True): k for k in [*keys, *above]}.values())
     if len(keys) > options.max_keys:
         raise BootstrapError(
             f"table {name}: {len(keys)} keys to repair, more than --max-keys {options.max_keys}: raise it, "
@@ -234,7 +248,30 @@ def repair_table(
     result.commit = outcome.commit_instant
     summary = {k: v for k, v in result.to_json().items() if k != "actions"}
     store.finish_run(run_id, RunOutcome.OK, {**detail, **summary})
+    if recapture is not None:
+        store.finish_recapture(name)
     return result
+
+
+def keys_above_fork(stored: DataFrame, key_fields: Sequence[str], fork: str) -> list[dict[str, Any]]:
+    """The keys (as JSON values) of every lake row, soft-deleted ones too, whose ordering value sorts above
+    a recaptured table's ``fork``: rows of transactions the new primary never received, which its own
+    changes may sort below, and rows its capture wrote (:mod:`cdc_lake.onboard.recapture`)."""
+    above = stored.where(F.col(ORDERING_COLUMN) > F.lit(fork)).select(*[F.col(f"`{k}`") for k in key_fields])
+    return [json_key(row.asDict(recursive=True)) for row in above.collect()]
+
+
+def _require_new_capture_applied(store: StateStore, name: str, recapture: Recapture) -> None:
+    """Refuse a recaptured table's repair until the applier reached its new capture's first offsets: the
+    repair's batch must not span them (the old primary's re-send marks end there)."""
+    applied = store.get_applied_offsets(name)
+    behind = {p: (applied.get(p, 0), o) for p, o in recapture.offsets.items() if applied.get(p, 0) < o}
+    if behind:
+        where = ", ".join(f"partition {p} at {at} of {o}" for p, (at, o) in sorted(behind.items()))
+        raise BootstrapError(
+            f"table {name}: the applier has not applied the old primary's messages yet ({where}); let "
+            f"cdc-lake run apply them, then repair"
+        )
 
 
 @dataclass(frozen=True)

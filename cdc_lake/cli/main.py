@@ -80,6 +80,12 @@ def cli(ctx: click.Context, config_path: Path | None, verbose: int) -> None:
     help="Postgres: set REPLICA IDENTITY FULL where the default identity lacks old keys or TOASTed values.",
 )
 @click.option(
+    "--after-failover",
+    is_flag=True,
+    help="Postgres, after `offboard SOURCE` and with the config on the promoted primary: keep the tables' "
+    "lake copies and go on from a new slot; then `repair` each table (docs/runbooks/position-lost.md).",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=1),
     default=DEFAULT_TIMEOUT,
@@ -94,13 +100,15 @@ def onboard(
     tables: tuple[str, ...],
     dry_run: bool,
     replica_identity_full: bool,
+    after_failover: bool,
     timeout: float,
     as_json: bool,
 ) -> None:
     """Onboard SOURCE: check readiness, create its publication, register and start its Debezium connectors.
 
     Tier-0 tables get a connector (and Postgres slot) of their own. Re-running changes nothing;
-    adding tables to the config and re-running adds them. Tables end up PENDING_BOOTSTRAP.
+    adding tables to the config and re-running adds them. Tables end up PENDING_BOOTSTRAP
+    (with --after-failover: CATCHING_UP with their lake copies, a repair pending).
     """
     from cdc_lake.capture.secrets import password_env
     from cdc_lake.cli.onboard_output import render_checks, render_onboard_report, render_plan
@@ -114,6 +122,7 @@ def onboard(
         tables=tables,
         replica_identity_full=replica_identity_full,
         timeout=timeout,
+        after_failover=after_failover,
     )
     plan = plan_onboarding(config, request)
     if dry_run:

@@ -4,7 +4,8 @@
 onboarded), the connectors per tier, their rendered configs, and runs every preflight check.
 :func:`execute_onboarding` refuses a plan with a failed check; otherwise it reconciles each
 connector (tier 0 first), retires connectors the plan no longer has (a table that left tier 0),
-and records the source and its tables as PENDING_BOOTSTRAP.  Topics that exist already are checked
+and records the source and its tables as PENDING_BOOTSTRAP (``--after-failover``: OFFBOARDED tables
+recaptured with their lake copies, :mod:`cdc_lake.onboard.recapture`).  Topics that exist already are checked
 with the rest (:func:`cdc_lake.onboard.topics.check_topics`: not compacted, one partition unless keyed
 by the primary key).  A failure part-way rolls back what this run made and says what, if anything, is
 left.  Re-running changes nothing.
@@ -30,6 +31,7 @@ from cdc_lake.onboard.preflight import (
     raise_for_failures,
     registry_base_url,
 )
+from cdc_lake.onboard.recapture import check_recapture, recapture_points, record_recaptures
 from cdc_lake.onboard.reconcile import Reconciler
 from cdc_lake.onboard.topics import check_topics
 from cdc_lake.onboard.type_check import check_column_types
@@ -54,6 +56,8 @@ class OnboardRequest:
     tables: tuple[str, ...] = ()
     replica_identity_full: bool = False
     timeout: float = DEFAULT_TIMEOUT
+    after_failover: bool = False
+    """Keep the OFFBOARDED tables' lake copies and recapture them (:mod:`cdc_lake.onboard.recapture`)."""
 
 
 @dataclass
@@ -211,7 +215,8 @@ def plan_onboarding(config: Config, request: OnboardRequest) -> OnboardPlan:
     with StateStore.open(config.state_store.url) as store:
         onboarded = onboarded_tables(store, source.name)
         recorded = store.get_source(source.name)
-    tables = planned_tables(source, request.tables, onboarded)
+        tables = planned_tables(source, request.tables, onboarded)
+        recapture = check_recapture(store, source, engine, tables) if request.after_failover else None
     connectors = plan_source(source, tables)
     names = {plan.name for plan in connectors}
     obsolete = [name for name in (recorded.connector_names if recorded else ()) if name not in names]
@@ -242,6 +247,8 @@ def plan_onboarding(config: Config, request: OnboardRequest) -> OnboardPlan:
     checks.extend(check_column_types(engine, source, tables))
     if not service_checks[2].failed:
         checks.append(check_topics(config, source, engine, tables))
+    if recapture is not None:
+        checks.append(recapture)
     return OnboardPlan(
         config=config,
         source=source,
@@ -280,6 +287,10 @@ def execute_onboarding(plan: OnboardPlan) -> OnboardReport:
     """Carry out a checked plan; on failure roll back this run's changes and raise :class:`OnboardError`."""
     raise_for_failures(plan.source.name, plan.checks)
     source = plan.source
+    points, fork = {}, ""
+    if plan.request.after_failover:  # before the new connector writes to the topics
+        points = recapture_points(plan.config, source, plan.tables)
+        fork = plan.engine.fork_ordering()
     with KafkaConnectClient.for_settings(plan.config.kafka_connect) as connect:
         reconciler = Reconciler(
             plan.config, source, plan.engine, connect, plan.options, plan.endpoints, plan.request.timeout
@@ -294,7 +305,8 @@ def execute_onboarding(plan: OnboardPlan) -> OnboardReport:
         except CdcLakeError as exc:
             raise OnboardError(_failure_message(source.name, exc, *reconciler.journal.rollback())) from exc
     with StateStore.open(plan.config.state_store.url) as store:
-        recorded = _record(store, plan)
+        recorded = _record(store, plan, frozenset(points))
+        recorded += record_recaptures(store, points, fork)
     journal = reconciler.journal
     return OnboardReport(
         source=source.name,
@@ -318,8 +330,9 @@ def _failure_message(source: str, exc: CdcLakeError, undone: list[str], left: li
     return ". ".join(parts)
 
 
-def _record(store: StateStore, plan: OnboardPlan) -> list[str]:
-    """Record the source and its tables (new ones PENDING_BOOTSTRAP); returns what changed."""
+def _record(store: StateStore, plan: OnboardPlan, recaptured: frozenset[str]) -> list[str]:
+    """Record the source and its tables (new ones PENDING_BOOTSTRAP, ``recaptured`` ones left to
+    :func:`record_recaptures`); returns what changed."""
     source = plan.source
     names = [connector.name for connector in plan.connectors]
     before = store.get_source(source.name)
@@ -332,6 +345,8 @@ def _record(store: StateStore, plan: OnboardPlan) -> list[str]:
         lake_path = plan.config.lake.table_base_path(qualified)
         existing = store.get_table(qualified)
         info = store.upsert_table(qualified, source.name, table.tier, lake_path)
+        if qualified in recaptured:
+            continue
         if existing is not None and existing.state is TableState.OFFBOARDED:
             store.transition(qualified, TableState.PENDING_BOOTSTRAP)
             changed.append(f"recorded {qualified} as PENDING_BOOTSTRAP again")

@@ -135,7 +135,7 @@ class QuarantineStore(StoreSession):
         """Record that the lake copy of ``table`` is known equal to the source again (a clean validate).
 
         A pending recapture keeps its mark: equal values do not show a row left by the old primary with an
-        ordering value above the new one's changes (:mod:`cdc_lake.state.recaptures`); its repair clears it."""
+        ordering value above the new one's changes (:mod:`cdc_lake.state.recaptures`); repair it first."""
         with self._transaction() as session:
             row = self._require_row(session, table)
             if session.get(RecaptureRow, table) is not None:

@@ -5,9 +5,9 @@ new connector streams from a new slot into the same topics, after the old connec
 positions are not comparable with the old primary's, so the table records where in the topic the new
 capture starts (re-send marks from before it skip nothing after it, :mod:`cdc_lake.apply.plan`) and the
 new primary's fork point as an ordering value (lake rows above it came from transactions the new primary
-never received, or from the new capture: ``cdc-lake repair`` rewrites them all).  The row, and the
-table's possibly-diverged mark with it, goes when a repair has done so, or a re-bootstrap's copy is
-switched in.
+never received, or from the new capture: ``cdc-lake repair`` rewrites them all).  The row goes when a
+repair has done so (a clean ``validate`` then clears the possibly-diverged mark, which it cannot while
+the row is there), or when a new copy replaces the table's.
 """
 
 from __future__ import annotations
@@ -60,13 +60,16 @@ class RecaptureStore(StoreSession):
             return None if row is None else _recapture(row)
 
     def finish_recapture(self, table: str) -> None:
-        """Forget ``table``'s recapture and its possibly-diverged mark: a repair rewrote its keys."""
+        """Forget ``table``'s recapture: a repair rewrote its keys.  The possibly-diverged mark stays, saying
+        so, until a clean ``validate`` proves the table equal."""
         with self._transaction() as session:
             table_row = self._require_row(session, table)
             if session.get(RecaptureRow, table) is None:
                 return
             session.execute(delete(RecaptureRow).where(RecaptureRow.table_name == table))
-            table_row.possibly_diverged = None
+            table_row.possibly_diverged = (
+                f"repaired after its recapture on a promoted primary: cdc-lake validate {table} proves it"
+            )
             table_row.updated_at = utcnow()
 
 

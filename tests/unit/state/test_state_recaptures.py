@@ -36,12 +36,14 @@ def test_a_recapture_is_recorded_with_its_mark_and_survives_a_clean_validate(sto
     assert store.require_table(TABLE).possibly_diverged == WHY
 
 
-def test_a_repair_ends_the_recapture_and_its_mark(store: StateStore) -> None:
+def test_a_repair_ends_the_recapture_and_a_clean_validate_then_its_mark(store: StateStore) -> None:
     store.start_recapture(TABLE, "pg.public.orders", {0: 41}, FORK, WHY)
 
     store.finish_recapture(TABLE)
-
     assert store.recapture(TABLE) is None
+    assert "cdc-lake validate pg.public.orders" in (store.require_table(TABLE).possibly_diverged or "")
+
+    store.clear_possibly_diverged(TABLE)
     assert store.require_table(TABLE).possibly_diverged is None
 
 
