@@ -12,14 +12,17 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import shutil
 import signal
 import tempfile
+import time
 from abc import abstractmethod
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
 
+from cdc_lake.exceptions import StackError
 from cdc_lake.stack.process import ManagedProcess, run_checked
 from cdc_lake.stack.service import DEMO_DATABASE, HOST, Service, StackLayout
 from cdc_lake.stack.system import drop_privileges, ensure_debian_packages, own, service_user
@@ -132,7 +135,10 @@ def _require_tls_for(data_dir: Path, role: str) -> None:
     hba.write_text(_TLS_ONLY_MARK + rules + current)
 
 
-class _PostgresServer(Service):
+class PostgresServer(Service):
+    """One Postgres server of the stack, in the role its data directory is named after; a failover test
+    may swap the roles (:meth:`promote`, :meth:`follow`, :func:`restore_pair`)."""
+
     role: str
 
     def __init__(self, layout: StackLayout) -> None:
@@ -200,8 +206,106 @@ class _PostgresServer(Service):
     def _run_as_server_user(self, argv: list[str], what: str, env: dict[str, str] | None = None) -> None:
         run_checked(argv, what, env=env, preexec_fn=drop_privileges(self.user), cwd="/")
 
+    def _basebackup(self, upstream: PostgresServer) -> None:
+        """A new data directory: a base backup of ``upstream`` set up to stream from it through its
+        physical slot :data:`REPLICA_SLOT` (created there when missing)."""
+        with upstream.connect() as conn:
+            has_slot = conn.execute(
+                "select 1 from pg_replication_slots where slot_name = %s", (REPLICA_SLOT,)
+            ).fetchone()
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        own(self.data_dir.parent, self.user)
+        creds = self.layout.credentials
+        self._run_as_server_user(
+            [
+                str(PG_BIN / "pg_basebackup"),
+                "-h",
+                HOST,
+                "-p",
+                str(upstream.port),
+                "-U",
+                creds.db_user,
+                "-D",
+                str(self.data_dir),
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "-S",
+                REPLICA_SLOT,
+                *([] if has_slot else ["-C"]),
+            ],
+            f"pg_basebackup of {self.name} from {upstream.name}",
+            env={"PGPASSWORD": creds.db_password},
+        )
 
-class PostgresPrimary(_PostgresServer):
+    def in_recovery(self) -> bool:
+        """Whether the server is a standby."""
+        with self.connect() as conn:
+            return conn.execute("select pg_is_in_recovery()").fetchone() == (True,)
+
+    def promote(self, timeout: int = 60) -> None:
+        """Make this standby a writable primary on a new timeline (``pg_promote``, waited for)."""
+        with self.connect() as conn:
+            done = conn.execute("select pg_promote(true, %s)", (timeout,)).fetchone()
+        if done != (True,):
+            raise StackError(f"{self.name} was not promoted within {timeout}s")
+
+    def stop_receiving(self) -> None:
+        """A standby stops receiving WAL (its ``primary_conninfo`` emptied and reloaded): what its primary
+        commits from now on never reaches it, as in a network partition before a failover."""
+        with self.connect() as conn:
+            conn.execute("alter system set primary_conninfo = ''")
+            conn.execute("select pg_reload_conf()")
+
+    def follow(self, upstream: PostgresServer, timeout: float = 120.0) -> None:
+        """Become a streaming standby of ``upstream``: stopped, its data directory replaced by a base
+        backup of ``upstream`` (a server that diverged, an old primary, cannot rejoin otherwise without
+        ``wal_log_hints``), started, and waited for until it streams."""
+        self.stop()
+        if self.data_dir.exists():
+            shutil.rmtree(self.data_dir)
+        self._basebackup(upstream)
+        self._start_server()
+        deadline = time.monotonic() + timeout
+        while not self.streams_from(upstream):
+            if time.monotonic() > deadline:
+                raise StackError(f"{self.name} does not stream from {upstream.name} after {timeout:.0f}s")
+            time.sleep(0.5)
+
+    def streams_from(self, upstream: PostgresServer) -> bool:
+        """Whether this server is a standby that ``upstream`` streams WAL to."""
+        try:
+            with upstream.connect() as conn:
+                row = conn.execute(
+                    "select count(*) from pg_stat_replication where state = 'streaming'"
+                ).fetchone()
+            return self.in_recovery() and row is not None and int(str(row[0])) >= 1
+        except psycopg.OperationalError:
+            return False
+
+    def caught_up_with(self, upstream: PostgresServer, timeout: float = 120.0) -> None:
+        """Wait until this standby replayed everything ``upstream`` has written so far."""
+        with upstream.connect() as conn:
+            row = conn.execute("select pg_current_wal_lsn()::text").fetchone()
+        target = str(row[0]) if row else "0/0"
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.connect() as conn:
+                behind = conn.execute(
+                    "select pg_wal_lsn_diff(%s::pg_lsn, pg_last_wal_replay_lsn())", (target,)
+                ).fetchone()
+            if behind is not None and behind[0] is not None and float(str(behind[0])) <= 0:
+                return
+            if time.monotonic() > deadline:
+                raise StackError(
+                    f"{self.name} did not replay {upstream.name}'s WAL up to {target} in {timeout:.0f}s"
+                )
+            time.sleep(0.2)
+
+
+class PostgresPrimary(PostgresServer):
     """The primary: `wal_level=logical`, replication slots for Debezium and the replica."""
 
     role = "primary"
@@ -249,7 +353,7 @@ class PostgresPrimary(_PostgresServer):
                 )
 
 
-class PostgresReplica(_PostgresServer):
+class PostgresReplica(PostgresServer):
     """A hot standby made with `pg_basebackup`, streaming from the primary through a physical slot."""
 
     role = "replica"
@@ -264,40 +368,8 @@ class PostgresReplica(_PostgresServer):
 
     def start(self) -> None:
         if not (self.data_dir / "PG_VERSION").exists():
-            self._basebackup()
+            self._basebackup(self.primary)
         self._start_server()
-
-    def _basebackup(self) -> None:
-        with self.primary.connect() as conn:
-            has_slot = conn.execute(
-                "select 1 from pg_replication_slots where slot_name = %s", (REPLICA_SLOT,)
-            ).fetchone()
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        own(self.data_dir.parent, self.user)
-        creds = self.layout.credentials
-        self._run_as_server_user(
-            [
-                str(PG_BIN / "pg_basebackup"),
-                "-h",
-                HOST,
-                "-p",
-                str(self.primary.port),
-                "-U",
-                creds.db_user,
-                "-D",
-                str(self.data_dir),
-                "-R",
-                "-X",
-                "stream",
-                "-c",
-                "fast",
-                "-S",
-                REPLICA_SLOT,
-                *([] if has_slot else ["-C"]),
-            ],
-            "pg_basebackup of the Postgres replica",
-            env={"PGPASSWORD": creds.db_password},
-        )
 
     def healthy(self) -> bool:
         with self.connect() as conn:
@@ -316,3 +388,17 @@ class PostgresReplica(_PostgresServer):
                 "select pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (row[0] if row else None,)
             ).fetchone()
         return f"replay lag {lag[0] if lag else '?'} bytes"
+
+
+def restore_pair(primary: PostgresPrimary, replica: PostgresReplica) -> None:
+    """The stack's pair as it was, after a failover promoted ``replica`` (the old ``primary`` is stopped or
+    diverged): ``primary`` follows ``replica`` and catches up; ``replica`` stops cleanly (its last WAL
+    reaches ``primary`` first), ``primary`` is promoted and ``replica`` follows it.  Nothing the promoted
+    server committed is lost; what only the old primary had is.  Replication slots of logical decoding
+    are not in a base backup: connectors of the old servers must be onboarded again."""
+    if not primary.streams_from(replica):
+        primary.follow(replica)
+    primary.caught_up_with(replica)
+    replica.stop()
+    primary.promote()
+    replica.follow(primary)

@@ -24,7 +24,7 @@ from support.processes import descendants
 
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.mariadb import APPLICATION_PRIVILEGES
-from cdc_lake.stack.postgres import _PostgresServer
+from cdc_lake.stack.postgres import PostgresServer
 
 pytestmark = [pytest.mark.integration]
 
@@ -90,7 +90,7 @@ def test_every_stack_service_listens_on_loopback_only(local_stack: LocalStack) -
 def test_postgres_has_no_trust_rule_and_keeps_its_socket(
     local_stack: LocalStack, role: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server: _PostgresServer = getattr(local_stack, f"postgres_{role}")
+    server: PostgresServer = getattr(local_stack, f"postgres_{role}")
     with server.connect() as conn:
         rules = conn.execute("select type, user_name, auth_method from pg_hba_file_rules").fetchall()
     assert rules and not [rule for rule in rules if rule[2] == "trust"], rules

@@ -39,6 +39,7 @@ from cdc_lake.lake.target import target_for
 from cdc_lake.sources import engine_for
 from cdc_lake.sources.snapshot import SnapshotSource
 from cdc_lake.stack.manager import LocalStack
+from cdc_lake.stack.postgres import PostgresServer
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
 from cdc_lake_bootstrap.handoff import HandoffWait, SnapshotPoint, wait_until_streamed
@@ -62,6 +63,9 @@ class SourceDb:
     database: str
     suffix: str
     server_id: int = 0
+    postgres: PostgresServer | None = None
+    """The Postgres server its connections go to (None: the stack's primary); a failover test points a
+    copy at the promoted replica."""
 
     @property
     def source(self) -> str:
@@ -78,7 +82,7 @@ class SourceDb:
 
     def connect_pg(self) -> psycopg.Connection[tuple[Any, ...]]:
         """A connection to the Postgres primary (autocommit off)."""
-        return self.stack.postgres_primary.connect(self.database)
+        return (self.postgres or self.stack.postgres_primary).connect(self.database)
 
     def connect_maria(self) -> pymysql.connections.Connection[Any]:
         """A connection to the MariaDB primary in this database (autocommit off)."""
