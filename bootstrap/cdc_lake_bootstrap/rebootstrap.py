@@ -56,7 +56,7 @@ from cdc_lake.lake.schema_change import SchemaDiff, SchemaPolicy
 from cdc_lake.lake.target import TableTarget, target_for
 from cdc_lake.spark import get_spark
 from cdc_lake.state.lifecycle import TableState
-from cdc_lake.state.locks import HeldLock, LockPurpose, table_lock
+from cdc_lake.state.locks import HeldLock, LockPurpose, table_lock, waited_table_lock
 from cdc_lake.state.models import utcnow
 from cdc_lake.state.records import Rebootstrap, RebootstrapPhase
 from cdc_lake.state.store import StateStore, versioned_path
@@ -205,7 +205,9 @@ def _switch(
     keep = dt.timedelta(hours=config.lake.old_copy_keep_hours)
     deadline = time.monotonic() + APPLY_TIMEOUT_SECONDS
     while True:
-        with table_lock(config.state_store.url, LockPurpose.APPLY, name) as acquired:
+        left = max(0.0, deadline - time.monotonic())
+        # In turn: `cdc-lake run` takes the lock again right after each batch of the table.
+        with waited_table_lock(config.state_store.url, LockPurpose.APPLY, name, left) as acquired:
             if acquired:
                 outcome = runner.catch_up(target)
                 if outcome.failed:

@@ -42,7 +42,7 @@ from cdc_lake.lake.schema_change import IncompatibleSchemaChange, SchemaDiff
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.spark.errors import describe_failure
 from cdc_lake.state.lifecycle import ALLOWED_TRANSITIONS, APPLIABLE_STATES, TableState
-from cdc_lake.state.locks import HeldLock, LockPurpose, table_lock, waited_table_lock
+from cdc_lake.state.locks import HeldLock, LockPurpose, batch_lock, waited_table_lock
 from cdc_lake.state.records import RunOutcome
 from cdc_lake.state.store import StateStore
 
@@ -182,7 +182,8 @@ class ApplyRunner:
         skipped = skip_reason(self.store, target)
         if skipped is not None:
             return TableOutcome(name, skipped=skipped)
-        with table_lock(self.lock_url, LockPurpose.APPLY, name) as lock:
+        # Refused while a repair or a re-bootstrap's switch waits for its turn.
+        with batch_lock(self.lock_url, name) as lock:
             if not lock:
                 return TableOutcome(name, skipped=BUSY)
             return self._step(current_target(self.store, target), limit, lock)

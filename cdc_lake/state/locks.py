@@ -11,6 +11,12 @@ session-level advisory lock of the state store's database held on a connection o
 ``flock`` on a file next to the database (holding the holder's pid).  The database or the kernel
 releases it when the holder exits, however it exits, even by SIGKILL.  Locks of different purposes
 never conflict.
+
+A one-off command that needs the apply lock of a table ``cdc-lake run`` keeps applying (``repair``, a
+re-bootstrap's switch) would rarely find it free: ``run`` takes it again right after each batch.  So it
+waits in turn (:func:`waited_table_lock`): it holds the table's :attr:`LockPurpose.APPLY_QUEUE` lock
+while it polls, and ``run`` leaves a table whose queue lock is held alone (:func:`batch_lock`) until the
+command is done; one batch in flight ends first.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ class LockPurpose(enum.StrEnum):
     """What a table lock guards; each purpose is a lock of its own."""
 
     APPLY = "apply"
+    APPLY_QUEUE = "apply-queue"
+    """Held by a command waiting for the apply lock: the applier's batches leave the table alone."""
     BOOTSTRAP = "bootstrap"
     TABLE_SERVICES = "table-services"
 
@@ -235,12 +243,36 @@ def waited_table_lock(
     state_store_url: str, purpose: LockPurpose, table: str, seconds: float, poll: float = 0.05
 ) -> Iterator[HeldLock]:
     """:func:`table_lock`, tried again every ``poll`` seconds for up to ``seconds`` while another process
-    holds it (``cdc-lake repair`` beside a ``run`` that takes the lock for each batch: it gets it between
-    two); yields it, false when it stayed held."""
+    holds it; yields it, false when it stayed held.  For the apply lock it waits in turn: holding the
+    table's queue lock (see the module docstring), so ``cdc-lake run``, which takes the lock for each
+    batch, leaves it to this caller after the batch in flight."""
     deadline = time.monotonic() + seconds
-    while True:
-        with table_lock(state_store_url, purpose, table) as lock:
-            if lock or time.monotonic() >= deadline:
-                yield lock
-                return
-        time.sleep(poll)
+    with contextlib.ExitStack() as queued:
+        while purpose is LockPurpose.APPLY:
+            attempt = contextlib.ExitStack()
+            if attempt.enter_context(table_lock(state_store_url, LockPurpose.APPLY_QUEUE, table)):
+                queued.enter_context(attempt)  # held until this caller is done
+                break
+            attempt.close()
+            if time.monotonic() >= deadline:  # another command kept the turn
+                break
+            time.sleep(poll)
+        while True:
+            with table_lock(state_store_url, purpose, table) as lock:
+                if lock or time.monotonic() >= deadline:
+                    yield lock
+                    return
+            time.sleep(poll)
+
+
+@contextlib.contextmanager
+def batch_lock(state_store_url: str, table: str) -> Iterator[HeldLock]:
+    """``table``'s apply lock as the applier takes it for a batch: refused (false) while a command waits
+    for it in turn (holds its queue lock, :func:`waited_table_lock`), else :func:`table_lock`."""
+    with table_lock(state_store_url, LockPurpose.APPLY_QUEUE, table) as free:
+        waiting = not free
+    if waiting:
+        yield HeldLock(False, f"the {LockPurpose.APPLY.value} lock of {table}")
+        return
+    with table_lock(state_store_url, LockPurpose.APPLY, table) as lock:
+        yield lock
