@@ -90,8 +90,9 @@ def _running(server: PostgresServer) -> None:
     deadline = time.monotonic() + 60
     while True:
         try:
-            if server.healthy():
-                return
+            with server.connect() as conn:
+                conn.execute("select 1")
+            return
         except psycopg.OperationalError:
             pass
         assert time.monotonic() < deadline, f"{server.name} does not answer"
