@@ -209,22 +209,15 @@ class TableApplier:
     def plan(self, limit: dict[int, int] | None = None, *, capped: bool = True) -> BatchPlan:
         """The next batch's offsets: from the checkpoint to the end offsets now (or ``limit``), capped by
         ``apply.batch_max_events`` unless not ``capped``."""
-        board = self.options.board
-        now = (
-            board.state(self.target.topic)
-            if board is not None
-            else topic_state(
-                self.options.kafka.bootstrap_servers, self.target.topic, extra=self.options.kafka.consumer
-            )
-        )
+        board, kafka, topic = self.options.board, self.options.kafka, self.target.topic
+        if board is not None:
+            now = board.state(topic)
+        else:
+            now = topic_state(kafka.bootstrap_servers, topic, extra=kafka.consumer)
         self._refuse_partitioning(len(now.marks))
         most = self.options.max_events if capped else sys.maxsize
-        return plan_batch(self.target.qualified_name, self.checkpoint(), now, most, limit, self._restart())
-
-    def _restart(self) -> dict[int, int] | None:
-        """Where a recaptured table's new capture begins in its topic (:mod:`cdc_lake.state.recaptures`)."""
-        recapture = None if self.store is None else self.store.recapture(self.target.qualified_name)
-        return None if recapture is None or recapture.topic != self.target.topic else recapture.offsets
+        restart = _restart(self.store, self.target)
+        return plan_batch(self.target.qualified_name, self.checkpoint(), now, most, limit, restart)
 
     def _refuse_partitioning(self, partitions: int) -> None:
         """Raise when the topic has several partitions and the configured key is not the message key."""
@@ -359,9 +352,7 @@ class TableApplier:
         repair: Repairing | None = None,
     ) -> BatchResult:
         ask = self.options.old_key_optional
-        if plan.fresh:  # the old primary's re-send marks skip nothing of the new capture's messages
-            kept = {p: mark for p, mark in checkpoint.positions.items() if p not in plan.fresh}
-            checkpoint = replace(checkpoint, positions=kept)
+        checkpoint = _without_old_marks(checkpoint, plan)
         settings = DecodeSettings(
             self.target.topic, self.registry, self.target.key_fields, self.target.soft_deletes,
             dict(checkpoint.positions), dict(self.target.column_types),
@@ -476,6 +467,21 @@ class TableApplier:
 
 _NONE: frozenset[tuple[int, int]] = frozenset()
 """No quarantined offsets."""
+
+
+def _restart(store: StateStore | None, target: TableTarget) -> dict[int, int] | None:
+    """Where a recaptured table's new capture begins in its topic (:mod:`cdc_lake.state.recaptures`)."""
+    recapture = None if store is None else store.recapture(target.qualified_name)
+    return None if recapture is None or recapture.topic != target.topic else recapture.offsets
+
+
+def _without_old_marks(checkpoint: Checkpoint, plan: BatchPlan) -> Checkpoint:
+    """The checkpoint without the re-send marks of the partitions where ``plan`` starts a recapture's
+    messages (``plan.fresh``): the old primary's positions skip nothing of the new one's."""
+    if not plan.fresh:
+        return checkpoint
+    kept = {p: mark for p, mark in checkpoint.positions.items() if p not in plan.fresh}
+    return replace(checkpoint, positions=kept)
 
 
 def _with_rows_read(
