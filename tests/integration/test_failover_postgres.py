@@ -19,11 +19,13 @@ reader and Trino through the catalog, no duplicate key.  Afterwards the stack's 
 (:func:`cdc_lake.stack.postgres.restore_pair`).  Reduced size in CI; ``benchmarks/failover_bench.py``
 times it on 1M rows against the full copy.
 
-Failed first: on the code before ``--after-failover`` the onboard option does not exist; without the
-keys above the fork the lost row keeps its LSN and the new primary's later change of it is dropped
-(tests/unit/apply/test_apply_model.py, ``test_a_row_the_new_primary_never_had_is_repaired_even_when_equal``),
-and without the restart offsets the old primary's re-send marks skip the new one's changes
-(``test_a_recapture_read_under_the_old_marks_fails_the_model``).
+Failed first: on the code before ``--after-failover`` the onboard option does not exist.  It has teeth
+(both mutations tried on the stack): without the keys above the fork the lost row keeps its LSN, the new
+primary's later change of it is dropped and the final ``validate`` exits 4; without the restart offsets
+the old primary's re-send marks skip the new one's changes and it exits 4 too.  The same rules fail the
+model (tests/unit/apply/test_apply_model.py,
+``test_a_row_the_new_primary_never_had_is_repaired_even_when_equal``,
+``test_a_recapture_read_under_the_old_marks_fails_the_model``).
 """
 
 from __future__ import annotations
@@ -147,6 +149,12 @@ def test_a_postgres_failover_is_repaired_without_a_copy(
             "select g, repeat('x', 400) as pad from generate_series(1, 200000) g"
         )
         db.execute(f"update public.items set {SAME} where id = {LOST_ROW}")
+        # A row only the old primary has; its event's stream position starts from the lost row's commit
+        # (Postgres 15 sends no empty transaction), so the old re-send mark lies above the new primary's.
+        db.execute(
+            "insert into public.items (id, grp, val, amount, updated, flag) "
+            "values (100002, 2, 'lost insert', 3.50, '2025-03-03 00:00:00+00', true)"
+        )
         lost_at = _lsn(old)
         # Above what the new primary writes in this test, base backups' WAL switches (16 MB each) included.
         assert lost_at.value - fork.value > 64 * 2**20, (str(fork), str(lost_at))
@@ -154,6 +162,7 @@ def test_a_postgres_failover_is_repaired_without_a_copy(
         lake = read_table(spark, config.lake.table_base_path(table))
         [lost] = lake.where(F.col("id") == LOST_ROW).collect()
         assert lost["val"] == "same on both", lost
+        assert lake.where(F.col("id") == 100002).count() == 1
 
         old.stop()
         new.promote()
