@@ -2,8 +2,11 @@
 
 - Per key: the change's own LSN (``source.lsn``).  Per key, change LSNs increase: the row lock taken
   by a change is held until its transaction commits.  A logical slot does not follow a Postgres
-  failover (before Postgres 17 failover slots), so a failover means a re-bootstrap and LSNs never
-  restart.  The ordering value is the LSN zero-padded to 40 digits (an LSN is an unsigned 64-bit
+  failover (before Postgres 17 failover slots), and the promoted server's LSNs continue from where it
+  forked, below those of the transactions only the old primary had: a table goes on from it either
+  copied again or *recaptured* (:mod:`cdc_lake.onboard.recapture`: the new capture's Kafka offsets
+  start a fresh run of re-send marks, and a repair rewrites every key whose lake row sorts above the
+  fork).  The ordering value is the LSN zero-padded to 40 digits (an LSN is an unsigned 64-bit
   number: 20 digits); an LSN is never 0, so no change encodes to the snapshot value.
 - In the stream: ``source.sequence`` = ``[last commit LSN, change LSN]``.  Transactions are emitted in
   commit order and changes inside one in LSN order, so the pair grows with every event, although
