@@ -47,7 +47,7 @@ from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.target import target_for
 from cdc_lake.spark import get_spark
 from cdc_lake.stack.manager import LocalStack
-from cdc_lake.state.locks import LockPurpose, table_lock
+from cdc_lake.state.locks import LockPurpose, waited_table_lock
 from cdc_lake.state.store import StateStore
 
 
@@ -104,19 +104,16 @@ def stray_write(config: Config, table: str, updated: list[int], removed: list[in
     with StateStore.open(config.state_store.url) as store:
         path = store.current_copy(table).path
     spec = hudi_spec(replace(target_for(config, source, entry), base_path=path).spec(("id",)))
-    # Under the table's apply lock: Hudi runs single-writer, and `run` applies the table meanwhile.
-    for _ in range(600):
-        with table_lock(config.state_store.url, LockPurpose.APPLY, table) as lock:
-            if lock:
-                lake = read_table(spark, path).withColumn(DELETED_COLUMN, F.lit(False))
-                changed = lake.where(F.col("id").isin(updated)).withColumn("val", F.lit("stray"))
-                stray = changed.withColumn(ORDERING_COLUMN, F.lit("9" * 40))
-                write_batch(spark, spec, stray, WriteOperation.UPSERT)
-                if removed:
-                    write_batch(spark, spec, lake.where(F.col("id").isin(removed)), WriteOperation.DELETE)
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"{table}: the apply lock stayed held for 120 s")
+    # Under the table's apply lock, in turn: Hudi runs single-writer, and `run` applies the table meanwhile.
+    with waited_table_lock(config.state_store.url, LockPurpose.APPLY, table, 300) as lock:
+        if not lock:
+            raise RuntimeError(f"{table}: the apply lock stayed held for 300 s")
+        lake = read_table(spark, path).withColumn(DELETED_COLUMN, F.lit(False))
+        changed = lake.where(F.col("id").isin(updated)).withColumn("val", F.lit("stray"))
+        stray = changed.withColumn(ORDERING_COLUMN, F.lit("9" * 40))
+        write_batch(spark, spec, stray, WriteOperation.UPSERT)
+        if removed:
+            write_batch(spark, spec, lake.where(F.col("id").isin(removed)), WriteOperation.DELETE)
 
 
 def _validate(config_path: Path, table: str, writer: Writer, ok: tuple[int, ...]) -> str:
