@@ -1,5 +1,5 @@
 """A Postgres failover on a ``--rows`` table: repaired (``onboard --after-failover``, ``repair``) against
-copied again (``offboard``, ``onboard``, ``bootstrap``), wall time side by side in one run.
+copied again (``offboard``, ``onboard``, ``rebootstrap``), wall time side by side in one run.
 
 The table (``bootstrap_bench``'s) is onboarded as tier 0 and bootstrapped until LIVE.  A writer updates
 random keys at ``--rate`` per second on the primary; the stack's replica stops receiving WAL, the old
@@ -11,8 +11,9 @@ any slot exists there) and the stack rebuilds its pair (the old primary's server
    ``offboard``, ``onboard --after-failover``, ``cdc-lake run`` (a process of its own) until the table is
    LIVE, ``repair`` (validate's keys and those above the fork).  Then ``run`` drains and ``validate`` must
    match (exit 0), with the writer paused.
-2. The copy path on the same table, timed from ``offboard`` to LIVE: ``offboard``, ``onboard``,
-   ``bootstrap --apply`` under the writer; ``validate`` must match.
+2. The copy path on the same table (docs/runbooks/position-lost.md's), timed from ``offboard`` to the
+   switch: ``offboard``, ``onboard``, ``rebootstrap`` (the lake copy is kept until the new one is
+   switched in) under the writer and ``run``; ``validate`` must match.
 
 A run that ends inexact prints no result.  The stack's pair is restored at the end.  Run it with the
 stack up::
@@ -178,12 +179,16 @@ def main(argv: list[str] | None = None) -> int:
                 _stop(service)
             _validate_quiet(config_path, table, writer)
 
-            _log("the copy path: offboard, onboard, bootstrap --apply")
+            _log("the copy path: offboard, onboard, rebootstrap")
             started = time.monotonic()
             _cli(config_path, "offboard", bench.source)
             _cli(config_path, "onboard", bench.source)
-            _cli(config_path, "bootstrap", table, "--apply")
-            figures["copy_path_seconds"] = round(time.monotonic() - started, 1)
+            service = _run_service(bench, config_path)
+            try:
+                _cli(config_path, "rebootstrap", table, "--reason", "position lost")
+                figures["copy_path_seconds"] = round(time.monotonic() - started, 1)
+            finally:
+                _stop(service)
             _log(f"copy path {figures['copy_path_seconds']} s; validate")
             _validate_quiet(config_path, table, writer)
         finally:

@@ -154,7 +154,9 @@ def _rebootstrap(
     """``lock``: the table's bootstrap lock, held by the caller; the copy's commits verify it."""
     began = time.monotonic()
     info = store.require_table(name)
-    if info.state is TableState.PENDING_BOOTSTRAP:
+    if info.state is TableState.PENDING_BOOTSTRAP and store.get_watermark(name) is None:
+        # Never copied.  One copied before (onboarded again after a lost position) keeps its lake copy
+        # until the new one is switched in: `bootstrap` refuses a path holding a lake table.
         raise RebootstrapError(f"table {name} is {info.state.value}: run `cdc-lake bootstrap {name}` instead")
     if info.state is TableState.OFFBOARDED:
         raise RebootstrapError(f"table {name} is OFFBOARDED: onboard it again first")

@@ -268,3 +268,39 @@ def test_a_bootstrap_whose_hand_off_was_refused_is_rebootstrapped_and_switched(
         TableState.LIVE, result.path, COPY_WATERMARK,
     )
     assert store.rebootstraps(TABLE)[-1].old_path == configured
+
+
+def test_a_table_onboarded_again_with_its_lake_copy_is_rebootstrapped(
+    monkeypatch: pytest.MonkeyPatch, config: Config, store: StateStore
+) -> None:
+    """The full-copy way out of a lost position (docs/runbooks/position-lost.md): offboard and onboard
+    leave the table PENDING_BOOTSTRAP with its lake copy at the configured path, which `bootstrap`
+    refuses to write into; `rebootstrap` refused a PENDING_BOOTSTRAP table, naming `bootstrap`: a dead
+    end (failover_bench.py's copy path).  A table copied before is rebootstrapped: a new path, switched in
+    once caught up, the old copy kept until then."""
+    store.upsert_source("pg", "postgres", ["cdc-lake-pg"])
+    configured = config.lake.table_base_path(TABLE)
+    store.upsert_table(TABLE, "pg", 1, configured)
+    store.save_watermark(TABLE, topic=TOPIC, offsets={0: 3}, ts_source_ms=1000, source_position="0/1")
+    for state in (TableState.BOOTSTRAPPING, TableState.CATCHING_UP, TableState.LIVE):
+        store.transition(TABLE, state)
+    store.transition(TABLE, TableState.OFFBOARDED)
+    store.transition(TABLE, TableState.PENDING_BOOTSTRAP)  # onboarded again
+
+    def run_copy(copy: Any, lock: HeldLock) -> None:
+        _bootstrapped(store, copy.name, copy.target.base_path, COPY_WATERMARK)
+
+    monkeypatch.setattr(rebootstrap.TableBootstrap, "run", run_copy)
+    monkeypatch.setattr(rebootstrap, "get_spark", lambda spark, lake: None)
+    metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).metadata().to_dict()
+    commit = CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)
+    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path, **_: commit)
+    monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
+
+    (result,) = rebootstrap.rebootstrap_tables(
+        config, [TABLE], "position lost", LineView(print), CaughtUpApplier
+    )
+
+    assert result.path == versioned_path(configured, 2)
+    current = store.current_copy(TABLE).path
+    assert (store.require_table(TABLE).state, current) == (TableState.LIVE, result.path)
