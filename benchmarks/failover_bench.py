@@ -12,7 +12,7 @@ any slot exists there) and the stack rebuilds its pair (the old primary's server
    LIVE, ``repair`` (validate's keys and those above the fork).  Then ``run`` drains and ``validate`` must
    match (exit 0), with the writer paused.
 2. The copy path on the same table (docs/runbooks/position-lost.md's), timed from ``offboard`` to the
-   switch: ``offboard``, ``onboard``, ``rebootstrap`` (the lake copy is kept until the new one is
+   switch: ``offboard --drop-slot``, ``onboard``, ``rebootstrap`` (the lake copy is kept until the new one is
    switched in) under the writer and ``run``; ``validate`` must match.
 
 A run that ends inexact prints no result.  The stack's pair is restored at the end.  Run it with the
@@ -179,9 +179,9 @@ def main(argv: list[str] | None = None) -> int:
                 _stop(service)
             _validate_quiet(config_path, table, writer)
 
-            _log("the copy path: offboard, onboard, rebootstrap")
+            _log("the copy path: offboard --drop-slot, onboard, rebootstrap")
             started = time.monotonic()
-            _cli(config_path, "offboard", bench.source)
+            _cli(config_path, "offboard", bench.source, "--drop-slot")
             _cli(config_path, "onboard", bench.source)
             service = _run_service(bench, config_path)
             try:
