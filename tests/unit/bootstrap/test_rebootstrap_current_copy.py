@@ -244,19 +244,7 @@ def test_a_bootstrap_whose_hand_off_was_refused_is_rebootstrapped_and_switched(
         rebootstrap.rebootstrap_tables(config, [TABLE], "", LineView(print), CaughtUpApplier)
     store.transition(TABLE, TableState.BOOTSTRAPPING)
     store.save_watermark(TABLE, topic=TOPIC, offsets={0: 3}, ts_source_ms=1000, source_position="0/1")
-    copied: list[str] = []
-
-    def run_copy(copy: Any, lock: HeldLock) -> None:
-        """The copy's bootstrap and catch-up, as a run ending LIVE leaves it."""
-        copied.append(copy.target.base_path)
-        _bootstrapped(store, copy.name, copy.target.base_path, COPY_WATERMARK)
-
-    monkeypatch.setattr(rebootstrap.TableBootstrap, "run", run_copy)
-    monkeypatch.setattr(rebootstrap, "get_spark", lambda spark, lake: None)
-    metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).metadata().to_dict()
-    commit = CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)
-    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path, **_: commit)
-    monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
+    copied = _copies_caught_up(monkeypatch, store)
 
     (result,) = rebootstrap.rebootstrap_tables(
         config, [TABLE], "refused hand-off", LineView(print), CaughtUpApplier
@@ -286,16 +274,7 @@ def test_a_table_onboarded_again_with_its_lake_copy_is_rebootstrapped(
         store.transition(TABLE, state)
     store.transition(TABLE, TableState.OFFBOARDED)
     store.transition(TABLE, TableState.PENDING_BOOTSTRAP)  # onboarded again
-
-    def run_copy(copy: Any, lock: HeldLock) -> None:
-        _bootstrapped(store, copy.name, copy.target.base_path, COPY_WATERMARK)
-
-    monkeypatch.setattr(rebootstrap.TableBootstrap, "run", run_copy)
-    monkeypatch.setattr(rebootstrap, "get_spark", lambda spark, lake: None)
-    metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).metadata().to_dict()
-    commit = CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)
-    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path, **_: commit)
-    monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
+    _copies_caught_up(monkeypatch, store)
 
     (result,) = rebootstrap.rebootstrap_tables(
         config, [TABLE], "position lost", LineView(print), CaughtUpApplier
@@ -304,3 +283,21 @@ def test_a_table_onboarded_again_with_its_lake_copy_is_rebootstrapped(
     assert result.path == versioned_path(configured, 2)
     current = store.current_copy(TABLE).path
     assert (store.require_table(TABLE).state, current) == (TableState.LIVE, result.path)
+
+
+def _copies_caught_up(monkeypatch: pytest.MonkeyPatch, store: StateStore) -> list[str]:
+    """A re-bootstrap's copy bootstrapped and caught up (LIVE, its commit holding the watermark) without
+    Spark; returns the paths copied into, as they are copied."""
+    copied: list[str] = []
+
+    def run_copy(copy: Any, lock: HeldLock) -> None:
+        copied.append(copy.target.base_path)
+        _bootstrapped(store, copy.name, copy.target.base_path, COPY_WATERMARK)
+
+    monkeypatch.setattr(rebootstrap.TableBootstrap, "run", run_copy)
+    monkeypatch.setattr(rebootstrap, "get_spark", lambda spark, lake: None)
+    metadata = Checkpoint(TOPIC, dict(COPY_WATERMARK), 1000, Origin.WATERMARK).metadata().to_dict()
+    commit = CommitInfo(COPY_COMMIT, "commit", None, "BULK_INSERT", metadata)
+    monkeypatch.setattr(HudiFormat, "latest_commit", lambda lake, path, **_: commit)
+    monkeypatch.setattr(rebootstrap, "topic_state", lambda servers, topic, extra: TopicState(TOPIC_ID, {}))
+    return copied
