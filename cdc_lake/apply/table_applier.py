@@ -56,7 +56,7 @@ from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.exceptions import KafkaReadError, SchemaRegistryError
 from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.group_offsets import commit_group_offsets
-from cdc_lake.kafka.offsets import OffsetRange, topic_state
+from cdc_lake.kafka.offsets import OffsetRange, TopicState, topic_state
 from cdc_lake.kafka.reader import (
     KafkaReader,
     KafkaReadSettings,
@@ -215,9 +215,9 @@ class TableApplier:
         else:
             now = topic_state(kafka.bootstrap_servers, topic, extra=kafka.consumer)
         self._refuse_partitioning(len(now.marks))
-        most = self.options.max_events if capped else sys.maxsize
-        restart = _restart(self.store, self.target)
-        return plan_batch(self.target.qualified_name, self.checkpoint(), now, most, limit, restart)
+        most, checkpoint = self.options.max_events if capped else sys.maxsize, self.checkpoint()
+        name, restart = self.target.qualified_name, _restart(self.store, self.target, checkpoint, now)
+        return plan_batch(name, checkpoint, now, most, limit, restart)
 
     def _refuse_partitioning(self, partitions: int) -> None:
         """Raise when the topic has several partitions and the configured key is not the message key."""
@@ -469,9 +469,14 @@ _NONE: frozenset[tuple[int, int]] = frozenset()
 """No quarantined offsets."""
 
 
-def _restart(store: StateStore | None, target: TableTarget) -> dict[int, int] | None:
-    """Where a recaptured table's new capture begins in its topic (:mod:`cdc_lake.state.recaptures`)."""
-    recapture = None if store is None else store.recapture(target.qualified_name)
+def _restart(
+    store: StateStore | None, target: TableTarget, checkpoint: Checkpoint, now: TopicState
+) -> dict[int, int] | None:
+    """Where a recaptured table's new capture begins in its topic (:mod:`cdc_lake.state.recaptures`).
+    The state store is asked only when the topic holds something to read: an idle table's poll stays
+    free of it (nothing is planned, so there is nothing to cap)."""
+    pending = any(high > checkpoint.offsets.get(p, 0) for p, (_, high) in now.marks.items())
+    recapture = None if store is None or not pending else store.recapture(target.qualified_name)
     return None if recapture is None or recapture.topic != target.topic else recapture.offsets
 
 
