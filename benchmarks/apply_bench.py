@@ -80,6 +80,7 @@ from cdc_lake.apply.decoding import BatchSummary, DecodeSettings, decode_message
 from cdc_lake.apply.runner import ApplyRunner, applier_options, apply_once
 from cdc_lake.apply.service import ApplyService
 from cdc_lake.apply.table_applier import use_driver_python
+from cdc_lake.apply.table_services import ServiceThread, TableServices
 from cdc_lake.config import Config
 from cdc_lake.decode.framing import encode_frame
 from cdc_lake.decode.ordering import ORDERING_WIDTH, SNAPSHOT_ORDERING_VALUE
@@ -100,7 +101,7 @@ from cdc_lake.lake.columns import (
     SOFT_DELETED_COLUMN,
     SOURCE_TS_COLUMN,
 )
-from cdc_lake.lake.format import UNREAD, Unread, WriteOperation
+from cdc_lake.lake.format import UNREAD, Unread, WriteOperation, load_format
 from cdc_lake.lake.layout import IndexType, TableType
 from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.spark import get_spark
@@ -110,14 +111,13 @@ from cdc_lake.state.store import StateStore
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from change_plan import DELETE, INSERT, REGIONS, UPDATE, change_plan, last_per_key
+from layouts import LAYOUTS
 from support.apply import config_dict, debezium_postgres_schemas, record_catching_up, simple_capture
 from support.common import write_and_load
 
-VARIANTS = (
-    ("COPY_ON_WRITE", "GLOBAL_BLOOM"),
-    ("COPY_ON_WRITE", "RECORD_INDEX"),
-    ("MERGE_ON_READ", "RECORD_INDEX"),
-)
+THROUGHPUT_LAYOUTS = "default,cow-ri,mor-ri"
+APP_PRIMARY = {"database": "app", "user": "cdc", "password": "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"}
+"""The stack's ``app`` database as the benchmark sources' primary (the applier asks it before commits)."""
 LIMIT_VARIANTS = tuple(
     (table_type, index)
     for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ")
@@ -267,35 +267,42 @@ def bootstrap_table(spark: SparkSession, target: TableTarget | HudiTableSpec, ro
     return time.monotonic() - began
 
 
+def _partitioning(layout: str) -> dict[str, list[str]]:
+    """The table's ``partition_by`` in ``layout``: by region, unless the layout's index is per partition
+    (the bucket index), which the config refuses for a partitioned table (rows change region)."""
+    return {} if LAYOUTS[layout]["index"] == "BUCKET" else {"partition_by": ["region"]}
+
+
 def throughput(
     spark: SparkSession,
     stack: LocalStack,
     work: Path,
     topic: str,
-    variant: tuple[str, str],
+    layout: str,
     rows: int,
     batch: int,
     counts: dict[str, int],
 ) -> dict[str, Any]:
-    """Bootstrap a ``variant`` (table type, index) table and apply the topic into it; returns figures."""
-    table_type, index = variant
-    name = f"{table_type}_{index}".lower()
+    """Bootstrap a table in ``layout`` (:data:`layouts.LAYOUTS`) and apply the topic into it; returns figures.
+
+    A layout that leaves compaction outside the writes gets ``run``'s table-service thread beside the
+    applier, as in ``run``: its plans execute on the same cores while the batches commit."""
+    name = layout.replace("-", "_")
     prefix, schema, table = topic.split(".")
     base = config_dict(
         stack,
         [],
         str(work / f"lake-{name}"),
         f"sqlite:///{work}/state-{name}.db",
-        # Version 9: _completions reads completion times from the version 8+ timeline's file names.
-        lake={"index": index, "table_type": table_type, "table_version": 9},
+        lake=LAYOUTS[layout],
         apply={"batch_max_events": batch},
     )
     base["sources"] = {
         f"bench_{name}": {
             "engine": "postgres",
             "topic_prefix": prefix,
-            "primary": {"port": stack.layout.ports.postgres_primary, "database": "app", "user": "cdc"},
-            "tables": [{"name": f"{schema}.{table}", "partition_by": ["region"], "key": ["id"]}],
+            "primary": {**APP_PRIMARY, "port": stack.layout.ports.postgres_primary},
+            "tables": [{"name": f"{schema}.{table}", **_partitioning(layout), "key": ["id"]}],
         }
     }
     config = write_and_load(work / f"{name}.yaml", base)
@@ -304,9 +311,21 @@ def throughput(
     bootstrap_seconds = bootstrap_table(spark, target, rows)
     with StateStore.open(config.state_store.url) as store:
         runner = ApplyRunner.for_config(spark, store, config, slices=4)
+        services = ServiceThread(
+            TableServices(
+                load_format(spark, config.lake.format), store, config.state_store.url, beside_writer=True
+            ),
+            [target],
+            config.lake.compaction.check_seconds,
+        )
         began = time.monotonic()
-        (outcome,) = apply_once(runner, [target], workers=1)
-        seconds = time.monotonic() - began
+        services.start()
+        try:
+            (outcome,) = apply_once(runner, [target], workers=1)
+            seconds = time.monotonic() - began
+        finally:
+            services.stop()
+        backlog = load_format(spark, config.lake.format).service_backlog(target.base_path)
     assert outcome.error is None, outcome.error
     lake = read_table(spark, target.base_path)
     stored = lake.count()
@@ -314,8 +333,8 @@ def throughput(
     expected = rows + counts["inserts"] - counts["deletes"]
     assert stored == distinct == expected, (stored, distinct, expected)
     return {
-        "table_type": table_type,
-        "index": index,
+        "layout": layout,
+        "lake": LAYOUTS[layout],
         "rows": rows,
         "bootstrap_seconds": round(bootstrap_seconds, 1),
         "messages": outcome.offsets,
@@ -323,6 +342,8 @@ def throughput(
         "commits": outcome.batches,
         "apply_seconds": round(seconds, 1),
         "messages_per_second": round(outcome.offsets / seconds),
+        "changes_per_second": round(outcome.changes / seconds),
+        "compaction_plans_pending_after": backlog.pending_plans,
     }
 
 
@@ -410,7 +431,7 @@ def limit(
         f"bench_{name}": {
             "engine": "postgres",
             "topic_prefix": prefix,
-            "primary": {"port": stack.layout.ports.postgres_primary, "database": "app", "user": "cdc"},
+            "primary": {**APP_PRIMARY, "port": stack.layout.ports.postgres_primary},
             "tables": [{"name": f"{schema}.{table}", "partition_by": ["region"], "key": ["id"]}],
         }
     }
@@ -828,7 +849,7 @@ def concurrency(spark: SparkSession, stack: LocalStack, work: Path, tables: int,
             topic.split(".")[0]: {
                 "engine": "postgres",
                 "topic_prefix": topic.split(".")[0],
-                "primary": {"port": stack.layout.ports.postgres_primary, "database": "app", "user": "cdc"},
+                "primary": {**APP_PRIMARY, "port": stack.layout.ports.postgres_primary},
                 "tables": [{"name": "s.t", "partition_by": ["region"], "key": ["id"]}],
             }
             for topic in topics
@@ -869,6 +890,9 @@ def main() -> None:
     parser.add_argument("--growth-repeats", type=int, default=1, help="upserts per growth point")
     parser.add_argument("--plots", type=Path, help="directory for PNG plots (needs the bench extra)")
     parser.add_argument("--parts", default="readers,throughput,freshness,concurrency")
+    parser.add_argument(
+        "--layouts", default=THROUGHPUT_LAYOUTS, help=f"throughput part, comma list of {', '.join(LAYOUTS)}"
+    )
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -896,9 +920,9 @@ def main() -> None:
         print(json.dumps(results["readers"]), flush=True)
     if "throughput" in parts:
         results["throughput"] = []
-        for variant in VARIANTS:
+        for layout in args.layouts.split(","):
             results["throughput"].append(
-                throughput(spark, stack, work, topic, variant, args.rows, args.batch, counts)
+                throughput(spark, stack, work, topic, layout, args.rows, args.batch, counts)
             )
             print(json.dumps(results["throughput"][-1]), flush=True)
     if "limit" in parts:

@@ -3,7 +3,8 @@
 Run it with the stack up, from the stack's directory::
 
     .venv/bin/python benchmarks/freshness_bench.py [--rows 1000000] [--rates 500] [--seconds 600]
-        [--layout default|mor-ri] [--kills cold,standby --kill-after S --restart-after N]
+        [--layout default|cow-ri|mor-ri|mor-ri-async|mor-bucket-async]
+        [--kills cold,standby --kill-after S --restart-after N]
         [--json out.json] [--logs DIR]
 
 1. A Postgres database with a ``--rows``-row table (``bootstrap_bench.bench_database``: ``insert ...
@@ -70,6 +71,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from apply_bench import lag_percentiles, per_interval, plotting, run_pgbench
 from bootstrap_bench import TABLE, Bench, bench_database
+from layouts import LAYOUTS
 
 from cdc_lake.apply.decoding import DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.config import Config, load_config
@@ -81,24 +83,6 @@ from cdc_lake.lake.commit_metadata import OFFSETS_KEY
 from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 
-# Table version 9 (not the default 6): the commit watcher reads each commit's completion time from the
-# timeline's file names (``<instant>_<completion>.commit``), which version 6 does not write.
-LAYOUTS = {
-    "default": {"table_type": "COPY_ON_WRITE", "index": "GLOBAL_BLOOM", "table_version": 9},
-    "mor-ri": {"table_type": "MERGE_ON_READ", "index": "RECORD_INDEX", "table_version": 9},
-    # Compaction outside the writes: the applier schedules, run's table-service thread executes.
-    # Small-file limit 0: an update of a file group Hudi counts as small is otherwise merged into a new
-    # base file (a rewrite, not a log append) when the index cannot index log files (the record index).
-    "mor-ri-async": {
-        "table_type": "MERGE_ON_READ", "index": "RECORD_INDEX", "table_version": 9,
-        "compaction": {"inline": False, "max_delta_commits": 5, "check_seconds": 5},
-        "format_options": {"hoodie.parquet.small.file.limit": "0"},
-    },
-    "mor-bucket-async": {
-        "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9,
-        "compaction": {"inline": False, "max_delta_commits": 5, "check_seconds": 5},
-    },
-}
 WORKLOAD = {"update": 70, "insert": 15, "delete": 15}
 FRESH_SECONDS = 15.0
 """The freshness a restarted ``run`` must reach again (issue 24, goal 3)."""

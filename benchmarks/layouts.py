@@ -1,0 +1,34 @@
+"""The lake layouts the benchmarks compare, as ``lake:`` config settings, by name.
+
+Table version 9 (not the default 6) everywhere: the benchmarks read each commit's completion time from
+the timeline's file names (``<instant>_<completion>.commit``), which version 6 does not write.
+
+- ``default``: COPY_ON_WRITE + GLOBAL_BLOOM, the product's default.
+- ``cow-ri``: COPY_ON_WRITE + the record-level index.
+- ``mor-ri``: MERGE_ON_READ + the record-level index, compaction inside the writer every 5 delta commits.
+- ``mor-ri-async``, ``mor-bucket-async``: MERGE_ON_READ + the record-level index or the bucket index, the
+  compaction planned every 5 delta commits by the writer and executed outside its writes (``run``'s
+  table-service thread, ``cdc-lake compact``).  The record-index layout sets the small-file limit to 0:
+  otherwise Hudi merges an update of a file group it counts as small into a new base file (a rewrite,
+  not a log append) when the index cannot index log files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ASYNC = {"inline": False, "max_delta_commits": 5, "check_seconds": 5}
+
+LAYOUTS: dict[str, dict[str, Any]] = {
+    "default": {"table_type": "COPY_ON_WRITE", "index": "GLOBAL_BLOOM", "table_version": 9},
+    "cow-ri": {"table_type": "COPY_ON_WRITE", "index": "RECORD_INDEX", "table_version": 9},
+    "mor-ri": {"table_type": "MERGE_ON_READ", "index": "RECORD_INDEX", "table_version": 9},
+    "mor-ri-async": {
+        "table_type": "MERGE_ON_READ", "index": "RECORD_INDEX", "table_version": 9,
+        "compaction": _ASYNC,
+        "format_options": {"hoodie.parquet.small.file.limit": "0"},
+    },
+    "mor-bucket-async": {
+        "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9, "compaction": _ASYNC,
+    },
+}
