@@ -1,9 +1,11 @@
 """What one table's applier knows of its lake table between batches, read from the table and cached.
 
-The checkpoint the next batch resumes from, with the character lengths its commit records, comes from
-the latest completed commit; the row columns and the record key from the table itself, once it has
-columns.  A batch's commit updates the cache; the applier drops it after a failure, and when another
-writer committed since it was read (planning from stale offsets would apply a range twice).
+The checkpoint the next batch resumes from, with the character lengths and the layout its commit
+records, comes from the latest completed commit; the row columns and the record key from the table
+itself, once it has columns.  The batches write the table in the layout it records, whatever the config
+says now (:mod:`cdc_lake.lake.layout`: a layout change is a re-bootstrap), with a warning naming it.  A
+batch's commit updates the cache; the applier drops it after a failure, and when another writer
+committed since it was read (planning from stale offsets would apply a range twice).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.checkpoint import Checkpoint, resume_checkpoint
 from cdc_lake.lake.commit_metadata import CommitMetadata, written_by_cdc_lake
 from cdc_lake.lake.format import LakeFormat
+from cdc_lake.lake.layout import TableLayout, TableSpec, kept_layout
 from cdc_lake.lake.schema import row_columns
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.store import StateStore
@@ -40,6 +43,9 @@ class LakeState:
         """The character lengths the latest commit records (read with the checkpoint)."""
         self.record_key: tuple[str, ...] | None = None
         self.exists = False
+        self.layout: TableLayout | None = None
+        """The layout the latest commit records (None: none recorded, the config's is written)."""
+        self._warned: TableLayout | None = None
 
     def forget(self) -> None:
         """Drop cached offsets and schema: they are read again from the table."""
@@ -63,11 +69,28 @@ class LakeState:
             self.seen_commit = None if latest is None else latest.instant
             stored = None if commit is None else CommitMetadata.from_dict(commit.metadata)
             self.lengths = {} if stored is None else dict(stored.char_lengths)
+            self.layout = None if stored is None else stored.layout
+            self._warn_layout()
             _LOG.info(
                 "%s resumes from %s %s", self.target.qualified_name, self._checkpoint.origin.value,
                 self._checkpoint.offsets,
             )
         return self._checkpoint
+
+    def spec(self, key_fields: tuple[str, ...]) -> TableSpec:
+        """The table as the next batch writes it: keyed by ``key_fields``, in the layout it records."""
+        return kept_layout(self.target.spec(key_fields), self.layout)
+
+    def _warn_layout(self) -> None:
+        configured = self.target.spec(self.target.key_fields or ()).layout
+        if self.layout is None or self.layout == configured or self._warned == self.layout:
+            return
+        self._warned = self.layout
+        name = self.target.qualified_name
+        _LOG.warning(
+            "%s keeps the layout it was created with, %s; the config's %s applies to a new copy: "
+            "cdc-lake rebootstrap %s", name, self.layout, configured, name,
+        )
 
     def _foreign(self, instant: str) -> None:
         """Another writer committed ``instant`` (no cdc-lake checkpoint in it): the table resumes from
@@ -135,6 +158,7 @@ class LakeState:
         """Take what a batch's commit ``instant`` wrote: its checkpoint, columns, lengths and record key."""
         self._checkpoint = replace(after, commit_instant=instant)
         self.seen_commit = instant
+        self.layout = self.spec(record_key).layout
         self.columns = columns
         self.lengths = lengths
         self.record_key = record_key

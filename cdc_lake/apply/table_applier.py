@@ -430,7 +430,7 @@ class TableApplier:
             after = Checkpoint(
                 self.target.topic, offsets, newest, Origin.COMMIT, positions=positions, topic_id=plan.topic_id
             )
-            spec = self.target.spec(key_fields)
+            spec = self._table.spec(key_fields)
             metadata = replace(
                 after.metadata(), quarantined=quarantined_below(skipped, end),
                 compared_columns=self._merge.compared(columns), char_lengths=lengths,

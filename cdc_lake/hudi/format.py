@@ -55,7 +55,7 @@ class HudiFormat(LakeFormat):
         previous: str | Unread | None = UNREAD,
         unique_keys: bool = False,
     ) -> str:
-        metadata_options = metadata.to_dict()
+        metadata_options = dataclasses.replace(metadata, layout=spec.layout).to_dict()
         return writer.write_batch(
             self.spark,
             hudi_spec(spec),

@@ -4,6 +4,7 @@ Every commit the bootstrap or the applier writes carries, in its extra metadata,
 reached (topic, next offsets, newest source time, stream positions, topic id; :mod:`cdc_lake.lake.checkpoint`
 reads it back), the quarantined offsets its range skipped (:mod:`cdc_lake.apply.skipped`), the columns its
 schema policy compared and the character lengths it was written with (:mod:`cdc_lake.lake.schema_change`),
+the layout its table keeps (:class:`~cdc_lake.lake.layout.TableLayout`, recorded by the format's write),
 and for a bootstrap commit its attempt and plan partitions.  :class:`CommitMetadata` holds them typed;
 :meth:`~CommitMetadata.to_dict` writes the strings the lake stores (an absent value writes no key) and
 :meth:`~CommitMetadata.from_dict` reads them back.  The keys and the text of their values are part of
@@ -17,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from cdc_lake.lake.layout import IndexType, TableLayout, TableType
+
 TOPIC_KEY = "kafka.topic"
 OFFSETS_KEY = "kafka.offsets"
 SOURCE_TS_KEY = "source.newest_ts_ms"
@@ -28,6 +31,8 @@ COMPARED_KEY = "schema.compared_columns"
 ATTEMPT_KEY = "bootstrap.attempt"
 PARTITIONS_KEY = "bootstrap.partitions"
 LENGTHS_KEY = "schema.char_lengths"
+LAYOUT_KEY = "lake.layout"
+"""The table's layout, ``{"table_type": ..., "index": ...}``."""
 
 _T = TypeVar("_T")
 
@@ -60,6 +65,7 @@ class CommitMetadata:
     bootstrap_attempt: str | None = None
     bootstrap_partitions: frozenset[int] = frozenset()
     char_lengths: Mapping[str, int] = field(default_factory=dict)
+    layout: TableLayout | None = None
 
     def to_dict(self) -> dict[str, str]:
         """The stored form: one string per key, the absent values left out."""
@@ -84,6 +90,10 @@ class CommitMetadata:
             stored[PARTITIONS_KEY] = ",".join(str(index) for index in sorted(self.bootstrap_partitions))
         if self.char_lengths:
             stored[LENGTHS_KEY] = json.dumps(dict(sorted(self.char_lengths.items())))
+        if self.layout is not None:
+            stored[LAYOUT_KEY] = json.dumps(
+                {"table_type": self.layout.table_type.value, "index": self.layout.index.value}
+            )
         return stored
 
     @classmethod
@@ -110,11 +120,18 @@ class CommitMetadata:
             bootstrap_attempt=stored.get(ATTEMPT_KEY),
             bootstrap_partitions=frozenset(int(i) for i in stored.get(PARTITIONS_KEY, "").split(",") if i),
             char_lengths=_read(stored, LENGTHS_KEY, {}, lambda v: {str(n): int(c) for n, c in v.items()}),
+            layout=_read(stored, LAYOUT_KEY, None, _layout),
         )
 
 
 def _quarantined(value: Mapping[str, list[int]]) -> dict[int, tuple[int, ...]]:
     return {int(p): tuple(int(o) for o in offsets) for p, offsets in value.items()}
+
+
+def _layout(value: Mapping[str, str]) -> TableLayout:
+    if not {"table_type", "index"} <= set(value):
+        raise ValueError("a layout names its table_type and index")
+    return TableLayout(TableType(value["table_type"]), IndexType(value["index"]))
 
 
 def _read(stored: Mapping[str, str], key: str, absent: _T, parse: Callable[[Any], _T]) -> _T:

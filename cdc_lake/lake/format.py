@@ -115,7 +115,8 @@ class LakeFormat(ABC):
         previous: str | Unread | None = UNREAD,
         unique_keys: bool = False,
     ) -> str:
-        """Write ``rows`` into ``spec``'s table as one commit storing ``metadata``; its instant.
+        """Write ``rows`` into ``spec``'s table as one commit storing ``metadata`` with ``spec``'s layout
+        (:attr:`~cdc_lake.lake.layout.TableSpec.layout`); its instant.
 
         The table is created by its first write.  ``previous``: the latest data commit's instant (None:
         none) when the caller has just read it.  ``unique_keys``: ``rows`` hold each key once.

@@ -5,11 +5,18 @@ The settings are the config's ``lake.table_type``, ``lake.index``, ``lake.compac
 ``lake.table_version`` (docs/hudi.md), carried by every :class:`~cdc_lake.lake.target.TableTarget`; the
 format turns a spec into its writer options.  Nothing here imports the config or a format, so both
 can name these types.
+
+A table keeps the :class:`TableLayout` (table type and index) it was created with: every commit records
+its layout (:class:`~cdc_lake.lake.commit_metadata.CommitMetadata`), and the applier writes an existing
+table in its recorded layout whatever the config says now (:func:`kept_layout`).  Another index would
+not find the stored rows (a bucket index looks a key up only in its hash bucket, a global index in files
+a bucket index never wrote): the table would gain a second row per key.  The config's layout applies to
+new copies, so a layout change is ``cdc-lake rebootstrap TABLE``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 TABLE_VERSIONS = (6, 8, 9)
@@ -84,3 +91,26 @@ class TableSpec:
     table_version: int = DEFAULT_TABLE_VERSION
     options: tuple[tuple[str, str], ...] = ()
     parallelism: int | None = None
+
+    @property
+    def layout(self) -> TableLayout:
+        """The layout this spec writes."""
+        return TableLayout(self.table_type, self.index)
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """What a table keeps from its creation on: its table type and index."""
+
+    table_type: TableType
+    index: IndexType
+
+    def __str__(self) -> str:
+        return f"{self.table_type.value} + {self.index.value}"
+
+
+def kept_layout(spec: TableSpec, recorded: TableLayout | None) -> TableSpec:
+    """``spec`` in the layout its table records (None: the table records none, ``spec`` as it is)."""
+    if recorded is None or recorded == spec.layout:
+        return spec
+    return replace(spec, table_type=recorded.table_type, index=recorded.index)

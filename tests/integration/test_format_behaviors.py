@@ -7,7 +7,8 @@ behaviours are the ones the bootstrap and the applier rely on (docs/hudi.md): a 
 first write until it is removed; a bulk insert reads back row for row and column for column; an upsert
 merges by event-time ordering (a higher or equal ordering value wins, an older change arriving late
 loses, a delete marker removes a key only when it wins); a DELETE removes keys whatever their ordering;
-every write is one commit carrying its operation and its cdc-lake metadata; the format's own columns
+every write is one commit carrying its operation and its cdc-lake metadata with the layout it wrote
+(table type and index, which the table keeps); the format's own columns
 appear only when asked for.  Local base paths under ``tmp_path``, COPY_ON_WRITE, tens of rows.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -189,8 +191,9 @@ def test_a_commit_keeps_its_operation_metadata_and_record_count(
 
     assert commit is not None and commit.instant == instant
     assert commit.operation == WriteOperation.BULK_INSERT.name
-    assert commit.metadata == BOOTSTRAP.to_dict()
-    assert CommitMetadata.from_dict(commit.metadata) == BOOTSTRAP
+    recorded = replace(BOOTSTRAP, layout=spec.layout)  # the format records the layout it wrote
+    assert commit.metadata == recorded.to_dict()
+    assert CommitMetadata.from_dict(commit.metadata) == recorded
     assert lake.records_written(spec.base_path, instant) == len(rows)
     with pytest.raises(LakeWriteError, match="not a completed commit"):
         lake.records_written(spec.base_path, "20000101000000000")
@@ -230,7 +233,7 @@ def test_an_upsert_merges_by_event_time_ordering(
     commit = lake.latest_commit(spec.base_path)
     assert commit is not None and commit.instant == second and second > first
     assert commit.operation == WriteOperation.UPSERT.name
-    assert CommitMetadata.from_dict(commit.metadata) == CHECKPOINT
+    assert CommitMetadata.from_dict(commit.metadata) == replace(CHECKPOINT, layout=spec.layout)
 
 
 def test_a_delete_removes_keys_whatever_their_ordering(
@@ -248,4 +251,4 @@ def test_a_delete_removes_keys_whatever_their_ordering(
     commit = lake.latest_commit(spec.base_path)
     assert commit is not None and commit.instant == instant
     assert commit.operation == WriteOperation.DELETE.name
-    assert commit.metadata == CHECKPOINT.to_dict()
+    assert commit.metadata == replace(CHECKPOINT, layout=spec.layout).to_dict()

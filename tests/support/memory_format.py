@@ -28,7 +28,7 @@ import calendar
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Final
 
 from pyspark.sql import DataFrame
@@ -212,7 +212,8 @@ class MemoryFormat(LakeFormat):
             instant = _next_instant()
             records = self._apply(table, keyed, operation, instant)
             action = "deltacommit" if spec.table_type is TableType.MERGE_ON_READ else "commit"
-            table.commits.append(_Commit(instant, action, operation, metadata.to_dict(), records))
+            stored = replace(metadata, layout=spec.layout).to_dict()
+            table.commits.append(_Commit(instant, action, operation, stored, records))
             _TABLES[_path(spec.base_path)] = table
         return instant
 

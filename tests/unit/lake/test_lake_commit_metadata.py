@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cdc_lake.lake.commit_metadata import CommitMetadata, MalformedCommitMetadata
+from cdc_lake.lake.layout import IndexType, TableLayout, TableType
 
 APPLY_COMMIT = {
     "kafka.topic": "pg.public.t",
@@ -15,8 +16,9 @@ APPLY_COMMIT = {
     "quarantined": '{"0": [3, 9], "1": [2]}',
     "schema.compared_columns": '["amount", "id"]',
     "schema.char_lengths": '{"name": 200, "note": 10}',
+    "lake.layout": '{"table_type": "MERGE_ON_READ", "index": "BUCKET"}',
 }
-"""An applier's commit as earlier versions wrote it, every key present."""
+"""An applier's commit, every key present (earlier versions wrote the same without ``lake.layout``)."""
 BOOTSTRAP_COMMIT = {
     "kafka.topic": "pg.public.t",
     "kafka.offsets": '{"0": 5}',
@@ -47,6 +49,8 @@ def test_the_record_holds_typed_values() -> None:
         {"name": 200, "note": 10},
     )
     assert (bootstrap.bootstrap_partitions, bootstrap.newest_source_ts_ms) == (frozenset({0, 2, 10}), None)
+    assert apply.layout == TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET)
+    assert bootstrap.layout is None  # a commit of an earlier version: the table's layout is not known
 
 
 def test_a_bootstrap_commit_of_no_partition_still_names_its_attempt() -> None:
@@ -62,6 +66,8 @@ def test_a_bootstrap_commit_of_no_partition_still_names_its_attempt() -> None:
         ({"kafka.offsets": "[1, 2"}, "malformed offsets '\\[1, 2'"),
         ({"kafka.offsets": "{}", "kafka.stream_positions": "[]"}, "malformed offsets '{}'"),
         ({"schema.char_lengths": '{"a": "x"}'}, "malformed schema.char_lengths"),
+        ({"lake.layout": '{"table_type": "MERGE_ON_READ"}'}, "malformed lake.layout"),
+        ({"lake.layout": '{"table_type": "X", "index": "BUCKET"}'}, "malformed lake.layout"),
     ],
 )
 def test_a_value_that_cannot_be_read_is_named(stored: dict[str, str], message: str) -> None:
