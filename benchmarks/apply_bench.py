@@ -116,7 +116,9 @@ from support.apply import config_dict, debezium_postgres_schemas, record_catchin
 from support.common import write_and_load
 
 THROUGHPUT_LAYOUTS = "default,cow-ri,mor-ri"
-APP_PRIMARY = {"database": "app", "user": "cdc", "password": "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"}
+APP_PRIMARY: dict[str, Any] = {
+    "database": "app", "user": "cdc", "password": "${CDC_LAKE_DB_PASSWORD:-cdc-lake-local}"
+}
 """The stack's ``app`` database as the benchmark sources' primary (the applier asks it before commits)."""
 LIMIT_VARIANTS = tuple(
     (table_type, index)
@@ -301,7 +303,7 @@ def throughput(
         f"bench_{name}": {
             "engine": "postgres",
             "topic_prefix": prefix,
-            "primary": {**APP_PRIMARY, "port": stack.layout.ports.postgres_primary},
+            "primary": APP_PRIMARY | {"port": stack.layout.ports.postgres_primary},
             "tables": [{"name": f"{schema}.{table}", **_partitioning(layout), "key": ["id"]}],
         }
     }
@@ -431,7 +433,7 @@ def limit(
         f"bench_{name}": {
             "engine": "postgres",
             "topic_prefix": prefix,
-            "primary": {**APP_PRIMARY, "port": stack.layout.ports.postgres_primary},
+            "primary": APP_PRIMARY | {"port": stack.layout.ports.postgres_primary},
             "tables": [{"name": f"{schema}.{table}", "partition_by": ["region"], "key": ["id"]}],
         }
     }
@@ -849,7 +851,7 @@ def concurrency(spark: SparkSession, stack: LocalStack, work: Path, tables: int,
             topic.split(".")[0]: {
                 "engine": "postgres",
                 "topic_prefix": topic.split(".")[0],
-                "primary": {**APP_PRIMARY, "port": stack.layout.ports.postgres_primary},
+                "primary": APP_PRIMARY | {"port": stack.layout.ports.postgres_primary},
                 "tables": [{"name": "s.t", "partition_by": ["region"], "key": ["id"]}],
             }
             for topic in topics

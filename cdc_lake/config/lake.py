@@ -7,12 +7,12 @@ import posixpath
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from cdc_lake.config.paths import DEFAULT_STATE_DIR
 from cdc_lake.sources.settings import ConfigModel as _Model
-from cdc_lake.sources.settings import FormatOptions, Secret
+from cdc_lake.sources.settings import FormatOptions, IndexName, Secret, TableTypeName
 
 
 class S3Settings(_Model):
@@ -51,10 +51,8 @@ class LakeSettings(_Model):
     format: str = Field(default_factory=_default_format)
     """The table format (a name :data:`cdc_lake.lake.format.FORMATS` knows) every table is written in."""
     base_path: str = f"{DEFAULT_STATE_DIR}/lake"
-    table_type: Literal["COPY_ON_WRITE", "MERGE_ON_READ"] = "COPY_ON_WRITE"
-    index: Literal["GLOBAL_BLOOM", "RECORD_INDEX", "GLOBAL_SIMPLE", "BLOOM", "SIMPLE", "BUCKET"] = (
-        "GLOBAL_BLOOM"
-    )
+    table_type: TableTypeName = "COPY_ON_WRITE"
+    index: IndexName = "GLOBAL_BLOOM"
     soft_deletes: bool = False
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     s3: S3Settings | None = None
@@ -76,14 +74,6 @@ class LakeSettings(_Model):
         if problem is not None:
             raise PydanticCustomError("lake_format", "{reason}", {"reason": problem})
         return value
-
-    @model_validator(mode="after")
-    def _compaction_needs_mor(self) -> LakeSettings:
-        if "compaction" in self.model_fields_set and self.table_type != "MERGE_ON_READ":
-            raise PydanticCustomError(
-                "compaction_needs_mor", "compaction applies only to table_type MERGE_ON_READ"
-            )
-        return self
 
     def table_base_path(self, qualified_name: str) -> str:
         """The Hudi base path of a table named ``source.schema.table``: one directory level per part."""

@@ -92,19 +92,33 @@ class Config(_Model):
         # would miss the stored row, which would stay.
         from cdc_lake.lake.layout import IndexType
 
-        if IndexType(self.lake.index).is_global:
-            return self
-        for source, table in self.iter_tables():
-            if table.partition_by:
+        for key, source in self.sources.items():
+            for position, table in enumerate(source.tables):
+                index = IndexType(table.index or self.lake.index)
+                if not table.partition_by or index.is_global:
+                    continue
+                setting = f"sources.{key}.tables[{position}].index" if table.index else "lake.index"
                 raise PydanticCustomError(
                     "per_partition_index",
-                    "lake.index {index} is per partition and cannot serve table {table}, which has "
+                    "{setting} {index} is per partition and cannot serve table {table}, which has "
                     "partition_by: a delete without the partition value or an update that changes it "
                     "would miss the stored row; use a global index: GLOBAL_BLOOM, GLOBAL_SIMPLE or "
                     "RECORD_INDEX",
-                    {"index": self.lake.index, "table": table.qualified_name(source)},
+                    {"setting": setting, "index": index.value, "table": table.qualified_name(source)},
                 )
         return self
+
+    @model_validator(mode="after")
+    def _compaction_needs_mor(self) -> Config:
+        if "compaction" not in self.lake.model_fields_set or self.lake.table_type == "MERGE_ON_READ":
+            return self
+        if any(table.table_type == "MERGE_ON_READ" for _, table in self.iter_tables()):
+            return self
+        raise PydanticCustomError(
+            "compaction_needs_mor",
+            "lake.compaction applies only to MERGE_ON_READ tables, and neither lake.table_type nor any "
+            "table's table_type is MERGE_ON_READ",
+        )
 
     @model_validator(mode="after")
     def _format_options_pass_through(self) -> Config:

@@ -77,8 +77,8 @@ def target_for(config: Config, source: Source, table: Table) -> TableTarget:
         key_fields=tuple(table.key) if table.key else None,
         partition_fields=tuple(table.partition_by or ()),
         columns=tuple(table.columns) if table.columns else None,
-        table_type=TableType(lake.table_type),
-        index=IndexType(lake.index),
+        table_type=TableType(table.table_type or lake.table_type),
+        index=IndexType(table.index or lake.index),
         compaction=CompactionSpec(
             lake.compaction.inline, lake.compaction.max_delta_commits, lake.compaction.max_delta_seconds
         ),

@@ -43,6 +43,11 @@ from pydantic_core import PydanticCustomError
 from cdc_lake.exceptions import SourceEngineError, UnknownTableError
 from cdc_lake.representation import parse_column_type
 
+TableTypeName = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
+"""The table types a table may be created with (``cdc_lake.lake.layout.TableType``'s values)."""
+IndexName = Literal["GLOBAL_BLOOM", "RECORD_INDEX", "GLOBAL_SIMPLE", "BLOOM", "SIMPLE", "BUCKET"]
+"""The indexes a table may be created with (``cdc_lake.lake.layout.IndexType``'s values)."""
+
 DEFAULT_HEARTBEAT_SECONDS: Final = 2.0
 """A source's default heartbeat interval.  On an idle Postgres table the hand-off waits for two
 heartbeats (the first writes the heartbeat row, the next commits the offset past it): 2 s keeps that
@@ -113,6 +118,11 @@ class Table(ConfigModel):
     key: list[str] | None = None
     columns: list[str] | None = None
     partition_by: list[str] | None = None
+    table_type: TableTypeName | None = None
+    index: IndexName | None = None
+    """The table's own layout (None: ``lake.table_type``, ``lake.index``), e.g. MERGE_ON_READ + BUCKET for
+    a busy tier-0 table among COPY_ON_WRITE ones.  A layout is what a new copy is created with: an existing
+    table keeps its own (docs/hudi.md, "A table keeps its layout"), so a change is a re-bootstrap."""
     format_options: FormatOptions = Field(default_factory=dict)
     column_types: dict[str, str] = Field(default_factory=dict)
     """Per-column lake representation for columns whose default mapping is not exact

@@ -19,6 +19,8 @@ from cdc_lake.config import (
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
 from cdc_lake.lake.format import DEFAULT_FORMAT, FORMATS
+from cdc_lake.lake.layout import IndexType, TableLayout, TableType
+from cdc_lake.lake.target import select_targets
 from cdc_lake.sources import ENGINES
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -331,13 +333,42 @@ def test_source_defaults_derive_from_its_name(tmp_path: Path) -> None:
 
 
 def test_compaction_is_only_for_merge_on_read(tmp_path: Path) -> None:
-    cow = write(tmp_path, "lake:\n  compaction: {inline: false}\n")
+    cow = write(tmp_path, "lake:\n  compaction: {inline: false}\n" + PG_SOURCE)
     mor = write(
         tmp_path, "lake:\n  table_type: MERGE_ON_READ\n  compaction: {max_delta_commits: 3}\n", "m.yaml"
     )
+    one_mor_table = write(
+        tmp_path,
+        "lake:\n  compaction: {inline: false}\n" + PG_SOURCE + "        table_type: MERGE_ON_READ\n",
+        "t.yaml",
+    )
 
-    assert "lake: compaction applies only to table_type MERGE_ON_READ" in error_of(cow)
+    assert "lake.compaction applies only to MERGE_ON_READ tables" in error_of(cow)
     assert load_config(mor).lake.compaction.max_delta_commits == 3
+    assert load_config(one_mor_table).lake.compaction.inline is False
+
+
+def test_a_table_names_its_own_layout_for_its_new_copies(tmp_path: Path) -> None:
+    text = PG_SOURCE.replace(
+        "        tier: 0\n", "        tier: 0\n        table_type: MERGE_ON_READ\n        index: BUCKET\n"
+    )
+    config = load_config(write(tmp_path, text))
+
+    customers, orders = select_targets(config)
+    assert (customers.table_type, customers.index) == (TableType.MERGE_ON_READ, IndexType.BUCKET)
+    assert (orders.table_type, orders.index) == (TableType.COPY_ON_WRITE, IndexType.GLOBAL_BLOOM)
+    assert customers.spec(("id",)).layout == TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET)
+
+
+def test_a_tables_per_partition_index_with_partition_by_is_refused_naming_its_setting(tmp_path: Path) -> None:
+    text = PG_SOURCE + "        index: BUCKET\n        partition_by: [region]\n"
+    bad_value = write(tmp_path, PG_SOURCE + "        index: HASHED\n", "v.yaml")
+
+    message = error_of(write(tmp_path, text))
+
+    assert "sources.pg.tables[1].index BUCKET" in message and "pg.public.orders" in message
+    assert "GLOBAL_BLOOM, GLOBAL_SIMPLE or RECORD_INDEX" in message
+    assert "sources.pg.tables[1].index: Input should be" in error_of(bad_value)
 
 
 def test_an_unknown_lake_format_is_named_with_the_known_ones(tmp_path: Path) -> None:
