@@ -13,9 +13,11 @@ second (one row per transaction).  Then:
 
 After each, the writer pauses and ``validate`` (waiting for ``run`` to drain the topic) must match
 (exit 0): a run that ends inexact prints no result.  The ratio is repair / rebootstrap
-in the same run.  Run it with the stack up::
+in the same run.  ``--layout`` names the table's layout (``benchmarks/layouts.py``; the product's
+default when omitted).  Run it with the stack up::
 
-    .venv/bin/python benchmarks/repair_bench.py --rows 1000000 --keys 100 --rate 500 [--json out.json]
+    .venv/bin/python benchmarks/repair_bench.py --rows 1000000 --keys 100 --rate 500 \
+        [--layout mor-bucket-async] [--json out.json]
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pyspark.sql import functions as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bootstrap_bench import TABLE, Bench, bench_database
+from layouts import LAYOUTS
 
 from cdc_lake.cli.main import cli
 from cdc_lake.config import Config, load_config
@@ -134,17 +137,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=100)
     parser.add_argument("--rate", type=int, default=500)
+    parser.add_argument("--layout", choices=sorted(LAYOUTS), help="default: the product's")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     stack = LocalStack(Config.default(Path.cwd()).stack)
-    figures: dict[str, Any] = {"rows": args.rows, "keys": args.keys, "rate": args.rate}
+    figures: dict[str, Any] = {"rows": args.rows, "keys": args.keys, "rate": args.rate, "layout": args.layout}
+    lake = {} if args.layout is None else LAYOUTS[args.layout]
     with bench_database("postgres", stack, args.rows, None) as bench:
         entry = bench.source_entry()
         entry["tables"] = [{**entry["tables"][0], "tier": 0}]
         # Continuous validation off: its samples would take CPU from one arm and not the other (its own
         # cost is benchmarks/continuous_validation_bench.py's).
         config_path = bench.write_config(
-            "repair", {bench.source: entry}, {"validation": {"continuous": False}}
+            "repair", {bench.source: entry}, {"validation": {"continuous": False}, "lake": lake}
         )
         config = load_config(config_path)
         table = f"{bench.source}.{bench.schema_table}"
