@@ -4,6 +4,14 @@ The stack is started once per test run (``cdc-lake stack up`` semantics: idempot
 running stack) when the first ``integration`` test asks for it, and stopped at the end only if
 this run started it (set ``CDC_LAKE_KEEP_STACK=1`` to keep it).  A service that cannot start
 fails the run with its reason and log tail: nothing is skipped.
+
+Every Spark driver JVM a test starts as a subprocess (a ``cdc-lake`` command, the demo's steps,
+``spark-submit``) runs the serial collector and stops its JIT at C1: ``SPARK_SUBMIT_OPTS``, which
+Spark's launcher puts on the driver's command line, holds :data:`SUBPROCESS_JVM_OPTIONS`.  Such a JVM
+lives a minute or two, where C2's compiler threads and G1's concurrent ones cost more CPU than they
+save on two cores (``docs/benchmarks.md``, "The test command").  The test process's own driver
+starts without them (:func:`_short_lived_spark_drivers`): it lives for the whole run, where C2's code
+pays off (``support/spark.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from pyspark.sql import SparkSession
@@ -19,9 +27,37 @@ from support.engines import STACK_ENGINES, StackEngine
 from support.spark import shared_spark
 
 from cdc_lake.config import Config, S3Settings
+from cdc_lake.spark import session as spark_session
 from cdc_lake.spark import stop_spark
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.service import LAKE_BUCKET
+
+SUBPROCESS_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""The JVM options of the Spark drivers tests start as subprocesses (see the module docstring)."""
+SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _short_lived_spark_drivers() -> Iterator[None]:
+    """Subprocesses inherit :data:`SUBPROCESS_JVM_OPTIONS`; this process's own driver JVM does not."""
+    own = os.environ.get(SUBMIT_OPTS)
+    launch = spark_session.launch_gateway
+
+    def launch_own_driver(*args: Any, **kwargs: Any) -> Any:
+        options = os.environ.pop(SUBMIT_OPTS, None)
+        if own is not None:
+            os.environ[SUBMIT_OPTS] = own
+        try:
+            return launch(*args, **kwargs)
+        finally:
+            if options is not None:
+                os.environ[SUBMIT_OPTS] = options
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv(SUBMIT_OPTS, f"{own or ''} {SUBPROCESS_JVM_OPTIONS}".strip())
+    patch.setattr(spark_session, "launch_gateway", launch_own_driver)
+    yield
+    patch.undo()
 
 
 @pytest.fixture(scope="session")
