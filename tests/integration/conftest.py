@@ -6,12 +6,9 @@ this run started it (set ``CDC_LAKE_KEEP_STACK=1`` to keep it).  A service that 
 fails the run with its reason and log tail: nothing is skipped.
 
 Every Spark driver JVM a test starts as a subprocess (a ``cdc-lake`` command, the demo's steps,
-``spark-submit``) runs the serial collector and stops its JIT at C1: ``SPARK_SUBMIT_OPTS``, which
-Spark's launcher puts on the driver's command line, holds :data:`SUBPROCESS_JVM_OPTIONS`.  Such a JVM
-lives a minute or two, where C2's compiler threads and G1's concurrent ones cost more CPU than they
-save on two cores (``docs/benchmarks.md``, "The test command").  The test process's own driver
-starts without them (:func:`_short_lived_spark_drivers`): it lives for the whole run, where C2's code
-pays off (``support/spark.py``).
+``spark-submit``) gets ``support.spark.SUBPROCESS_JVM_OPTIONS`` (C1 only, the serial collector) through
+``SPARK_SUBMIT_OPTS``, which Spark's launcher puts on the driver's command line; the test process's own
+driver starts without them (:func:`_short_lived_spark_drivers`).  Why, measured: ``support/spark.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from typing import Any, cast
 import pytest
 from pyspark.sql import SparkSession
 from support.engines import STACK_ENGINES, StackEngine
-from support.spark import shared_spark
+from support.spark import SUBPROCESS_JVM_OPTIONS, shared_spark
 
 from cdc_lake.config import Config, S3Settings
 from cdc_lake.spark import session as spark_session
@@ -32,8 +29,6 @@ from cdc_lake.spark import stop_spark
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.service import LAKE_BUCKET
 
-SUBPROCESS_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-"""The JVM options of the Spark drivers tests start as subprocesses (see the module docstring)."""
 SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
 
 

@@ -10,7 +10,9 @@ two test processes G1's concurrent threads cost more than they save.  Measured o
 session's JVM from ``/proc``): 403 s with G1 (of them 57 s in GC threads), 349 s with the serial
 collector (32 s).  Stopping the JIT at C1 as well saved more in that 8-minute run (317 s) but loses
 in a 40-minute test process, where C2's compilations pay off (its compiled code cut the executor
-threads' time from 157 s to 111 s), so C2 stays.
+threads' time from 157 s to 111 s), so C2 stays.  The Spark drivers tests start as subprocesses live a
+minute or two, where C1 wins (``test_demo.py``: the machine's CPU 208 s -> 157 s): they run
+:data:`SUBPROCESS_JVM_OPTIONS` (``tests/integration/conftest.py`` hands them over).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from cdc_lake.spark.session import S3SettingsLike
 
 TEST_JVM_OPTIONS = "-XX:+UseSerialGC"
 """The test session's JVM options (see the module docstring)."""
+SUBPROCESS_JVM_OPTIONS = f"-XX:TieredStopAtLevel=1 {TEST_JVM_OPTIONS}"
+"""The JVM options of the Spark drivers tests start as subprocesses (see the module docstring)."""
 
 
 @dataclass(frozen=True)
