@@ -4,7 +4,9 @@ On the running stack, a small Postgres table (``--rows`` rows: id, note, amount,
 fresh database, onboarded, bootstrapped and applied until LIVE, each by the ``cdc-lake`` command.  Then,
 ``--runs`` times in turn (A B C A B C ...), each a process of its own as a user runs it:
 
-(a) a bare SparkSession start with the lake format's jars (``cdc_lake.spark.get_spark`` from the config);
+(a) a bare SparkSession start with the lake format's jars (``cdc_lake.spark.get_spark`` from the config),
+    as Spark starts its JVM by default ("session": the machine's figure, the target's yardstick) and
+    with cdc-lake's class-sharing archive ("session_sharing");
 (b) ``cdc-lake validate TABLE`` (the lake caught up: counts and range checksums only);
 (c) ``cdc-lake apply --once`` of ``--changes`` messages (one update a transaction, written on the
     primary and streamed by Debezium before the command starts).
@@ -57,9 +59,12 @@ from cdc_lake.config import load_config
 from cdc_lake.spark import get_spark
 
 config = load_config(Path(sys.argv[1]))
-get_spark(config.spark, config.lake)
+sharing = sys.argv[2] == "sharing"
+get_spark(config.spark.model_copy(update={"class_data_sharing": sharing}), config.lake)
 """
-"""(a): what every Spark verb pays before its first step: the config, the jars, the JVM and the session."""
+"""(a): what every Spark verb pays before its first step: the config, the jars, the JVM and the session;
+``sharing`` as its second argument maps the class-sharing archive (:mod:`cdc_lake.spark.class_sharing`),
+anything else starts the JVM as Spark does by default."""
 
 _LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\w+) (cdc_lake\S*) (.*)$")
 
@@ -173,8 +178,9 @@ def _check_baseline(tree: Path) -> None:
 def _round(table: SmallTable, changes: int, baseline: Path | None, number: int) -> dict[str, float]:
     """One round: (a) session, (b) validate, then ``changes`` changes, (c) apply --once; with a baseline
     tree, (b) and (c) of the tree too, each right beside this checkout's (which goes first alternates)."""
-    session, _ = _run([sys.executable, "-c", SESSION, str(table.config_path)])
-    found = {"session": round(session, 2)}
+    session, _ = _run([sys.executable, "-c", SESSION, str(table.config_path), "plain"])
+    shared, _ = _run([sys.executable, "-c", SESSION, str(table.config_path), "sharing"])
+    found = {"session": round(session, 2), "session_sharing": round(shared, 2)}
     arms: list[tuple[str, dict[str, str] | None]] = [("", None)]
     if baseline is not None:
         arms.append(("_baseline", baseline_env(baseline)))
@@ -239,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         "baseline": None if args.baseline is None else str(args.baseline),
         "profiles": {"validate": validate_steps, "apply_once": apply_steps},
     }
-    verbs = [key for key in rounds[0] if key != "session"]
+    verbs = [key for key in rounds[0] if not key.startswith("session")]
     for verb in verbs:
         ratios = [round(r[verb] / r["session"], 2) for r in rounds]
         figures[f"{verb}_over_session"] = ratios

@@ -51,6 +51,8 @@ class SparkSettings(_Model):
     driver_memory: str = "1g"
     jars: list[str] = Field(default_factory=list)
     conf: dict[str, PassthroughValue] = Field(default_factory=dict)
+    class_data_sharing: bool = True
+    """Map the classes of earlier driver JVMs from an archive (:mod:`cdc_lake.spark.class_sharing`)."""
 
     @field_validator("master")
     @classmethod

@@ -21,6 +21,7 @@ settings go on an executor's command line (``SparkConf.isExecutorStartupConf``).
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
 import os
@@ -41,6 +42,7 @@ from cdc_lake import jvm
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.lake.format import FormatFacts, format_facts
 from cdc_lake.redaction import is_secret_key
+from cdc_lake.spark import class_sharing
 
 # Settings cdc-lake's own writes and reads need, whatever the format (whose own required settings are
 # its facts' ``spark_conf``); a user conf may not contradict them.
@@ -129,6 +131,9 @@ class SparkSettingsLike(Protocol):
 
     @property
     def conf(self) -> Mapping[str, object]: ...
+
+    @property
+    def class_data_sharing(self) -> bool: ...
 
 
 class LakeSettingsLike(Protocol):
@@ -382,7 +387,21 @@ def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike) -> dict
     verbose = logging.getLogger().isEnabledFor(logging.INFO)
     if not verbose:
         conf = quiet_conf(conf, _quiet_log4j2_file())
-    _launch_gateway(launch_conf(conf), verbose)
+    driver_options = conf.get("spark.driver.extraJavaOptions", "")
+    packages = conf.get(PACKAGES_KEY, "")
+    sharing = class_sharing.plan(jars, driver_options, settings.class_data_sharing, packages)
+    launch = launch_conf(conf)
+    if sharing is not None:
+        launch["spark.driver.extraJavaOptions"] = " ".join(filter(None, [driver_options, *sharing.options]))
+    try:
+        _launch_gateway(launch, verbose)
+    except BaseException:
+        if sharing is not None:
+            class_sharing.finish(sharing, None)  # no JVM: nothing to wait for, the lock released
+        raise
+    if sharing is not None and sharing.writing is not None:
+        gateway = SparkContext._gateway
+        atexit.register(class_sharing.finish, sharing, getattr(gateway, "proc", None))
     return conf
 
 

@@ -42,6 +42,7 @@ class LocalSparkSettings:
     app_name: str = "cdc-lake-tests"
     driver_memory: str = "1g"
     jars: Sequence[str] = field(default_factory=tuple)
+    class_data_sharing: bool = True
 
 
 @dataclass(frozen=True)
