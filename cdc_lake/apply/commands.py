@@ -2,7 +2,9 @@
 
 ``apply --once`` first compares each table's applied offsets (the state store's copy) with the topic's
 end offsets on the driver: when no table has anything new, it returns without starting Spark at all.
-The copy can only lag the Hudi commits, never lead them, so this never skips real work.
+The copy can only lag the Hudi commits, never lead them, so this never skips real work.  The same
+comparison sizes the work: a backlog of at most :data:`SHORT_LIVED_BACKLOG` messages starts a driver
+tuned for a short life (C1 compiler, serial collector), a larger one Spark's default JVM.
 """
 
 from __future__ import annotations
@@ -71,16 +73,26 @@ def outcome_json(outcome: TableOutcome) -> dict[str, object]:
     }
 
 
-def _has_news(config: Config, store: StateStore, target: TableTarget) -> bool:
-    """False only when the state store shows every partition applied up to the topic's end now.
+SHORT_LIVED_BACKLOG = 10_000
+"""``apply --once`` with at most this many messages to apply starts a short-lived driver
+(:data:`cdc_lake.spark.session.SHORT_LIVED_JAVA_OPTIONS`): measured, such a driver answers 30 messages in
+10.4-12.1 s instead of 14.2-14.3 s and applies 200,000 changes 12 % slower; the bound stays well inside
+the small side."""
 
-    A topic that does not exist yet (no change so far) has nothing new, unless offsets of it were applied.
+
+def _backlog(config: Config, store: StateStore, target: TableTarget) -> int:
+    """Messages of ``target``'s topic past the state store's applied offsets now: 0 only when every
+    partition is applied up to the topic's end.  The copy can only lag the Hudi commits, so this is at
+    least the real backlog.
+
+    A topic that does not exist yet (no change so far) has nothing new, unless offsets of it were applied
+    (then 1: the applier finds out what happened).
     """
     applied = store.get_applied_offsets(target.qualified_name)
     ends = end_offsets(config.kafka.bootstrap_servers, target.topic, extra=dict(config.kafka.consumer))
     if not ends:
-        return bool(applied)
-    return any(applied.get(partition, 0) < end for partition, end in ends.items())
+        return 1 if applied else 0
+    return sum(max(0, end - applied.get(partition, 0)) for partition, end in ends.items())
 
 
 def _check_supported(config: Config) -> None:
@@ -91,8 +103,9 @@ def _check_supported(config: Config) -> None:
         )
 
 
-def _runner(config: Config, store: StateStore, slices: int) -> ApplyRunner:
-    return ApplyRunner.for_config(get_spark(config.spark, config.lake), store, config, slices=slices)
+def _runner(config: Config, store: StateStore, slices: int, short_lived: bool = False) -> ApplyRunner:
+    spark = get_spark(config.spark, config.lake, short_lived=short_lived)
+    return ApplyRunner.for_config(spark, store, config, slices=slices)
 
 
 def apply_once_command(
@@ -109,18 +122,21 @@ def apply_once_command(
     with StateStore.open(config.state_store.url) as store:
         outcomes: list[TableOutcome] = []
         pending = []
+        backlog = 0
         for target in targets:
             reason = skip_reason(store, target)
+            messages = 0 if reason is not None else _backlog(config, store, target)
             if reason is not None:
                 outcomes.append(TableOutcome(target.qualified_name, skipped=reason))
-            elif not _has_news(config, store, target):
+            elif not messages:
                 outcomes.append(TableOutcome(target.qualified_name))
             else:
                 pending.append(target)
+                backlog += messages
         for outcome in outcomes:
             echo(render(outcome))
         if pending:
-            runner = _runner(config, store, slices=max(2, workers))
+            runner = _runner(config, store, max(2, workers), short_lived=backlog <= SHORT_LIVED_BACKLOG)
             outcomes += apply_once(runner, pending, workers, on_done=lambda o: echo(render(o)))
     error = failure_summary(outcomes)
     if error is not None:

@@ -25,6 +25,7 @@ import atexit
 import importlib
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -338,6 +339,30 @@ def submitted_conf() -> dict[str, str] | None:
     return dict(SparkConf().getAll())
 
 
+SHORT_LIVED_JAVA_OPTIONS: Mapping[str, re.Pattern[str]] = {
+    "-XX:TieredStopAtLevel=1": re.compile(r"-XX:(TieredStopAtLevel=\d+|[+-]TieredCompilation)|-Xint|-Xcomp"),
+    "-XX:+UseSerialGC": re.compile(r"-XX:[+-]Use\w*GC"),
+}
+"""A short-lived driver's options (a one-shot command with little to do: ``short_lived``), each with the
+pattern of the user's own options (``spark.driver.extraJavaOptions``, ``SPARK_SUBMIT_OPTS``) that decide
+the same thing (then it is left out).  HotSpot's C2 compiler costs a cold driver seconds of CPU on two
+cores before its code pays off: the C1 compiler alone and the serial collector cut ``apply --once`` of
+30 messages from 14.2-14.3 s to 10.4-12.1 s, while a 200,000-change ``apply`` into a 1M-row table took
+12 % longer with them (60.8 s against 54.1 s).  So only for small work (docs/benchmarks.md, "time to
+the first answer")."""
+
+
+def short_lived_options(driver_options: str) -> tuple[str, ...]:
+    """The :data:`SHORT_LIVED_JAVA_OPTIONS` that the user's own ``driver_options`` (and
+    ``SPARK_SUBMIT_OPTS``) leave to cdc-lake."""
+    given = [*driver_options.split(), *os.environ.get("SPARK_SUBMIT_OPTS", "").split()]
+    return tuple(
+        option
+        for option, decided in SHORT_LIVED_JAVA_OPTIONS.items()
+        if not any(decided.fullmatch(word) for word in given)
+    )
+
+
 def _require_format_on_classpath(facts: FormatFacts) -> None:
     """Under spark-submit the driver's classpath is fixed: name the missing argument, not a Spark trace."""
     jvm = SparkContext._jvm
@@ -373,8 +398,9 @@ def driver_jars(settings: SparkSettingsLike, lake_format: str) -> list[str | os.
     return list(jvm.resolve(jvm.spark_jars(pyspark.__version__, lake_format)))
 
 
-def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike) -> dict[str, str]:
-    """Start the driver JVM as spark-submit would, with the config's master, jars and Python."""
+def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike, short_lived: bool) -> dict[str, str]:
+    """Start the driver JVM as spark-submit would, with the config's master, jars and Python (and the
+    :data:`SHORT_LIVED_JAVA_OPTIONS` the user leaves open when ``short_lived``)."""
     jars = driver_jars(settings, lake.format)
     if settings.master.startswith("local"):
         # Read by the JVM launcher before any conf applies: keeps Spark's own lookups on loopback.
@@ -391,8 +417,11 @@ def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike) -> dict
     packages = conf.get(PACKAGES_KEY, "")
     sharing = class_sharing.plan(jars, driver_options, settings.class_data_sharing, packages)
     launch = launch_conf(conf)
-    if sharing is not None:
-        launch["spark.driver.extraJavaOptions"] = " ".join(filter(None, [driver_options, *sharing.options]))
+    added = [*(sharing.options if sharing is not None else ())]
+    if short_lived:
+        added += short_lived_options(driver_options)
+    if added:
+        launch["spark.driver.extraJavaOptions"] = " ".join(filter(None, [driver_options, *added]))
     try:
         _launch_gateway(launch, verbose)
     except BaseException:
@@ -405,7 +434,9 @@ def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike) -> dict
     return conf
 
 
-def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSession:
+def get_spark(
+    settings: SparkSettingsLike, lake: LakeSettingsLike, *, short_lived: bool = False
+) -> SparkSession:
     """Return the process-wide SparkSession, starting it with the lake format's (and S3A) settings on
     first use.
 
@@ -413,7 +444,8 @@ def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSessi
     Maven-resolved set of the format's jars, spark-avro and hadoop-aws (downloaded once).
     When spark-submit started this process, its JVM is the driver: its command line has set
     the master, the jars and the executors' Python, and the config must agree with it.
-    Later calls return the same session whatever settings they pass.
+    Later calls return the same session whatever settings they pass.  ``short_lived``: the caller is a
+    one-shot command with little to do, whose driver starts with :data:`SHORT_LIVED_JAVA_OPTIONS`.
     """
     global _session
     with _lock:
@@ -425,7 +457,7 @@ def get_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> SparkSessi
             conf = spark_conf(settings, lake, [], submitted)
             _require_format_on_classpath(format_facts(lake.format))
         else:
-            conf = _launch_own_jvm(settings, lake)
+            conf = _launch_own_jvm(settings, lake, short_lived)
         builder = SparkSession.builder
         for key, value in conf.items():
             builder = builder.config(key, value)
@@ -470,7 +502,9 @@ def warm_python_workers(spark: SparkSession, modules: Sequence[str]) -> threadin
     return thread
 
 
-def start_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> Future[SparkSession]:
+def start_spark(
+    settings: SparkSettingsLike, lake: LakeSettingsLike, *, short_lived: bool = False
+) -> Future[SparkSession]:
     """:func:`get_spark` on a thread of its own: the driver JVM comes up while the caller does work that
     needs no Spark (imports, the state store, the source), and waits for the session only where it needs
     it (``result()``, which raises what the start raised)."""
@@ -480,7 +514,7 @@ def start_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> Future[S
         if not future.set_running_or_notify_cancel():
             return
         try:
-            future.set_result(get_spark(settings, lake))
+            future.set_result(get_spark(settings, lake, short_lived=short_lived))
         except BaseException as exc:  # handed to the waiting caller
             future.set_exception(exc)
 

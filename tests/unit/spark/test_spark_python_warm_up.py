@@ -73,7 +73,7 @@ def test_hooks_run_when_the_session_starts_not_for_a_running_one(monkeypatch: py
     assert started == []
     fake = _Session()
     monkeypatch.setattr(session, "submitted_conf", lambda: None)
-    monkeypatch.setattr(session, "_launch_own_jvm", lambda settings, lake: {"spark.app.name": "t"})
+    monkeypatch.setattr(session, "_launch_own_jvm", lambda settings, lake, short: {"spark.app.name": "t"})
     monkeypatch.setattr(session, "_alive", lambda running: True)
 
     class _Builder:
