@@ -5,7 +5,7 @@ time.  The rules: one archive per Java runtime and jar set; one writer at a time
 whole (written by the JVM at its exit, renamed into place once the JVM exited cleanly); off by config or
 by the user's own sharing options.  The "JVM" here is a real process that behaves as Spark's gateway
 does: it runs until its stdin ends, then writes the file it was told to and exits.  That a real driver
-maps the archive is ``tests/integration/test_spark_class_sharing.py``.
+maps the archive is ``tests/integration/test_driver_class_sharing.py``.
 """
 
 from __future__ import annotations
