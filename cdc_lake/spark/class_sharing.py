@@ -91,13 +91,17 @@ def _stat_text(path: Path) -> str:
     return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
-def archive_key(java: Path, jars: Sequence[str | os.PathLike[str]], packages: str = "") -> str:
-    """The digest naming the archive of one Java runtime and one driver classpath."""
+def archive_key(
+    java: Path, jars: Sequence[str | os.PathLike[str]], packages: str = "", on_classpath: bool = False
+) -> str:
+    """The digest naming the archive of one Java runtime and one driver classpath (``jars`` on the JVM's
+    classpath, or loaded by Spark from ``spark.jars``)."""
     parts = [
         _stat_text(java),
         _stat_text(java.parent.parent / "lib" / "modules"),
         f"pyspark:{pyspark.__version__}:{Path(pyspark.__file__).parent}",
         f"packages:{packages}",
+        f"on classpath:{on_classpath}",
         *(_stat_text(Path(jar)) for jar in jars),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
@@ -129,18 +133,22 @@ def _remove_stale(directory: Path) -> None:
 
 
 def plan(
-    jars: Sequence[str | os.PathLike[str]], driver_options: str, enabled: bool, packages: str = ""
+    jars: Sequence[str | os.PathLike[str]],
+    driver_options: str,
+    enabled: bool,
+    packages: str = "",
+    on_classpath: bool = False,
 ) -> SharingPlan | None:
-    """The class-sharing options for a driver JVM about to start with ``jars`` (and ``packages``), or
-    None: sharing turned off, decided by the user's own ``driver_options``, no java found, or another
-    process writing the archive right now."""
+    """The class-sharing options for a driver JVM about to start with ``jars`` (on its classpath or in
+    ``spark.jars``) and ``packages``, or None: sharing turned off, decided by the user's own
+    ``driver_options``, no java found, or another process writing the archive right now."""
     if not enabled or any(option.startswith(USER_OPTIONS) for option in driver_options.split()):
         return None
     java = java_executable()
     if java is None:
         return None
     directory = folder()
-    key = archive_key(java, jars, packages)
+    key = archive_key(java, jars, packages, on_classpath)
     archive = directory / f"{key}.jsa"
     if archive.is_file():
         _LOG.debug("class-data sharing: mapping %s", archive)

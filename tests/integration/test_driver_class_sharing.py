@@ -54,7 +54,8 @@ def test_the_next_driver_loads_its_classes_from_the_first_ones_archive(tmp_path:
     java = class_sharing.java_executable()
     assert java is not None, "no java on the PATH or under JAVA_HOME"
     jars = [*driver_jars(config.spark, config.lake.format), str(extra)]
-    archive = class_sharing.folder() / f"{class_sharing.archive_key(java, jars)}.jsa"
+    local = config.spark.master.startswith("local")  # local mode: the jars on the JVM's classpath
+    archive = class_sharing.folder() / f"{class_sharing.archive_key(java, jars, on_classpath=local)}.jsa"
     assert not archive.exists()
     try:
         _driver(extra, dict(os.environ))

@@ -121,6 +121,7 @@ def test_a_new_jar_set_or_java_runtime_gets_an_archive_of_its_own(
     key = class_sharing.archive_key(java, [jar])
     assert class_sharing.archive_key(java, [jar]) == key
     assert class_sharing.archive_key(java, [jar], packages="org.example:x:1") != key
+    assert class_sharing.archive_key(java, [jar], on_classpath=True) != key
     other = tmp_path / "other.jar"
     other.write_bytes(b"j")
     assert class_sharing.archive_key(java, [jar, other]) != key

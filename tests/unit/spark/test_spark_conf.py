@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ from support.spark_settings import S3, Lake, Spark
 
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.lake.format import format_facts
+from cdc_lake.spark import session
 from cdc_lake.spark.session import PRODUCT_REQUIRED_CONF, launch_conf, quiet_conf, spark_conf
 
 
@@ -79,3 +82,30 @@ def test_the_driver_command_line_gets_no_credentials() -> None:
     assert launched["spark.master"] == "local[2]"
     assert launched["spark.jars"] == "/jars/hudi.jar"
     assert launched["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:17070"
+
+
+@pytest.mark.parametrize("master", ["local[2]", "spark://127.0.0.1:7077"])
+def test_a_local_driver_gets_the_jars_on_its_classpath_a_cluster_in_spark_jars(
+    monkeypatch: pytest.MonkeyPatch, master: str
+) -> None:
+    """Local mode: the jars follow Spark's own on the JVM's classpath (``SPARK_DIST_CLASSPATH``, set for the
+    launch only), so the driver-executor never copies them into its scratch folder; a cluster's executors
+    fetch ``spark.jars``."""
+    launched: list[tuple[dict[str, str], list[str], str | None]] = []
+
+    def launch(conf: Mapping[str, str], verbose: bool, classpath: Sequence[str]) -> None:
+        launched.append((dict(conf), [str(c) for c in classpath], os.environ.get("SPARK_DIST_CLASSPATH")))
+
+    monkeypatch.setattr(session, "_launch_gateway", launch)
+    jars = ["/jars/hudi.jar", "/jars/aws.jar"]
+    monkeypatch.setattr(session, "driver_jars", lambda settings, lake_format: jars)
+    monkeypatch.delenv("SPARK_DIST_CLASSPATH", raising=False)
+    conf = session._launch_own_jvm(Spark(master=master, class_data_sharing=False), Lake(), False)
+    ((launch_conf, classpath, _),) = launched
+    if master.startswith("local"):
+        assert classpath == ["/jars/hudi.jar", "/jars/aws.jar"]
+        assert "spark.jars" not in launch_conf and "spark.jars" not in conf
+    else:
+        assert classpath == []
+        assert launch_conf["spark.jars"] == "/jars/hudi.jar,/jars/aws.jar"
+    assert "SPARK_DIST_CLASSPATH" not in os.environ

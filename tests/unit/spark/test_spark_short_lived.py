@@ -57,7 +57,7 @@ def test_the_driver_starts_with_them_only_when_short_lived(
     monkeypatch: pytest.MonkeyPatch, short_lived: bool
 ) -> None:
     launched: list[dict[str, str]] = []
-    monkeypatch.setattr(session, "_launch_gateway", lambda conf, verbose: launched.append(dict(conf)))
+    monkeypatch.setattr(session, "_launch_gateway", lambda conf, verbose, cp: launched.append(dict(conf)))
     monkeypatch.setattr(session, "driver_jars", lambda settings, lake_format: [])
     settings = Spark(conf={DRIVER: "-Dmine=1"}, class_data_sharing=False)
     conf = session._launch_own_jvm(settings, Lake(), short_lived)
