@@ -4,9 +4,9 @@ On the running stack, a small Postgres table (``--rows`` rows: id, note, amount,
 fresh database, onboarded, bootstrapped and applied until LIVE, each by the ``cdc-lake`` command.  Then,
 ``--runs`` times in turn (A B C A B C ...), each a process of its own as a user runs it:
 
-(a) a bare SparkSession start with the lake format's jars (``cdc_lake.spark.get_spark`` from the config),
-    as Spark starts its JVM by default ("session": the machine's figure, the target's yardstick) and
-    with cdc-lake's class-sharing archive ("session_sharing");
+(a) a bare SparkSession start with the lake format's jars and settings, as PySpark starts one
+    ("session": the machine's figure, the target's yardstick), and as cdc-lake's commands start theirs
+    ("session_cdc_lake": ``cdc_lake.spark.get_spark``);
 (b) ``cdc-lake validate TABLE`` (the lake caught up: counts and range checksums only);
 (c) ``cdc-lake apply --once`` of ``--changes`` messages (one update a transaction, written on the
     primary and streamed by Debezium before the command starts).
@@ -55,16 +55,29 @@ SESSION = """
 import sys
 from pathlib import Path
 
+import pyspark
+from pyspark.sql import SparkSession
+
+from cdc_lake import jvm
 from cdc_lake.config import load_config
 from cdc_lake.spark import get_spark
+from cdc_lake.spark.session import spark_conf
 
 config = load_config(Path(sys.argv[1]))
-sharing = sys.argv[2] == "sharing"
-get_spark(config.spark.model_copy(update={"class_data_sharing": sharing}), config.lake)
+if sys.argv[2] == "cdc-lake":
+    get_spark(config.spark, config.lake)
+else:
+    jars = jvm.resolve(jvm.spark_jars(pyspark.__version__, config.lake.format))
+    builder = SparkSession.builder
+    for key, value in spark_conf(config.spark, config.lake, jars).items():
+        builder = builder.config(key, value)
+    builder.getOrCreate()
 """
-"""(a): what every Spark verb pays before its first step: the config, the jars, the JVM and the session;
-``sharing`` as its second argument maps the class-sharing archive (:mod:`cdc_lake.spark.class_sharing`),
-anything else starts the JVM as Spark does by default."""
+"""(a): a SparkSession with the Hudi bundle, started as PySpark starts one: the config's Spark and Hudi
+settings and the jars in ``spark.jars``, Spark's default JVM ("session": the machine's figure, the
+target's yardstick); with ``cdc-lake`` as its second argument, started as cdc-lake's commands start
+theirs (``cdc_lake.spark.get_spark``: the class-sharing archive, the jars on the classpath in local
+mode; "session_cdc_lake")."""
 
 _LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\w+) (cdc_lake\S*) (.*)$")
 
@@ -178,9 +191,9 @@ def _check_baseline(tree: Path) -> None:
 def _round(table: SmallTable, changes: int, baseline: Path | None, number: int) -> dict[str, float]:
     """One round: (a) session, (b) validate, then ``changes`` changes, (c) apply --once; with a baseline
     tree, (b) and (c) of the tree too, each right beside this checkout's (which goes first alternates)."""
-    session, _ = _run([sys.executable, "-c", SESSION, str(table.config_path), "plain"])
-    shared, _ = _run([sys.executable, "-c", SESSION, str(table.config_path), "sharing"])
-    found = {"session": round(session, 2), "session_sharing": round(shared, 2)}
+    session, _ = _run([sys.executable, "-c", SESSION, str(table.config_path), "pyspark"])
+    ours, _ = _run([sys.executable, "-c", SESSION, str(table.config_path), "cdc-lake"])
+    found = {"session": round(session, 2), "session_cdc_lake": round(ours, 2)}
     arms: list[tuple[str, dict[str, str] | None]] = [("", None)]
     if baseline is not None:
         arms.append(("_baseline", baseline_env(baseline)))

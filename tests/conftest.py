@@ -3,9 +3,10 @@
 With ``CDC_LAKE_FORBID_SKIPS=1`` (set by ``.ci/run``) a skipped test fails the run: a skipped
 integration test is a missing test.
 
-Spark's scratch directories (``spark-<uuid>``, each holding a copy of the session's jars, ~350 MB)
-go under the run's pytest base directory: a Spark process a test kills on purpose never removes
-its own, and pytest keeps only the last three base directories, so killed runs cannot fill /tmp.
+Spark's scratch directories (``spark-<uuid>``: shuffle and block files; a cluster's driver also
+serves the jars from there, ~350 MB) go under the run's pytest base directory: a Spark process a test
+kills on purpose never removes its own, and pytest keeps only the last three base directories, so
+killed runs cannot fill /tmp.
 
 Longest modules first: ``dev/test.sh`` runs two processes a module at a time (``--dist loadfile
 --no-loadscope-reorder``), so the run ends when the last module ends.  Collected in file order (or in

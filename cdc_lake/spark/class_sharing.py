@@ -16,7 +16,8 @@ jar set makes a new archive, and the newest :data:`KEEP_ARCHIVES` are kept under
 - An archive exists: the driver starts with ``-XX:SharedArchiveFile``.  A JVM that cannot map it (a heap
   across 32 GB, a runtime rebuilt in place) says so on its stdout, which cdc-lake discards, and runs
   without it: slower, never wrong.
-- None exists: one process at a time (a lock file created exclusively; one older than
+- None exists: one process at a time, never a long-lived one such as ``run`` (whose exit may be days
+  away), writes it (a lock file created exclusively; one older than
   :data:`STALE_SECONDS` belonged to a process that died) starts its driver with
   ``-XX:ArchiveClassesAtExit`` to a file of its own.  When that process ends, :func:`finish` closes the
   JVM's stdin (Spark's gateway then exits the JVM), waits for the JVM to write the archive and renames it
@@ -138,10 +139,12 @@ def plan(
     enabled: bool,
     packages: str = "",
     on_classpath: bool = False,
+    may_write: bool = True,
 ) -> SharingPlan | None:
     """The class-sharing options for a driver JVM about to start with ``jars`` (on its classpath or in
     ``spark.jars``) and ``packages``, or None: sharing turned off, decided by the user's own
-    ``driver_options``, no java found, or another process writing the archive right now."""
+    ``driver_options``, no java found, no archive yet and this driver not to write it (``may_write``
+    false: a long-lived one), or another process writing it right now."""
     if not enabled or any(option.startswith(USER_OPTIONS) for option in driver_options.split()):
         return None
     java = java_executable()
@@ -153,6 +156,8 @@ def plan(
     if archive.is_file():
         _LOG.debug("class-data sharing: mapping %s", archive)
         return SharingPlan((f"-XX:SharedArchiveFile={archive}",), archive)
+    if not may_write:
+        return None
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

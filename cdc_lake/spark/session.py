@@ -31,6 +31,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
@@ -357,17 +358,30 @@ def submitted_conf() -> dict[str, str] | None:
     return dict(SparkConf().getAll())
 
 
+class DriverLife(Enum):
+    """How long a process's driver is expected to live: it decides two of its JVM's options."""
+
+    ONE_SHOT = "one-shot"
+    """A command that ends when its work is done (the default): the first one writes the class-sharing
+    archive at its exit (:mod:`cdc_lake.spark.class_sharing`)."""
+    SMALL = "small"
+    """A one-shot command with little to do: its driver also runs :data:`SHORT_LIVED_JAVA_OPTIONS`."""
+    SERVICE = "service"
+    """Runs until stopped (``run``, ``apply`` without ``--once``): maps the class-sharing archive but never
+    writes it, since its exit, and the writer's lock with it, may be days away."""
+
+
 SHORT_LIVED_JAVA_OPTIONS: Mapping[str, re.Pattern[str]] = {
     "-XX:TieredStopAtLevel=1": re.compile(r"-XX:(TieredStopAtLevel=\d+|[+-]TieredCompilation)|-Xint|-Xcomp"),
     "-XX:+UseSerialGC": re.compile(r"-XX:[+-]Use\w*GC"),
 }
-"""A short-lived driver's options (a one-shot command with little to do: ``short_lived``), each with the
+"""A short-lived driver's options (:attr:`DriverLife.SMALL`), each with the
 pattern of the user's own options (``spark.driver.extraJavaOptions``, ``SPARK_SUBMIT_OPTS``) that decide
 the same thing (then it is left out).  HotSpot's C2 compiler costs a cold driver seconds of CPU on two
 cores before its code pays off: the C1 compiler alone and the serial collector cut ``apply --once`` of
 30 messages from 14.2-14.3 s to 10.4-12.1 s, while a 200,000-change ``apply`` into a 1M-row table took
-12 % longer with them (60.8 s against 54.1 s).  So only for small work (docs/benchmarks.md, "time to
-the first answer")."""
+12 % and 53 % longer with them in two pairs (60.8 s against 54.1 s, 86.6 s against 56.7 s).  So only for
+small work (docs/benchmarks.md, "time to the first answer")."""
 
 
 def short_lived_options(driver_options: str) -> tuple[str, ...]:
@@ -416,9 +430,9 @@ def driver_jars(settings: SparkSettingsLike, lake_format: str) -> list[str | os.
     return list(jvm.resolve(jvm.spark_jars(pyspark.__version__, lake_format)))
 
 
-def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike, short_lived: bool) -> dict[str, str]:
-    """Start the driver JVM as spark-submit would, with the config's master, jars and Python (and the
-    :data:`SHORT_LIVED_JAVA_OPTIONS` the user leaves open when ``short_lived``).
+def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike, life: DriverLife) -> dict[str, str]:
+    """Start the driver JVM as spark-submit would, with the config's master, jars and Python, and the
+    options its expected ``life`` calls for.
 
     In local mode the jars go on the JVM's classpath, after Spark's own (``SPARK_DIST_CLASSPATH``),
     instead of ``spark.jars``: the executor is the driver JVM, and with ``spark.jars`` its first task
@@ -443,10 +457,12 @@ def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike, short_l
         conf = quiet_conf(conf, _quiet_log4j2_file())
     driver_options = conf.get("spark.driver.extraJavaOptions", "")
     packages = conf.get(PACKAGES_KEY, "")
-    sharing = class_sharing.plan(jars, driver_options, settings.class_data_sharing, packages, local)
+    may_write = life is not DriverLife.SERVICE
+    enabled = settings.class_data_sharing
+    sharing = class_sharing.plan(jars, driver_options, enabled, packages, local, may_write)
     launch = launch_conf(conf)
     added = [*(sharing.options if sharing is not None else ())]
-    if short_lived:
+    if life is DriverLife.SMALL:
         added += short_lived_options(driver_options)
     if added:
         launch["spark.driver.extraJavaOptions"] = " ".join(filter(None, [driver_options, *added]))
@@ -463,7 +479,7 @@ def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike, short_l
 
 
 def get_spark(
-    settings: SparkSettingsLike, lake: LakeSettingsLike, *, short_lived: bool = False
+    settings: SparkSettingsLike, lake: LakeSettingsLike, *, life: DriverLife = DriverLife.ONE_SHOT
 ) -> SparkSession:
     """Return the process-wide SparkSession, starting it with the lake format's (and S3A) settings on
     first use.
@@ -472,8 +488,8 @@ def get_spark(
     Maven-resolved set of the format's jars, spark-avro and hadoop-aws (downloaded once).
     When spark-submit started this process, its JVM is the driver: its command line has set
     the master, the jars and the executors' Python, and the config must agree with it.
-    Later calls return the same session whatever settings they pass.  ``short_lived``: the caller is a
-    one-shot command with little to do, whose driver starts with :data:`SHORT_LIVED_JAVA_OPTIONS`.
+    Later calls return the same session whatever settings they pass.  ``life``: how long the caller's
+    driver is expected to live (:class:`DriverLife`).
     """
     global _session
     with _lock:
@@ -485,7 +501,7 @@ def get_spark(
             conf = spark_conf(settings, lake, [], submitted)
             _require_format_on_classpath(format_facts(lake.format))
         else:
-            conf = _launch_own_jvm(settings, lake, short_lived)
+            conf = _launch_own_jvm(settings, lake, life)
         builder = SparkSession.builder
         for key, value in conf.items():
             builder = builder.config(key, value)
@@ -531,7 +547,7 @@ def warm_python_workers(spark: SparkSession, modules: Sequence[str]) -> threadin
 
 
 def start_spark(
-    settings: SparkSettingsLike, lake: LakeSettingsLike, *, short_lived: bool = False
+    settings: SparkSettingsLike, lake: LakeSettingsLike, *, life: DriverLife = DriverLife.ONE_SHOT
 ) -> Future[SparkSession]:
     """:func:`get_spark` on a thread of its own: the driver JVM comes up while the caller does work that
     needs no Spark (imports, the state store, the source), and waits for the session only where it needs
@@ -542,7 +558,7 @@ def start_spark(
         if not future.set_running_or_notify_cancel():
             return
         try:
-            future.set_result(get_spark(settings, lake, short_lived=short_lived))
+            future.set_result(get_spark(settings, lake, life=life))
         except BaseException as exc:  # handed to the waiting caller
             future.set_exception(exc)
 

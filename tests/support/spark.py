@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from cdc_lake.lake.format import DEFAULT_FORMAT
 from cdc_lake.spark import get_spark
-from cdc_lake.spark.session import S3SettingsLike
+from cdc_lake.spark.session import DriverLife, S3SettingsLike
 
 TEST_JVM_OPTIONS = "-XX:+UseSerialGC"
 """The test session's JVM options (see the module docstring)."""
@@ -60,4 +60,5 @@ def shared_spark(tmp_root: Path, s3: S3SettingsLike | None = None) -> SparkSessi
         "spark.local.dir": str(tmp_root / "scratch"),
         "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
     }
-    return get_spark(LocalSparkSettings(conf=conf), LocalLakeSettings(s3=s3))
+    # The test process lives the whole run: it maps the class-sharing archive, a CLI driver writes it.
+    return get_spark(LocalSparkSettings(conf=conf), LocalLakeSettings(s3=s3), life=DriverLife.SERVICE)

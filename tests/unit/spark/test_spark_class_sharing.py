@@ -107,6 +107,14 @@ def test_a_driver_that_never_started_frees_the_lock(jar: Path) -> None:
     assert _writer(jar).lock is not None
 
 
+def test_a_long_lived_driver_maps_the_archive_but_never_writes_it(jar: Path) -> None:
+    assert class_sharing.plan([jar], "", enabled=True, may_write=False) is None
+    sharing = _writer(jar)
+    class_sharing.finish(sharing, _jvm(sharing.writing))
+    mapped = class_sharing.plan([jar], "", enabled=True, may_write=False)
+    assert mapped is not None and mapped.writing is None and mapped.archive == sharing.archive
+
+
 def test_off_by_config_or_by_the_users_own_sharing_options(jar: Path) -> None:
     assert class_sharing.plan([jar], "", enabled=False) is None
     for option in ("-Xshare:off", "-XX:SharedArchiveFile=/mine.jsa", "-XX:ArchiveClassesAtExit=/mine.jsa"):
