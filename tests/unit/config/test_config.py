@@ -11,6 +11,7 @@ import pytest
 from cdc_lake.config import (
     Config,
     Connection,
+    LakeSettings,
     Source,
     find_config,
     load_config,
@@ -97,6 +98,8 @@ def test_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.sources["pg"].primary.password is not None
     assert config.sources["pg"].primary.password.get_secret_value() == "cdc-lake-local"
     assert config.spark.conf == {"spark.sql.shuffle.partitions": "4"}
+    # The table version Trino reads (issue 36): the example showed 9, which Trino 476 cannot read.
+    assert config.lake.table_version == LakeSettings().table_version == 6
     assert [t.qualified_name("maria") for t in config.sources["maria"].tables] == [
         "maria.app.products",
         "maria.app.inventory",
