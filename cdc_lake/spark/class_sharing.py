@@ -9,9 +9,9 @@ start plus a first job went from 9.2-9.9 s to 5.8-7.3 s (docs/benchmarks.md, "ti
 
 An archive belongs to one Java runtime and one classpath, so its name is a digest of the java Spark's
 launcher runs (``$JAVA_HOME/bin/java``, else ``java`` on the PATH, with its runtime image's size and
-time), pyspark's version and folder, and the driver's jars (paths, sizes, times): a new JDK, pyspark or
-jar set makes a new archive, and the newest :data:`KEEP_ARCHIVES` are kept under
-``<cache>/class-sharing/``.
+time), pyspark's version and folder, and the driver's jars (paths, sizes, times, and whether they are
+on the classpath): a new JDK, pyspark or jar set makes a new archive, and the :data:`KEEP_ARCHIVES`
+last used are kept under ``<cache>/class-sharing/``.
 
 - An archive exists: the driver starts with ``-XX:SharedArchiveFile``.  A JVM that cannot map it (a heap
   across 32 GB, a runtime rebuilt in place) says so on its stdout, which cdc-lake discards, and runs
@@ -56,7 +56,7 @@ DUMP_WAIT_SECONDS = 120.0
 """How long a writing process waits at its exit for its JVM to write the archive."""
 
 KEEP_ARCHIVES = 3
-"""Archives kept (the newest): one per Java runtime and jar set in use."""
+"""Archives kept (the last used): one per Java runtime and jar set in use."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,8 @@ def plan(
     archive = directory / f"{key}.jsa"
     if archive.is_file():
         _LOG.debug("class-data sharing: mapping %s", archive)
+        with contextlib.suppress(OSError):
+            os.utime(archive)  # last used now: the archives kept are the ones in use
         return SharingPlan((f"-XX:SharedArchiveFile={archive}",), archive)
     if not may_write:
         return None

@@ -140,6 +140,23 @@ def test_a_new_jar_set_or_java_runtime_gets_an_archive_of_its_own(
     assert class_sharing.archive_key(java, [jar]) != rebuilt
 
 
+def test_the_archives_last_used_are_kept(cache: Path, tmp_path: Path) -> None:
+    first = tmp_path / "first.jar"
+    first.write_bytes(b"j")
+    sharing = _writer(first)
+    class_sharing.finish(sharing, _jvm(sharing.writing))
+    old = time.time() - 1000
+    os.utime(sharing.archive, (old, old))
+    for number in range(class_sharing.KEEP_ARCHIVES):
+        assert class_sharing.plan([first], "", True) is not None  # in use: its time is now
+        jar = tmp_path / f"later{number}.jar"
+        jar.write_bytes(b"j")
+        later = _writer(jar)
+        class_sharing.finish(later, _jvm(later.writing))
+    assert sharing.archive.is_file()
+    assert len(list(cache.glob("*.jsa"))) == class_sharing.KEEP_ARCHIVES
+
+
 def test_only_the_newest_archives_are_kept(cache: Path, tmp_path: Path) -> None:
     jars = []
     for number in range(class_sharing.KEEP_ARCHIVES + 2):
