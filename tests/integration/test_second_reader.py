@@ -38,11 +38,13 @@ from pyspark.sql.types import (
 from support import apply
 from support.compare import assert_rows_equal
 from support.second_reader import second_reader_rows
+from support.trino_reader import WRITER_TESTS_DATABASE, catalog_rows, register
 
 from cdc_lake.hudi.options import HudiTableSpec
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.layout import TableType
+from cdc_lake.stack.manager import LocalStack
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
@@ -168,3 +170,26 @@ def test_lake_rows_fails_when_the_second_reader_misses_a_row(
     monkeypatch.setattr(apply, "second_reader_rows", lambda *args: second_reader_rows(*args)[1:])
     with pytest.raises(AssertionError, match="keys missing"):
         apply.lake_rows(spark, table)
+
+
+@pytest.mark.integration
+def test_trino_reads_through_the_catalog_what_spark_reads(
+    spark: SparkSession, table: str, local_stack: LocalStack
+) -> None:
+    """Issue 36: a table written without a product verb, registered as ``catalog.hive`` registers one, is
+    read by Trino through the catalog, every column: a COPY_ON_WRITE table equal to Spark's snapshot, a
+    MERGE_ON_READ one to Spark's read-optimized view (Trino 476 reads base files only: docs/hudi.md)."""
+    table_type = TableType(Path(table).name)
+    query_type = "snapshot" if table_type is TableType.COPY_ON_WRITE else "read_optimized"
+    frame = read_table(spark, table)
+    expected_frame = spark.read.format("hudi").option("hoodie.datasource.query.type", query_type).load(table)
+    columns = [c for c in COLUMNS if c != "_cdc_ordering"]
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    expected = [row.asDict(recursive=True) for row in expected_frame.select(*columns).collect()]
+    name = f"writer_tests.second_reader.{table_type.value.lower()}"
+    register(local_stack, name, table, frame.select(*columns).schema)
+
+    trino = catalog_rows(local_stack, WRITER_TESTS_DATABASE, name, columns)
+
+    assert len(trino) == len(expected) > 0
+    assert_rows_equal(table, expected, trino, types, ("id",), reader="trino", expected_from_source=False)

@@ -275,6 +275,8 @@ class ChangeWriter:
     seed: int = 11
     new_ids_from: int = MOVE_GAP
     """Where the ids it inserts and moves keys to start (a second writer on a table takes others)."""
+    operations: tuple[str, ...] = ("insert", "update", "update", "delete", "reinsert", "move")
+    """The operations it draws from (a repeated one more often)."""
     transactions: int = 0
     ops: dict[str, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -317,7 +319,7 @@ class ChangeWriter:
                 now,
                 rng.random() < 0.5,
             )
-            op = rng.choice(["insert", "update", "update", "delete", "reinsert", "move"])
+            op = rng.choice(self.operations)
             self.ops[op] = self.ops.get(op, 0) + 1
             if op == "insert":
                 next_id[0] += 1

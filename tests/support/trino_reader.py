@@ -16,9 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import trino
+from pyspark.sql.types import StructType
 
 from cdc_lake.catalog.entry import catalog_table_name
-from cdc_lake.config import Config
+from cdc_lake.catalog.hive import HiveMetastoreCatalog
+from cdc_lake.config import Config, HiveMetastoreSettings
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.trino import CATALOG
 
@@ -57,17 +59,35 @@ def trino_rows(
     """
     hive = config.catalog.hive
     assert hive is not None, "the config registers no catalog.hive entry for Trino to read"
+    return catalog_rows(stack, hive.database, table, columns, timeout)
+
+
+def catalog_rows(
+    stack: LocalStack, database: str, table: str, columns: Sequence[str], timeout: float = 60.0
+) -> list[dict[str, Any]]:
+    """Every row of ``table``'s entry in the stack's metastore ``database`` as Trino reads it, ``columns``
+    only; waits up to ``timeout`` for the entry."""
     entry = catalog_table_name(table)
     deadline = time.monotonic() + timeout
-    while entry not in {row[0] for row in trino_query(stack, "show tables", hive.database)[1]}:
-        assert time.monotonic() < deadline, (
-            f"no Trino table {CATALOG}.{hive.database}.{entry} in {timeout:.0f}s"
-        )
+    while entry not in {row[0] for row in trino_query(stack, "show tables", database)[1]}:
+        assert time.monotonic() < deadline, f"no Trino table {CATALOG}.{database}.{entry} in {timeout:.0f}s"
         time.sleep(1)
     select = ", ".join(_quote(c) for c in columns)
-    types, rows = trino_query(stack, f"select {select} from {_quote(entry)}", hive.database)
+    types, rows = trino_query(stack, f"select {select} from {_quote(entry)}", database)
     reals = [column_type in ("real", "array(real)") for column_type in types]
     return [
         {c: (_float32(v) if real else v) for c, v, real in zip(columns, row, reals, strict=True)}
         for row in rows
     ]
+
+
+WRITER_TESTS_DATABASE = "lake_writer_tests"
+"""Where tests that write tables without a product verb register them, as ``catalog.hive`` would."""
+
+
+def register(stack: LocalStack, table: str, base_path: str, columns: StructType) -> None:
+    """Register the lake table at ``base_path`` in the stack's Hive Metastore (database
+    :data:`WRITER_TESTS_DATABASE`) through the product's own catalog sync, so Trino reads it as a user
+    would read a table the applier registered."""
+    settings = HiveMetastoreSettings(uri=stack.hive_metastore.uri, database=WRITER_TESTS_DATABASE)
+    HiveMetastoreCatalog(settings).sync(table, base_path, columns, ())
