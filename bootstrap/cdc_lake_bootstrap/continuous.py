@@ -29,9 +29,13 @@ ordering value (a row's changes are ordered by its lock, and so are their LSNs a
 unchanged ordering value therefore means no change of the key between that row's and S, and the source at
 S must hold the lake's row.  A difference is the lake's.  The one case the ordering cannot settle is a
 key the lake holds no row for at either look, on a table whose lake forgets deletes (hard deletes): it is
-confirmed only if the source held it at both looks, and a false confirmation would need the key deleted
-right after each look's source read and inserted again in between.  A candidate the source or the lake
-changed between the looks is left to the next cycle.
+confirmed only if the source held it at both looks, and a false confirmation needs the key deleted after
+each look's source read but before that look's lake read (the lake may be past the look's position by
+then), and inserted again in between: under churn of deletes and re-inserts of the same keys it happens
+(``tests/integration/test_repair.py`` saw 2 and 3 such keys in a cycle, 2026-12-04), marking the table and,
+with ``auto_repair``, repairing a key that did not differ (the repair writes the source's state, so no row
+goes wrong).  Reading the lake's rows as of the commit that reached the look's position would close it.
+A candidate the source or the lake changed between the looks is left to the next cycle.
 
 **What a confirmed key does.**  The table is marked possibly diverged (``status``, the
 ``cdc_lake_table_possibly_diverged`` series and the ``CdcLakePossiblyDiverged`` alert, runbook
