@@ -126,10 +126,11 @@ def apply_once_command(
         backlog = 0
         for target in targets:
             reason = skip_reason(store, target)
-            messages = 0 if reason is not None else _backlog(config, store, target)
             if reason is not None:
                 outcomes.append(TableOutcome(target.qualified_name, skipped=reason))
-            elif not messages:
+                continue
+            messages = _backlog(config, store, target)
+            if not messages:
                 outcomes.append(TableOutcome(target.qualified_name))
             else:
                 pending.append(target)

@@ -174,7 +174,7 @@ def plan(
     return SharingPlan((f"-XX:ArchiveClassesAtExit={writing}",), archive, writing, lock)
 
 
-def _keep_newest(directory: Path) -> None:
+def _keep_last_used(directory: Path) -> None:
     archives = sorted(directory.glob("*.jsa"), key=lambda path: path.stat().st_mtime, reverse=True)
     for old in archives[KEEP_ARCHIVES:]:
         with contextlib.suppress(OSError):
@@ -201,7 +201,7 @@ def finish(sharing: SharingPlan, process: subprocess.Popen[bytes] | None) -> Non
             return
         if returncode == 0 and sharing.writing.is_file() and sharing.writing.stat().st_size > 0:
             sharing.writing.replace(sharing.archive)
-            _keep_newest(sharing.archive.parent)
+            _keep_last_used(sharing.archive.parent)
             _LOG.debug("class-data sharing: wrote %s", sharing.archive)
     finally:
         with contextlib.suppress(OSError):

@@ -461,7 +461,7 @@ def _launch_own_jvm(settings: SparkSettingsLike, lake: LakeSettingsLike, life: D
     enabled = settings.class_data_sharing
     sharing = class_sharing.plan(jars, driver_options, enabled, packages, local, may_write)
     launch = launch_conf(conf)
-    added = [*(sharing.options if sharing is not None else ())]
+    added = list(sharing.options) if sharing is not None else []
     if life is DriverLife.SMALL:
         added += short_lived_options(driver_options)
     if added:
@@ -546,9 +546,7 @@ def warm_python_workers(spark: SparkSession, modules: Sequence[str]) -> threadin
     return thread
 
 
-def start_spark(
-    settings: SparkSettingsLike, lake: LakeSettingsLike, *, life: DriverLife = DriverLife.ONE_SHOT
-) -> Future[SparkSession]:
+def start_spark(settings: SparkSettingsLike, lake: LakeSettingsLike) -> Future[SparkSession]:
     """:func:`get_spark` on a thread of its own: the driver JVM comes up while the caller does work that
     needs no Spark (imports, the state store, the source), and waits for the session only where it needs
     it (``result()``, which raises what the start raised)."""
@@ -558,7 +556,7 @@ def start_spark(
         if not future.set_running_or_notify_cancel():
             return
         try:
-            future.set_result(get_spark(settings, lake, life=life))
+            future.set_result(get_spark(settings, lake))
         except BaseException as exc:  # handed to the waiting caller
             future.set_exception(exc)
 

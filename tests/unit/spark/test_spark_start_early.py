@@ -22,7 +22,7 @@ def test_the_session_starts_on_another_thread_and_is_waited_for(monkeypatch: pyt
     release = threading.Event()
     threads: list[threading.Thread] = []
 
-    def get_spark(settings: object, lake: object, life: object) -> str:
+    def get_spark(settings: object, lake: object) -> str:
         threads.append(threading.current_thread())
         started.set()
         assert release.wait(10)
@@ -38,7 +38,7 @@ def test_the_session_starts_on_another_thread_and_is_waited_for(monkeypatch: pyt
 
 
 def test_a_failed_start_raises_where_it_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    def get_spark(settings: object, lake: object, life: object) -> str:
+    def get_spark(settings: object, lake: object) -> str:
         raise ConfigError("spark.master: no")
 
     monkeypatch.setattr(session, "get_spark", get_spark)
