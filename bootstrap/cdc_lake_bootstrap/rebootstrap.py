@@ -256,9 +256,11 @@ def _register(config: Config, store: StateStore, spark: SparkSession, name: str,
     if catalog is None:
         return
     path = store.current_copy(name).path
-    columns = row_columns(load_format(spark, config.lake.format).read(path).schema)
+    lake = load_format(spark, config.lake.format)
+    columns = row_columns(lake.read(path).schema)
+    partitions = lake.partitions(path) if target.partition_fields else ()
     try:
-        for known in catalog.register(name, path, columns, target.partition_fields):
+        for known in catalog.register(name, path, columns, target.partition_fields, partitions):
             _LOG.info("%s: catalog entry %s now at %s", name, known, path)
     except CatalogError as exc:
         raise RebootstrapError(

@@ -383,18 +383,18 @@ class ApplyRunner:
             self.store.transition(name, TableState.LIVE)
 
     def _register(self, target: TableTarget, applier: TableApplier) -> None:
-        """Register a LIVE table in the catalogs when its location or columns changed (not a copy)."""
+        """Register a LIVE table in the catalogs when its path, columns or partitions changed (not a copy)."""
         if self.catalog is None or target.lake_name is not None:
             return
-        name = target.qualified_name
+        name, path = target.qualified_name, target.base_path
         if self.store.require_table(name).state is not TableState.LIVE:
             return
         columns = applier.lake_columns
         if columns is None:  # published without a batch of its own: the columns come from the table
-            if self.catalog.knows(name, target.base_path):
+            if self.catalog.knows(name, path):
                 return
-            columns = row_columns(applier.lake.read(target.base_path).schema)
-        self.catalog.after_batch(name, target.base_path, columns, target.partition_fields)
+            columns = row_columns(applier.lake.read(path).schema)
+        self.catalog.after_batch(name, path, columns, target.partition_fields, applier.lake.partitions)
 
     def _schema_changed(self, name: str, cause: str, diff: SchemaDiff) -> None:
         """Stop the table in SCHEMA_CHANGED, with the full report in a run (once per writer schema)."""

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from cdc_lake.config import CatalogSettings, GlueSettings, HiveMetastoreSettings
+    from cdc_lake.lake.format import Partition
 
 
 class CatalogKind(StrEnum):
@@ -42,6 +43,11 @@ class Catalog(Protocol):
         self, qualified_name: str, location: str, columns: StructType, partition_fields: Sequence[str]
     ) -> str:
         """Create or update the table's entry; returns the name it is known by (``database.table``)."""
+
+    def sync_partitions(self, qualified_name: str, location: str, partitions: Sequence[Partition]) -> int:
+        """Make the entry's partitions the table's ``partitions``, each at its folder under ``location``
+        (added, moved to a new copy's folder, dropped when gone); how many changed.  Readers that take a
+        table's partitions from the catalog (Trino, Athena, Hive) read only registered ones."""
 
     def location(self, qualified_name: str) -> str | None:
         """The registered location of the table (None when it is not registered); CatalogError when the

@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 from cdc_lake.catalog.entry import catalog_table_name, table_input
 from cdc_lake.config import GlueSettings
 from cdc_lake.exceptions import CatalogError
-from cdc_lake.lake.format import DEFAULT_FORMAT, format_facts
+from cdc_lake.lake.format import DEFAULT_FORMAT, Partition, format_facts
 
 _LOG = logging.getLogger(__name__)
 
@@ -63,6 +63,65 @@ class GlueCatalog:
             raise self._error(qualified_name, exc) from exc
         return f"{database}.{name}"
 
+    def sync_partitions(self, qualified_name: str, location: str, partitions: Sequence[Partition]) -> int:
+        """Make the entry's partitions the ``partitions``, each at its folder under ``location``: add the
+        missing, move those at another folder (a re-bootstrap's new copy), drop those the table no longer
+        holds (their data stays), in Glue's batch calls; how many changed."""
+        database, name = self.settings.database, catalog_table_name(qualified_name)
+        try:
+            storage = self.client.get_table(DatabaseName=database, Name=name)["Table"]["StorageDescriptor"]
+            listing = self.client.get_paginator("get_partitions")
+            pages = listing.paginate(DatabaseName=database, TableName=name)
+            have = {
+                tuple(found["Values"]): found["StorageDescriptor"]["Location"]
+                for page in pages
+                for found in page["Partitions"]
+            }
+            wanted: dict[tuple[str, ...], dict[str, Any]] = {
+                p.values: {
+                    "Values": list(p.values),
+                    "StorageDescriptor": {**storage, "Location": f"{location.rstrip('/')}/{p.path}"},
+                }
+                for p in partitions
+            }
+            new = [entry for values, entry in wanted.items() if values not in have]
+            moved = [
+                entry
+                for values, entry in wanted.items()
+                if values in have and have[values] != entry["StorageDescriptor"]["Location"]
+            ]
+            gone = [{"Values": list(values)} for values in have if values not in wanted]
+            for chunk in _chunks(new, 100):
+                self._check(self.client.batch_create_partition(
+                    DatabaseName=database, TableName=name, PartitionInputList=chunk
+                ))
+            for chunk in _chunks(moved, 100):
+                self._check(self.client.batch_update_partition(
+                    DatabaseName=database,
+                    TableName=name,
+                    Entries=[{"PartitionValueList": e["Values"], "PartitionInput": e} for e in chunk],
+                ))
+            for chunk in _chunks(gone, 25):
+                self._check(self.client.batch_delete_partition(
+                    DatabaseName=database, TableName=name, PartitionsToDelete=chunk
+                ))
+        except (ClientError, BotoCoreError, CatalogError) as exc:
+            raise self._error(qualified_name, exc) from exc
+        if new or moved or gone:
+            _LOG.info(
+                "%s: glue table %s.%s partitions: %d added, %d moved, %d dropped",
+                qualified_name, database, name, len(new), len(moved), len(gone),
+            )
+        return len(new) + len(moved) + len(gone)
+
+    @staticmethod
+    def _check(response: dict[str, Any]) -> None:
+        """Glue's batch calls answer 200 and list the entries they refused: the first refusal is an error."""
+        for error in response.get("Errors", []):
+            detail = error.get("ErrorDetail", {})
+            code, message = detail.get("ErrorCode"), detail.get("ErrorMessage")
+            raise CatalogError(f"partition {error.get('PartitionValues')}: {code}: {message}")
+
     def location(self, qualified_name: str) -> str | None:
         """The registered location of the table (None when it is not registered).
 
@@ -92,6 +151,10 @@ class GlueCatalog:
             if not _not_found(exc):
                 raise
             self.client.create_database(DatabaseInput={"Name": database})
+
+
+def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def _not_found(exc: ClientError) -> bool:

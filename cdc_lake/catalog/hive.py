@@ -28,7 +28,7 @@ from pyspark.sql.types import StructType
 from cdc_lake.catalog.entry import catalog_table_name, table_input
 from cdc_lake.config import HiveMetastoreSettings
 from cdc_lake.exceptions import CatalogError
-from cdc_lake.lake.format import DEFAULT_FORMAT, format_facts
+from cdc_lake.lake.format import DEFAULT_FORMAT, Partition, format_facts
 
 _LOG = logging.getLogger(__name__)
 
@@ -105,6 +105,38 @@ class HiveMetastoreCatalog:
             raise self._error(qualified_name, exc) from exc
         return f"{database}.{name}"
 
+    def sync_partitions(self, qualified_name: str, location: str, partitions: Sequence[Partition]) -> int:
+        """Make the entry's partitions the ``partitions``, each at its folder under ``location``: add the
+        missing, move those at another folder (a re-bootstrap's new copy), drop those the table no longer
+        holds (their data stays); how many changed."""
+        database, name = self.settings.database, catalog_table_name(qualified_name)
+        try:
+            with self._client() as (jvm, client):
+                table = client.getTable(database, name)
+                have = {tuple(p.getValues()): p for p in client.listPartitions(database, name, -1)}
+                wanted = {p.values: _hive_partition(jvm, table, location, p) for p in partitions}
+                new = [p for values, p in wanted.items() if values not in have]
+                moved = [
+                    p
+                    for values, p in wanted.items()
+                    if values in have and have[values].getSd().getLocation() != p.getSd().getLocation()
+                ]
+                gone = [values for values in have if values not in wanted]
+                if moved:
+                    client.alter_partitions(database, name, _list(jvm, moved))
+                if new:
+                    client.add_partitions(_list(jvm, new))
+                for values in gone:
+                    client.dropPartition(database, name, _list(jvm, values), False)
+        except (Py4JError, Py4JJavaError) as exc:
+            raise self._error(qualified_name, exc) from exc
+        if new or moved or gone:
+            _LOG.info(
+                "%s: hive table %s.%s partitions: %d added, %d moved, %d dropped",
+                qualified_name, database, name, len(new), len(moved), len(gone),
+            )
+        return len(new) + len(moved) + len(gone)
+
     def location(self, qualified_name: str) -> str | None:
         """The registered location of the table (None when it is not registered; any other error is a
         CatalogError)."""
@@ -152,11 +184,26 @@ def _map(jvm: Any, values: Mapping[str, str]) -> Any:
     return result
 
 
-def _fields(jvm: Any, columns: Sequence[Mapping[str, str]]) -> Any:
+def _list(jvm: Any, values: Sequence[Any]) -> Any:
     result = jvm.java.util.ArrayList()
-    for column in columns:
-        result.add(jvm.org.apache.hadoop.hive.metastore.api.FieldSchema(column["Name"], column["Type"], None))
+    for value in values:
+        result.add(value)
     return result
+
+
+def _hive_partition(jvm: Any, table: Any, location: str, partition: Partition) -> Any:
+    """The metastore partition of ``table`` (registered at ``location``) for ``partition``'s folder."""
+    storage = table.getSd().deepCopy()
+    storage.setLocation(f"{location.rstrip('/')}/{partition.path}")
+    api = jvm.org.apache.hadoop.hive.metastore.api
+    return api.Partition(
+        _list(jvm, partition.values), table.getDbName(), table.getTableName(), 0, 0, storage, _map(jvm, {})
+    )
+
+
+def _fields(jvm: Any, columns: Sequence[Mapping[str, str]]) -> Any:
+    field = jvm.org.apache.hadoop.hive.metastore.api.FieldSchema
+    return _list(jvm, [field(column["Name"], column["Type"], None) for column in columns])
 
 
 def _hive_table(jvm: Any, database: str, wanted: Mapping[str, Any]) -> Any:

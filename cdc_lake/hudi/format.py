@@ -15,7 +15,15 @@ from cdc_lake.hudi import keys, services, timeline, writer
 from cdc_lake.hudi.options import IN_PROCESS_LOCK_PROVIDER, LOCK_PROVIDER_OPTION, HudiTableSpec
 from cdc_lake.lake.columns import ORDERING_COLUMN
 from cdc_lake.lake.commit_metadata import CommitMetadata
-from cdc_lake.lake.format import UNREAD, CommitInfo, LakeFormat, ServiceBacklog, Unread, WriteOperation
+from cdc_lake.lake.format import (
+    UNREAD,
+    CommitInfo,
+    LakeFormat,
+    Partition,
+    ServiceBacklog,
+    Unread,
+    WriteOperation,
+)
 from cdc_lake.lake.layout import TableSpec, TableType
 
 
@@ -74,6 +82,9 @@ class HudiFormat(LakeFormat):
 
     def record_key_fields(self, base_path: str) -> tuple[str, ...] | None:
         return timeline.record_key_fields(self.spark, base_path)
+
+    def partitions(self, base_path: str) -> tuple[Partition, ...]:
+        return timeline.partitions(self.spark, base_path)
 
     def key_refusal(self, table: str, stored: DataFrame, key_fields: tuple[str, ...]) -> str | None:
         foreign = keys.row_writer_record_key(stored, key_fields)

@@ -10,13 +10,14 @@ invisible to readers and rolled back by the next write.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote
 
 from pyspark.sql import SparkSession
 
 from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.hudi.options import COMMIT_METADATA_PREFIX
 from cdc_lake.lake.commit_metadata import written_by_cdc_lake
-from cdc_lake.lake.format import CommitInfo
+from cdc_lake.lake.format import CommitInfo, Partition
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 
 # Operations that rewrite files without new data; their commits carry no cdc-lake metadata.
@@ -123,3 +124,27 @@ def records_written(spark: SparkSession, base_path: str, instant: str) -> int:
     except JVM_ERRORS as exc:
         raise LakeWriteError(f"reading commit {instant} at {base_path} failed: {root_cause(exc)}") from exc
     raise LakeWriteError(f"commit {instant} at {base_path} is not a completed commit")
+
+
+def _partition(path: str) -> Partition:
+    """A partition of the Hive-style, escaped folder ``path`` (``region=eu/day=2024-01-01``: cdc-lake's
+    tables are written with ``hive_style_partitioning`` and ``partitionpath.urlencode``; a null value's
+    folder is Hive's own, :data:`~cdc_lake.lake.format.NULL_PARTITION_VALUE`)."""
+    parts = path.split("/")
+    return Partition(path, tuple(unquote(p.split("=", 1)[1] if "=" in p else p) for p in parts))
+
+
+def partitions(spark: SparkSession, base_path: str) -> tuple[Partition, ...]:
+    """Every partition of the table at ``base_path`` (from its metadata table when it has one, else by
+    listing), in path order; none for an unpartitioned table."""
+    jvm: Any = spark._jvm
+    try:
+        client = meta_client(spark, base_path)
+        if not client.getTableConfig().isTablePartitioned():
+            return ()
+        context = jvm.org.apache.hudi.common.engine.HoodieLocalEngineContext(client.getStorageConf())
+        from_metadata = bool(client.getTableConfig().isMetadataTableAvailable())
+        paths = jvm.org.apache.hudi.common.fs.FSUtils.getAllPartitionPaths(context, client, from_metadata)
+    except JVM_ERRORS as exc:
+        raise LakeWriteError(f"listing the partitions at {base_path} failed: {root_cause(exc)}") from exc
+    return tuple(_partition(str(path)) for path in sorted(str(p) for p in paths) if path)

@@ -80,6 +80,20 @@ class ServiceBacklog:
         return 0.0 if self.uncompacted_since is None else max(0.0, now - self.uncompacted_since)
 
 
+NULL_PARTITION_VALUE = "__HIVE_DEFAULT_PARTITION__"
+"""A null partition value as Hive, Glue and their readers write and read it."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition of a table: its folder under the base path and its values as text, one per partition
+    field in the table's order (:data:`NULL_PARTITION_VALUE` for null).  Catalogs register these so readers
+    that take partitions from the metastore (Trino, Athena, Hive) find the files."""
+
+    path: str
+    values: tuple[str, ...]
+
+
 class Unread(enum.Enum):
     """The type of :data:`UNREAD`."""
 
@@ -134,6 +148,10 @@ class LakeFormat(ABC):
     @abstractmethod
     def record_key_fields(self, base_path: str) -> tuple[str, ...] | None:
         """The record key fields the table was created with (None: it names none)."""
+
+    @abstractmethod
+    def partitions(self, base_path: str) -> tuple[Partition, ...]:
+        """Every partition the table at ``base_path`` holds (none for an unpartitioned table)."""
 
     @abstractmethod
     def key_refusal(self, table: str, stored: DataFrame, key_fields: tuple[str, ...]) -> str | None:

@@ -22,6 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 from support.engines import STACK_ENGINES, StackEngine
 from support.spark import SUBPROCESS_JVM_OPTIONS, shared_spark
+from support.trino_reader import assert_trino_reads_every_table_under
 
 from cdc_lake.config import Config, S3Settings
 from cdc_lake.spark import session as spark_session
@@ -96,6 +97,16 @@ def spark(tmp_path_factory: pytest.TempPathFactory, stack_s3_settings: S3Setting
     """The one SparkSession of the run, with the Hudi bundle and S3A set up for the stack's store."""
     yield shared_spark(tmp_path_factory.mktemp("spark"), s3=stack_s3_settings)
     stop_spark()
+
+
+@pytest.fixture
+def trino_reads_every_table(spark: SparkSession, tmp_path: Path, local_stack: LocalStack) -> Iterator[None]:
+    """After the test, Trino reads every lake table it left under ``tmp_path`` as Spark reads it
+    (``support.trino_reader.assert_trino_reads_as_spark``): for the writer-level modules, which write
+    tables without a product verb (``pytestmark = pytest.mark.usefixtures(...)``); a test of theirs that
+    left no table there fails (the check cannot pass by finding nothing)."""
+    yield
+    assert assert_trino_reads_every_table_under(spark, tmp_path) > 0, f"no lake table under {tmp_path}"
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,7 @@ from support.change_model import (
     merge_batch,
     workloads,
 )
+from support.trino_reader import assert_trino_reads_as_spark
 
 from cdc_lake.apply.decoding import BadMessage, Decoded, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.apply.frame import (
@@ -221,6 +222,8 @@ def _merge_as_the_model(
             lake[key] = ({"id": keys.values[key], "qty": r["qty"], "note": r["note"]}, r[ORDERING_COLUMN])
         assert len(held) == len(lake), f"a key is in the lake twice: {held}"
         assert lake == expected, f"Spark+Hudi {lake}\nmodel {expected}\nsource {source.rows}"
+    if exists:
+        assert_trino_reads_as_spark(spark, base_path)
     return expected
 
 

@@ -49,7 +49,7 @@ from cdc_lake.lake.schema import lake_type
 from cdc_lake.state.records import Watermark
 from cdc_lake_bootstrap.write import write_group
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("trino_reads_every_table"), pytest.mark.timeout(900)]
 
 _UTC = dt.UTC
 _T0 = dt.datetime(2024, 1, 1, 12, 0, 0, 123475, tzinfo=_UTC)

@@ -27,7 +27,7 @@ from cdc_lake.state.records import Watermark
 from cdc_lake_bootstrap.partition_copy import write_failure
 from cdc_lake_bootstrap.write import write_group
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("trino_reads_every_table"), pytest.mark.timeout(600)]
 
 SCHEMA = f"a string, b string, name string, {ORDERING_COLUMN} long, _hoodie_is_deleted boolean"
 COLLIDING = {

@@ -16,7 +16,7 @@ from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("trino_reads_every_table"), pytest.mark.timeout(600)]
 
 SCHEMA = "id long, region string, name string, lsn long, _hoodie_is_deleted boolean"
 

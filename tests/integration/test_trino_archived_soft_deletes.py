@@ -9,6 +9,10 @@ commits, clean to 1, the metadata table compacted every 2 delta commits) instead
 commits.  After rounds of updates, deletes and inserts the timeline's archive holds files (asserted: no
 archival, no test), and Trino's ``where not _cdc_deleted`` reads every column of every row equal to the
 source, Spark+Hudi the same, while ``where _cdc_deleted`` holds exactly the deleted keys, once each.
+
+The table is partitioned (``partition_by: [region]``) and every round's insert opens a new partition:
+Trino takes a table's partitions from the metastore, so before the catalog sync registered them
+(``CatalogSync`` with ``LakeFormat.partitions``) it read no row of a partitioned table at all.
 """
 
 from __future__ import annotations
@@ -59,11 +63,11 @@ def test_trino_reads_an_archived_soft_delete_table_with_its_deleted_rows_flagged
     with postgres_db(local_stack) as db:
         db.execute(
             "create table public.items (id bigint primary key, note text, amount numeric(12, 2), "
-            "at timestamptz not null)",
+            "at timestamptz not null, region text not null)",
             "insert into public.items select g, 'n' || g, g / 4.0, timestamptz '2024-01-01 00:00Z' "
-            "+ g * interval '1 minute' from generate_series(1, 60) g",
+            "+ g * interval '1 minute', 'r' || g % 3 from generate_series(1, 60) g",
         )
-        entries = [{"name": "items", "tier": 1}]
+        entries = [{"name": "items", "tier": 1, "partition_by": ["region"]}]
         config_path = write_db_config(tmp_path / "cfg", db, entries, str(tmp_path / "lake"))
         written = yaml.safe_load(config_path.read_text())
         written["lake"].update({"soft_deletes": True, "format_options": ARCHIVE_SOON})
@@ -83,10 +87,10 @@ def test_trino_reads_an_archived_soft_delete_table_with_its_deleted_rows_flagged
                 f"update public.items set note = 'r{number}-' || id, amount = amount + 1 "
                 f"where id % 3 = {number % 3}",
                 f"delete from public.items where id in ({gone[0]}, {gone[1]})",
-                f"insert into public.items values ({100 + number}, 'new', {number}, now())",
+                f"insert into public.items values ({100 + number}, 'new', {number}, now(), 'new {number}/x')",
             )
             apply_until_live(spark, config, table)
-        db.execute("insert into public.items values (5, 'back', 1, now())")  # a deleted key re-inserted
+        db.execute("insert into public.items values (5, 'back', 1, now(), 'r0')")  # a deleted key back
         deleted.discard(5)
         apply_until_live(spark, config, table)
 

@@ -50,6 +50,7 @@ from cdc_lake.state.store import StateStore
 from support.common import suffix, write_and_load
 from support.compare import assert_rows_equal
 from support.second_reader import second_reader_rows
+from support.trino_reader import assert_trino_reads_as_spark
 
 PASSWORD_ENV = "CDC_LAKE_DB_PASSWORD"
 METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS)
@@ -328,13 +329,15 @@ def lake_rows(spark: SparkSession, base_path: str, key: Sequence[str] = ("id",))
     """Every row of the lake table (all columns, metadata included), ordered by key.
 
     Read with Spark+Hudi; the second reader (``support.second_reader``) must read the same keys and the
-    same values in every column.
+    same values in every column, and Trino through a catalog entry the same as Spark's read-optimized view
+    (``support.trino_reader.assert_trino_reads_as_spark``).
     """
     frame = read_table(spark, base_path)
     rows = [row.asDict(recursive=True) for row in frame.orderBy(*key).collect()]
     types = {f.name: f.dataType for f in frame.schema.fields}
     second = second_reader_rows(base_path, list(types))
     assert_rows_equal(base_path, rows, second, types, key, reader="second reader", expected_from_source=False)
+    assert_trino_reads_as_spark(spark, base_path, key)
     return rows
 
 

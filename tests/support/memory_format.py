@@ -38,11 +38,13 @@ from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN
 from cdc_lake.lake.commit_metadata import CommitMetadata, written_by_cdc_lake
 from cdc_lake.lake.format import (
+    NULL_PARTITION_VALUE,
     UNREAD,
     CatalogStorage,
     CommitInfo,
     FormatFacts,
     LakeFormat,
+    Partition,
     ServiceBacklog,
     Unread,
     WriteOperation,
@@ -110,6 +112,7 @@ class _Table:
     rows: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = field(default_factory=dict)
     """Record key -> (instant of the commit that wrote the row, the row's values without the marker)."""
     commits: list[_Commit] = field(default_factory=list)
+    partition_fields: tuple[str, ...] = ()
 
 
 _Keyed = tuple[tuple[Any, ...], dict[str, Any]]
@@ -206,7 +209,9 @@ class MemoryFormat(LakeFormat):
         with _LOCK:
             table = _TABLES.get(_path(spec.base_path))
             if table is None:
-                table = _Table(spec.key_fields, _merged_schema(None, rows.schema))
+                table = _Table(
+                    spec.key_fields, _merged_schema(None, rows.schema), partition_fields=spec.partition_fields
+                )
             elif operation is not WriteOperation.DELETE:
                 table.schema = _merged_schema(table.schema, rows.schema)
             instant = _next_instant()
@@ -266,6 +271,21 @@ class MemoryFormat(LakeFormat):
     def record_key_fields(self, base_path: str) -> tuple[str, ...] | None:
         with _LOCK:
             return self._table(base_path).key_fields or None
+
+    def partitions(self, base_path: str) -> tuple[Partition, ...]:
+        with _LOCK:
+            table = self._table(base_path)
+            found = {
+                tuple(NULL_PARTITION_VALUE if row[f] is None else str(row[f]) for f in table.partition_fields)
+                for _, row in table.rows.values()
+            }
+            fields = table.partition_fields
+        if not fields:
+            return ()
+        return tuple(
+            Partition("/".join(f"{f}={v}" for f, v in zip(fields, values, strict=True)), values)
+            for values in sorted(found, key=repr)
+        )
 
     def key_refusal(self, table: str, stored: DataFrame, key_fields: tuple[str, ...]) -> str | None:
         return None  # every writer builds a key the same way: the tuple of its values

@@ -16,7 +16,7 @@ import pytest
 from cdc_lake.apply.table_services import ServiceThread, TableServices
 from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.applier import BUSY
-from cdc_lake.lake.format import LakeFormat, ServiceBacklog
+from cdc_lake.lake.format import LakeFormat, Partition, ServiceBacklog
 from cdc_lake.lake.layout import CompactionSpec, IndexType, TableSpec, TableType
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.lifecycle import TableState
@@ -52,6 +52,9 @@ class _Lake(LakeFormat):
 
     def record_key_fields(self, base_path: str) -> tuple[str, ...] | None:
         return ("id",)
+
+    def partitions(self, base_path: str) -> tuple[Partition, ...]:
+        return ()
 
     def services_lock_shared(self, spec: TableSpec) -> bool:
         return dict(spec.options).get("hoodie.write.lock.provider") == HMS_LOCK

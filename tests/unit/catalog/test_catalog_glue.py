@@ -8,12 +8,14 @@ from collections.abc import Iterator
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from cdc_lake.catalog.glue import GlueCatalog
 from cdc_lake.catalog.sync import CatalogSync
 from cdc_lake.config import GlueSettings
 from cdc_lake.exceptions import CatalogError
+from cdc_lake.lake.format import NULL_PARTITION_VALUE as NULL
+from cdc_lake.lake.format import Partition
 
 TABLE = "pg.public.orders"
 COLUMNS = StructType([StructField("id", LongType())])
@@ -47,3 +49,38 @@ def test_a_glue_error_other_than_not_found_is_not_taken_for_no_entry(glue: GlueC
 
     with pytest.raises(CatalogError, match=f"^table {TABLE}: glue catalog lake.pg_public_orders: .*denied"):
         glue.location(TABLE)
+
+
+def _partitions(glue: GlueCatalog) -> dict[tuple[str, ...], str]:
+    found = glue.client.get_partitions(DatabaseName="lake", TableName="pg_public_orders")["Partitions"]
+    return {tuple(p["Values"]): p["StorageDescriptor"]["Location"] for p in found}
+
+
+def test_a_partitioned_tables_partitions_follow_the_table_and_its_copies(glue: GlueCatalog) -> None:
+    """Readers that take partitions from the catalog (Trino, Athena) read only registered ones: the sync
+    adds the partitions a batch created, points them at a re-bootstrap's new copy, drops those gone."""
+    columns = StructType([StructField("id", LongType()), StructField("region", StringType())])
+    sync = CatalogSync([glue])
+    eu, null = Partition("region=eu", ("eu",)), Partition("region=__HIVE_DEFAULT_PARTITION__", (NULL,))
+    us = Partition("region=us%2Fwest", ("us/west",))
+
+    sync.register(TABLE, "/lake/orders", columns, ["region"], [eu, null])
+    assert _partitions(glue) == {("eu",): "/lake/orders/region=eu", (NULL,): f"/lake/orders/{null.path}"}
+
+    sync.after_batch(TABLE, "/lake/orders", columns, ["region"], lambda _: [eu, null, us])
+    assert _partitions(glue)[("us/west",)] == "/lake/orders/region=us%2Fwest"
+
+    sync.after_batch(TABLE, "/lake/orders__v2", columns, ["region"], lambda _: [eu, us])
+    assert _partitions(glue) == {
+        ("eu",): "/lake/orders__v2/region=eu",
+        ("us/west",): "/lake/orders__v2/region=us%2Fwest",
+    }
+
+
+def test_unchanged_partitions_are_not_asked_of_the_catalog_again(glue: GlueCatalog) -> None:
+    columns = StructType([StructField("id", LongType()), StructField("region", StringType())])
+    sync = CatalogSync([glue])
+    sync.register(TABLE, "/lake/orders", columns, ["region"], [Partition("region=eu", ("eu",))])
+    glue.client = None  # any call to the catalog now fails
+
+    sync.after_batch(TABLE, "/lake/orders", columns, ["region"], lambda _: [Partition("region=eu", ("eu",))])
