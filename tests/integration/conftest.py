@@ -99,12 +99,36 @@ def spark(tmp_path_factory: pytest.TempPathFactory, stack_s3_settings: S3Setting
     stop_spark()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Each test's call outcome on its item (``item.cdc_lake_call_passed``) for the teardown checks."""
+    outcome: Any = yield
+    if call.when == "call":
+        item.cdc_lake_call_passed = outcome.get_result().passed  # type: ignore[attr-defined]
+
+
+@pytest.fixture(autouse=True)
+def _trino_reads_what_the_test_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a passed integration test that has a ``tmp_path``, Trino reads every lake table left there
+    that the test did not compare through Trino itself, as Spark reads it
+    (``support.trino_reader.assert_trino_reads_as_spark``): every table the stack tests create locally
+    is read by Trino.  (Tables in the object store are the tests' own to compare; they remove them.)"""
+    if request.node.get_closest_marker("integration") is None or "tmp_path" not in request.fixturenames:
+        yield
+        return
+    spark: SparkSession = request.getfixturevalue("spark")
+    tmp_path: Path = request.getfixturevalue("tmp_path")
+    yield
+    if getattr(request.node, "cdc_lake_call_passed", False):
+        assert_trino_reads_every_table_under(spark, tmp_path)
+
+
 @pytest.fixture
 def trino_reads_every_table(spark: SparkSession, tmp_path: Path, local_stack: LocalStack) -> Iterator[None]:
     """After the test, Trino reads every lake table it left under ``tmp_path`` as Spark reads it
     (``support.trino_reader.assert_trino_reads_as_spark``): for the writer-level modules, which write
-    tables without a product verb (``pytestmark = pytest.mark.usefixtures(...)``); a test of theirs that
-    left no table there fails (the check cannot pass by finding nothing)."""
+    tables without a product verb and no stack otherwise (``pytestmark = pytest.mark.usefixtures(...)``);
+    a test of theirs that left no table there fails (the check cannot pass by finding nothing)."""
     yield
     assert assert_trino_reads_every_table_under(spark, tmp_path) > 0, f"no lake table under {tmp_path}"
 

@@ -48,7 +48,7 @@ from support.common import PASSWORD_REF, cli_run, suffix, wait_until, write_conf
 from support.compare import assert_rows_equal
 from support.onboard import delete_connectors, of_source
 from support.second_reader import s3_storage_options, second_reader_rows
-from support.trino_reader import trino_rows
+from support.trino_reader import mark_read_by_trino, trino_rows
 
 MOVE_GAP = 10_000_000
 """Key moves and inserts by the writer use ids above this, far from the initial rows."""
@@ -430,6 +430,7 @@ def assert_lake_equals_source(
     if config.catalog.hive is not None and read_optimized and _published(config, qualified, base_path):
         trino = trino_rows(db.stack, config, qualified, columns)
         assert_rows_equal(qualified, source, trino, types, key, reader="trino", **compared)
+        mark_read_by_trino(base_path)
     return len(source)
 
 

@@ -36,7 +36,7 @@ from support.bootstrap import SourceDb, apply_until_live, onboard, write_db_conf
 from support.common import cli_run, load
 from support.onboard import of_source
 from support.second_reader import second_reader_rows
-from support.trino_reader import trino_rows
+from support.trino_reader import mark_read_by_trino, trino_rows
 
 
 def same(value: Any) -> Any:
@@ -342,6 +342,7 @@ def lake_differences(
     }
     if config is not None and config.catalog.hive is not None:
         readers["trino"] = trino_rows(table.db.stack, config, table.db.qualified(table.name), names)
+        mark_read_by_trino(base_path)
     found = []
     for reader, rows in readers.items():
         keys = Counter(int(r["id"]) for r in rows)
