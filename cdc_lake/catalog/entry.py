@@ -60,7 +60,9 @@ def table_input(
     lake = [
         {"Name": f.name, "Type": hive_type(f.dataType)} for f in METADATA_FIELDS if f.name != DELETED_COLUMN
     ]
-    keys = [{"Name": f.name, "Type": hive_type(f.dataType)} for f in columns.fields if f.name in partitions]
+    # In the table's partition order, which is its folders' (region=eu/day=...), not the columns'.
+    by_name = {f.name: f for f in columns.fields}
+    keys = [{"Name": n, "Type": hive_type(by_name[n].dataType)} for n in partition_fields if n in by_name]
     return {
         "Name": name,
         "TableType": "EXTERNAL_TABLE",

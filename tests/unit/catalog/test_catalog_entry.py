@@ -84,3 +84,13 @@ def test_the_table_input_is_an_external_hudi_table_at_the_location() -> None:
         "timestamp",
     ]
     assert made["PartitionKeys"] == [{"Name": "region", "Type": "string"}]
+
+
+def test_partition_keys_follow_the_tables_partition_order_not_its_columns() -> None:
+    """A partition's values are registered in its folder's order (``region=eu/day=...``); keys listed in the
+    columns' order instead paired each value with the other key (Trino read ``day`` as the region)."""
+    columns = StructType([
+        StructField("id", LongType()), StructField("day", StringType()), StructField("region", StringType())
+    ])
+    made = table_input(format_facts("hudi"), "t", "/lake/t", columns, ["region", "day"])
+    assert [k["Name"] for k in made["PartitionKeys"]] == ["region", "day"]
