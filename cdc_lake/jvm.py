@@ -218,6 +218,18 @@ CONNECT_BASIC_AUTH = ArtifactSet(
 """Kafka's ``BasicAuthSecurityRestExtension`` for a Connect worker's REST API (its JAX-RS and Connect
 dependencies are on the worker's classpath already)."""
 
+HIVE_METASTORE_S3 = ArtifactSet(
+    name="hive-metastore-s3",
+    artifacts=(
+        MavenArtifact("org.apache.hadoop", "hadoop-aws", HADOOP_VERSION),
+        MavenArtifact("com.amazonaws", "aws-java-sdk-bundle", AWS_SDK_BUNDLE_VERSION),
+    ),
+    transitive=False,
+)
+"""S3A for the local stack's Hive Metastore (pyspark's Hive 2.3 jars lack it): it checks the folder of every
+table it registers, an ``s3a://`` lake's included."""
+
+
 JMX_EXPORTER_AGENT = ArtifactSet(
     name="jmx-exporter",
     artifacts=(MavenArtifact("io.prometheus.jmx", "jmx_prometheus_javaagent", JMX_EXPORTER_VERSION),),

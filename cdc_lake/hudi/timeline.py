@@ -126,7 +126,7 @@ def records_written(spark: SparkSession, base_path: str, instant: str) -> int:
     raise LakeWriteError(f"commit {instant} at {base_path} is not a completed commit")
 
 
-def _partition(path: str) -> Partition:
+def partition_of(path: str) -> Partition:
     """A partition of the Hive-style, escaped folder ``path`` (``region=eu/day=2024-01-01``: cdc-lake's
     tables are written with ``hive_style_partitioning`` and ``partitionpath.urlencode``; a null value's
     folder is Hive's own, :data:`~cdc_lake.lake.format.NULL_PARTITION_VALUE`)."""
@@ -147,4 +147,4 @@ def partitions(spark: SparkSession, base_path: str) -> tuple[Partition, ...]:
         paths = jvm.org.apache.hudi.common.fs.FSUtils.getAllPartitionPaths(context, client, from_metadata)
     except JVM_ERRORS as exc:
         raise LakeWriteError(f"listing the partitions at {base_path} failed: {root_cause(exc)}") from exc
-    return tuple(_partition(str(path)) for path in sorted(str(p) for p in paths) if path)
+    return tuple(partition_of(str(path)) for path in sorted(str(p) for p in paths) if path)

@@ -3,7 +3,9 @@
 pyspark ships Hive 2.3.9's metastore, its Derby and DataNucleus jars (``pyspark/jars``), so the
 metastore runs from them with no download and no Docker: one small JVM on loopback, its Derby
 database and warehouse directory under the stack's data dir (``hive-metastore/``).  Its tables
-survive ``stack down``/``up``; deleting the data dir forgets them.
+survive ``stack down``/``up``; deleting the data dir forgets them.  The metastore checks the folder of
+every table it registers, so it carries S3A (``jvm.HIVE_METASTORE_S3``) pointed at the stack's object
+store, its keys in its environment only (never in ``hive-site.xml``): a lake on ``s3a://`` registers too.
 
 Local-only: Hive 2.3's ``HiveMetaStore.main`` binds the wildcard address (its ``startMetaStore`` asks
 ``HiveAuthUtils.getServerSocket`` for no host, and 2.3 has no bind-host setting; Hive 3's standalone
@@ -21,7 +23,9 @@ from pathlib import Path
 
 import pyspark
 
+from cdc_lake import jvm
 from cdc_lake.stack.java import classpath_argv
+from cdc_lake.stack.objectstore import ObjectStore
 from cdc_lake.stack.service import HOST, Service
 
 SOURCE_LOADER = "org.codehaus.commons.compiler.AbstractJavaSourceClassLoader"
@@ -41,7 +45,7 @@ def pyspark_jars() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
-def _site_xml(derby_dir: Path, warehouse: Path) -> str:
+def _site_xml(derby_dir: Path, warehouse: Path, object_store: str) -> str:
     properties = {
         "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={derby_dir};create=true",
         "hive.metastore.warehouse.dir": str(warehouse),
@@ -52,6 +56,11 @@ def _site_xml(derby_dir: Path, warehouse: Path) -> str:
         "hive.metastore.disallow.incompatible.col.type.changes": "false",
         # Hive's default Log4j2 setup is asynchronous and needs the LMAX disruptor, not shipped.
         "hive.async.log.enabled": "false",
+        # The stack's object store for s3a:// tables; the keys come from the process's environment.
+        "fs.s3a.endpoint": object_store,
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.connection.ssl.enabled": "false",
+        "fs.s3a.aws.credentials.provider": "com.amazonaws.auth.EnvironmentVariableCredentialsProvider",
     }
     body = "".join(
         f"<property><name>{k}</name><value>{v}</value></property>\n" for k, v in properties.items()
@@ -64,7 +73,7 @@ def _argv(conf_dir: Path, port: int) -> list[str]:
     sources = Path(str(resources.files("cdc_lake.stack").joinpath("resources")))
     argv = classpath_argv(
         _HEAP,
-        [conf_dir, pyspark_jars() / "*"],
+        [conf_dir, pyspark_jars() / "*", *jvm.resolve(jvm.HIVE_METASTORE_S3)],
         SOURCE_LOADER,
         "-sourcepath",
         str(sources),
@@ -91,14 +100,21 @@ class HiveMetastore(Service):
     def install(self) -> None:
         conf_dir = self.layout.path(self.name, "conf")
         conf_dir.mkdir(parents=True, exist_ok=True)
-        site = _site_xml(self.layout.path(self.name, "derby"), self.layout.path(self.name, "warehouse"))
+        jvm.resolve(jvm.HIVE_METASTORE_S3)
+        site = _site_xml(
+            self.layout.path(self.name, "derby"),
+            self.layout.path(self.name, "warehouse"),
+            ObjectStore(self.layout).endpoint,
+        )
         (conf_dir / "hive-site.xml").write_text(site)
 
     def start(self) -> None:
         if self.process.pid() is not None:
             return
+        creds = self.layout.credentials
         self.process.start(
             _argv(self.layout.path(self.name, "conf"), self.layout.ports.hive_metastore),
+            env={"AWS_ACCESS_KEY_ID": creds.s3_access_key, "AWS_SECRET_ACCESS_KEY": creds.s3_secret_key},
             cwd=self.layout.path(self.name),
         )
 

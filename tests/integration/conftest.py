@@ -78,6 +78,16 @@ def _stack_for_integration_tests(request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("local_stack")
 
 
+@pytest.fixture(autouse=True)
+def _the_process_session_first(request: pytest.FixtureRequest) -> None:
+    """A ``spark`` test gets the process's shared session before its body runs: a CLI verb the test runs
+    in-process (``cli_run``) would otherwise start the process's one driver as a one-shot command's
+    (``DriverLife.ONE_SHOT`` writes the class-sharing archive at exit, ``SMALL`` runs C1 only) and the
+    process would keep that driver for the rest of the run."""
+    if request.node.get_closest_marker("spark") is not None:
+        request.getfixturevalue("spark")
+
+
 @pytest.fixture(scope="session")
 def stack_s3_settings() -> S3Settings:
     """Lake S3 settings pointing at the stack's object store (only its address; it may not run yet)."""

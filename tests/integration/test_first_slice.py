@@ -23,6 +23,7 @@ import pytest
 from pyspark.sql import SparkSession
 from support.apply import Capture, mariadb_capture, postgres_capture
 from support.second_reader import s3_storage_options, second_reader_rows
+from support.trino_reader import assert_trino_reads_as_spark
 
 from cdc_lake import jvm
 from cdc_lake.apply.table_applier import ApplierOptions, BatchResult, TableApplier
@@ -176,6 +177,9 @@ def _check_slice(spark: SparkSession, stack: LocalStack, engine: str, base_path:
     commit = latest_commit(spark, base_path)
     assert commit is not None and commit.instant == result.commit_instant
     assert json.loads(commit.metadata[OFFSETS_KEY]) == {"0": EXPECTED_MESSAGES}
+
+    # The third reader, Trino, through a catalog entry (on the object store: its native S3 file system).
+    assert assert_trino_reads_as_spark(spark, base_path, stack=stack) == 1
 
     # Informational offsets for Kafka's lag tools: the table copy's group holds the commit's offsets.
     (row,) = _describe_group(stack, group_id(topic, base_path))

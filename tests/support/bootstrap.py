@@ -26,10 +26,12 @@ from typing import Any, cast
 import psycopg
 import pymysql
 from psycopg import sql
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType
 
 from cdc_lake.apply.runner import ApplyRunner
+from cdc_lake.catalog.entry import catalog_table_name
 from cdc_lake.config import Config, load_config
 from cdc_lake.connect.client import KafkaConnectClient, connector_failure
 from cdc_lake.decode.registry import registry_client
@@ -48,7 +50,7 @@ from support.common import PASSWORD_REF, cli_run, suffix, wait_until, write_conf
 from support.compare import assert_rows_equal
 from support.onboard import delete_connectors, of_source
 from support.second_reader import s3_storage_options, second_reader_rows
-from support.trino_reader import mark_read_by_trino, trino_rows
+from support.trino_reader import drop_entries, mark_read_by_trino, trino_rows
 
 MOVE_GAP = 10_000_000
 """Key moves and inserts by the writer use ids above this, far from the initial rows."""
@@ -150,6 +152,16 @@ class SourceDb:
         return {**entry, "tables": named, **overrides}
 
 
+def drop_catalog_entries(db: SourceDb) -> None:
+    """Drop the metastore entries the product registered for ``db``'s tables (:func:`write_db_config`'s
+    database ``lake_<engine>``), through this process's Spark JVM (a test whose process never started
+    Spark, its verbs all subprocesses, leaves them: the metastore's client lives in that JVM)."""
+    context = SparkContext._active_spark_context
+    if context is not None:
+        prefix = catalog_table_name(f"{db.source}.")
+        drop_entries(context._jvm, db.stack, f"lake_{db.engine}", lambda name: name.startswith(prefix))
+
+
 @contextmanager
 def postgres_db(stack: LocalStack) -> Iterator[SourceDb]:
     """A fresh Postgres database; its connectors, slots and the database are dropped afterwards."""
@@ -162,6 +174,7 @@ def postgres_db(stack: LocalStack) -> Iterator[SourceDb]:
         yield db
     finally:
         delete_connectors(stack, of_source(db.source))
+        drop_catalog_entries(db)
         with stack.postgres_primary.connect() as admin:
             admin.autocommit = True
             drop_released_slots(admin, unique)
@@ -209,6 +222,7 @@ def mariadb_db(stack: LocalStack) -> Iterator[SourceDb]:
         yield db
     finally:
         delete_connectors(stack, of_source(db.source))
+        drop_catalog_entries(db)
         with stack.mariadb_primary.connect() as conn, conn.cursor() as cur:
             cur.execute(f"drop database if exists `{db.database}`")
 

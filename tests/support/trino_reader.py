@@ -23,14 +23,15 @@ import functools
 import hashlib
 import struct
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import trino
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
 from cdc_lake.catalog.entry import catalog_table_name
 from cdc_lake.catalog.hive import HiveMetastoreCatalog
@@ -42,7 +43,7 @@ from cdc_lake.lake.columns import DELETED_COLUMN, METADATA_FIELDS
 from cdc_lake.lake.schema import row_columns
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.stack.trino import CATALOG
-from support.compare import assert_rows_equal
+from support.compare import assert_rows_equal, normalize
 
 
 def _float32(value: Any) -> Any:
@@ -141,12 +142,23 @@ def _writer_catalog(stack: LocalStack) -> HiveMetastoreCatalog:
 
 def _drop(spark: SparkSession, stack: LocalStack, entry: str) -> None:
     """Drop the entry ``entry`` of :data:`WRITER_TESTS_DATABASE` (an external table: no data is deleted)."""
-    jvm: Any = spark._jvm
+    drop_entries(spark._jvm, stack, WRITER_TESTS_DATABASE, lambda name: name == entry)
+
+
+def drop_entries(jvm: Any, stack: LocalStack, database: str, which: Callable[[str], bool]) -> int:
+    """Drop the entries of the stack's metastore ``database`` whose name ``which`` accepts (external
+    tables: no data is deleted), through the metastore client in the Spark JVM ``jvm``; how many.  Tests
+    drop what they registered, so a long-lived stack's metastore does not grow with every run."""
     conf = jvm.org.apache.hadoop.hive.conf.HiveConf()
     conf.set("hive.metastore.uris", stack.hive_metastore.uri)
     client = jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
     try:
-        client.dropTable(WRITER_TESTS_DATABASE, entry, False, True)
+        if database not in {str(d) for d in client.getAllDatabases()}:
+            return 0
+        names = [str(n) for n in client.getAllTables(database) if which(str(n))]
+        for name in names:
+            client.dropTable(database, name, False, True)
+        return len(names)
     finally:
         client.close()
 
@@ -175,8 +187,9 @@ def assert_trino_reads_as_spark(
     name = f"audit.t.{hashlib.sha1(base_path.encode()).hexdigest()[:16]}"
     entry = catalog_table_name(name)
     if commits == 0:  # created, never committed (a refused or failed first write): no rows to any reader
-        CatalogSync([_writer_catalog(stack)]).register(name, base_path, StructType([]), ())
+        _drop(spark, stack, entry)
         try:
+            CatalogSync([_writer_catalog(stack)]).register(name, base_path, StructType([]), ())
             _, counted = trino_query(stack, f"select count(*) from {_quote(entry)}", WRITER_TESTS_DATABASE)
             assert counted == [(0,)], f"trino, {base_path}: {counted} rows in a table never committed"
         finally:
@@ -194,8 +207,9 @@ def assert_trino_reads_as_spark(
     ])
     types = {f.name: f.dataType for f in frame.schema.fields}
     partitions = HudiFormat(spark).partitions(base_path) if partition_fields else ()
-    CatalogSync([_writer_catalog(stack)]).register(name, base_path, columns, partition_fields, partitions)
+    _drop(spark, stack, entry)  # one a crashed earlier run left at this path: registered afresh
     try:
+        CatalogSync([_writer_catalog(stack)]).register(name, base_path, columns, partition_fields, partitions)
         if version >= 8:
             try:
                 catalog_rows(stack, WRITER_TESTS_DATABASE, name, list(types))
@@ -210,8 +224,21 @@ def assert_trino_reads_as_spark(
     for row in trino_read:  # Trino 476 reads a null partition value as the text \N (docs/hudi.md)
         row.update({f: None for f in partition_fields if row.get(f) == TRINO_NULL_PARTITION})
     assert len(trino_read) == len(expected), (base_path, len(trino_read), len(expected))
+    if len({_row_text(row, types, key) for row in expected}) < len(expected):
+        # Spark reads a key twice (a copy a test left unpublished on purpose: a bootstrap refused for a key
+        # the source held twice): Trino must read the same rows, the doubled key as often.
+        def rows(read: list[dict[str, Any]]) -> Counter[str]:
+            return Counter(_row_text(row, types, list(types)) for row in read)
+
+        assert rows(trino_read) == rows(expected), f"trino, {base_path}: rows differ from Spark's"
+        return len(trino_read)
     assert_rows_equal(base_path, expected, trino_read, types, key, reader="trino", expected_from_source=False)
     return len(trino_read)
+
+
+def _row_text(row: Mapping[str, Any], types: Mapping[str, DataType], columns: Sequence[str]) -> str:
+    """``row``'s ``columns`` as one comparable text, each value normalised as the comparison does."""
+    return repr(tuple(normalize(row[c], types[c], False) for c in columns))
 
 
 def lake_tables_under(root: Path) -> list[Path]:
