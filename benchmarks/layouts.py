@@ -11,6 +11,8 @@ the timeline's file names (``<instant>_<completion>.commit``), which version 6 d
   table-service thread, ``cdc-lake compact``).  The record-index layout sets the small-file limit to 0:
   otherwise Hudi merges an update of a file group it counts as small into a new base file (a rewrite,
   not a log append) when the index cannot index log files.
+- ``mor-bucket-bounded``: ``mor-bucket-async`` with a plan also after 120 s without one
+  (``max_delta_seconds``): the read-optimized staleness bound of issue 35 goal 4 (at most 5 minutes).
 """
 
 from __future__ import annotations
@@ -30,5 +32,9 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     },
     "mor-bucket-async": {
         "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9, "compaction": _ASYNC,
+    },
+    "mor-bucket-bounded": {
+        "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9,
+        "compaction": {**_ASYNC, "max_delta_seconds": 120},
     },
 }

@@ -155,6 +155,19 @@ def _key_generator(spec: HudiTableSpec) -> str:
     return "org.apache.hudi.keygen.ComplexKeyGenerator"
 
 
+def key_generator_options(spec: HudiTableSpec) -> dict[str, str]:
+    """What a writer or a table service of ``spec``'s table needs for its key generator.
+
+    The complex key generator with one key field: Hudi 1.1 refuses to write such a table unless told that
+    no Hudi 0.14.1-1.0.2 wrote it (those wrote its record key as ``v``, others as ``f:v``: HUDI-7001).
+    cdc-lake's tables are written by Hudi 1.1 only, bootstrap and applier alike as ``f:v``
+    (tests/integration/test_hudi_record_key_types.py).
+    """
+    if len(spec.record_key_fields) == 1 and len(spec.partition_fields) > 1:
+        return {"hoodie.write.complex.keygen.validation.enable": "false"}
+    return {}
+
+
 def index_options(spec: HudiTableSpec) -> dict[str, str]:
     """Index type plus the flags that make a global index move a row when its partition value changes."""
     match spec.index:
@@ -179,6 +192,10 @@ def index_options(spec: HudiTableSpec) -> dict[str, str]:
                 "hoodie.index.bucket.engine": "SIMPLE",
                 "hoodie.bucket.index.num.buckets": str(spec.bucket_count),
                 "hoodie.bucket.index.hash.field": ",".join(spec.record_key_fields),
+                # Hudi checks the hash fields against the record key fields when it builds any write
+                # client's config: a table service's client (run_compaction) without them failed with a
+                # NullPointerException on every plan (benchmarks/freshness_bench.py, mor-bucket-async).
+                "hoodie.datasource.write.recordkey.field": ",".join(spec.record_key_fields),
             }
 
 
@@ -229,12 +246,7 @@ def table_service_options(spec: HudiTableSpec) -> dict[str, str]:
         "hoodie.record.merge.mode": "EVENT_TIME_ORDERING",
         "hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING",
     }
-    if len(spec.record_key_fields) == 1 and len(spec.partition_fields) > 1:
-        # The complex key generator with one key field: Hudi 1.1 refuses to write such a table unless told
-        # that no Hudi 0.14.1-1.0.2 wrote it (those wrote its record key as ``v``, others as ``f:v``:
-        # HUDI-7001).  cdc-lake's tables are written by Hudi 1.1 only, bootstrap and applier alike as
-        # ``f:v`` (tests/integration/test_hudi_record_key_types.py).
-        options["hoodie.write.complex.keygen.validation.enable"] = "false"
+    options.update(key_generator_options(spec))
     options.update(index_options(spec))
     options.update(compaction_options(spec))
     options.update(spec.extra_options)
@@ -298,12 +310,7 @@ def write_options(
         # Instant times are timestamps; UTC keeps them comparable across hosts and with freshness checks.
         "hoodie.table.timeline.timezone": "UTC",
     }
-    if len(spec.record_key_fields) == 1 and len(spec.partition_fields) > 1:
-        # The complex key generator with one key field: Hudi 1.1 refuses to write such a table unless told
-        # that no Hudi 0.14.1-1.0.2 wrote it (those wrote its record key as ``v``, others as ``f:v``:
-        # HUDI-7001).  cdc-lake's tables are written by Hudi 1.1 only, bootstrap and applier alike as
-        # ``f:v`` (tests/integration/test_hudi_record_key_types.py).
-        options["hoodie.write.complex.keygen.validation.enable"] = "false"
+    options.update(key_generator_options(spec))
     options.update(index_options(spec))
     options.update(compaction_options(spec))
     options.update(spec.extra_options)

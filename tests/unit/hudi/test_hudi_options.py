@@ -205,3 +205,12 @@ def test_a_bulk_insert_leaves_the_row_writer_when_its_record_keys_differ(
     options = write_options(_spec(), WriteOperation.BULK_INSERT, row_writer=agree)
     assert options["hoodie.datasource.write.row.writer.enable"] == str(agree).lower()
     assert passthrough_option_problem("hoodie.datasource.write.row.writer.enable") is not None
+
+
+def test_a_bucket_tables_services_name_its_record_key() -> None:
+    """Hudi checks the bucket index's hash fields against the record key fields when it builds a table
+    service's write client: without them every compaction plan failed (a NullPointerException)."""
+    spec = _spec(index=IndexType.BUCKET, table_type=TableType.MERGE_ON_READ)
+    options = table_service_options(spec)
+    assert options["hoodie.datasource.write.recordkey.field"] == options["hoodie.bucket.index.hash.field"]
+    assert options["hoodie.datasource.write.recordkey.field"] == ",".join(spec.record_key_fields)
