@@ -119,7 +119,9 @@ class HiveMetastoreCatalog:
                 moved = [
                     p
                     for values, p in wanted.items()
-                    if values in have and have[values].getSd().getLocation() != p.getSd().getLocation()
+                    # The metastore qualifies a local folder (``file:/lake/t/...``): compared as configured.
+                    if values in have
+                    and _plain(str(have[values].getSd().getLocation())) != p.getSd().getLocation()
                 ]
                 gone = [values for values in have if values not in wanted]
                 if moved:
