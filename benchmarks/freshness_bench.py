@@ -339,10 +339,10 @@ class Runs:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
-def _configure(bench: Bench, layout: str) -> Path:
+def _configure(bench: Bench, layout: str, driver_memory: str) -> Path:
     entry = bench.source_entry()
     entry["tables"][0]["tier"] = 0
-    path = bench.write_config("fresh", {bench.source: entry})
+    path = bench.write_config("fresh", {bench.source: entry}, {"spark": {"driver_memory": driver_memory}})
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["lake"].update(LAYOUTS[layout])
     data["monitoring"] = {"metrics_port": 0}  # a standby beside the first run must not need the port
@@ -439,6 +439,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     kills = args.kills.split(",") if args.kills else []
     results: dict[str, Any] = {
         "layout": LAYOUTS[args.layout],
+        "driver_memory": args.driver_memory,
         "rows": args.rows,
         "workload_percent": WORKLOAD,
         "started_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -449,7 +450,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             conn.execute(
                 sql.SQL("create sequence public.fresh_ids start {}").format(sql.Literal(args.rows + 1))
             )
-        config_path = _configure(bench, args.layout)
+        config_path = _configure(bench, args.layout, args.driver_memory)
         config = load_config(config_path)
         (target,) = select_targets(config)
         table = f"{bench.source}.{bench.schema_table}"
@@ -561,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         "--seconds", default="600", help="seconds of load per phase, comma list (last repeats)"
     )
     parser.add_argument("--layout", choices=sorted(LAYOUTS), default="default")
+    parser.add_argument("--driver-memory", default="1g", help="spark.driver_memory of bootstrap and run")
     parser.add_argument("--warmup", type=int, default=20, help="seconds from run's first commit to the load")
     parser.add_argument(
         "--kills", help="per phase: none, cold (SIGKILL, restart) or standby (SIGKILL one of two)"

@@ -140,11 +140,28 @@ def apply_once_command(
         if pending:
             life = DriverLife.SMALL if backlog <= SHORT_LIVED_BACKLOG else DriverLife.ONE_SHOT
             runner = _runner(config, store, max(2, workers), life)
-            outcomes += apply_once(runner, pending, workers, on_done=lambda o: echo(render(o)))
+            applied = apply_once(runner, pending, workers, on_done=lambda o: echo(render(o)))
+            outcomes += applied
+            done = {o.table for o in applied if o.error is None and o.skipped is None}
+            applied_targets = [t for t in pending if t.qualified_name in done]
+            _execute_pending_plans(config, store, runner.spark, applied_targets)
     error = failure_summary(outcomes)
     if error is not None:
         raise error
     return outcomes
+
+
+def _execute_pending_plans(
+    config: Config, store: StateStore, spark: SparkSession, targets: Sequence[TableTarget]
+) -> None:
+    """Execute the compaction plans ``apply --once``'s batches left pending on tables whose writes only plan
+    them: a scheduler running ``apply --once`` has no ``run`` thread to (docs/hudi.md, "Table services").
+    A failure is recorded and logged as ``run``'s thread does, and fails nothing: the next run retries."""
+    services = TableServices(
+        load_format(spark, config.lake.format), store, config.state_store.url, beside_writer=False
+    )
+    for target in services.serviced(targets):
+        services.step(target)
 
 
 @contextmanager
@@ -244,7 +261,7 @@ def run_command(
                 beside_writer=True,
             ),
             targets,
-            config.lake.compaction.check_seconds,
+            config.lake.check_seconds,
         )
         if services.start():
             note(f"table services of {len(services.targets)} tables every {services.check_seconds:g} s")
@@ -307,8 +324,9 @@ def compact_command(
 ) -> list[ServiceOutcome]:
     """``cdc-lake compact``: execute the chosen tables' pending compaction plans once, as a job.
 
-    Only tables whose writes leave compaction outside (MERGE_ON_READ, ``lake.compaction.inline: false``)
-    are chosen; naming another is a ConfigError.  Raises ApplyError when any table's execution failed.
+    Only tables whose writes leave compaction outside (MERGE_ON_READ with ``inline: false`` compaction: the
+    tier-0 default layout, or ``lake.compaction``) are chosen;
+    naming another is a ConfigError.  Raises ApplyError when any table's execution failed.
     """
     targets = select_targets(config, tuple(tables))
     with StateStore.open(config.state_store.url) as store:
@@ -319,13 +337,14 @@ def compact_command(
         if tables and len(serviced) < len(targets):
             others = sorted({t.qualified_name for t in targets} - {t.qualified_name for t in serviced})
             raise ConfigError(
-                f"table {others[0]}: its writes run compaction themselves or it has none (compact needs "
-                "lake.table_type MERGE_ON_READ with lake.compaction.inline: false)"
+                f"table {others[0]}: its writes run compaction themselves or it has none (compact needs a "
+                "MERGE_ON_READ table with compaction inline: false, as tier 0's default layout in "
+                "lake.tier_layouts, or lake.table_type MERGE_ON_READ with lake.compaction.inline: false)"
             )
         if not serviced:
             (note or echo)(
-                "no table leaves compaction outside its writes (lake.table_type MERGE_ON_READ with "
-                "lake.compaction.inline: false): nothing to do"
+                "no table leaves compaction outside its writes (a MERGE_ON_READ table with compaction "
+                "inline: false, as tier 0's default layout): nothing to do"
             )
         outcomes = []
         for target in serviced:

@@ -4,15 +4,15 @@ catalogs they are registered in."""
 from __future__ import annotations
 
 import posixpath
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from cdc_lake.config.paths import DEFAULT_STATE_DIR
 from cdc_lake.sources.settings import ConfigModel as _Model
-from cdc_lake.sources.settings import FormatOptions, IndexName, Secret, TableTypeName
+from cdc_lake.sources.settings import FormatOptions, IndexName, Secret, Table, TableTypeName
 
 
 class S3Settings(_Model):
@@ -39,6 +39,40 @@ class CompactionSettings(_Model):
     max_staleness_seconds: float = Field(default=300.0, gt=0)
 
 
+class TierLayout(_Model):
+    """The layout a tier's new unpartitioned tables are created with, unless a table names its own
+    ``table_type`` or ``index`` (docs/hudi.md, "Choosing a layout")."""
+
+    table_type: TableTypeName
+    index: IndexName
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    """How this layout's MERGE_ON_READ tables are compacted (instead of ``lake.compaction``)."""
+
+    @model_validator(mode="after")
+    def _compaction_needs_mor(self) -> TierLayout:
+        if "compaction" in self.model_fields_set and self.table_type != "MERGE_ON_READ":
+            raise PydanticCustomError(
+                "compaction_needs_mor",
+                "compaction applies only to MERGE_ON_READ tables, and this layout's table_type is "
+                "{table_type}",
+                {"table_type": self.table_type},
+            )
+        return self
+
+
+TIER0_LAYOUT = TierLayout(
+    table_type="MERGE_ON_READ",
+    index="BUCKET",
+    compaction=CompactionSettings(inline=False, max_delta_commits=5, max_delta_seconds=120, check_seconds=5),
+)
+"""Tier 0's default: the layout whose commit costs the batch, not the table, with compaction outside the
+writes and a plan at least every 120 s (docs/benchmarks.md, "Issue 35": the growth curve)."""
+
+
+def _default_tier_layouts() -> dict[int, TierLayout]:
+    return {0: TIER0_LAYOUT}
+
+
 def _default_format() -> str:
     from cdc_lake.lake.format import DEFAULT_FORMAT
 
@@ -63,6 +97,9 @@ class LakeSettings(_Model):
     old_copy_keep_hours: float = Field(default=24.0, ge=0)
     """How long a re-bootstrapped table's previous base path is kept before
     ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""
+    tier_layouts: dict[Annotated[int, Field(ge=0)], TierLayout] = Field(default_factory=_default_tier_layouts)
+    """Per tier, the layout its new unpartitioned tables get instead of ``table_type``, ``index`` and
+    ``compaction``; given, it replaces the default (tier 0: :data:`TIER0_LAYOUT`); ``{}``: none."""
 
     @field_validator("format")
     @classmethod
@@ -74,6 +111,32 @@ class LakeSettings(_Model):
         if problem is not None:
             raise PydanticCustomError("lake_format", "{reason}", {"reason": problem})
         return value
+
+    def layout_of(self, table: Table) -> TierLayout:
+        """The layout a new copy of ``table`` is created with: the table's own ``table_type`` and ``index``
+        (the other of the two from the lake's) if it names either; else its tier's in ``tier_layouts`` if
+        it is unpartitioned; else the lake's."""
+        if table.table_type is None and table.index is None and not table.partition_by:
+            tiered = self.tier_layouts.get(table.tier)
+            if tiered is not None:
+                return tiered
+        # Built from settings validated already (and a COPY_ON_WRITE table ignores the lake's compaction).
+        return TierLayout.model_construct(
+            table_type=table.table_type or self.table_type,
+            index=table.index or self.index,
+            compaction=self.compaction,
+        )
+
+    def compaction_of_tier(self, tier: int) -> CompactionSettings:
+        """The compaction settings of ``tier``'s tables (its tier layout's, else ``compaction``)."""
+        tiered = self.tier_layouts.get(tier)
+        return tiered.compaction if tiered is not None else self.compaction
+
+    @property
+    def check_seconds(self) -> float:
+        """How often ``run``'s table-service thread looks: the shortest of every compaction setting's."""
+        tiered = (layout.compaction.check_seconds for layout in self.tier_layouts.values())
+        return min([self.compaction.check_seconds, *tiered])
 
     def table_base_path(self, qualified_name: str) -> str:
         """The Hudi base path of a table named ``source.schema.table``: one directory level per part."""

@@ -68,6 +68,7 @@ def target_for(config: Config, source: Source, table: Table) -> TableTarget:
     """The lake target of ``table`` of ``source`` under ``config``'s lake settings."""
     qualified = table.qualified_name(source)
     lake = config.lake
+    layout = lake.layout_of(table)
     return TableTarget(
         qualified_name=qualified,
         engine=source.engine,
@@ -77,10 +78,10 @@ def target_for(config: Config, source: Source, table: Table) -> TableTarget:
         key_fields=tuple(table.key) if table.key else None,
         partition_fields=tuple(table.partition_by or ()),
         columns=tuple(table.columns) if table.columns else None,
-        table_type=TableType(table.table_type or lake.table_type),
-        index=IndexType(table.index or lake.index),
+        table_type=TableType(layout.table_type),
+        index=IndexType(layout.index),
         compaction=CompactionSpec(
-            lake.compaction.inline, lake.compaction.max_delta_commits, lake.compaction.max_delta_seconds
+            layout.compaction.inline, layout.compaction.max_delta_commits, layout.compaction.max_delta_seconds
         ),
         soft_deletes=lake.soft_deletes,
         table_version=lake.table_version,

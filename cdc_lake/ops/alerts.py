@@ -247,15 +247,15 @@ ALERTS: tuple[Alert, ...] = (
         "CdcLakeCompactionBehind", "warning",
         "{{ $labels.table }}: read-optimized readers miss {{ $value | humanizeDuration }} of changes",
         "Table {{ $labels.table }} (tier {{ $labels.tier }}) is MERGE_ON_READ with compaction outside its"
-        " writes, and the oldest change no base file holds yet is older than"
-        " lake.compaction.max_staleness_seconds: Trino and other read-optimized readers see the table that"
-        " old. Snapshot readers (Spark's default query, the format's own readers) stay fresh. Compaction"
+        " writes, and the oldest change no base file holds yet is older than the max_staleness_seconds of"
+        " its tier's compaction settings: Trino and other read-optimized readers see the table that old."
+        " Snapshot readers (Spark's default query, the format's own readers) stay fresh. Compaction"
         " does not run, fails or falls behind.",
         "compaction-behind",
         (
             Condition(
                 "cdc_lake_table_read_optimized_staleness_seconds", ">",
-                lambda config, tier: float(config.lake.compaction.max_staleness_seconds),
+                lambda config, tier: float(config.lake.compaction_of_tier(tier).max_staleness_seconds),
             ),
         ),
     ),

@@ -36,7 +36,10 @@ from support.trino_reader import trino_rows
 
 from cdc_lake.apply.table_services import ServiceThread, TableServices
 from cdc_lake.hudi.services import service_backlog
+from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.lake.commit_metadata import CommitMetadata
 from cdc_lake.lake.format import load_format
+from cdc_lake.lake.layout import IndexType, TableLayout, TableType
 from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
@@ -161,3 +164,53 @@ def test_compact_refuses_a_table_whose_writes_compact_themselves(db: SourceDb, t
     assert refused.exit_code != 0
     assert refused.stderr.startswith("error: ") and refused.stderr.count("\n") == 1, refused.stderr
     assert f"table {db.qualified('plain')}" in refused.stderr and "inline: false" in refused.stderr
+
+
+def test_a_tier0_table_is_merge_on_read_by_default_and_apply_once_compacts_it(
+    spark: SparkSession, db: SourceDb, tmp_path: Path
+) -> None:
+    """The default tier-0 layout (issue 35), end to end from a config naming no layout: onboarded and
+    bootstrapped as MERGE_ON_READ + BUCKET; its writes only plan compaction, and ``apply --once`` (no
+    ``run`` thread beside it) executes the plan its batches left: before, no plan was ever executed
+    outside ``run`` and ``compact``, and the table was COPY_ON_WRITE."""
+    db.execute(
+        "create table hot (id integer primary key, v integer, note text)",
+        f"insert into hot select g, 0, repeat('h', 20) from generate_series(1, {ROWS}) g",
+    )
+    config_path = write_db_config(tmp_path, db, [{"name": "hot", "tier": 0}], str(tmp_path / "lake"))
+    config = write_and_load(config_path, yaml.safe_load(config_path.read_text()))
+    assert not {"table_type", "index", "compaction", "tier_layouts"} & config.lake.model_fields_set
+    table = db.qualified("hot")
+    base_path = config.lake.table_base_path(table)
+    onboard(config_path, db.source)
+    outcome = cli_run(config_path, "bootstrap", table)
+    assert outcome.exit_code == 0, outcome.stderr or outcome.output
+    properties = (Path(base_path) / ".hoodie" / "hoodie.properties").read_text()
+    assert "hoodie.table.type=MERGE_ON_READ" in properties, properties
+    commit = latest_commit(spark, base_path, ours=True)
+    assert commit is not None
+    tier0 = TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET)
+    assert CommitMetadata.from_dict(commit.metadata).layout == tier0
+
+    # The writer plans after 5 delta commits: rounds applied in this process until a plan is pending.
+    for n in range(1, 8):
+        db.execute(f"update hot set v = {n} where id % 7 = {n % 7}")
+        apply_until_live(spark, config, table)
+        if service_backlog(spark, base_path).pending_plans:
+            break
+    assert service_backlog(spark, base_path).pending_plans >= 1, "no compaction planned in 7 delta commits"
+    planned = {row["id"]: row["v"] for row in db.rows("hot", ("id",))}
+
+    db.execute("update hot set v = -1 where id = 1")
+    applied = cli_run(config_path, "apply", "--once", "--json", table)
+    assert applied.exit_code == 0, applied.stderr or applied.output
+    after = service_backlog(spark, base_path)
+    assert after.pending_plans == 0, after
+    # The read-optimized view (what Trino reads) now holds every change up to the plan.
+    read_optimized = {
+        row["id"]: row["v"]
+        for row in spark.read.format("hudi").option("hoodie.datasource.query.type", "read_optimized")
+        .load(base_path).select("id", "v").collect()
+    }
+    assert {k: v for k, v in read_optimized.items() if k != 1} == {k: v for k, v in planned.items() if k != 1}
+    assert_lake_equals_source(spark, config, db, "hot", read_optimized=False)

@@ -20,7 +20,7 @@ from cdc_lake.config import (
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
 from cdc_lake.lake.format import DEFAULT_FORMAT, FORMATS
-from cdc_lake.lake.layout import IndexType, TableLayout, TableType
+from cdc_lake.lake.layout import CompactionSpec, IndexType, TableLayout, TableType
 from cdc_lake.lake.target import select_targets
 from cdc_lake.sources import ENGINES
 
@@ -100,6 +100,8 @@ def test_example_config_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.spark.conf == {"spark.sql.shuffle.partitions": "4"}
     # The table version Trino reads (issue 36): the example showed 9, which Trino 476 cannot read.
     assert config.lake.table_version == LakeSettings().table_version == 6
+    # The tier-0 layout the example shows is the default one (issue 35).
+    assert config.lake.tier_layouts == LakeSettings().tier_layouts
     assert [t.qualified_name("maria") for t in config.sources["maria"].tables] == [
         "maria.app.products",
         "maria.app.inventory",
@@ -361,6 +363,53 @@ def test_a_table_names_its_own_layout_for_its_new_copies(tmp_path: Path) -> None
     assert (customers.table_type, customers.index) == (TableType.MERGE_ON_READ, IndexType.BUCKET)
     assert (orders.table_type, orders.index) == (TableType.COPY_ON_WRITE, IndexType.GLOBAL_BLOOM)
     assert customers.spec(("id",)).layout == TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET)
+
+
+def test_a_tier0_table_gets_the_tier0_layout_by_default_and_the_others_the_lakes(tmp_path: Path) -> None:
+    # Issue 35's curve: MERGE_ON_READ + BUCKET with compaction outside the writes costs the batch, not the
+    # table; COPY_ON_WRITE stays for the other tiers, partitioned tables and tables naming their own.
+    text = PG_SOURCE + "      - name: public.events\n        tier: 0\n        partition_by: [region]\n"
+    text += "      - name: public.audit\n        tier: 0\n        index: RECORD_INDEX\n"
+    config = load_config(write(tmp_path, text))
+
+    customers, orders, events, audit = select_targets(config)
+
+    assert (customers.table_type, customers.index) == (TableType.MERGE_ON_READ, IndexType.BUCKET)
+    assert customers.compaction == CompactionSpec(inline=False, max_delta_commits=5, max_delta_seconds=120)
+    assert customers.spec(("id",)).layout == TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET)
+    assert (orders.table_type, orders.index) == (TableType.COPY_ON_WRITE, IndexType.GLOBAL_BLOOM)
+    assert (events.table_type, events.index) == (TableType.COPY_ON_WRITE, IndexType.GLOBAL_BLOOM)
+    # A table naming either half of its layout takes the other from the lake's, never from its tier's.
+    assert (audit.table_type, audit.index) == (TableType.COPY_ON_WRITE, IndexType.RECORD_INDEX)
+    assert config.lake.compaction_of_tier(0).max_staleness_seconds == 300
+    assert config.lake.check_seconds == 5
+
+
+def test_tier_layouts_replace_the_default_and_name_their_setting(tmp_path: Path) -> None:
+    none = load_config(write(tmp_path, "lake:\n  tier_layouts: {}\n" + PG_SOURCE))
+    tier1 = load_config(write(
+        tmp_path,
+        "lake:\n  tier_layouts:\n    1:\n      table_type: MERGE_ON_READ\n      index: BUCKET\n"
+        "      compaction: {inline: false, check_seconds: 2, max_staleness_seconds: 60}\n" + PG_SOURCE,
+        "one.yaml",
+    ))
+    cow_compacted = write(
+        tmp_path,
+        "lake:\n  tier_layouts:\n    0: {table_type: COPY_ON_WRITE, index: BUCKET, compaction: {}}\n",
+        "cow.yaml",
+    )
+
+    assert [(t.table_type, t.index) for t in select_targets(none)] == [
+        (TableType.COPY_ON_WRITE, IndexType.GLOBAL_BLOOM)
+    ] * 2
+    customers, orders = select_targets(tier1)
+    assert (customers.table_type, orders.table_type) == (TableType.COPY_ON_WRITE, TableType.MERGE_ON_READ)
+    assert orders.compaction.inline is False
+    assert tier1.lake.compaction_of_tier(1).max_staleness_seconds == 60
+    assert tier1.lake.compaction_of_tier(0).max_staleness_seconds == 300  # the lake's
+    assert tier1.lake.check_seconds == 2
+    message = error_of(cow_compacted)
+    assert "lake.tier_layouts[0]: compaction applies only to MERGE_ON_READ" in message
 
 
 def test_a_tables_per_partition_index_with_partition_by_is_refused_naming_its_setting(tmp_path: Path) -> None:
