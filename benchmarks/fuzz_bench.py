@@ -18,7 +18,7 @@ written as JSON (``--json``, default ``fuzz-<engine>.json`` in the working direc
 Run it from the repository root with the stack up, under the shared Spark lock::
 
     flock /tmp/spark.lock .venv/bin/python benchmarks/fuzz_bench.py --engine postgres --seeds 10
-        [--first-seed 1000] [--size 1] [--deadline SECONDS] [--json OUT] [--replay FILE...]
+        [--first-seed 1000] [--size 1] [--tier 0|1] [--deadline SECONDS] [--json OUT] [--replay FILE...]
 
 Exit status 1 when any seed mismatched.
 """
@@ -49,13 +49,15 @@ def _log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def run_one(stack: LocalStack, case: FuzzCase, save: bool) -> dict[str, Any]:
-    """Run ``case`` on a fresh database; its figures, and its mismatch (saved when ``save``)."""
+def run_one(stack: LocalStack, case: FuzzCase, save: bool, tier: int = 1) -> dict[str, Any]:
+    """Run ``case`` on a fresh database, its tables in ``tier`` (so in that tier's default layout); its
+    figures, and its mismatch (saved when ``save``)."""
     config = Config.default(Path.cwd())
     spark = get_spark(config.spark, config.lake)
     figures: dict[str, Any] = {
         "engine": case.engine,
         "seed": case.seed,
+        "tier": tier,
         "tables": [
             {
                 "name": t.name,
@@ -73,7 +75,7 @@ def run_one(stack: LocalStack, case: FuzzCase, save: bool) -> dict[str, Any]:
     database = postgres_db if case.engine == "postgres" else mariadb_db
     try:
         with database(stack) as db, TemporaryDirectory(prefix="fuzz-") as directory:
-            result = run_case(spark, db, case, Path(directory))
+            result = run_case(spark, db, case, Path(directory), tier=tier)
         figures |= {
             "rows": result.rows,
             "record_keys_compared": result.record_keys_compared,
@@ -98,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=1000)
     parser.add_argument("--size", type=int, default=1, help="rows and transactions scale (1: CI size)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--tier", type=int, choices=(0, 1), default=1,
+        help="the tables' tier, hence layout: 0 MERGE_ON_READ + BUCKET (compaction outside), 1 COPY_ON_WRITE",
+    )  # fmt: skip
     parser.add_argument("--replay", type=Path, nargs="+", help="run saved cases instead of seeds")
     parser.add_argument(
         "--avoid-known", action="store_true", help="steer clear of the open findings (see generate())"
@@ -118,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"deadline reached: {len(results)} of {len(cases)} seeds run")
             break
         _log(f"{case.engine} seed {case.seed}: {[t.key_types() for t in case.tables]}")
-        figures = run_one(stack, case, save=not args.replay)
+        figures = run_one(stack, case, save=not args.replay, tier=args.tier)
         results.append(figures)
         rows = sum(figures["rows"].values())
         crash = "" if figures["crash"] is None else f", apply killed {figures['crash']} s after a commit"

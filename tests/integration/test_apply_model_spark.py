@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -50,8 +51,10 @@ from cdc_lake.apply.frame import (
 )
 from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
+from cdc_lake.hudi.services import execute_compactions, service_backlog
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN, SOFT_DELETED_COLUMN
+from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType
 from cdc_lake.lake.schema import merge_columns
 from cdc_lake.lake.schema_change import WriterColumns
 
@@ -68,12 +71,22 @@ def _decoded(emitter: Emitter, ranges: dict[int, tuple[int, int]]) -> list[Decod
     return [r for r in records if isinstance(r, DecodedChange)]
 
 
+TIER0 = {
+    "table_type": TableType.MERGE_ON_READ,
+    "index": IndexType.BUCKET,
+    "compaction": CompactionSpec(inline=False, max_delta_commits=1),
+}
+"""The tier-0 layout (MERGE_ON_READ + BUCKET, compaction outside the writes), planning after every delta
+commit, so a batch may be written over a plan the previous one left pending."""
+
+
+@pytest.mark.parametrize("layout", [{}, TIER0], ids=["copy-on-write", "tier0"])
 @settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_spark_and_hudi_merge_as_the_model_does(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, layout: dict[str, Any]
 ) -> None:
-    _merge_generated(spark, tmp_path_factory, data, INT_KEYS)
+    _merge_generated(spark, tmp_path_factory, data, INT_KEYS, layout)
 
 
 @settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -85,14 +98,18 @@ def test_spark_and_hudi_merge_float_keys_as_the_model_does(
 
 
 def _merge_generated(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, keys: KeyDomain
+    spark: SparkSession,
+    tmp_path_factory: pytest.TempPathFactory,
+    data: st.DataObject,
+    keys: KeyDomain,
+    layout: dict[str, Any] | None = None,
 ) -> None:
     workload = data.draw(workloads("postgres", keys), label="workload")
     ends = {p: len(log) for p, log in workload.emitter.log.items()}
     cuts = {p: data.draw(st.integers(0, end), label=f"cut p{p}") for p, end in ends.items()}
     batches = [{p: (0, c) for p, c in cuts.items()}, {p: (c, ends[p]) for p, c in cuts.items()}]
     base_path = str(Path(tmp_path_factory.mktemp("model")) / "t")
-    _merge_as_the_model(spark, base_path, workload.source, workload.emitter, batches)
+    _merge_as_the_model(spark, base_path, workload.source, workload.emitter, batches, layout or {})
 
 
 _NAN_KEY, _ZERO, _NEGATIVE_ZERO, _OTHER = 1, 2, 3, 4
@@ -182,13 +199,19 @@ def _merge_as_the_model(
     source: Source,
     emitter: Emitter,
     batches: list[dict[int, tuple[int, int]]],
+    layout: dict[str, Any] | None = None,
 ) -> Stored:
-    """Each batch through the model, both paths of the frame and a Hudi upsert; the table after the last."""
+    """Each batch through the model, both paths of the frame and a Hudi upsert; the table after the last.
+
+    ``layout`` (HudiTableSpec's table type, index, compaction; default COPY_ON_WRITE + GLOBAL_BLOOM): on a
+    MERGE_ON_READ table whose writes only plan compaction, the snapshot equals the model after every
+    commit whatever plans are pending, and after every plan is executed (one more planned over every
+    file slice with logs) the read-optimized view, what Trino reads, equals it too."""
     keys = emitter.keys
     writer = WriterColumns.of(TypedSchemas(SCHEMAS, {}).get_schema(keys.pg_value_id))
     columns = merge_columns(None, writer.struct).columns
     spec = HudiTableSpec(table_name="model_t", base_path=base_path, record_key_fields=("id",),
-                         ordering_field=ORDERING_COLUMN)
+                         ordering_field=ORDERING_COLUMN, **(layout or {}))
     expected: Stored = {}
     exists = False
     for ranges in batches:
@@ -222,6 +245,15 @@ def _merge_as_the_model(
             lake[key] = ({"id": keys.values[key], "qty": r["qty"], "note": r["note"]}, r[ORDERING_COLUMN])
         assert len(held) == len(lake), f"a key is in the lake twice: {held}"
         assert lake == expected, f"Spark+Hudi {lake}\nmodel {expected}\nsource {source.rows}"
+    if exists and spec.table_type is TableType.MERGE_ON_READ:
+        execute_compactions(spark, spec, schedule=True)
+        assert service_backlog(spark, base_path).pending_plans == 0
+        compacted = (
+            spark.read.format("hudi").option("hoodie.datasource.query.type", "read_optimized").load(base_path)
+        ).collect()
+        base_files = {keys.key(r["id"]): ({"id": keys.values[keys.key(r["id"])], "qty": r["qty"],
+                                           "note": r["note"]}, r[ORDERING_COLUMN]) for r in compacted}
+        assert len(compacted) == len(base_files) and base_files == expected, f"compacted {base_files}"
     if exists:
         assert_trino_reads_as_spark(spark, base_path)
     return expected

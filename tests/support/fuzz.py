@@ -973,10 +973,19 @@ def check_table(
 
 
 def run_case(
-    spark: SparkSession, db: SourceDb, case: FuzzCase, directory: Path, lake: str | None = None
+    spark: SparkSession,
+    db: SourceDb,
+    case: FuzzCase,
+    directory: Path,
+    lake: str | None = None,
+    tier: int = 1,
 ) -> CaseResult:
     """Create, fill, onboard, bootstrap under changes and apply ``case``'s tables (first by a killed
     ``apply --once`` when the case draws a crash), then check them (:func:`check_table`).
+
+    ``tier`` is the tables' tier, so their layout is the tier's default (docs/hudi.md, "Choosing a
+    layout"): 0 is MERGE_ON_READ + BUCKET with compaction outside the writes (each table its own
+    connector), 1 COPY_ON_WRITE + GLOBAL_BLOOM.
 
     A failed check raises AssertionError (the caller saves the case)."""
     started = time.monotonic()
@@ -985,7 +994,7 @@ def run_case(
         write(db, [table.ddl])
         write(db, [table.initial[chunk : chunk + 50] for chunk in range(0, len(table.initial), 50)])
     lake = lake or str(directory / "lake")
-    listed = [{"name": t.name} for t in case.tables]
+    listed = [{"name": t.name, "tier": tier} for t in case.tables]
     config_path = write_db_config(directory, db, listed, lake)
     onboard(config_path, db.source)
     config = load(config_path)
