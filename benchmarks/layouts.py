@@ -12,7 +12,10 @@ the timeline's file names (``<instant>_<completion>.commit``), which version 6 d
   otherwise Hudi merges an update of a file group it counts as small into a new base file (a rewrite,
   not a log append) when the index cannot index log files.
 - ``mor-bucket-bounded``: ``mor-bucket-async`` with a plan also after 120 s without one
-  (``max_delta_seconds``): the read-optimized staleness bound of issue 35 goal 4 (at most 5 minutes).
+  (``max_delta_seconds``): the read-optimized staleness bound of issue 35 goal 4 (at most 5 minutes);
+  the product's tier-0 default since (``cdc_lake.config.lake.TIER0_LAYOUT``).
+
+Each sets ``tier_layouts: {}``, so the layout named is the one every table gets, tier 0 included.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 _ASYNC = {"inline": False, "max_delta_commits": 5, "check_seconds": 5}
 
-LAYOUTS: dict[str, dict[str, Any]] = {
+_LAYOUTS: dict[str, dict[str, Any]] = {
     "default": {"table_type": "COPY_ON_WRITE", "index": "GLOBAL_BLOOM", "table_version": 9},
     "cow-ri": {"table_type": "COPY_ON_WRITE", "index": "RECORD_INDEX", "table_version": 9},
     "mor-ri": {"table_type": "MERGE_ON_READ", "index": "RECORD_INDEX", "table_version": 9},
@@ -38,3 +41,5 @@ LAYOUTS: dict[str, dict[str, Any]] = {
         "compaction": {**_ASYNC, "max_delta_seconds": 120},
     },
 }
+
+LAYOUTS: dict[str, dict[str, Any]] = {name: {**lake, "tier_layouts": {}} for name, lake in _LAYOUTS.items()}
