@@ -17,7 +17,8 @@ from cdc_lake.lake.target import target_for
 def test_a_named_layout_is_the_one_a_tier0_table_gets(name: str) -> None:
     lake = LAYOUTS[name]
     tables = [{"name": "public.t", "tier": 0}]
-    source = {"engine": "postgres", "primary": {"database": "app", "port": 5432, "user": "cdc"}, "tables": tables}
+    primary = {"database": "app", "port": 5432, "user": "cdc"}
+    source = {"engine": "postgres", "primary": primary, "tables": tables}
     config = Config.model_validate({"lake": lake, "sources": {"pg": source}})
     (pg,) = config.sources.values()
     assert isinstance(pg, Source)

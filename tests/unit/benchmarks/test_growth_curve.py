@@ -1,0 +1,45 @@
+"""``benchmarks/growth_curve.py``: which figures of a result file become growth points, and the table."""
+
+from __future__ import annotations
+
+import pytest
+from growth_curve import layout_name, points_of, table
+from layouts import LAYOUTS
+
+
+def test_a_freshness_run_gives_its_500_per_second_phases_without_a_kill() -> None:
+    old = {k: v for k, v in LAYOUTS["mor-bucket-bounded"].items() if k != "tier_layouts"}
+    results = {
+        "layout": old,  # recorded before layouts named tier_layouts
+        "rows": 5_000_000,
+        "started_utc": "2026-12-04T23:00:00+00:00",
+        "phases": [
+            {"rate": 500, "seconds": 300, "p99_seconds": 12.5},
+            {"rate": 500, "seconds": 300, "p99_seconds": 90.0, "arrangement": "cold"},
+            {"rate": 1000, "seconds": 300, "p99_seconds": 30.0},
+        ],
+    }
+
+    (point,) = points_of(results, "a section", "2026-12-05T00:00:00+00:00")
+
+    assert point == {
+        "metric": "freshness_p99_seconds", "layout": "mor-bucket-bounded", "rows": 5_000_000, "value": 12.5,
+        "seconds": 300, "utc": "2026-12-04T23:00:00+00:00", "section": "a section",
+    }  # fmt: skip
+
+
+def test_a_throughput_run_gives_one_point_per_layout_and_a_file_without_either_is_refused() -> None:
+    results = {"throughput": [
+        {"layout": "default", "rows": 5_000_000, "changes_per_second": 1500},
+        {"layout": "mor-bucket-async", "rows": 5_000_000, "changes_per_second": 5500},
+    ]}  # fmt: skip
+
+    points = points_of(results, "s", "2026-12-05T00:00:00+00:00")
+
+    assert [(p["layout"], p["value"]) for p in points] == [("default", 1500), ("mor-bucket-async", 5500)]
+    row = "| apply from a pre-filled topic (changes/s) | COPY_ON_WRITE + GLOBAL_BLOOM (tiers 1+) | 1,500 |"
+    assert row in table(points)
+    with pytest.raises(ValueError, match="no freshness phase"):
+        points_of({"phases": [{"rate": 250, "p99_seconds": 1.0}], "layout": "default", "rows": 1}, "s", "t")
+    with pytest.raises(ValueError, match="does not name"):
+        layout_name({"table_type": "MERGE_ON_READ", "index": "SIMPLE"})
