@@ -27,6 +27,7 @@ from cdc_lake.hudi.options import DELETE_MARKER_COLUMN, HudiTableSpec, write_opt
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.lake.columns import DELETED_COLUMN
 from cdc_lake.lake.format import UNREAD, Unread, WriteOperation
+from cdc_lake.lake.layout import IndexType
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 
 
@@ -60,6 +61,12 @@ def write_batch(
         if previous is UNREAD:
             before = latest_commit(spark, spec.base_path)
             previous = None if before is None else before.instant
+        bucketed = spec.index is IndexType.BUCKET
+        if operation is WriteOperation.BULK_INSERT and bucketed and previous is not None:
+            # Hudi's bulk insert creates a new file group for each bucket it writes, and the bucket index
+            # takes one file group per bucket (a second fails every later write: "Find multiple files ...
+            # that belong to the same bucket id"); an insert writes into the buckets' own file groups.
+            options["hoodie.datasource.write.operation"] = "insert"
         rows = df.withColumnsRenamed({DELETED_COLUMN: DELETE_MARKER_COLUMN})
         rows = refuse_ambiguous_keys(rows, spec.table_name, spec.record_key_fields)
         rows = refuse_empty_keys(rows, spec.table_name, spec.record_key_fields)

@@ -152,6 +152,32 @@ def test_a_bucket_table_is_compacted_outside_its_writes(spark: SparkSession, tmp
     assert [(r["id"], r["name"]) for r in optimized.load(spec.base_path).collect()] == [(1, "a2")]
 
 
+@pytest.mark.parametrize("table_type", [TableType.MERGE_ON_READ, TableType.COPY_ON_WRITE])
+def test_a_bucket_table_bootstrapped_in_several_commits_takes_upserts(
+    spark: SparkSession, tmp_path: Path, table_type: TableType
+) -> None:
+    """A bootstrap writes one bulk insert per group of plan partitions.  Hudi's bulk insert creates a new
+    file group for every bucket it writes, so a second group gave each bucket a second file group and
+    every later write of the table failed ("Find multiple files at partition path= that belong to the
+    same bucket id"): found by a 10M-row tier-0 bootstrap (three groups).  A bulk insert into a bucket
+    table that exists writes into its buckets' file groups instead."""
+    name = f"grouped_{table_type.value.lower()}"
+    spec = _spec(tmp_path, name, table_type=table_type, index=IndexType.BUCKET)
+    groups = [range(1, 41), range(41, 81), range(81, 121)]
+    for group in groups:
+        _write(spark, spec, [(i, None, f"s{i}", 0, False) for i in group], WriteOperation.BULK_INSERT)
+    file_groups = {p.name.split("_", 1)[0] for p in (tmp_path / name).glob("*.parquet")}
+    buckets = [file_group.split("-", 1)[0] for file_group in file_groups]
+
+    _write(spark, spec, [(i, None, f"u{i}", 1, False) for i in range(1, 121, 3)])
+
+    assert len(set(buckets)) == len(buckets) == spec.bucket_count, sorted(file_groups)
+    expected = [("", i, f"u{i}" if i % 3 == 1 else f"s{i}", 1 if i % 3 == 1 else 0) for i in range(1, 121)]
+    assert _rows(spark, spec) == expected
+    second = second_reader_rows(spec.base_path, ["id", "name", "lsn"])
+    assert sorted((r["id"], r["name"], r["lsn"]) for r in second) == [row[1:] for row in expected]
+
+
 def test_failed_write_names_table_and_path(spark: SparkSession, tmp_path: Path) -> None:
     spec = _spec(tmp_path, "broken")
     without_ordering_field = spark.createDataFrame([(1, "a")], "id long, name string")
