@@ -36,6 +36,7 @@ LABELS = {
     "default": "COPY_ON_WRITE + GLOBAL_BLOOM (tiers 1+)",
     "mor-bucket-bounded": "MERGE_ON_READ + BUCKET, compaction outside (tier 0)",
     "mor-bucket-async": "MERGE_ON_READ + BUCKET, compaction outside (tier 0)",
+    "mor-bucket-timed": "MERGE_ON_READ + BUCKET, compaction every 120 s only",
     "mor-ri-async": "MERGE_ON_READ + RECORD_INDEX, compaction outside",
 }
 
@@ -93,7 +94,8 @@ def table(points: list[dict[str, Any]]) -> str:
 def _label(point: dict[str, Any]) -> str:
     """The layout's label: the bucket layouts with and without the 120 s plan are one line (a plan's
     timing does not change a commit's cost)."""
-    return LABELS.get(point["layout"], point["layout"])
+    layout = str(point["layout"])
+    return LABELS.get(layout, layout)
 
 
 def plot(points: list[dict[str, Any]], path: Path) -> None:

@@ -190,8 +190,10 @@ class PartitionCopy:
         wait = self.session_wait(role, watermark)
         access = engine.jdbc_access(role, wait)
         spec = dataclasses.replace(self.target.spec(key), parallelism=self._executors(spark))
-        group_size = self._executors(spark) * PARTITIONS_PER_COMMIT_PER_SLOT
         pending = list(watermark.pending_partitions)
+        group_size = self._executors(spark) * PARTITIONS_PER_COMMIT_PER_SLOT
+        if self.lake.snapshot_in_one_commit(spec):
+            group_size = max(1, len(pending))
         self._show("copying")
         for start in range(0, len(pending), group_size):
             group = pending[start : start + group_size]

@@ -24,7 +24,7 @@ from cdc_lake.lake.format import (
     Unread,
     WriteOperation,
 )
-from cdc_lake.lake.layout import TableSpec, TableType
+from cdc_lake.lake.layout import IndexType, TableSpec, TableType
 
 
 def hudi_spec(spec: TableSpec) -> HudiTableSpec:
@@ -89,6 +89,11 @@ class HudiFormat(LakeFormat):
     def key_refusal(self, table: str, stored: DataFrame, key_fields: tuple[str, ...]) -> str | None:
         foreign = keys.row_writer_record_key(stored, key_fields)
         return None if foreign is None else keys.row_writer_key_reason(table, foreign)
+
+    def snapshot_in_one_commit(self, spec: TableSpec) -> bool:
+        # The bucket index keeps one file group per bucket: the first bulk insert creates them all, and
+        # a later group's rows go into their log files (cdc_lake.hudi.writer.write_batch).
+        return spec.index is IndexType.BUCKET
 
     def services_outside_write(self, spec: TableSpec) -> bool:
         return spec.table_type is TableType.MERGE_ON_READ and not spec.compaction.inline

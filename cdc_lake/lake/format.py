@@ -159,6 +159,12 @@ class LakeFormat(ABC):
         table read with ``meta_columns``: it holds keys another writer built otherwise), or None."""
 
     @abstractmethod
+    def snapshot_in_one_commit(self, spec: TableSpec) -> bool:
+        """Whether a bootstrap writes ``spec``'s whole snapshot as one commit, not one per group of plan
+        partitions: the format would write a later commit of new keys into log files, not files of its
+        own, leaving the whole copy to a compaction (and a resumed copy starts over)."""
+
+    @abstractmethod
     def services_outside_write(self, spec: TableSpec) -> bool:
         """Whether ``spec``'s table leaves table services to :meth:`run_services` (none run in its writes)."""
 

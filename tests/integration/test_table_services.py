@@ -26,8 +26,10 @@ from support.bootstrap import (
     SourceDb,
     apply_until_live,
     assert_lake_equals_source,
+    commit_runs,
     onboard,
     postgres_db,
+    wait_streamed,
     write_db_config,
 )
 from support.common import cli_run, write_and_load
@@ -43,6 +45,7 @@ from cdc_lake.lake.layout import IndexType, TableLayout, TableType
 from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap import partition_copy, partitions
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
 
@@ -166,16 +169,26 @@ def test_compact_refuses_a_table_whose_writes_compact_themselves(db: SourceDb, t
     assert f"table {db.qualified('plain')}" in refused.stderr and "inline: false" in refused.stderr
 
 
+HOT_ROWS = 50_000
+"""About ten plan partitions of 5,000 rows: more than one commit's group (a plan partition per slot, and
+the test session's default parallelism is 4)."""
+
+
 def test_a_tier0_table_is_merge_on_read_by_default_and_apply_once_compacts_it(
-    spark: SparkSession, db: SourceDb, tmp_path: Path
+    spark: SparkSession, db: SourceDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The default tier-0 layout (issue 35), end to end from a config naming no layout: onboarded and
-    bootstrapped as MERGE_ON_READ + BUCKET; its writes only plan compaction, and ``apply --once`` (no
-    ``run`` thread beside it) executes the plan its batches left: before, no plan was ever executed
-    outside ``run`` and ``compact``, and the table was COPY_ON_WRITE."""
+    bootstrapped as MERGE_ON_READ + BUCKET in one commit of base files (a bucket table's later groups
+    would go into log files: the 10M-row benchmark's first compaction then rewrote the whole copy); its
+    writes only plan compaction, and ``apply --once`` (no ``run`` thread beside it) executes the plan
+    its batches left: before, no plan was ever executed outside ``run`` and ``compact``, and the table
+    was COPY_ON_WRITE."""
+    monkeypatch.setattr(partitions, "SINGLE_PARTITION_ROWS", 1000)
+    monkeypatch.setattr(partitions, "ROWS_PER_PARTITION", 5000)
+    monkeypatch.setattr(partition_copy, "PARTITIONS_PER_COMMIT_PER_SLOT", 1)
     db.execute(
         "create table hot (id integer primary key, v integer, note text)",
-        f"insert into hot select g, 0, repeat('h', 20) from generate_series(1, {ROWS}) g",
+        f"insert into hot select g, 0, repeat('h', 20) from generate_series(1, {HOT_ROWS}) g",
     )
     config_path = write_db_config(tmp_path, db, [{"name": "hot", "tier": 0}], str(tmp_path / "lake"))
     config = write_and_load(config_path, yaml.safe_load(config_path.read_text()))
@@ -187,6 +200,9 @@ def test_a_tier0_table_is_merge_on_read_by_default_and_apply_once_compacts_it(
     assert outcome.exit_code == 0, outcome.stderr or outcome.output
     properties = (Path(base_path) / ".hoodie" / "hoodie.properties").read_text()
     assert "hoodie.table.type=MERGE_ON_READ" in properties, properties
+    (group,) = commit_runs(config_path, table)
+    assert len(group) >= 8, group
+    assert not list(Path(base_path).glob("*.log.*")), "the bootstrap wrote log files"
     commit = latest_commit(spark, base_path, ours=True)
     assert commit is not None
     tier0 = TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET)
@@ -202,7 +218,8 @@ def test_a_tier0_table_is_merge_on_read_by_default_and_apply_once_compacts_it(
     planned = {row["id"]: row["v"] for row in db.rows("hot", ("id",))}
 
     db.execute("update hot set v = -1 where id = 1")
-    applied = cli_run(config_path, "apply", "--once", "--json", table)
+    wait_streamed(config, table)  # in Kafka, so the job has a batch to apply
+    applied = cli_run(config_path, "apply", "--once", "--json", "--tables", table)
     assert applied.exit_code == 0, applied.stderr or applied.output
     after = service_backlog(spark, base_path)
     assert after.pending_plans == 0, after

@@ -290,6 +290,9 @@ class MemoryFormat(LakeFormat):
     def key_refusal(self, table: str, stored: DataFrame, key_fields: tuple[str, ...]) -> str | None:
         return None  # every writer builds a key the same way: the tuple of its values
 
+    def snapshot_in_one_commit(self, spec: TableSpec) -> bool:
+        return False
+
     def services_outside_write(self, spec: TableSpec) -> bool:
         return False
 

@@ -62,7 +62,7 @@ class _Lake(LakeFormat):
     def read(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
         raise AssertionError("the table services never read, write or remove a table")
 
-    write = latest_commit = records_written = key_refusal = remove = read  # type: ignore[assignment]
+    write = latest_commit = records_written = key_refusal = remove = snapshot_in_one_commit = read  # type: ignore[assignment]
 
 
 def _target(
