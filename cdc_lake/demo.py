@@ -6,7 +6,8 @@
 4. ``cdc-lake bootstrap --source shop`` (parallel snapshot from the replica);
 5. ``cdc-lake run`` in the background while a writer keeps inserting, updating and deleting,
    printing each table's freshness as ``status --json`` reports it;
-6. stop the writer, let the applier catch up, stop it, and compare the Hudi table with the source.
+6. stop the writer, let the applier catch up, stop it, compact the table (tier 0's layout is
+   MERGE_ON_READ: Trino reads base files only) and compare the Hudi table with the source.
 """
 
 from __future__ import annotations
@@ -271,6 +272,9 @@ def run_demo(
         run_log.close()
     say("6. final catch-up and comparison")
     demo.cli("apply", "--once")
+    say("   tier 0 is MERGE_ON_READ: compacting every change into base files,")
+    say("   so that readers of base files only (Trino) see them too")
+    demo.cli("compact", "--schedule")
     entry = demo.table_status()
     rows, total = demo.source_summary()
     lake_rows, lake_total = lake_summary(demo.config_path)

@@ -55,7 +55,8 @@ def test_demo_ends_with_the_lake_equal_to_the_source(tmp_path: Path) -> None:
             capture_output=True,
             check=False,
         )
-    for step in ("cdc-lake onboard shop", "cdc-lake bootstrap --source shop", "cdc-lake apply --once"):
+    steps = ("onboard shop", "bootstrap --source shop", "apply --once", "compact --schedule")
+    for step in (f"cdc-lake {step}" for step in steps):
         assert f"$ {step}" in proc.stdout
     assert "The lake equals the source." in proc.stdout
     assert "state LIVE" in proc.stdout
