@@ -99,7 +99,17 @@ class LakeSettings(_Model):
     ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""
     tier_layouts: dict[Annotated[int, Field(ge=0)], TierLayout] = Field(default_factory=_default_tier_layouts)
     """Per tier, the layout its new unpartitioned tables get instead of ``table_type``, ``index`` and
-    ``compaction``; given, it replaces the default (tier 0: :data:`TIER0_LAYOUT`); ``{}``: none."""
+    ``compaction``; given, it replaces the default (tier 0: :data:`TIER0_LAYOUT`); ``{}``: none.  A
+    config that sets ``table_type`` or ``index`` and not this has none: its layout is every tier's."""
+
+    @model_validator(mode="after")
+    def _a_lake_layout_set_applies_to_every_tier(self) -> LakeSettings:
+        # A config naming the lake's layout (written before the tier-0 default, or meaning it for every
+        # table) keeps it for tier 0 too, unless it lists tier_layouts as well.
+        named = {"table_type", "index"} & self.model_fields_set
+        if named and "tier_layouts" not in self.model_fields_set:
+            self.tier_layouts = {}
+        return self
 
     @field_validator("format")
     @classmethod

@@ -43,29 +43,46 @@ def _literal(table: str, what: str, value: str, unsafe: tuple[str, ...]) -> str:
     return value
 
 
-def _options_literal(spec: HudiTableSpec) -> str:
+_PLAN_NOW = {
+    "hoodie.compact.inline.trigger.strategy": "NUM_COMMITS",
+    "hoodie.compact.inline.max.delta.commits": "1",
+}
+"""A plan on request: due after one delta commit, whatever the table's own trigger (5 delta commits by
+default, which a compaction requested after fewer would wait for, planning nothing)."""
+
+
+def _options_literal(spec: HudiTableSpec, overrides: dict[str, str] | None = None) -> str:
+    options = {**table_service_options(spec), **(overrides or {})}
     return ",".join(
         f"{_literal(spec.table_name, 'option', key, _LIST_SEPARATORS)}="
         f"{_literal(spec.table_name, f'option {key} value', value, _LIST_SEPARATORS)}"
-        for key, value in table_service_options(spec).items()
+        for key, value in options.items()
     )
 
 
 def execute_compactions(
     spark: SparkSession, spec: HudiTableSpec, *, schedule: bool = False
 ) -> tuple[str, ...]:
-    """Execute the table's pending compaction plans (with ``schedule``: plan one now first, if any file
-    slice has logs); the instants of the plans executed, oldest first."""
+    """Execute the table's pending compaction plans (with ``schedule``: then plan one over every file slice
+    that still has logs, and execute it); the instants of the plans executed, oldest first.
+
+    Hudi plans no file group a pending plan holds, so ``schedule`` executes the pending plans before it
+    plans: planning first would leave the logs written after them uncompacted.  Its plan is due after one
+    delta commit, whatever the table's trigger."""
     path = _literal(spec.table_name, "path", spec.base_path, _PATH_UNSAFE)
-    op = "scheduleandexecute" if schedule else "execute"
-    statement = f"CALL run_compaction(op => '{op}', path => '{path}', options => '{_options_literal(spec)}')"
-    try:
-        rows = spark.sql(statement).collect()
-    except JVM_ERRORS as exc:
-        raise LakeWriteError(
-            f"compaction of table '{spec.table_name}' at {spec.base_path} failed: {root_cause(exc)}"
-        ) from exc
-    return tuple(sorted(str(row["timestamp"]) for row in rows if str(row["state"]) == "COMPLETED"))
+    steps = [("execute", _options_literal(spec))]
+    if schedule:
+        steps.append(("scheduleandexecute", _options_literal(spec, _PLAN_NOW)))
+    rows = []
+    for op, options in steps:
+        statement = f"CALL run_compaction(op => '{op}', path => '{path}', options => '{options}')"
+        try:
+            rows += spark.sql(statement).collect()
+        except JVM_ERRORS as exc:
+            raise LakeWriteError(
+                f"compaction of table '{spec.table_name}' at {spec.base_path} failed: {root_cause(exc)}"
+            ) from exc
+    return tuple(sorted({str(row["timestamp"]) for row in rows if str(row["state"]) == "COMPLETED"}))
 
 
 def _epoch(instant: Any) -> float:

@@ -412,6 +412,22 @@ def test_tier_layouts_replace_the_default_and_name_their_setting(tmp_path: Path)
     assert "lake.tier_layouts[0]: compaction applies only to MERGE_ON_READ" in message
 
 
+def test_a_lake_layout_the_config_names_is_every_tiers_unless_it_lists_tier_layouts(tmp_path: Path) -> None:
+    # A config written before the tier-0 default (test_table_services.py's, with RECORD_INDEX and its own
+    # compaction) meant its layout for every table: tier 0 silently took the bucket layout instead.
+    lake = "lake:\n  table_type: MERGE_ON_READ\n  index: RECORD_INDEX\n"
+    named = load_config(write(tmp_path, lake + PG_SOURCE))
+    tier0 = "  tier_layouts: {0: {table_type: MERGE_ON_READ, index: BUCKET}}\n"
+    both = load_config(write(tmp_path, "lake:\n  index: RECORD_INDEX\n" + tier0 + PG_SOURCE, "both.yaml"))
+
+    assert named.lake.tier_layouts == {}
+    assert {(t.table_type, t.index) for t in select_targets(named)} == {
+        (TableType.MERGE_ON_READ, IndexType.RECORD_INDEX)
+    }
+    customers, orders = select_targets(both)
+    assert (customers.index, orders.index) == (IndexType.BUCKET, IndexType.RECORD_INDEX)
+
+
 def test_a_tables_per_partition_index_with_partition_by_is_refused_naming_its_setting(tmp_path: Path) -> None:
     text = PG_SOURCE + "        index: BUCKET\n        partition_by: [region]\n"
     bad_value = write(tmp_path, PG_SOURCE + "        index: HASHED\n", "v.yaml")
