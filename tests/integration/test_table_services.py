@@ -1,6 +1,7 @@
 """MERGE_ON_READ with compaction outside the writes: plans scheduled by the applier, executed beside it.
 
-The table is MERGE_ON_READ with the record index and ``lake.compaction.inline: false``.  Before this
+The table is MERGE_ON_READ with ``lake.compaction.inline: false`` and the record index, then the bucket
+index (tier 0's default layout, whose own test closes the file).  Before this
 layout had table services, ``inline: false`` scheduled nothing and nothing executed: logs grew forever and
 Trino, which reads base files only, never saw a change (the first assertion on pending plans fails on that
 code).  Now each apply commit schedules a plan after ``max_delta_commits`` delta commits; ``run``'s
@@ -58,27 +59,31 @@ def db(local_stack: LocalStack) -> Iterator[SourceDb]:
         yield source_db
 
 
-def _round(db: SourceDb, n: int) -> None:
+def _round(db: SourceDb, n: int, name: str) -> None:
     db.execute(
-        f"update items set v = v + {n} where id % 5 = {n % 5}",
-        f"delete from items where id % 37 = {n}",
-        f"insert into items select g, {n}, repeat('n', 50) from generate_series({ROWS + 10 * n}, "
+        f"update {name} set v = v + {n} where id % 5 = {n % 5}",
+        f"delete from {name} where id % 37 = {n}",
+        f"insert into {name} select g, {n}, repeat('n', 50) from generate_series({ROWS + 10 * n}, "
         f"{ROWS + 10 * n + 4}) g",
     )
 
 
+@pytest.mark.parametrize("index", ["RECORD_INDEX", "BUCKET"])
 def test_compaction_outside_the_writes_keeps_every_reader_exact(
-    spark: SparkSession, db: SourceDb, tmp_path: Path
+    spark: SparkSession, db: SourceDb, tmp_path: Path, index: str
 ) -> None:
+    """Both MERGE_ON_READ indexes whose compaction runs outside the writes: the record index, and the
+    bucket index of tier 0's default layout."""
+    name = f"items_{index.lower()}"
     db.execute(
-        "create table items (id integer primary key, v integer, note text)",
-        f"insert into items select g, 0, repeat('n', 50) from generate_series(1, {ROWS}) g",
+        f"create table {name} (id integer primary key, v integer, note text)",
+        f"insert into {name} select g, 0, repeat('n', 50) from generate_series(1, {ROWS}) g",
     )
     hive = {"uri": db.stack.hive_metastore.uri, "database": f"lake_{db.engine}"}
     lake = {
         "base_path": str(tmp_path / "lake"),
         "table_type": "MERGE_ON_READ",
-        "index": "RECORD_INDEX",
+        "index": index,
         "compaction": {
             "inline": False, "max_delta_commits": 2, "check_seconds": 1, "max_staleness_seconds": 2,
         },
@@ -88,13 +93,13 @@ def test_compaction_outside_the_writes_keeps_every_reader_exact(
         "format_options": {"hoodie.parquet.small.file.limit": "0"},
     }
     config_path = write_db_config(
-        tmp_path, db, [{"name": "items", "tier": 0}], str(tmp_path / "lake"), catalog={"hive": hive}
+        tmp_path, db, [{"name": name, "tier": 0}], str(tmp_path / "lake"), catalog={"hive": hive}
     )
     data = yaml.safe_load(config_path.read_text())
     data["lake"] = {**data["lake"], **lake}
     data["monitoring"] = {"alert_for_seconds": 0}
     config = write_and_load(config_path, data)
-    table = db.qualified("items")
+    table = db.qualified(name)
     base_path = config.lake.table_base_path(table)
     onboard(config_path, db.source)
     outcome = cli_run(config_path, "bootstrap", table)
@@ -102,18 +107,18 @@ def test_compaction_outside_the_writes_keeps_every_reader_exact(
 
     # Two rounds, two delta commits: the applier's second commit schedules a plan and executes none.
     for n in (1, 2):
-        _round(db, n)
+        _round(db, n, name)
         apply_until_live(spark, config, table)
     backlog = service_backlog(spark, base_path)
     assert backlog.pending_plans >= 1, backlog
     assert backlog.uncompacted_since is not None, backlog
-    assert_lake_equals_source(spark, config, db, "items", read_optimized=False)
+    assert_lake_equals_source(spark, config, db, name, read_optimized=False)
     # Trino reads base files only (docs/hudi.md, "Readers"): every bootstrapped row as the bootstrap
     # wrote it, the updated ones old and the deleted ones still shown, until a compaction.
     trino = trino_rows(db.stack, config, table, ["id", "v"])
     seen = {row["id"]: row["v"] for row in trino if row["id"] <= ROWS}
     assert seen == dict.fromkeys(range(1, ROWS + 1), 0), "Trino saw a change no base file holds"
-    now = {row["id"]: row["v"] for row in db.rows("items", ("id",))}
+    now = {row["id"]: row["v"] for row in db.rows(name, ("id",))}
     assert any(now.get(key) != 0 for key in range(1, ROWS + 1)), "the rounds changed no bootstrapped row"
     time.sleep(3)  # the oldest uncompacted change is now older than max_staleness_seconds (2)
     with StateStore.open(config.state_store.url) as store:  # as a look of the service thread records it
@@ -142,14 +147,14 @@ def test_compaction_outside_the_writes_keeps_every_reader_exact(
         assert thread.start()
         try:
             for n in range(3, 9):
-                _round(db, n)
+                _round(db, n, name)
                 apply_until_live(spark, config, table)
                 if n % 3 == 0:
-                    assert_lake_equals_source(spark, config, db, "items", read_optimized=False)
+                    assert_lake_equals_source(spark, config, db, name, read_optimized=False)
         finally:
             thread.stop()
     assert len(executed) >= 2, executed
-    assert_lake_equals_source(spark, config, db, "items", read_optimized=False)
+    assert_lake_equals_source(spark, config, db, name, read_optimized=False)
 
     # The job: plan and execute everything; the read-optimized view (Trino) is then the source.
     compacted = cli_run(config_path, "compact", table, "--schedule", "--json")
@@ -157,7 +162,7 @@ def test_compaction_outside_the_writes_keeps_every_reader_exact(
     (result,) = [json.loads(line) for line in compacted.stdout.splitlines()]
     assert result["status"] == "ok" and result["pending_plans"] == 0, result
     assert result["read_optimized_staleness_seconds"] == 0, result
-    assert_lake_equals_source(spark, config, db, "items")
+    assert_lake_equals_source(spark, config, db, name)
 
 
 def test_compact_refuses_a_table_whose_writes_compact_themselves(db: SourceDb, tmp_path: Path) -> None:
