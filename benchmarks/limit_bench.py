@@ -3,7 +3,7 @@
 Run it with the stack up (``cdc-lake stack up``)::
 
     .venv/bin/python benchmarks/limit_bench.py [--rows 1000000] [--events 100000] [--pairs 5]
-        [--warmup 1] [--variants COPY_ON_WRITE:GLOBAL_BLOOM,MERGE_ON_READ:RECORD_INDEX,MERGE_ON_READ:BUCKET]
+        [--warmup 1] [--variants COPY_ON_WRITE:GLOBAL_BLOOM,MERGE_ON_READ:RECORD_INDEX]
         [--driver-memory 2g] [--json results.json]
 
 One topic receives ``--events`` Debezium-shaped Postgres change events (``apply_bench.produce_events``:
@@ -155,11 +155,6 @@ def stock_pipeline(
     return time.monotonic() - began
 
 
-def partitioning(index: str) -> dict[str, Any]:
-    """The table's ``partition_by`` for ``index``: by region, unless the index is per partition."""
-    return {} if index == "BUCKET" else {"partition_by": ["region"]}
-
-
 def variant_config(
     stack: LocalStack, root: Path, topic: str, variant: tuple[str, str], messages: int
 ) -> Config:
@@ -181,8 +176,7 @@ def variant_config(
             "engine": "postgres",
             "topic_prefix": prefix,
             "primary": {"port": stack.layout.ports.postgres_primary, "database": "app", "user": "cdc"},
-            # Partitioned by region, unless the index is per partition (the bucket index: tier 0's).
-            "tables": [{"name": f"{schema}.{table}", "key": ["id"], **partitioning(index)}],
+            "tables": [{"name": f"{schema}.{table}", "partition_by": ["region"], "key": ["id"]}],
         }
     }
     root.mkdir(parents=True, exist_ok=True)
