@@ -459,7 +459,6 @@ def assert_lake_equals_source(
     return len(source)
 
 
-
 def _published(config: Config, table: str, base_path: str) -> bool:
     """Whether ``table`` is LIVE with its current copy at ``base_path``: what the catalog registers."""
     with StateStore.open(config.state_store.url) as store:
