@@ -62,7 +62,7 @@ from cdc_lake.decode.registry import SchemaRegistry  # noqa: E402
 from cdc_lake.hudi import timeline, writer  # noqa: E402
 from cdc_lake.hudi.format import hudi_spec  # noqa: E402
 from cdc_lake.hudi.options import HudiTableSpec, write_options  # noqa: E402
-from cdc_lake.hudi.writer import read_table, write_batch  # noqa: E402
+from cdc_lake.hudi.writer import hudi_rows, read_table, write_batch  # noqa: E402
 from cdc_lake.kafka.offsets import OffsetRange, TopicState  # noqa: E402
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, RawMessage  # noqa: E402
 from cdc_lake.lake.checkpoint import Checkpoint, Origin  # noqa: E402
@@ -195,8 +195,9 @@ def bootstrap(spark: SparkSession, spec: HudiTableSpec, rows: int) -> float:
 
 
 def plain_upsert(spark: SparkSession, spec: HudiTableSpec, probe: WriteProbe) -> float:
-    """Hudi's own commit: the rows the applier wrote, cached and counted first, same options; seconds."""
-    frame = spark.createDataFrame(probe.rows, probe.schema).persist(StorageLevel.MEMORY_AND_DISK)
+    """Hudi's own commit: the rows the applier wrote (delete marker under Hudi's name), cached and counted
+    first, same options; seconds."""
+    frame = hudi_rows(spark.createDataFrame(probe.rows, probe.schema)).persist(StorageLevel.MEMORY_AND_DISK)
     frame.count()
     began = time.perf_counter()
     options = write_options(spec, WriteOperation.UPSERT, probe.metadata)

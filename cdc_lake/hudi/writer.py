@@ -67,8 +67,7 @@ def write_batch(
             # takes one file group per bucket (a second fails every later write: "Find multiple files ...
             # that belong to the same bucket id"); an insert writes into the buckets' own file groups.
             options["hoodie.datasource.write.operation"] = "insert"
-        rows = df.withColumnsRenamed({DELETED_COLUMN: DELETE_MARKER_COLUMN})
-        rows = refuse_ambiguous_keys(rows, spec.table_name, spec.record_key_fields)
+        rows = refuse_ambiguous_keys(hudi_rows(df), spec.table_name, spec.record_key_fields)
         rows = refuse_empty_keys(rows, spec.table_name, spec.record_key_fields)
         rows = refuse_long_record_keys(rows, spec)
         rows.write.format("hudi").options(**options).mode("append").save(spec.base_path)
@@ -78,6 +77,12 @@ def write_batch(
     if after is None or after.instant == previous:
         raise LakeWriteError(f"Hudi {operation.value} into {where} completed no commit")
     return after.instant
+
+
+def hudi_rows(df: DataFrame) -> DataFrame:
+    """``df`` with the lake's delete marker, if it has one, under Hudi's name for it: the rows a Hudi write
+    of the table takes (:func:`write_batch`'s, and a benchmark's plain upsert of the applier's rows)."""
+    return df.withColumnsRenamed({DELETED_COLUMN: DELETE_MARKER_COLUMN})
 
 
 def read_table(spark: SparkSession, base_path: str, *, meta_columns: bool = False) -> DataFrame:

@@ -6,14 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from apply_bench import plain_upsert
 from pyspark.sql import SparkSession
 from support.second_reader import second_reader_rows
 
 from cdc_lake.exceptions import LakeWriteError
-from cdc_lake.hudi.options import HudiTableSpec
+from cdc_lake.hudi.options import DELETE_MARKER_COLUMN, HudiTableSpec
 from cdc_lake.hudi.services import execute_compactions, service_backlog
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.hudi.writer import read_table, write_batch
+from cdc_lake.lake.columns import DELETED_COLUMN
 from cdc_lake.lake.format import ServiceBacklog, WriteOperation
 from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType
 
@@ -202,6 +204,27 @@ def test_a_bucket_table_bootstrapped_in_several_commits_takes_upserts(
     assert _rows(spark, spec) == expected
     second = second_reader_rows(spec.base_path, ["id", "name", "lsn"])
     assert sorted((r["id"], r["name"], r["lsn"]) for r in second) == [row[1:] for row in expected]
+
+
+def test_a_benchmarks_plain_upsert_of_the_appliers_rows_deletes_what_they_remove(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The limit benchmarks' write-only arm upserts the rows the applier wrote, saved as the applier gave
+    them to ``write_batch`` (the lake's delete marker, ``_cdc_remove``).  Written as they were, a
+    MERGE_ON_READ + BUCKET table refused them (``MissingSchemaFieldException``: its schema holds Hudi's
+    marker); a table that took them would have kept the deleted rows."""
+    spec = _spec(tmp_path, "plain", table_type=TableType.MERGE_ON_READ, index=IndexType.BUCKET)
+    _write(spark, spec, [(i, None, f"s{i}", 0, False) for i in range(1, 7)], WriteOperation.BULK_INSERT)
+    saved = tmp_path / "applier-rows"
+    lake_schema = SCHEMA.replace(DELETE_MARKER_COLUMN, DELETED_COLUMN)
+    changes = [(2, None, "u2", 1, False), (3, None, None, 1, True), (7, None, "i7", 1, False)]
+    spark.createDataFrame(changes, lake_schema).write.parquet(str(saved))
+
+    seconds, upserted = plain_upsert(spark, spec, saved)
+
+    assert upserted == 3 and seconds > 0
+    kept = [(1, "s1"), (2, "u2"), (4, "s4"), (5, "s5"), (6, "s6"), (7, "i7")]
+    assert [row[1:3] for row in _rows(spark, spec)] == kept
 
 
 def test_failed_write_names_table_and_path(spark: SparkSession, tmp_path: Path) -> None:
