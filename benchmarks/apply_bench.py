@@ -105,6 +105,7 @@ from cdc_lake.lake.format import UNREAD, Unread, WriteOperation, load_format
 from cdc_lake.lake.layout import IndexType, TableType
 from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.spark import get_spark
+from cdc_lake.spark.session import TABLE_SERVICES_POOL, use_pool
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
 
@@ -319,6 +320,7 @@ def throughput(
             ),
             [target],
             config.lake.compaction.check_seconds,
+            on_start=lambda: use_pool(spark, TABLE_SERVICES_POOL),
         )
         began = time.monotonic()
         services.start()

@@ -37,7 +37,7 @@ from cdc_lake.lake.format import load_format
 from cdc_lake.lake.schema_change import SchemaDiff
 from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.spark import get_spark
-from cdc_lake.spark.session import DriverLife
+from cdc_lake.spark.session import TABLE_SERVICES_POOL, DriverLife, use_pool
 from cdc_lake.state.store import StateStore
 
 _LOG = logging.getLogger(__name__)
@@ -220,6 +220,22 @@ BackgroundFactory = Callable[[SparkSession, StateStore, Sequence[str]], Backgrou
 """Background work of ``run`` for its Spark session, state store and tables."""
 
 
+def service_thread(
+    config: Config, spark: SparkSession, store: StateStore, targets: Sequence[TableTarget]
+) -> ServiceThread:
+    """``run``'s table-service thread for ``targets``: it looks every ``lake`` ``check_seconds`` and submits
+    its Spark jobs to the table services' scheduler pool, beside the applier's writes."""
+    services = TableServices(
+        load_format(spark, config.lake.format), store, config.state_store.url, beside_writer=True
+    )
+    return ServiceThread(
+        services,
+        targets,
+        config.lake.check_seconds,
+        on_start=lambda: use_pool(spark, TABLE_SERVICES_POOL),
+    )
+
+
 def run_command(
     config: Config,
     tables: Sequence[str],
@@ -253,16 +269,7 @@ def run_command(
         note = note or echo
         if serve_metrics is not None:
             serve_metrics()
-        services = ServiceThread(
-            TableServices(
-                load_format(service.runner.spark, config.lake.format),
-                store,
-                config.state_store.url,
-                beside_writer=True,
-            ),
-            targets,
-            config.lake.check_seconds,
-        )
+        services = service_thread(config, service.runner.spark, store, targets)
         if services.start():
             note(f"table services of {len(services.targets)} tables every {services.check_seconds:g} s")
         beside = (

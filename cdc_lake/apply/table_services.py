@@ -141,12 +141,23 @@ class TableServices:
 
 
 class ServiceThread:
-    """``run``'s table-service thread: every ``check_seconds``, each serviced table once, until stopped."""
+    """``run``'s table-service thread: every ``check_seconds``, each serviced table once, until stopped.
 
-    def __init__(self, services: TableServices, targets: Sequence[TableTarget], check_seconds: float) -> None:
+    ``on_start`` runs first in the thread: ``run`` puts the thread's Spark jobs in their own scheduler
+    pool there (:func:`cdc_lake.spark.session.use_pool`), so a compaction does not hold every core while
+    a commit waits."""
+
+    def __init__(
+        self,
+        services: TableServices,
+        targets: Sequence[TableTarget],
+        check_seconds: float,
+        on_start: Callable[[], None] | None = None,
+    ) -> None:
         self.services = services
         self.targets = services.serviced(targets)
         self.check_seconds = check_seconds
+        self.on_start = on_start
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -165,6 +176,8 @@ class ServiceThread:
             self._thread.join()
 
     def _loop(self) -> None:
+        if self.on_start is not None:
+            self.on_start()
         while not self._stop.is_set():
             for target in self.targets:
                 if self._stop.is_set():

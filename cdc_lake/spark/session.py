@@ -72,6 +72,20 @@ SMALL_FOOTPRINT_DEFAULTS: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
 }
 
+TABLE_SERVICES_POOL = "table-services"
+"""The fair-scheduler pool ``run``'s table-service thread submits its Spark jobs to (:func:`use_pool`)."""
+
+SCHEDULER_DEFAULTS: Mapping[str, str] = {
+    "spark.scheduler.mode": "FAIR",
+    "spark.scheduler.allocation.file": str(Path(__file__).with_name("fairscheduler.xml")),
+}
+"""Spark's fair scheduler, with the pools of ``fairscheduler.xml``: the applier's jobs run in the
+``default`` pool (weight 2, one slot first), the table-service thread's in :data:`TABLE_SERVICES_POOL`
+(weight 1).  Under Spark's FIFO default a compaction's tasks took every core until they were all done,
+and the commit that came meanwhile waited for the whole compaction (issue 35: 68-70 s at 10M rows on the
+bucket index); the fair scheduler gives the next free core to the applier's job instead.  A task already
+running is not stopped.  Both keys can be overridden in ``spark.conf``."""
+
 LOCAL_PYTHON_DAEMON = "cdc_lake.spark.daemon"
 """In local mode the Python workers are forked from a daemon that imported cdc-lake's decoding
 (:mod:`cdc_lake.spark.daemon`).  Not on a cluster: executors without cdc-lake (no environment shipped)
@@ -216,7 +230,8 @@ def spark_conf(
     :func:`submitted_conf`): then the command line has decided the master, the driver's memory,
     jars and Python, and the config may only agree with it.
     """
-    conf: dict[str, str] = {k: v for k, v in SMALL_FOOTPRINT_DEFAULTS.items() if k not in (submitted or {})}
+    defaults = {**SMALL_FOOTPRINT_DEFAULTS, **SCHEDULER_DEFAULTS}
+    conf: dict[str, str] = {k: v for k, v in defaults.items() if k not in (submitted or {})}
     conf["spark.app.name"] = settings.app_name
     if submitted is not None:
         _check_submitted(settings, submitted)
@@ -571,3 +586,9 @@ def stop_spark() -> None:
         if _session is not None:
             _session.stop()
             _session = None
+
+
+def use_pool(spark: SparkSession, pool: str) -> None:
+    """Submit the Spark jobs the calling thread starts from now on to the fair-scheduler pool ``pool``
+    (:data:`SCHEDULER_DEFAULTS`); threads the caller starts afterwards inherit it."""
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)

@@ -16,6 +16,7 @@ they were (updated rows old, deleted rows still there) while no plan has execute
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,13 +38,13 @@ from support.common import cli_run, write_and_load
 from support.ops import alerts_everywhere
 from support.trino_reader import trino_rows
 
-from cdc_lake.apply.table_services import ServiceThread, TableServices
+from cdc_lake.apply.commands import service_thread
 from cdc_lake.hudi.services import service_backlog
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.lake.commit_metadata import CommitMetadata
-from cdc_lake.lake.format import load_format
 from cdc_lake.lake.layout import IndexType, TableLayout, TableType
 from cdc_lake.lake.target import select_targets
+from cdc_lake.spark.session import TABLE_SERVICES_POOL, use_pool
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
 from cdc_lake_bootstrap import partition_copy, partitions
@@ -132,18 +133,20 @@ def test_compaction_outside_the_writes_keeps_every_reader_exact(
 
     # run's table-service thread executes plans while the applier commits more rounds.
     with StateStore.open(config.state_store.url) as store:
-        services = TableServices(load_format(spark), store, config.state_store.url, beside_writer=True)
+        thread = service_thread(config, spark, store, select_targets(config))
+        services = thread.services
         executed: list[str] = []
         original = services.step
 
         def counting_step(target, *, schedule=False):  # type: ignore[no-untyped-def]
+            assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") == TABLE_SERVICES_POOL
             result = original(target, schedule=schedule)
             executed.extend(result.executed)
             assert result.error is None, result.error
             return result
 
         services.step = counting_step  # type: ignore[method-assign]
-        thread = ServiceThread(services, select_targets(config), check_seconds=1)
+        assert thread.check_seconds == 1
         assert thread.start()
         try:
             for n in range(3, 9):
@@ -163,6 +166,41 @@ def test_compaction_outside_the_writes_keeps_every_reader_exact(
     assert result["status"] == "ok" and result["pending_plans"] == 0, result
     assert result["read_optimized_staleness_seconds"] == 0, result
     assert_lake_equals_source(spark, config, db, name)
+
+
+def test_a_commit_waits_for_one_compaction_task_not_the_whole_compaction(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The applier's job takes the first core a table-service task frees: under Spark's FIFO scheduler a
+    compaction's tasks took every core until the last of them had run, and the commit that came
+    meanwhile waited for the whole compaction (issue 35: 68-70 s at 10M rows on the bucket index).
+    ``run``'s table-service thread submits its jobs to their own fair-scheduler pool
+    (``SCHEDULER_DEFAULTS``); this job stands in for a compaction: 12 tasks of 1 s, more waves than
+    cores; the applier's one-task job comes after its first wave started."""
+    log = str(tmp_path / "starts")
+    tasks = 12
+
+    def started(name: str, seconds: float) -> None:  # a task's body: note its start, hold its core
+        with open(log, "a") as out:
+            out.write(f"{time.time()} {name}\n")
+        time.sleep(seconds)
+
+    def compaction() -> None:
+        use_pool(spark, TABLE_SERVICES_POOL)
+        spark.sparkContext.parallelize(range(tasks), tasks).foreach(lambda i: started(f"service-{i}", 1))
+
+    thread = threading.Thread(target=compaction)
+    thread.start()
+    while not Path(log).exists():
+        time.sleep(0.05)
+    spark.sparkContext.parallelize([0], 1).foreach(lambda i: started("commit", 0))
+    thread.join()
+
+    lines = Path(log).read_text().splitlines()
+    starts = sorted((float(at), name) for at, name in (line.split() for line in lines))
+    order = [name for _, name in starts]
+    assert order.index("commit") < tasks - 1, f"the commit's task started after every service task: {order}"
+    assert spark.sparkContext.getConf().get("spark.scheduler.mode") == "FAIR"
 
 
 def test_compact_refuses_a_table_whose_writes_compact_themselves(db: SourceDb, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from support.spark_settings import S3, Lake, Spark
@@ -25,6 +26,18 @@ def test_local_session_has_the_formats_settings_and_small_footprint() -> None:
     assert conf["spark.sql.shuffle.partitions"] == "4"
     assert conf["spark.jars"] == "/jars/hudi.jar,/jars/aws.jar"
     assert not any(key.startswith("spark.hadoop.fs.s3a.") for key in conf)
+
+
+def test_the_session_schedules_fairly_with_the_pools_the_package_ships() -> None:
+    """``run``'s table-service jobs go to their own pool (``TABLE_SERVICES_POOL``) of the fair scheduler,
+    whose pools are the wheel's ``fairscheduler.xml``; a user conf may choose FIFO again."""
+    conf = spark_conf(Spark(), Lake(), [])
+    assert conf["spark.scheduler.mode"] == "FAIR"
+    pools = ElementTree.parse(conf["spark.scheduler.allocation.file"]).getroot()
+    weights = {pool.get("name"): pool.findtext("weight") for pool in pools.iter("pool")}
+    assert weights == {"default": "2", session.TABLE_SERVICES_POOL: "1"}
+    fifo = spark_conf(Spark(conf={"spark.scheduler.mode": "FIFO"}), Lake(), [])
+    assert fifo["spark.scheduler.mode"] == "FIFO"
 
 
 def test_user_conf_overrides_defaults_but_not_requirements() -> None:
