@@ -3,7 +3,7 @@
 Run it with the stack up, from the stack's directory::
 
     .venv/bin/python benchmarks/freshness_bench.py [--rows 1000000] [--rates 500] [--seconds 600]
-        [--layout default|cow-ri|mor-ri|mor-ri-async|mor-bucket-async]
+        [--layout default|cow-ri|mor-ri|mor-ri-async|mor-bucket-async] [--spark-conf KEY=VALUE]...
         [--kills cold,standby --kill-after S --restart-after N]
         [--json out.json] [--logs DIR]
 
@@ -339,10 +339,11 @@ class Runs:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
-def _configure(bench: Bench, layout: str, driver_memory: str) -> Path:
+def _configure(bench: Bench, layout: str, driver_memory: str, spark_conf: dict[str, str]) -> Path:
     entry = bench.source_entry()
     entry["tables"][0]["tier"] = 0
-    path = bench.write_config("fresh", {bench.source: entry}, {"spark": {"driver_memory": driver_memory}})
+    spark = {"driver_memory": driver_memory, "conf": spark_conf}
+    path = bench.write_config("fresh", {bench.source: entry}, {"spark": spark})
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["lake"].update(LAYOUTS[layout])
     data["monitoring"] = {"metrics_port": 0}  # a standby beside the first run must not need the port
@@ -436,10 +437,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     stack = LocalStack(Config.default(Path.cwd()).stack)
     rates = [int(rate) for rate in args.rates.split(",")]
     seconds = [int(value) for value in args.seconds.split(",")]
+    spark_conf = dict(entry.split("=", 1) for entry in args.spark_conf)
     kills = args.kills.split(",") if args.kills else []
     results: dict[str, Any] = {
         "layout": LAYOUTS[args.layout],
         "driver_memory": args.driver_memory,
+        "spark_conf": spark_conf,
         "rows": args.rows,
         "workload_percent": WORKLOAD,
         "started_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -450,7 +453,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             conn.execute(
                 sql.SQL("create sequence public.fresh_ids start {}").format(sql.Literal(args.rows + 1))
             )
-        config_path = _configure(bench, args.layout, args.driver_memory)
+        config_path = _configure(bench, args.layout, args.driver_memory, spark_conf)
         config = load_config(config_path)
         (target,) = select_targets(config)
         table = f"{bench.source}.{bench.schema_table}"
@@ -563,6 +566,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--layout", choices=sorted(LAYOUTS), default="default")
     parser.add_argument("--driver-memory", default="1g", help="spark.driver_memory of bootstrap and run")
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a spark.conf entry of bootstrap and run (repeatable), e.g. spark.scheduler.mode=FIFO",
+    )
     parser.add_argument("--warmup", type=int, default=20, help="seconds from run's first commit to the load")
     parser.add_argument(
         "--kills", help="per phase: none, cold (SIGKILL, restart) or standby (SIGKILL one of two)"
