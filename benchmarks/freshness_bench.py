@@ -463,6 +463,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         began = time.monotonic()
         cdc_lake(config_path, "bootstrap", table, log=log)
         results["bootstrap_seconds"] = round(time.monotonic() - began, 1)
+        # A bucket-index table's buckets (one file group each, sized by lake.rows_per_bucket).
+        base_files = Path(target.base_path).glob("*.parquet")
+        results["file_groups"] = len({path.name.split("_", 1)[0] for path in base_files})
         watcher = CommitWatcher(Path(target.base_path))
         watcher.start()
         runs = Runs(config_path, bench.work, [])

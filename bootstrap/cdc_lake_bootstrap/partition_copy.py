@@ -30,7 +30,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.config import Config, Table
 from cdc_lake.exceptions import BootstrapError, CdcLakeError
 from cdc_lake.lake.format import LakeFormat
-from cdc_lake.lake.layout import TableSpec
+from cdc_lake.lake.layout import TableSpec, sized_for_rows
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.sources.snapshot import SESSION_WAIT_FAILED, JdbcAccess, SessionWait, SnapshotSource
 from cdc_lake.spark.errors import JVM_ERRORS, describe_failure
@@ -189,7 +189,8 @@ class PartitionCopy:
         progress.started = time.monotonic()
         wait = self.session_wait(role, watermark)
         access = engine.jdbc_access(role, wait)
-        spec = dataclasses.replace(self.target.spec(key), parallelism=self._executors(spark))
+        spec = self._created_spec(key, progress.estimated_rows)
+        spec = dataclasses.replace(spec, parallelism=self._executors(spark))
         pending = list(watermark.pending_partitions)
         group_size = self._executors(spark) * PARTITIONS_PER_COMMIT_PER_SLOT
         if self.lake.snapshot_in_one_commit(spec):
@@ -214,6 +215,14 @@ class PartitionCopy:
             self.store.finish_run(run_id, RunOutcome.OK, detail)
             progress.committed(rows, len(group))
             self._show(None)
+
+    def _created_spec(self, key: tuple[str, ...], estimated_rows: int) -> TableSpec:
+        """The table as this copy writes it: in the layout its commits record, if it has any (a copy
+        resumed); else sized for the plan's row estimate (a bucket-index table's bucket count)."""
+        spec = self.target.spec(key)
+        if self.lake.latest_commit(spec.base_path, ours=True) is not None:
+            return self.lake.kept_spec(spec)
+        return sized_for_rows(spec, estimated_rows, self.config.lake.rows_per_bucket)
 
     def session_wait(self, role: str, watermark: Watermark) -> SessionWait | None:
         """What each session reading ``role`` waits for first: the watermark's position on a replica

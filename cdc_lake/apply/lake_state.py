@@ -83,7 +83,7 @@ class LakeState:
 
     def _warn_layout(self) -> None:
         configured = self.target.spec(self.target.key_fields or ()).layout
-        if self.layout is None or self.layout == configured or self._warned == self.layout:
+        if self.layout is None or self.layout.same_kind(configured) or self._warned == self.layout:
             return
         self._warned = self.layout
         name = self.target.qualified_name

@@ -34,6 +34,7 @@ from cdc_lake import applier_metrics
 from cdc_lake.apply.runner import current_target, skip_reason
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.lake.applier import BUSY
+from cdc_lake.lake.commit_metadata import MalformedCommitMetadata
 from cdc_lake.lake.format import LakeFormat, ServiceBacklog
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.locks import LockPurpose, table_lock
@@ -117,8 +118,9 @@ class TableServices:
         if backlog.pending_plans or schedule:  # a look at an idle table starts no Hudi write client
             key_fields = self.lake.record_key_fields(target.base_path) or target.key_fields or ()
             try:
-                executed = self.lake.run_services(target.spec(tuple(key_fields)), schedule=schedule)
-            except CdcLakeError as exc:
+                spec = self.lake.kept_spec(target.spec(tuple(key_fields)))  # the table's bucket count
+                executed = self.lake.run_services(spec, schedule=schedule)
+            except (CdcLakeError, MalformedCommitMetadata) as exc:
                 error = str(exc)
                 _LOG.warning("table %s: table services failed: %s", name, error)
             backlog = self.lake.service_backlog(target.base_path)

@@ -97,6 +97,10 @@ class LakeSettings(_Model):
     old_copy_keep_hours: float = Field(default=24.0, ge=0)
     """How long a re-bootstrapped table's previous base path is kept before
     ``cdc-lake rebootstrap --remove-old`` removes it (readers that resolved it before the switch)."""
+    rows_per_bucket: int = Field(default=250_000, gt=0)
+    """A bucket-index table a bootstrap creates gets one bucket per this many estimated rows (at least 4,
+    at most 1024); the table keeps its count (a change is a ``rebootstrap``).  A compaction rewrites one
+    bucket per task, so this bounds how long a commit waits for a compaction task."""
     tier_layouts: dict[Annotated[int, Field(ge=0)], TierLayout] = Field(default_factory=_default_tier_layouts)
     """Per tier, the layout its new unpartitioned tables get instead of ``table_type``, ``index`` and
     ``compaction``; given, it replaces the default (tier 0: :data:`TIER0_LAYOUT`); ``{}``: none.  A

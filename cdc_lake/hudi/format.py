@@ -39,6 +39,7 @@ def hudi_spec(spec: TableSpec) -> HudiTableSpec:
         index=spec.index,
         compaction=spec.compaction,
         table_version=spec.table_version,
+        bucket_count=spec.buckets,
         extra_options=spec.options,
     )
     return hudi if spec.parallelism is None else dataclasses.replace(hudi, parallelism=spec.parallelism)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from cdc_lake.exceptions import ConfigError
 from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.layout import (
+    DEFAULT_BUCKETS,
     DEFAULT_TABLE_VERSION,
     TABLE_VERSIONS,
     CompactionSpec,
@@ -80,7 +81,7 @@ PROTECTED_OPTIONS: dict[str, str] = {
     "hoodie.metadata.record.index.enable": "set lake.index or the table's index instead",
     "hoodie.metadata.enable": "the record index and file listings need the metadata table",
     "hoodie.index.bucket.engine": "set lake.index or the table's index instead",
-    "hoodie.bucket.index.num.buckets": "the bucket layout is fixed when the table is created",
+    "hoodie.bucket.index.num.buckets": "a bootstrap sizes it by lake.rows_per_bucket and the table keeps it",
     "hoodie.bucket.index.hash.field": "the bucket layout follows the table's key",
     "hoodie.compact.inline": "set lake.compaction.inline instead",
     "hoodie.compact.schedule.inline": "set lake.compaction.inline instead",
@@ -114,7 +115,7 @@ class HudiTableSpec:
     index: IndexType = IndexType.GLOBAL_BLOOM
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
     parallelism: int = 4
-    bucket_count: int = 4
+    bucket_count: int = DEFAULT_BUCKETS
     table_version: int = DEFAULT_TABLE_VERSION
     extra_options: tuple[tuple[str, str], ...] = ()
     """Passed-through ``hoodie.*`` options (global, then the table's), applied after the product's."""

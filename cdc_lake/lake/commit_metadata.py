@@ -32,7 +32,7 @@ ATTEMPT_KEY = "bootstrap.attempt"
 PARTITIONS_KEY = "bootstrap.partitions"
 LENGTHS_KEY = "schema.char_lengths"
 LAYOUT_KEY = "lake.layout"
-"""The table's layout, ``{"table_type": ..., "index": ...}``."""
+"""The table's layout, ``{"table_type": ..., "index": ...}`` and, for the bucket index, ``"buckets"``."""
 
 _T = TypeVar("_T")
 
@@ -91,9 +91,13 @@ class CommitMetadata:
         if self.char_lengths:
             stored[LENGTHS_KEY] = json.dumps(dict(sorted(self.char_lengths.items())))
         if self.layout is not None:
-            stored[LAYOUT_KEY] = json.dumps(
-                {"table_type": self.layout.table_type.value, "index": self.layout.index.value}
-            )
+            layout: dict[str, str | int] = {
+                "table_type": self.layout.table_type.value,
+                "index": self.layout.index.value,
+            }
+            if self.layout.buckets is not None:
+                layout["buckets"] = self.layout.buckets
+            stored[LAYOUT_KEY] = json.dumps(layout)
         return stored
 
     @classmethod
@@ -128,10 +132,13 @@ def _quarantined(value: Mapping[str, list[int]]) -> dict[int, tuple[int, ...]]:
     return {int(p): tuple(int(o) for o in offsets) for p, offsets in value.items()}
 
 
-def _layout(value: Mapping[str, str]) -> TableLayout:
+def _layout(value: Mapping[str, Any]) -> TableLayout:
     if not {"table_type", "index"} <= set(value):
         raise ValueError("a layout names its table_type and index")
-    return TableLayout(TableType(value["table_type"]), IndexType(value["index"]))
+    buckets = value.get("buckets")
+    if buckets is not None and (isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1):
+        raise ValueError(f"a layout's buckets must be a positive whole number, not {buckets!r}")
+    return TableLayout(TableType(value["table_type"]), IndexType(value["index"]), buckets)
 
 
 def _read(stored: Mapping[str, str], key: str, absent: _T, parse: Callable[[Any], _T]) -> _T:

@@ -27,12 +27,13 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cdc_lake.exceptions import ConfigError
+from cdc_lake.lake.commit_metadata import CommitMetadata
+from cdc_lake.lake.layout import kept_layout
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from cdc_lake.lake.commit_metadata import CommitMetadata
     from cdc_lake.lake.layout import TableSpec
 
 DEFAULT_FORMAT = "hudi"
@@ -140,6 +141,12 @@ class LakeFormat(ABC):
     def latest_commit(self, base_path: str, *, ours: bool = False) -> CommitInfo | None:
         """The latest completed data commit (table services skipped), None for none or no table; with
         ``ours``, the latest cdc-lake wrote (:func:`~cdc_lake.lake.commit_metadata.written_by_cdc_lake`)."""
+
+    def kept_spec(self, spec: TableSpec) -> TableSpec:
+        """``spec`` in the layout the table's latest cdc-lake commit records (its table type, index and
+        bucket count: :func:`~cdc_lake.lake.layout.kept_layout`), as it is when the table records none."""
+        latest = self.latest_commit(spec.base_path, ours=True)
+        return kept_layout(spec, None if latest is None else CommitMetadata.from_dict(latest.metadata).layout)
 
     @abstractmethod
     def records_written(self, base_path: str, instant: str) -> int:

@@ -6,16 +6,24 @@ The settings are the config's ``lake.table_type``, ``lake.index``, ``lake.compac
 format turns a spec into its writer options.  Nothing here imports the config or a format, so both
 can name these types.
 
-A table keeps the :class:`TableLayout` (table type and index) it was created with: every commit records
-its layout (:class:`~cdc_lake.lake.commit_metadata.CommitMetadata`), and the applier writes an existing
-table in its recorded layout whatever the config says now (:func:`kept_layout`).  Another index would
-not find the stored rows (a bucket index looks a key up only in its hash bucket, a global index in files
-a bucket index never wrote): the table would gain a second row per key.  The config's layout applies to
-new copies, so a layout change is ``cdc-lake rebootstrap TABLE``.
+A table keeps the :class:`TableLayout` (table type, index, and the bucket index's bucket count) it was
+created with: every commit records its layout (:class:`~cdc_lake.lake.commit_metadata.CommitMetadata`),
+and the applier writes an existing table in its recorded layout whatever the config says now
+(:func:`kept_layout`).  Another index would not find the stored rows (a bucket index looks a key up only
+in its hash bucket, a global index in files a bucket index never wrote), nor would another bucket count
+(a key hashes to another bucket): the table would gain a second row per key.  Hudi itself keeps no bucket
+count with the table (apache/hudi#13241).  The config's layout applies to new copies, so a layout change
+is ``cdc-lake rebootstrap TABLE``.
+
+A bucket-index table's count is sized when a bootstrap creates it (:func:`sized_for_rows`: one bucket
+per ``lake.rows_per_bucket`` estimated rows, at least :data:`DEFAULT_BUCKETS`): each bucket is one file
+group, and a compaction rewrites a file group in one task, so the bucket's size bounds how long a commit
+waits for a compaction task (docs/hudi.md, "Table services").
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -23,6 +31,14 @@ TABLE_VERSIONS = (6, 8, 9)
 """Hudi table versions Hudi 1.1 can write (``hoodie.write.table.version``); 9 is its own."""
 
 DEFAULT_TABLE_VERSION = 6
+
+DEFAULT_BUCKETS = 4
+"""The bucket count of a bucket-index table created without a row estimate (by the applier's first
+write), the fewest a bootstrap sizes, and the count of a table whose commits record none (created before
+the count was recorded, 2026-12-05: they were all written with 4)."""
+
+MAX_BUCKETS = 1024
+"""The most buckets a bootstrap sizes a table with."""
 
 
 class TableType(StrEnum):
@@ -91,26 +107,46 @@ class TableSpec:
     table_version: int = DEFAULT_TABLE_VERSION
     options: tuple[tuple[str, str], ...] = ()
     parallelism: int | None = None
+    buckets: int = DEFAULT_BUCKETS
+    """The bucket index's bucket count (other indexes have none)."""
 
     @property
     def layout(self) -> TableLayout:
         """The layout this spec writes."""
-        return TableLayout(self.table_type, self.index)
+        buckets = self.buckets if self.index is IndexType.BUCKET else None
+        return TableLayout(self.table_type, self.index, buckets)
 
 
 @dataclass(frozen=True)
 class TableLayout:
-    """What a table keeps from its creation on: its table type and index."""
+    """What a table keeps from its creation on: its table type, index and (bucket index) bucket count;
+    ``buckets`` None on a bucket-index table: recorded before the count was, :data:`DEFAULT_BUCKETS`."""
 
     table_type: TableType
     index: IndexType
+    buckets: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.table_type.value} + {self.index.value}"
+        buckets = "" if self.buckets is None else f" ({self.buckets} buckets)"
+        return f"{self.table_type.value} + {self.index.value}{buckets}"
+
+    def same_kind(self, other: TableLayout) -> bool:
+        """Whether ``other`` has this table type and index (a bucket count is sized per table)."""
+        return (self.table_type, self.index) == (other.table_type, other.index)
 
 
 def kept_layout(spec: TableSpec, recorded: TableLayout | None) -> TableSpec:
     """``spec`` in the layout its table records (None: the table records none, ``spec`` as it is)."""
-    if recorded is None or recorded == spec.layout:
+    if recorded is None:
         return spec
-    return replace(spec, table_type=recorded.table_type, index=recorded.index)
+    buckets = DEFAULT_BUCKETS if recorded.buckets is None else recorded.buckets
+    return replace(spec, table_type=recorded.table_type, index=recorded.index, buckets=buckets)
+
+
+def sized_for_rows(spec: TableSpec, rows: int, rows_per_bucket: int) -> TableSpec:
+    """``spec`` as a bootstrap creates its table for about ``rows`` rows: a bucket-index table gets one
+    bucket per ``rows_per_bucket`` rows, between :data:`DEFAULT_BUCKETS` and :data:`MAX_BUCKETS`."""
+    if spec.index is not IndexType.BUCKET:
+        return spec
+    wanted = math.ceil(max(rows, 0) / rows_per_bucket)
+    return replace(spec, buckets=min(MAX_BUCKETS, max(DEFAULT_BUCKETS, wanted)))

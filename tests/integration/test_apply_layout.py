@@ -32,7 +32,7 @@ from cdc_lake.state.store import StateStore
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
 
 COW_BLOOM = TableLayout(TableType.COPY_ON_WRITE, IndexType.GLOBAL_BLOOM)
-MOR_BUCKET = TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET)
+MOR_BUCKET = TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET, 4)  # created by the applier: no sizing
 
 
 def _config(stack: LocalStack, tmp_path: Path, topic: SyntheticTopic, layout: TableLayout) -> Config:

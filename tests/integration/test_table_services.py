@@ -225,7 +225,9 @@ def test_a_tier0_table_is_merge_on_read_by_default_and_apply_once_compacts_it(
     would go into log files: the 10M-row benchmark's first compaction then rewrote the whole copy); its
     writes only plan compaction, and ``apply --once`` (no ``run`` thread beside it) executes the plan
     its batches left: before, no plan was ever executed outside ``run`` and ``compact``, and the table
-    was COPY_ON_WRITE."""
+    was COPY_ON_WRITE.  The bootstrap sizes the bucket count for the table's rows (``lake.rows_per_bucket``
+    5,000: 10 buckets, where every table had 4 before) and every later writer, the applier's upserts and
+    the compaction, keeps it: a write with the config's default count would give keys a second row."""
     monkeypatch.setattr(partitions, "SINGLE_PARTITION_ROWS", 1000)
     monkeypatch.setattr(partitions, "ROWS_PER_PARTITION", 5000)
     monkeypatch.setattr(partition_copy, "PARTITIONS_PER_COMMIT_PER_SLOT", 1)
@@ -234,7 +236,9 @@ def test_a_tier0_table_is_merge_on_read_by_default_and_apply_once_compacts_it(
         f"insert into hot select g, 0, repeat('h', 20) from generate_series(1, {HOT_ROWS}) g",
     )
     config_path = write_db_config(tmp_path, db, [{"name": "hot", "tier": 0}], str(tmp_path / "lake"))
-    config = write_and_load(config_path, yaml.safe_load(config_path.read_text()))
+    data = yaml.safe_load(config_path.read_text())
+    data["lake"]["rows_per_bucket"] = HOT_ROWS // 10
+    config = write_and_load(config_path, data)
     assert not {"table_type", "index", "compaction", "tier_layouts"} & config.lake.model_fields_set
     table = db.qualified("hot")
     base_path = config.lake.table_base_path(table)
@@ -248,8 +252,9 @@ def test_a_tier0_table_is_merge_on_read_by_default_and_apply_once_compacts_it(
     assert not list(Path(base_path).glob("*.log.*")), "the bootstrap wrote log files"
     commit = latest_commit(spark, base_path, ours=True)
     assert commit is not None
-    tier0 = TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET)
+    tier0 = TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET, 10)
     assert CommitMetadata.from_dict(commit.metadata).layout == tier0
+    assert _buckets(base_path) == set(range(10))
 
     # The writer plans after 5 delta commits: rounds applied in this process until a plan is pending.
     for n in range(1, 8):
@@ -274,3 +279,14 @@ def test_a_tier0_table_is_merge_on_read_by_default_and_apply_once_compacts_it(
     }
     assert {k: v for k, v in read_optimized.items() if k != 1} == {k: v for k, v in planned.items() if k != 1}
     assert_lake_equals_source(spark, config, db, "hot", read_optimized=False)
+    # Logs and compacted base files went into the bootstrap's ten buckets, and the commits still say so.
+    assert _buckets(base_path) == set(range(10))
+    commit = latest_commit(spark, base_path, ours=True)
+    assert commit is not None and CommitMetadata.from_dict(commit.metadata).layout == tier0
+
+
+def _buckets(base_path: str) -> set[int]:
+    """The bucket numbers of the table's file groups (Hudi names a bucket's file group after it:
+    ``00000007-<uuid>``), from its base and log files."""
+    files = [*Path(base_path).glob("*.parquet"), *Path(base_path).glob(".*.log.*")]
+    return {int(path.name.lstrip(".").split("-", 1)[0]) for path in files}

@@ -8,6 +8,7 @@ is recorded with the backlog and never raised, and that the backlog reaches the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +17,9 @@ import pytest
 from cdc_lake.apply.table_services import ServiceThread, TableServices
 from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.applier import BUSY
-from cdc_lake.lake.format import LakeFormat, Partition, ServiceBacklog
-from cdc_lake.lake.layout import CompactionSpec, IndexType, TableSpec, TableType
+from cdc_lake.lake.commit_metadata import CommitMetadata
+from cdc_lake.lake.format import CommitInfo, LakeFormat, Partition, ServiceBacklog
+from cdc_lake.lake.layout import CompactionSpec, IndexType, TableLayout, TableSpec, TableType
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
@@ -27,11 +29,13 @@ from cdc_lake.state.store import StateStore
 class _Lake(LakeFormat):
     """Tables that exist, with pending plans a run executes (or fails to)."""
 
-    def __init__(self, pending: int = 2, fail: bool = False) -> None:
+    def __init__(self, pending: int = 2, fail: bool = False, recorded: TableLayout | None = None) -> None:
         super().__init__(spark=None)  # type: ignore[arg-type]
         self.pending = pending
         self.fail = fail
+        self.recorded = recorded
         self.runs: list[tuple[str, bool]] = []
+        self.specs: list[TableSpec] = []
 
     def table_exists(self, base_path: str) -> bool:
         return True
@@ -41,6 +45,7 @@ class _Lake(LakeFormat):
 
     def run_services(self, spec: TableSpec, *, schedule: bool = False) -> tuple[str, ...]:
         self.runs.append((spec.base_path, schedule))
+        self.specs.append(spec)
         if self.fail:
             raise LakeWriteError(f"compaction of table '{spec.name}' failed: disk full")
         executed = tuple(f"2026120200000{i}" for i in range(self.pending))
@@ -59,10 +64,16 @@ class _Lake(LakeFormat):
     def services_lock_shared(self, spec: TableSpec) -> bool:
         return dict(spec.options).get("hoodie.write.lock.provider") == HMS_LOCK
 
+    def latest_commit(self, base_path: str, *, ours: bool = False) -> CommitInfo | None:
+        """The commit recording the table's layout (the table services read nothing else of it)."""
+        assert ours, "the layout is read from cdc-lake's latest commit"
+        metadata = CommitMetadata(layout=self.recorded).to_dict()
+        return CommitInfo("20261201000000", "deltacommit", None, "upsert", metadata)
+
     def read(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
         raise AssertionError("the table services never read, write or remove a table")
 
-    write = latest_commit = records_written = key_refusal = remove = snapshot_in_one_commit = read  # type: ignore[assignment]
+    write = records_written = key_refusal = remove = snapshot_in_one_commit = read  # type: ignore[assignment]
 
 
 def _target(
@@ -109,6 +120,18 @@ def test_an_execution_records_the_backlog_beside_the_freshness(store: tuple[Stat
     assert lake.runs == [("/lake/pg.s.mor", True)]
     services = db.current_copy("pg.s.mor").freshness.services  # type: ignore[union-attr]
     assert services is not None and (services.pending_plans, services.uncompacted_since_ms) == (0, None)
+
+
+def test_an_execution_compacts_in_the_bucket_count_the_table_records(store: tuple[StateStore, str]) -> None:
+    """A bootstrap sizes a bucket-index table's count (``lake.rows_per_bucket``) and every commit records
+    it; the config's target knows only the default (4), so the services write in the recorded count."""
+    db, url = store
+    bucketed = dataclasses.replace(MOR, index=IndexType.BUCKET)
+    recorded = TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET, 40)
+    lake = _Lake(pending=1, recorded=recorded)
+    outcome = TableServices(lake, db, url, beside_writer=True).step(bucketed)
+    assert outcome.error is None and len(outcome.executed) == 1
+    assert [spec.layout for spec in lake.specs] == [recorded]
 
 
 def test_a_failed_execution_is_recorded_not_raised(store: tuple[StateStore, str]) -> None:

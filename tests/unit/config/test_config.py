@@ -362,7 +362,7 @@ def test_a_table_names_its_own_layout_for_its_new_copies(tmp_path: Path) -> None
     customers, orders = select_targets(config)
     assert (customers.table_type, customers.index) == (TableType.MERGE_ON_READ, IndexType.BUCKET)
     assert (orders.table_type, orders.index) == (TableType.COPY_ON_WRITE, IndexType.GLOBAL_BLOOM)
-    assert customers.spec(("id",)).layout == TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET)
+    assert customers.spec(("id",)).layout == TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET, 4)
 
 
 def test_a_tier0_table_gets_the_tier0_layout_by_default_and_the_others_the_lakes(tmp_path: Path) -> None:
@@ -376,7 +376,7 @@ def test_a_tier0_table_gets_the_tier0_layout_by_default_and_the_others_the_lakes
 
     assert (customers.table_type, customers.index) == (TableType.MERGE_ON_READ, IndexType.BUCKET)
     assert customers.compaction == CompactionSpec(inline=False, max_delta_commits=5, max_delta_seconds=120)
-    assert customers.spec(("id",)).layout == TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET)
+    assert customers.spec(("id",)).layout == TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET, 4)
     assert (orders.table_type, orders.index) == (TableType.COPY_ON_WRITE, IndexType.GLOBAL_BLOOM)
     assert (events.table_type, events.index) == (TableType.COPY_ON_WRITE, IndexType.GLOBAL_BLOOM)
     # A table naming either half of its layout takes the other from the lake's, never from its tier's.

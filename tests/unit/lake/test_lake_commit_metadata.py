@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cdc_lake.lake.commit_metadata import CommitMetadata, MalformedCommitMetadata
@@ -53,6 +55,18 @@ def test_the_record_holds_typed_values() -> None:
     assert bootstrap.layout is None  # a commit of an earlier version: the table's layout is not known
 
 
+def test_a_bucket_tables_count_is_recorded_and_read_back() -> None:
+    """A bucket-index table's count is sized per table (``lake.rows_per_bucket``) and kept by its commits;
+    a layout recorded without one (before 2026-12-05) reads as None: the table was written with 4."""
+    layout = TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET, 40)
+    stored = CommitMetadata(layout=layout).to_dict()
+    expected = {"table_type": "MERGE_ON_READ", "index": "BUCKET", "buckets": 40}
+    assert json.loads(stored["lake.layout"]) == expected
+    assert CommitMetadata.from_dict(stored).layout == layout
+    earlier = CommitMetadata.from_dict(APPLY_COMMIT).layout
+    assert earlier == TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET)
+
+
 def test_a_bootstrap_commit_of_no_partition_still_names_its_attempt() -> None:
     assert CommitMetadata(bootstrap_attempt="a").to_dict() == {
         "bootstrap.attempt": "a",
@@ -68,6 +82,8 @@ def test_a_bootstrap_commit_of_no_partition_still_names_its_attempt() -> None:
         ({"schema.char_lengths": '{"a": "x"}'}, "malformed schema.char_lengths"),
         ({"lake.layout": '{"table_type": "MERGE_ON_READ"}'}, "malformed lake.layout"),
         ({"lake.layout": '{"table_type": "X", "index": "BUCKET"}'}, "malformed lake.layout"),
+        ({"lake.layout": '{"table_type": "MERGE_ON_READ", "index": "BUCKET", "buckets": 0}'}, "buckets"),
+        ({"lake.layout": '{"table_type": "MERGE_ON_READ", "index": "BUCKET", "buckets": "8"}'}, "buckets"),
     ],
 )
 def test_a_value_that_cannot_be_read_is_named(stored: dict[str, str], message: str) -> None:
