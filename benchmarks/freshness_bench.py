@@ -4,6 +4,7 @@ Run it with the stack up, from the stack's directory::
 
     .venv/bin/python benchmarks/freshness_bench.py [--rows 1000000] [--rates 500] [--seconds 600]
         [--layout default|cow-ri|mor-ri|mor-ri-async|mor-bucket-async] [--spark-conf KEY=VALUE]...
+        [--rows-per-bucket N]
         [--kills cold,standby --kill-after S --restart-after N]
         [--json out.json] [--logs DIR]
 
@@ -339,13 +340,17 @@ class Runs:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
-def _configure(bench: Bench, layout: str, driver_memory: str, spark_conf: dict[str, str]) -> Path:
+def _configure(
+    bench: Bench, layout: str, driver_memory: str, spark_conf: dict[str, str], rows_per_bucket: int | None
+) -> Path:
     entry = bench.source_entry()
     entry["tables"][0]["tier"] = 0
     spark = {"driver_memory": driver_memory, "conf": spark_conf}
     path = bench.write_config("fresh", {bench.source: entry}, {"spark": spark})
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["lake"].update(LAYOUTS[layout])
+    if rows_per_bucket is not None:
+        data["lake"]["rows_per_bucket"] = rows_per_bucket
     data["monitoring"] = {"metrics_port": 0}  # a standby beside the first run must not need the port
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
@@ -443,6 +448,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "layout": LAYOUTS[args.layout],
         "driver_memory": args.driver_memory,
         "spark_conf": spark_conf,
+        "rows_per_bucket": args.rows_per_bucket,
         "rows": args.rows,
         "workload_percent": WORKLOAD,
         "started_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -453,7 +459,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             conn.execute(
                 sql.SQL("create sequence public.fresh_ids start {}").format(sql.Literal(args.rows + 1))
             )
-        config_path = _configure(bench, args.layout, args.driver_memory, spark_conf)
+        config_path = _configure(bench, args.layout, args.driver_memory, spark_conf, args.rows_per_bucket)
         config = load_config(config_path)
         (target,) = select_targets(config)
         table = f"{bench.source}.{bench.schema_table}"
@@ -575,6 +581,9 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="KEY=VALUE",
         help="a spark.conf entry of bootstrap and run (repeatable), e.g. spark.scheduler.mode=FIFO",
+    )
+    parser.add_argument(
+        "--rows-per-bucket", type=int, help="lake.rows_per_bucket of the bootstrap (the bucket count)"
     )
     parser.add_argument("--warmup", type=int, default=20, help="seconds from run's first commit to the load")
     parser.add_argument(
