@@ -16,9 +16,10 @@ count with the table (apache/hudi#13241).  The config's layout applies to new co
 is ``cdc-lake rebootstrap TABLE``.
 
 A bucket-index table's count is sized when a bootstrap creates it (:func:`sized_for_rows`: one bucket
-per ``lake.rows_per_bucket`` estimated rows, at least :data:`DEFAULT_BUCKETS`): each bucket is one file
-group, and a compaction rewrites a file group in one task, so the bucket's size bounds how long a commit
-waits for a compaction task (docs/hudi.md, "Table services").
+per ``lake.rows_per_bucket`` estimated rows, at least :data:`DEFAULT_BUCKETS`).  Each bucket is one file
+group: a random-key commit appends to every bucket, and a compaction rewrites a file group in one task,
+so the count trades a commit's cost against how long a commit waits behind a compaction task (docs/hudi.md,
+"Bucket count": at 10M rows 4 buckets beat 41 by 2.2x in freshness p99).
 """
 
 from __future__ import annotations
