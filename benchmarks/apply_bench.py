@@ -76,11 +76,11 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from cdc_lake.apply.commands import service_thread
 from cdc_lake.apply.decoding import BatchSummary, DecodeSettings, decode_messages, summarize
 from cdc_lake.apply.runner import ApplyRunner, applier_options, apply_once
 from cdc_lake.apply.service import ApplyService
 from cdc_lake.apply.table_applier import use_driver_python
-from cdc_lake.apply.table_services import ServiceThread, TableServices
 from cdc_lake.config import Config
 from cdc_lake.decode.framing import encode_frame
 from cdc_lake.decode.ordering import ORDERING_WIDTH, SNAPSHOT_ORDERING_VALUE
@@ -105,7 +105,6 @@ from cdc_lake.lake.format import UNREAD, Unread, WriteOperation, load_format
 from cdc_lake.lake.layout import IndexType, TableType
 from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.spark import get_spark
-from cdc_lake.spark.session import TABLE_SERVICES_POOL, use_pool
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.store import StateStore
 
@@ -314,14 +313,7 @@ def throughput(
     bootstrap_seconds = bootstrap_table(spark, target, rows)
     with StateStore.open(config.state_store.url) as store:
         runner = ApplyRunner.for_config(spark, store, config, slices=4)
-        services = ServiceThread(
-            TableServices(
-                load_format(spark, config.lake.format), store, config.state_store.url, beside_writer=True
-            ),
-            [target],
-            config.lake.compaction.check_seconds,
-            on_start=lambda: use_pool(spark, TABLE_SERVICES_POOL),
-        )
+        services = service_thread(config, spark, store, [target])  # run's, as run starts it
         began = time.monotonic()
         services.start()
         try:
