@@ -96,6 +96,15 @@ class Commit(NamedTuple):
     offsets: dict[int, int]
 
 
+class Written(NamedTuple):
+    """A completed delta commit or compaction of a MERGE_ON_READ table: its completion instant (text)
+    and time (ms), and the file groups it wrote (a delta commit's: those it wrote log files to)."""
+
+    completed: str
+    completion_ms: int
+    file_groups: frozenset[str]
+
+
 class Event(NamedTuple):
     """One change event of the topic: where it is and its source commit time."""
 
@@ -158,25 +167,32 @@ def recovery_seconds(
 
 
 def read_optimized_staleness(
-    deltas: dict[str, int], compactions: dict[str, int], start_ms: int, end_ms: int
+    deltas: dict[str, Written], compactions: dict[str, Written], start_ms: int, end_ms: int
 ) -> float | None:
     """The most a read-optimized reader (base files only: Trino) lagged during ``[start_ms, end_ms]``,
-    seconds: at time t, t minus the completion of the oldest delta commit completed by t and planned
-    after the newest compaction completed by t (its logs are in no base file yet).  It grows between
-    compaction completions, so it peaks just before each and at the end.  ``deltas`` and
-    ``compactions`` map requested instant -> completion ms.  None for a table without delta commits
-    (COPY_ON_WRITE)."""
+    seconds: at time t, t minus the completion of the oldest delta commit completed by t with a log file
+    that no compaction completed by t merged.  A compaction planned at instant ``c`` merges a delta
+    commit's logs in the file groups it wrote when the delta commit completed before ``c`` (a plan need
+    not cover every file group: ``lake.compaction.file_groups``).  It grows between compaction
+    completions, so it peaks just before each and at the end.  ``deltas`` and ``compactions`` are keyed
+    by requested instant.  None for a table without delta commits (COPY_ON_WRITE)."""
     if not deltas:
         return None
 
+    def merged(delta: Written, group: str, done: list[tuple[str, Written]]) -> bool:
+        return any(group in c.file_groups and planned > delta.completed for planned, c in done)
+
     def staleness(at: int) -> float:
-        done = [requested for requested, completed in compactions.items() if completed <= at]
-        newest = max(done, default="")
-        waiting = [c for r, c in deltas.items() if c <= at and r > newest]
+        done = [(planned, c) for planned, c in compactions.items() if c.completion_ms <= at]
+        waiting = [
+            d.completion_ms
+            for d in deltas.values()
+            if d.completion_ms <= at and not all(merged(d, group, done) for group in d.file_groups)
+        ]
         return (at - min(waiting)) / 1000 if waiting else 0.0
 
-    moments = [c - 1 for c in compactions.values() if start_ms < c <= end_ms] + [end_ms]
-    return round(max(staleness(at) for at in moments), 1)
+    moments = [c.completion_ms - 1 for c in compactions.values() if start_ms < c.completion_ms <= end_ms]
+    return round(max(staleness(at) for at in [*moments, end_ms]), 1)
 
 
 def phase_figures(
@@ -210,9 +226,9 @@ class CommitWatcher:
         self.timeline = base_path / ".hoodie" / "timeline"
         self.poll_seconds = poll_seconds
         self.commits: dict[str, Commit] = {}
-        self.deltas: dict[str, int] = {}
-        """Delta commits (MERGE_ON_READ writes): requested instant -> completion ms."""
-        self.compactions: dict[str, int] = {}
+        self.deltas: dict[str, Written] = {}
+        """Delta commits (MERGE_ON_READ writes) by requested instant."""
+        self.compactions: dict[str, Written] = {}
         """Commits without offsets of a table with delta commits (its compactions), the same."""
         self._seen: set[str] = set()
         self._stop = threading.Event()
@@ -237,10 +253,14 @@ class CommitWatcher:
             self._seen.add(path.name)
             requested = path.name.split("_")[0]
             raw = (record.get("extraMetadata") or {}).get(f"{COMMIT_METADATA_PREFIX}{OFFSETS_KEY}")
+            stats = [stat for group in (record.get("partitionToWriteStats") or {}).values() for stat in group]
+            completed = path.name.split(".")[0].split("_")[1]
             if path.name.endswith(".deltacommit"):
-                self.deltas[requested] = completion_ms(path.name)
+                logs = frozenset(str(s["fileId"]) for s in stats if ".log." in str(s.get("path")))
+                self.deltas[requested] = Written(completed, completion_ms(path.name), logs)
             elif raw is None:
-                self.compactions[requested] = completion_ms(path.name)
+                written = frozenset(str(s["fileId"]) for s in stats)
+                self.compactions[requested] = Written(completed, completion_ms(path.name), written)
             if raw is not None:
                 offsets = {int(p): int(o) for p, o in json.loads(raw).items()}
                 self.commits[path.name.split("_")[0]] = Commit(completion_ms(path.name), offsets)

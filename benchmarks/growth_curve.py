@@ -34,8 +34,9 @@ METRICS = {
 }
 LABELS = {
     "default": "COPY_ON_WRITE + GLOBAL_BLOOM (tiers 1+)",
-    "mor-bucket-bounded": "MERGE_ON_READ + BUCKET, compaction outside (tier 0)",
-    "mor-bucket-async": "MERGE_ON_READ + BUCKET, compaction outside (tier 0)",
+    "mor-bucket-bounded": "MERGE_ON_READ + BUCKET, compaction outside, plans of every file group",
+    "mor-bucket-async": "MERGE_ON_READ + BUCKET, compaction outside, plans of every file group",
+    "mor-bucket-one-group": "MERGE_ON_READ + BUCKET, plans of one file group (tier 0)",
     "mor-bucket-timed": "MERGE_ON_READ + BUCKET, compaction every 120 s only",
     "mor-ri-async": "MERGE_ON_READ + RECORD_INDEX, compaction outside",
 }

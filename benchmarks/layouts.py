@@ -14,6 +14,8 @@ the timeline's file names (``<instant>_<completion>.commit``), which version 6 d
 - ``mor-bucket-bounded``: ``mor-bucket-async`` with a plan also after 120 s without one
   (``max_delta_seconds``): the read-optimized staleness bound of issue 35 goal 4 (at most 5 minutes);
   the product's tier-0 default since (``cdc_lake.config.lake.TIER0_LAYOUT``).
+- ``mor-bucket-one-group``: ``mor-bucket-bounded`` with plans of one file group each (``plan_io_mb: 1``:
+  a file group of a 1M-row table reads and writes more than 1 MB), so a compaction holds one core.
 - ``mor-bucket-timed``: the same planned by time only (every 120 s; 1,000 delta commits never come
   first at tier 0's commit rate): fewer compactions beside the writer.
 
@@ -41,6 +43,10 @@ _LAYOUTS: dict[str, dict[str, Any]] = {
     "mor-bucket-bounded": {
         "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9,
         "compaction": {**_ASYNC, "max_delta_seconds": 120},
+    },
+    "mor-bucket-one-group": {
+        "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9,
+        "compaction": {**_ASYNC, "max_delta_seconds": 120, "plan_io_mb": 1},
     },
     "mor-bucket-timed": {
         "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9,

@@ -35,7 +35,7 @@ from cdc_lake.apply.runner import current_target, skip_reason
 from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.lake.applier import BUSY
 from cdc_lake.lake.commit_metadata import MalformedCommitMetadata
-from cdc_lake.lake.format import LakeFormat, ServiceBacklog
+from cdc_lake.lake.format import LakeFormat, PlanNow, ServiceBacklog
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.store import StateStore
@@ -83,7 +83,10 @@ class TableServices:
         return [t for t in targets if self.lake.services_outside_write(t.spec(t.key_fields or ()))]
 
     def step(self, target: TableTarget, *, schedule: bool = False) -> ServiceOutcome:
-        """Execute ``target``'s pending plans (``schedule``: plan one now first) and record the backlog."""
+        """Execute ``target``'s pending plans (``schedule``: then one over every file group with logs) and
+        record the backlog.  Without ``schedule``, a table whose oldest change no base file holds has
+        waited its ``max_delta_seconds`` gets its next plan made here too: the writer plans only when it
+        writes, so a table whose writes stopped (or whose plans each cover part of it) would wait on."""
         name = target.qualified_name
         skipped = skip_reason(self.store, target)
         if skipped is not None:
@@ -115,11 +118,15 @@ class TableServices:
         started = self.clock()
         executed: tuple[str, ...] = ()
         error = None
-        if backlog.pending_plans or schedule:  # a look at an idle table starts no Hudi write client
+        plan = PlanNow.EVERY_FILE_GROUP if schedule else PlanNow.NOTHING
+        overdue = target.compaction.max_delta_seconds
+        if not schedule and overdue is not None and backlog.staleness_seconds(started) >= overdue:
+            plan = PlanNow.NEXT
+        if backlog.pending_plans or plan is not PlanNow.NOTHING:  # an idle look starts no write client
             key_fields = self.lake.record_key_fields(target.base_path) or target.key_fields or ()
             try:
                 spec = self.lake.kept_spec(target.spec(tuple(key_fields)))  # the table's bucket count
-                executed = self.lake.run_services(spec, schedule=schedule)
+                executed = self.lake.run_services(spec, plan=plan)
             except (CdcLakeError, MalformedCommitMetadata) as exc:
                 error = str(exc)
                 _LOG.warning("table %s: table services failed: %s", name, error)

@@ -37,6 +37,9 @@ class CompactionSettings(_Model):
     max_delta_seconds: int | None = Field(default=None, ge=1)
     check_seconds: float = Field(default=10.0, gt=0)
     max_staleness_seconds: float = Field(default=300.0, gt=0)
+    plan_io_mb: int | None = Field(default=None, ge=1)
+    """A plan's IO budget in MB, file groups with the most log data first (at least one); None: every
+    file group with logs (:class:`cdc_lake.lake.layout.CompactionSpec`)."""
 
 
 class TierLayout(_Model):
@@ -63,10 +66,14 @@ class TierLayout(_Model):
 TIER0_LAYOUT = TierLayout(
     table_type="MERGE_ON_READ",
     index="BUCKET",
-    compaction=CompactionSettings(inline=False, max_delta_commits=5, max_delta_seconds=120, check_seconds=5),
+    compaction=CompactionSettings(
+        inline=False, max_delta_commits=5, max_delta_seconds=120, check_seconds=5, plan_io_mb=1
+    ),
 )
 """Tier 0's default: the layout whose commit costs the batch, not the table, with compaction outside the
-writes and a plan at least every 120 s (docs/benchmarks.md, "Issue 35": the growth curve)."""
+writes, a plan at least every 120 s, and plans of one file group each once a file group holds more than
+1 MB, so a compaction holds one core (docs/benchmarks.md, "Issue 35": the growth curve, and "Goal 1:
+plans of one file group")."""
 
 
 def _default_tier_layouts() -> dict[int, TierLayout]:

@@ -20,6 +20,7 @@ from cdc_lake.lake.format import (
     CommitInfo,
     LakeFormat,
     Partition,
+    PlanNow,
     ServiceBacklog,
     Unread,
     WriteOperation,
@@ -103,8 +104,8 @@ class HudiFormat(LakeFormat):
         provider = dict(spec.options).get(LOCK_PROVIDER_OPTION)
         return provider is not None and provider != IN_PROCESS_LOCK_PROVIDER
 
-    def run_services(self, spec: TableSpec, *, schedule: bool = False) -> tuple[str, ...]:
-        return services.execute_compactions(self.spark, hudi_spec(spec), schedule=schedule)
+    def run_services(self, spec: TableSpec, *, plan: PlanNow = PlanNow.NOTHING) -> tuple[str, ...]:
+        return services.execute_compactions(self.spark, hudi_spec(spec), plan=plan)
 
     def service_backlog(self, base_path: str) -> ServiceBacklog:
         return services.service_backlog(self.spark, base_path)

@@ -88,6 +88,7 @@ PROTECTED_OPTIONS: dict[str, str] = {
     "hoodie.compact.inline.max.delta.commits": "set lake.compaction.max_delta_commits instead",
     "hoodie.compact.inline.max.delta.seconds": "set lake.compaction.max_delta_seconds instead",
     "hoodie.compact.inline.trigger.strategy": "set lake.compaction.max_delta_seconds instead",
+    "hoodie.compaction.target.io": "set lake.compaction.plan_io_mb instead",
     "hoodie.populate.meta.fields": "incremental reads, validation and hudi-rs need the meta fields",
     "hoodie.datasource.write.row.writer.enable": "the bootstrap's record keys must equal the applier's",
 }
@@ -202,6 +203,7 @@ def index_options(spec: HudiTableSpec) -> dict[str, str]:
 
 IN_PROCESS_LOCK_PROVIDER = "org.apache.hudi.client.transaction.lock.InProcessLockProvider"
 LOCK_PROVIDER_OPTION = "hoodie.write.lock.provider"
+PLAN_IO_OPTION = "hoodie.compaction.target.io"
 
 
 def compaction_options(spec: HudiTableSpec) -> dict[str, str]:
@@ -212,7 +214,9 @@ def compaction_options(spec: HudiTableSpec) -> dict[str, str]:
     writes (:func:`cdc_lake.hudi.services.execute_compactions`); Hudi then takes a lock around the
     metadata table's updates, the in-process one unless the user's ``hoodie.write.lock.provider`` names a
     lock shared by processes.  A plan is due after ``max_delta_commits`` delta commits, or
-    ``max_delta_seconds`` since the last compaction when that is set, whichever comes first.
+    ``max_delta_seconds`` since the last compaction when that is set, whichever comes first.  With
+    ``plan_io_mb`` a plan holds file groups, the most log data first (Hudi's default strategy), until
+    their IO reaches it.
     """
     if spec.table_type is not TableType.MERGE_ON_READ:
         return {}
@@ -225,6 +229,8 @@ def compaction_options(spec: HudiTableSpec) -> dict[str, str]:
     if compaction.max_delta_seconds is not None:
         options["hoodie.compact.inline.trigger.strategy"] = "NUM_OR_TIME"
         options["hoodie.compact.inline.max.delta.seconds"] = str(compaction.max_delta_seconds)
+    if compaction.plan_io_mb is not None:
+        options[PLAN_IO_OPTION] = str(compaction.plan_io_mb)
     if not compaction.inline:
         options[LOCK_PROVIDER_OPTION] = IN_PROCESS_LOCK_PROVIDER
     return options

@@ -8,8 +8,13 @@ may run while the writer commits: a plan covers the file slices that existed whe
 later delta commits write new slices.
 
 :func:`service_backlog` reads what a read-optimized reader (Trino, which reads base files only) misses:
-the plans not yet executed and the oldest delta commit that wrote log files after the newest executed
-compaction's plan: its changes are in no base file yet.
+the plans not yet executed and the oldest delta commit with a log file no executed compaction merged.
+That is answered per file group: a plan need not cover every file group (Hudi's compaction strategies
+bound a plan by IO, ``hoodie.compaction.target.io``), so a compaction newer than a delta commit merges
+its logs only in the file groups the compaction wrote.  A compaction planned at instant ``c`` merges a
+delta commit's logs when the delta commit completed before ``c`` (Hudi slices a file group's logs by
+completion time from table version 8 on; before it, a plan waits for the earlier writes to complete, so
+the completion time, or the requested one where the timeline keeps none, says the same).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pyspark.sql import SparkSession
 from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.hudi.options import HudiTableSpec, table_service_options
 from cdc_lake.hudi.timeline import meta_client, table_exists
-from cdc_lake.lake.format import ServiceBacklog
+from cdc_lake.lake.format import PlanNow, ServiceBacklog
 from cdc_lake.spark.errors import JVM_ERRORS, root_cause
 
 _LIST_SEPARATORS = (",", "'", "\\")
@@ -45,10 +50,16 @@ def _literal(table: str, what: str, value: str, unsafe: tuple[str, ...]) -> str:
 
 _PLAN_NOW = {
     "hoodie.compact.inline.trigger.strategy": "NUM_COMMITS",
-    "hoodie.compact.inline.max.delta.commits": "1",
+    "hoodie.compact.inline.max.delta.commits": "0",
 }
-"""A plan on request: due after one delta commit, whatever the table's own trigger (5 delta commits by
-default, which a compaction requested after fewer would wait for, planning nothing)."""
+"""A plan on request: due at once, whatever the table's own trigger (5 delta commits by default, which a
+compaction requested after fewer would wait for, planning nothing), also without a delta commit since
+the last compaction: that one may have been bounded (``plan_io_mb``) and left file groups with logs."""
+_EVERY_FILE_GROUP = {
+    **_PLAN_NOW,
+    "hoodie.compaction.strategy": "org.apache.hudi.table.action.compact.strategy.UnBoundedCompactionStrategy",
+}
+"""And over every file group with logs, whatever the table's own bound (``lake.compaction.plan_io_mb``)."""
 
 
 def _options_literal(spec: HudiTableSpec, overrides: dict[str, str] | None = None) -> str:
@@ -61,18 +72,22 @@ def _options_literal(spec: HudiTableSpec, overrides: dict[str, str] | None = Non
 
 
 def execute_compactions(
-    spark: SparkSession, spec: HudiTableSpec, *, schedule: bool = False
+    spark: SparkSession, spec: HudiTableSpec, *, plan: PlanNow = PlanNow.NOTHING
 ) -> tuple[str, ...]:
-    """Execute the table's pending compaction plans (with ``schedule``: then plan one over every file slice
-    that still has logs, and execute it); the instants of the plans executed, oldest first.
+    """Execute the table's pending compaction plans, then plan as ``plan`` says (the table's next plan,
+    or one over every file slice that still has logs) and execute it; the instants of the plans
+    executed, oldest first.
 
-    Hudi plans no file group a pending plan holds, so ``schedule`` executes the pending plans before it
-    plans: planning first would leave the logs written after them uncompacted.  Its plan is due after one
-    delta commit, whatever the table's trigger."""
+    Hudi plans no file group a pending plan holds, so the pending plans are executed before planning:
+    planning first would leave the logs written after them uncompacted.  A plan made here is due at
+    once, whatever the table's trigger.  Beside the writer, Hudi plans nothing while an earlier write is
+    in flight on a table of version 6 (it logs "Hence skipping to schedule compaction"): the next look
+    plans."""
     path = _literal(spec.table_name, "path", spec.base_path, _PATH_UNSAFE)
     steps = [("execute", _options_literal(spec))]
-    if schedule:
-        steps.append(("scheduleandexecute", _options_literal(spec, _PLAN_NOW)))
+    if plan is not PlanNow.NOTHING:
+        overrides = _EVERY_FILE_GROUP if plan is PlanNow.EVERY_FILE_GROUP else _PLAN_NOW
+        steps.append(("scheduleandexecute", _options_literal(spec, overrides)))
     rows = []
     for op, options in steps:
         statement = f"CALL run_compaction(op => '{op}', path => '{path}', options => '{options}')"
@@ -85,34 +100,61 @@ def execute_compactions(
     return tuple(sorted({str(row["timestamp"]) for row in rows if str(row["state"]) == "COMPLETED"}))
 
 
-def _epoch(instant: Any) -> float:
-    """When ``instant`` completed (its requested time where the timeline has no completion time), epoch s."""
-    stamp = instant.getCompletionTime() or instant.requestedTime()
-    text = str(stamp)
-    parsed = time.strptime(text[:14], "%Y%m%d%H%M%S")
-    millis = int(text[14:17]) / 1000 if text[14:17].isdigit() else 0.0
+def _stamp(instant: Any) -> str:
+    """When ``instant`` completed, as an instant time (its requested time where the timeline keeps none)."""
+    return str(instant.getCompletionTime() or instant.requestedTime())
+
+
+def _epoch(stamp: str) -> float:
+    """The instant time ``stamp`` (yyyyMMddHHmmss[SSS], UTC) in epoch seconds."""
+    parsed = time.strptime(stamp[:14], "%Y%m%d%H%M%S")
+    millis = int(stamp[14:17]) / 1000 if stamp[14:17].isdigit() else 0.0
     return calendar.timegm(parsed) + millis
 
 
-def _wrote_logs(timeline: Any, instant: Any) -> bool:
-    """Whether the delta commit wrote log files (a bulk insert or new file groups write base files)."""
-    stats = timeline.readCommitMetadata(instant).getWriteStats()
-    return any(".log." in str(stat.getPath()) for stat in stats)
+_WRITTEN_CACHE_SIZE = 65_536
+_written: dict[tuple[str, str, str], tuple[frozenset[str], frozenset[str]]] = {}
+"""(base path, instant, action) -> the file groups a completed commit wrote, and those it wrote log files
+to.  A completed commit's metadata never changes, so each is read once per process, not at every backlog
+check; cleared whole when it reaches its size."""
+
+
+def _file_groups(base_path: str, timeline: Any, instant: Any, *, logs: bool) -> frozenset[str]:
+    """The file groups the completed commit ``instant`` wrote (with ``logs``: only those it wrote log
+    files to; a bulk insert, or a delta commit's new file groups, write base files)."""
+    key = (base_path, str(instant.requestedTime()), str(instant.getAction()))
+    if key not in _written:
+        if len(_written) >= _WRITTEN_CACHE_SIZE:
+            _written.clear()
+        stats = list(timeline.readCommitMetadata(instant).getWriteStats())
+        written = frozenset(str(stat.getFileId()) for stat in stats)
+        _written[key] = (written, frozenset(str(s.getFileId()) for s in stats if ".log." in str(s.getPath())))
+    return _written[key][1 if logs else 0]
 
 
 def service_backlog(spark: SparkSession, base_path: str) -> ServiceBacklog:
-    """Pending compaction plans and the oldest delta commit no executed compaction covers (None: none)."""
+    """Pending compaction plans and the oldest delta commit with a log file no executed compaction merged
+    (None: none), file group by file group."""
     try:
         if not table_exists(spark, base_path):
             return ServiceBacklog(pending_plans=0, uncompacted_since=None)
         timeline = meta_client(spark, base_path).getActiveTimeline()
         pending = int(timeline.filterPendingCompactionTimeline().countInstants())
         executed = timeline.getCommitTimeline().filterCompletedInstants().getInstants()
-        compacted = [str(i.requestedTime()) for i in executed if str(i.getAction()) == "commit"]
-        newest_plan = max(compacted, default="")
+        merged: dict[str, str] = {}  # file group -> the newest executed compaction plan that wrote it
+        for compaction in (i for i in executed if str(i.getAction()) == "commit"):
+            for file_group in _file_groups(base_path, timeline, compaction, logs=False):
+                merged[file_group] = max(merged.get(file_group, ""), str(compaction.requestedTime()))
         deltas = timeline.getDeltaCommitTimeline().filterCompletedInstants().getInstants()
-        uncompacted = [d for d in deltas if str(d.requestedTime()) > newest_plan and _wrote_logs(timeline, d)]
+        waiting = [
+            _stamp(delta)
+            for delta in deltas
+            if any(
+                merged.get(group, "") <= _stamp(delta)
+                for group in _file_groups(base_path, timeline, delta, logs=True)
+            )
+        ]
     except JVM_ERRORS as exc:
         raise LakeWriteError(f"reading the Hudi timeline at {base_path} failed: {root_cause(exc)}") from exc
-    since = min((_epoch(d) for d in uncompacted), default=None)
+    since = min((_epoch(stamp) for stamp in waiting), default=None)
     return ServiceBacklog(pending_plans=pending, uncompacted_since=since)

@@ -81,6 +81,17 @@ class ServiceBacklog:
         return 0.0 if self.uncompacted_since is None else max(0.0, now - self.uncompacted_since)
 
 
+class PlanNow(StrEnum):
+    """What a table-service look plans before it executes the pending plans."""
+
+    NOTHING = "nothing"
+    """Only the plans the writer scheduled."""
+    NEXT = "next"
+    """The table's next plan, within its own bound (``plan_io_mb``), due at once."""
+    EVERY_FILE_GROUP = "every_file_group"
+    """One plan over every file group with logs, whatever the table's bound (``compact --schedule``)."""
+
+
 NULL_PARTITION_VALUE = "__HIVE_DEFAULT_PARTITION__"
 """A null partition value as Hive, Glue and their readers write and read it."""
 
@@ -181,9 +192,9 @@ class LakeFormat(ABC):
         service in another process needs no apply lock)."""
 
     @abstractmethod
-    def run_services(self, spec: TableSpec, *, schedule: bool = False) -> tuple[str, ...]:
-        """Execute the table's pending table-service plans (``schedule``: plan one now first); the plans
-        executed.  Safe while a writer of this process commits to the table."""
+    def run_services(self, spec: TableSpec, *, plan: PlanNow = PlanNow.NOTHING) -> tuple[str, ...]:
+        """Execute the table's pending table-service plans, then plan as ``plan`` says and execute that;
+        the plans executed.  Safe while a writer of this process commits to the table."""
 
     @abstractmethod
     def service_backlog(self, base_path: str) -> ServiceBacklog:

@@ -80,12 +80,20 @@ class CompactionSpec:
 
     ``inline``: the writer also executes each plan inside its commit.  Otherwise the writer only schedules
     it, and a table service outside the write executes it (``cdc-lake run``'s table-service thread, or
-    ``cdc-lake compact`` as a job; :mod:`cdc_lake.apply.table_services`).
+    ``cdc-lake compact`` as a job; :mod:`cdc_lake.apply.table_services`), which also plans the next one
+    itself when the oldest change no base file holds has waited ``max_delta_seconds`` (a table whose
+    writes stopped plans nothing).
+
+    ``plan_io_mb``: a plan's budget, file groups with the most log data first until their reads and
+    writes reach it (at least one file group; one under 1 MB counts as none); None: every file group with
+    logs.  A compaction rewrites a file group in one task, so the budget bounds how many cores a
+    compaction holds while the writer waits for one (docs/hudi.md, "Table services").
     """
 
     inline: bool = True
     max_delta_commits: int = 5
     max_delta_seconds: int | None = None
+    plan_io_mb: int | None = None
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,10 @@ def target_for(config: Config, source: Source, table: Table) -> TableTarget:
         table_type=TableType(layout.table_type),
         index=IndexType(layout.index),
         compaction=CompactionSpec(
-            layout.compaction.inline, layout.compaction.max_delta_commits, layout.compaction.max_delta_seconds
+            layout.compaction.inline,
+            layout.compaction.max_delta_commits,
+            layout.compaction.max_delta_seconds,
+            layout.compaction.plan_io_mb,
         ),
         soft_deletes=lake.soft_deletes,
         table_version=lake.table_version,

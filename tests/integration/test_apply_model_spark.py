@@ -54,6 +54,7 @@ from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
 from cdc_lake.hudi.services import execute_compactions, service_backlog
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN, SOFT_DELETED_COLUMN
+from cdc_lake.lake.format import PlanNow
 from cdc_lake.lake.layout import CompactionSpec, IndexType, TableType
 from cdc_lake.lake.schema import merge_columns
 from cdc_lake.lake.schema_change import WriterColumns
@@ -246,7 +247,7 @@ def _merge_as_the_model(
         assert len(held) == len(lake), f"a key is in the lake twice: {held}"
         assert lake == expected, f"Spark+Hudi {lake}\nmodel {expected}\nsource {source.rows}"
     if exists and spec.table_type is TableType.MERGE_ON_READ:
-        execute_compactions(spark, spec, schedule=True)
+        execute_compactions(spark, spec, plan=PlanNow.EVERY_FILE_GROUP)
         assert service_backlog(spark, base_path).pending_plans == 0
         compacted = (
             spark.read.format("hudi").option("hoodie.datasource.query.type", "read_optimized").load(base_path)

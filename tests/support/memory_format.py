@@ -45,6 +45,7 @@ from cdc_lake.lake.format import (
     FormatFacts,
     LakeFormat,
     Partition,
+    PlanNow,
     ServiceBacklog,
     Unread,
     WriteOperation,
@@ -299,7 +300,7 @@ class MemoryFormat(LakeFormat):
     def services_lock_shared(self, spec: TableSpec) -> bool:
         return False
 
-    def run_services(self, spec: TableSpec, *, schedule: bool = False) -> tuple[str, ...]:
+    def run_services(self, spec: TableSpec, *, plan: PlanNow = PlanNow.NOTHING) -> tuple[str, ...]:
         return ()
 
     def service_backlog(self, base_path: str) -> ServiceBacklog:

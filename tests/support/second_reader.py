@@ -8,7 +8,8 @@ header, content, footer) and its Avro data blocks decoded with fastavro, using t
 block header; delete blocks (Avro ``HoodieDeleteRecordList``) and Parquet data blocks are read too.
 Within a slice, records merge by ``_hoodie_record_key`` under event-time ordering (the table's ordering
 field; a later record wins a tie, a delete without an ordering value always wins), as the table's merge
-mode says.  Replaced or cleaned files are never read: only what hudi-rs names.
+mode says.  Replaced or cleaned files are never read: only what hudi-rs names, and on a table of version 6
+the log files a pending compaction's slice holds (:func:`_pending_compaction_logs`).
 
 hudi-rs 0.5 cannot turn an Avro ``local-timestamp-*`` type (the lake's ``timestamp_ntz``) into Arrow:
 it panics (``not yet implemented``) even when only listing file slices, because it converts the
@@ -113,9 +114,11 @@ def second_reader_rows(
         ordering = options.get("hoodie.table.ordering.fields") or options.get("hoodie.table.precombine.field")
         assert ordering, f"{base_path}: no ordering field in hoodie.properties"
         committed = {i.timestamp for i in table.get_timeline().get_completed_deltacommits()}
+        pending = _pending_compactions(root)
         rows: list[dict[str, Any]] = []
         for file_slice in table.get_file_slices():
-            merged = _read_slice(root, file_slice, ordering, committed)
+            logs = file_slice.log_files_relative_paths() + _pending_compaction_logs(root, file_slice, pending)
+            merged = _read_slice(root, file_slice, logs, ordering, committed)
             rows += [{c: row.get(c) for c in columns} for row in merged if not row.get(DELETED)]
         return rows
 
@@ -234,15 +237,41 @@ def _merge(versions: dict[str, _Version], key: str, incoming: _Version) -> None:
         versions[key] = incoming
 
 
+def _pending_compactions(root: Path) -> list[str]:
+    """The instants of the compaction plans not completed, on a table of version 6 (whose timeline is
+    ``.hoodie`` itself); none on later versions (``.hoodie/timeline``)."""
+    hoodie = root / ".hoodie"
+    planned = {path.name.split(".", 1)[0] for path in hoodie.glob("*.compaction.requested")}
+    return sorted(instant for instant in planned if not (hoodie / f"{instant}.commit").exists())
+
+
+def _pending_compaction_logs(root: Path, file_slice: HudiFileSlice, pending: list[str]) -> list[str]:
+    """The log files a pending compaction's slice of ``file_slice``'s file group holds, in order.
+
+    On a table of version 6 a log written after a compaction plan is named after the plan's instant:
+    the new slice, whose base file the plan has not written yet.  Hudi merges that slice's logs with the
+    slice before it; hudi-rs 0.5 lists the slice before alone, so a read while a plan was pending
+    missed every change since the plan (deleted rows read as present: found when ``run``'s table-service
+    thread planned by time, 2026-12-05)."""
+    folder = root / file_slice.partition_path if file_slice.partition_path else root
+    found = []
+    for instant in (i for i in pending if i > file_slice.creation_instant_time):
+        for path in folder.glob(f".{file_slice.file_id}_{instant}.log.*"):
+            if not path.name.endswith(".crc"):
+                version, token = path.name.split(".log.", 1)[1].split("_", 1)
+                found.append(((instant, int(version), token), str(path.relative_to(root))))
+    return [name for _, name in sorted(found)]
+
+
 def _read_slice(
-    root: Path, file_slice: HudiFileSlice, ordering: str, committed: set[str]
+    root: Path, file_slice: HudiFileSlice, logs: list[str], ordering: str, committed: set[str]
 ) -> list[dict[str, Any]]:
-    """The merged rows of one file slice (base file, then its log files in order)."""
+    """The merged rows of one file slice (base file, then ``logs`` in order)."""
     versions: dict[str, _Version] = {}
     if file_slice.base_file_name:
         for row in pq.read_table(root / file_slice.base_file_relative_path()).to_pylist():
             _merge(versions, row[RECORD_KEY], _Version(row[ordering], row))
-    for log_file in file_slice.log_files_relative_paths():
+    for log_file in logs:
         with (root / log_file).open("rb") as stream:
             for key, version in _log_records(stream, ordering, committed, log_file):
                 _merge(versions, key, version)

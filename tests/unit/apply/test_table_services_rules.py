@@ -18,7 +18,7 @@ from cdc_lake.apply.table_services import ServiceThread, TableServices
 from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.applier import BUSY
 from cdc_lake.lake.commit_metadata import CommitMetadata
-from cdc_lake.lake.format import CommitInfo, LakeFormat, Partition, ServiceBacklog
+from cdc_lake.lake.format import CommitInfo, LakeFormat, Partition, PlanNow, ServiceBacklog
 from cdc_lake.lake.layout import CompactionSpec, IndexType, TableLayout, TableSpec, TableType
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.lifecycle import TableState
@@ -29,12 +29,19 @@ from cdc_lake.state.store import StateStore
 class _Lake(LakeFormat):
     """Tables that exist, with pending plans a run executes (or fails to)."""
 
-    def __init__(self, pending: int = 2, fail: bool = False, recorded: TableLayout | None = None) -> None:
+    def __init__(
+        self,
+        pending: int = 2,
+        fail: bool = False,
+        recorded: TableLayout | None = None,
+        since: float | None = None,
+    ) -> None:
         super().__init__(spark=None)  # type: ignore[arg-type]
         self.pending = pending
         self.fail = fail
         self.recorded = recorded
-        self.runs: list[tuple[str, bool]] = []
+        self.since = since
+        self.runs: list[tuple[str, PlanNow]] = []
         self.specs: list[TableSpec] = []
 
     def table_exists(self, base_path: str) -> bool:
@@ -43,8 +50,8 @@ class _Lake(LakeFormat):
     def services_outside_write(self, spec: TableSpec) -> bool:
         return spec.table_type is TableType.MERGE_ON_READ and not spec.compaction.inline
 
-    def run_services(self, spec: TableSpec, *, schedule: bool = False) -> tuple[str, ...]:
-        self.runs.append((spec.base_path, schedule))
+    def run_services(self, spec: TableSpec, *, plan: PlanNow = PlanNow.NOTHING) -> tuple[str, ...]:
+        self.runs.append((spec.base_path, plan))
         self.specs.append(spec)
         if self.fail:
             raise LakeWriteError(f"compaction of table '{spec.name}' failed: disk full")
@@ -53,7 +60,7 @@ class _Lake(LakeFormat):
         return executed
 
     def service_backlog(self, base_path: str) -> ServiceBacklog:
-        return ServiceBacklog(self.pending, 1_000.0 if self.pending else None)
+        return ServiceBacklog(self.pending, 1_000.0 if self.pending else self.since)
 
     def record_key_fields(self, base_path: str) -> tuple[str, ...] | None:
         return ("id",)
@@ -117,7 +124,7 @@ def test_an_execution_records_the_backlog_beside_the_freshness(store: tuple[Stat
     lake = _Lake(pending=2)
     outcome = TableServices(lake, db, url, beside_writer=True).step(MOR, schedule=True)
     assert outcome.executed == ("20261202000000", "20261202000001") and outcome.error is None
-    assert lake.runs == [("/lake/pg.s.mor", True)]
+    assert lake.runs == [("/lake/pg.s.mor", PlanNow.EVERY_FILE_GROUP)]
     services = db.current_copy("pg.s.mor").freshness.services  # type: ignore[union-attr]
     assert services is not None and (services.pending_plans, services.uncompacted_since_ms) == (0, None)
 
@@ -201,4 +208,23 @@ def test_a_look_at_a_table_without_pending_plans_runs_nothing(store: tuple[State
     outcome = TableServices(lake, db, url, beside_writer=True).step(MOR)
     assert outcome.executed == () and outcome.error is None and lake.runs == []
     assert TableServices(lake, db, url, beside_writer=True).step(MOR, schedule=True).error is None
-    assert lake.runs == [("/lake/pg.s.mor", True)]
+    assert lake.runs == [("/lake/pg.s.mor", PlanNow.EVERY_FILE_GROUP)]
+
+
+def test_a_table_whose_oldest_change_waited_max_delta_seconds_gets_its_next_plan(
+    store: tuple[StateStore, str],
+) -> None:
+    """The writer plans only when it writes: a table whose writes stopped kept its last logs out of every
+    base file, and with plans bounded by ``plan_io_mb`` the file groups a plan left waited for later
+    ones.  A look at a table whose oldest uncompacted change has waited ``max_delta_seconds`` makes the
+    table's next plan (within its bound) itself; a table without a time trigger gets none."""
+    db, url = store
+    timed = dataclasses.replace(MOR, compaction=CompactionSpec(inline=False, max_delta_seconds=120))
+    lake = _Lake(pending=0, since=1_000.0)
+    TableServices(lake, db, url, beside_writer=True, clock=lambda: 1_119.0).step(timed)
+    assert lake.runs == []
+    TableServices(lake, db, url, beside_writer=True, clock=lambda: 1_120.0).step(timed)
+    assert lake.runs == [("/lake/pg.s.mor", PlanNow.NEXT)]
+    lake.runs.clear()
+    TableServices(lake, db, url, beside_writer=True, clock=lambda: 9_999.0).step(MOR)
+    assert lake.runs == []

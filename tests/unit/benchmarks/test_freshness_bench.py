@@ -4,11 +4,14 @@ the time from a kill back to fresh, and the lag percentiles shared with ``apply_
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from apply_bench import lag_percentiles, per_interval
 from freshness_bench import (
     Commit,
     Event,
+    Written,
     completion_ms,
     event_lags,
     freshness_at,
@@ -92,13 +95,38 @@ def test_a_phase_counts_only_events_whose_source_commit_falls_in_its_window() ->
     assert figures["timeline"] == per_interval([(n * 0.5, 2.0) for n in range(20, 40)], 10)
 
 
+def _written(completed_ms: int, *groups: str) -> Written:
+    stamp = dt.datetime.fromtimestamp(completed_ms / 1000, dt.UTC).strftime("%Y%m%d%H%M%S%f")[:17]
+    return Written(stamp, completed_ms, frozenset(groups))
+
+
+def _instant(ms: int) -> str:
+    return _written(ms).completed
+
+
 def test_read_optimized_staleness_peaks_before_each_compaction_and_at_the_end() -> None:
-    # delta commits planned at 1..4 (completed at 1 s .. 4 s); a compaction planned after the second
-    # (instant "2b") completes at 6 s: until then the oldest waiting delta completed at 1 s.
-    deltas = {"1": 1_000, "2": 2_000, "3": 3_000, "4": 4_000}
-    compactions = {"2b": 6_000}
-    # just before 6 s: 5.999 s since the first delta; at the end (10 s) deltas 3 and 4 wait since 3 s
+    # delta commits completed at 1 s .. 4 s, each with logs in file groups f1 and f2; a compaction of both
+    # planned at 2.5 s (after the second) completes at 6 s: until then the oldest waiting delta is 1 s old.
+    deltas = {_instant(n * 1_000 - 500): _written(n * 1_000, "f1", "f2") for n in range(1, 5)}
+    compactions = {_instant(2_500): _written(6_000, "f1", "f2")}
+    # just before 6 s: 4.999 s since the first delta; at the end (10 s) deltas 3 and 4 wait since 3 s
     assert read_optimized_staleness(deltas, compactions, 0, 10_000) == 7.0
     assert read_optimized_staleness(deltas, compactions, 0, 5_000) == 4.0
     assert read_optimized_staleness({}, {}, 0, 10_000) is None
-    assert read_optimized_staleness({"1": 1_000}, {"1b": 2_000}, 0, 9_000) == 1.0
+    one = {_instant(500): _written(1_000, "f1")}
+    assert read_optimized_staleness(one, {_instant(1_500): _written(2_000, "f1")}, 0, 9_000) == 1.0
+
+
+def test_read_optimized_staleness_counts_the_file_groups_a_plan_left_out() -> None:
+    # A plan bounded to one file group (f1) merges none of f2's logs: the delta commit at 1 s waits on.
+    deltas = {_instant(500): _written(1_000, "f1", "f2")}
+    bounded = {_instant(1_500): _written(2_000, "f1")}
+    assert read_optimized_staleness(deltas, bounded, 0, 9_000) == 8.0
+    # a second plan over f2 merges the rest; a delta commit completed after a plan is not its to merge
+    both = {**bounded, _instant(3_500): _written(4_000, "f2")}
+    assert read_optimized_staleness(deltas, both, 0, 9_000) == 3.0
+    late = {_instant(500): _written(2_500, "f1")}
+    assert read_optimized_staleness(late, {_instant(1_500): _written(2_000, "f1")}, 0, 9_000) == 6.5
+    # a delta commit without log files (a bulk insert's base files) leaves a read-optimized reader nothing
+    assert read_optimized_staleness({_instant(500): _written(1_000)}, {}, 0, 9_000) == 0.0
+

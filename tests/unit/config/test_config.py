@@ -375,7 +375,9 @@ def test_a_tier0_table_gets_the_tier0_layout_by_default_and_the_others_the_lakes
     customers, orders, events, audit = select_targets(config)
 
     assert (customers.table_type, customers.index) == (TableType.MERGE_ON_READ, IndexType.BUCKET)
-    assert customers.compaction == CompactionSpec(inline=False, max_delta_commits=5, max_delta_seconds=120)
+    assert customers.compaction == CompactionSpec(
+        inline=False, max_delta_commits=5, max_delta_seconds=120, plan_io_mb=1
+    )
     assert customers.spec(("id",)).layout == TableLayout(TableType.MERGE_ON_READ, IndexType.BUCKET, 4)
     assert (orders.table_type, orders.index) == (TableType.COPY_ON_WRITE, IndexType.GLOBAL_BLOOM)
     assert (events.table_type, events.index) == (TableType.COPY_ON_WRITE, IndexType.GLOBAL_BLOOM)
@@ -383,6 +385,15 @@ def test_a_tier0_table_gets_the_tier0_layout_by_default_and_the_others_the_lakes
     assert (audit.table_type, audit.index) == (TableType.COPY_ON_WRITE, IndexType.RECORD_INDEX)
     assert config.lake.compaction_of_tier(0).max_staleness_seconds == 300
     assert config.lake.check_seconds == 5
+
+
+def test_a_plans_io_budget_reaches_the_target_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    text = "lake:\n  compaction: {inline: false, plan_io_mb: 256}\n  table_type: MERGE_ON_READ\n" + PG_SOURCE
+    customers, _ = select_targets(load_config(write(tmp_path, text)))
+    assert customers.compaction.plan_io_mb == 256
+    bad = write(tmp_path, text.replace("plan_io_mb: 256", "plan_io_mb: 0"), "bad.yaml")
+    with pytest.raises(ConfigError, match=r"lake\.compaction\.plan_io_mb"):
+        load_config(bad)
 
 
 def test_tier_layouts_replace_the_default_and_name_their_setting(tmp_path: Path) -> None:

@@ -134,6 +134,13 @@ def test_merge_on_read_compaction_outside_the_write_is_scheduled_by_the_writer()
     assert options["hoodie.compact.inline.trigger.strategy"] == "NUM_OR_TIME"
     assert options["hoodie.compact.inline.max.delta.seconds"] == "120"
     assert options["hoodie.write.lock.provider"].endswith("InProcessLockProvider")
+    assert "hoodie.compaction.target.io" not in options  # every file group with logs: Hudi's 500 GB
+
+
+def test_a_plans_io_budget_bounds_the_writers_plans_and_the_services() -> None:
+    spec = _spec(table_type=TableType.MERGE_ON_READ, compaction=CompactionSpec(inline=False, plan_io_mb=1))
+    assert write_options(spec, WriteOperation.UPSERT)["hoodie.compaction.target.io"] == "1"
+    assert table_service_options(spec)["hoodie.compaction.target.io"] == "1"
 
 
 def test_a_shared_lock_provider_of_the_user_wins_over_the_in_process_one() -> None:
@@ -166,7 +173,7 @@ def test_table_services_keep_the_writers_index_and_metadata(index: IndexType) ->
 @pytest.mark.parametrize(
     "key",
     ["hoodie.compact.schedule.inline", "hoodie.compact.inline.max.delta.seconds",
-     "hoodie.compact.inline.trigger.strategy"],
+     "hoodie.compact.inline.trigger.strategy", "hoodie.compaction.target.io"],
 )
 def test_compaction_triggers_are_decided_by_the_config(key: str) -> None:
     problem = passthrough_option_problem(key)
