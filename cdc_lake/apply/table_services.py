@@ -110,6 +110,23 @@ class TableServices:
                     return
             yield True
 
+    def _plan(self, target: TableTarget, backlog: ServiceBacklog, schedule: bool, now: float) -> PlanNow:
+        """What this look plans after executing the pending plans.
+
+        ``schedule``: every file group with logs.  Otherwise a look plans only when compaction is due: a
+        plan is pending, or the oldest uncompacted change has waited ``max_delta_seconds`` (the writer
+        plans only when it writes).  Beside the writer (``run``'s thread) that is the table's next plan,
+        within ``plan_io_mb``, which exists so a compaction leaves the writer a core; a job (``apply
+        --once``, ``compact``) has no writer beside it, so a due compaction of a table whose plans are
+        bounded covers every file group there."""
+        if schedule:
+            return PlanNow.EVERY_FILE_GROUP
+        waited = target.compaction.max_delta_seconds
+        overdue = waited is not None and backlog.staleness_seconds(now) >= waited
+        if not self.beside_writer and target.compaction.plan_io_mb is not None:
+            return PlanNow.EVERY_FILE_GROUP if overdue or backlog.pending_plans else PlanNow.NOTHING
+        return PlanNow.NEXT if overdue else PlanNow.NOTHING
+
     def _execute(self, target: TableTarget, schedule: bool) -> ServiceOutcome:
         name = target.qualified_name
         if not self.lake.table_exists(target.base_path):
@@ -118,10 +135,7 @@ class TableServices:
         started = self.clock()
         executed: tuple[str, ...] = ()
         error = None
-        plan = PlanNow.EVERY_FILE_GROUP if schedule else PlanNow.NOTHING
-        overdue = target.compaction.max_delta_seconds
-        if not schedule and overdue is not None and backlog.staleness_seconds(started) >= overdue:
-            plan = PlanNow.NEXT
+        plan = self._plan(target, backlog, schedule, started)
         if backlog.pending_plans or plan is not PlanNow.NOTHING:  # an idle look starts no write client
             key_fields = self.lake.record_key_fields(target.base_path) or target.key_fields or ()
             try:

@@ -228,3 +228,24 @@ def test_a_table_whose_oldest_change_waited_max_delta_seconds_gets_its_next_plan
     lake.runs.clear()
     TableServices(lake, db, url, beside_writer=True, clock=lambda: 9_999.0).step(MOR)
     assert lake.runs == []
+
+
+def test_a_job_compacts_every_file_group_of_a_table_whose_plans_are_bounded(
+    store: tuple[StateStore, str],
+) -> None:
+    """``plan_io_mb`` bounds a plan so a compaction beside the writer leaves it a core.  A job (``apply
+    --once``'s services, ``compact``) has no writer beside it: a due compaction there covers every file
+    group, where it executed the writer's one-bucket plan and left the other buckets to later runs (the
+    tier-0 stack test's read-optimized view missed nine buckets of ten)."""
+    db, url = store
+    bounded = dataclasses.replace(MOR, compaction=CompactionSpec(inline=False, plan_io_mb=1))
+    lake = _Lake(pending=1)
+    TableServices(lake, db, url, beside_writer=False).step(bounded)
+    assert lake.runs == [("/lake/pg.s.mor", PlanNow.EVERY_FILE_GROUP)]
+    lake.runs.clear()
+    lake.pending = 1
+    TableServices(lake, db, url, beside_writer=True).step(bounded)
+    assert lake.runs == [("/lake/pg.s.mor", PlanNow.NOTHING)]
+    lake.runs.clear()
+    TableServices(lake, db, url, beside_writer=False).step(bounded)  # nothing due: no look plans
+    assert lake.runs == []
