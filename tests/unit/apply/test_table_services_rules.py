@@ -236,7 +236,7 @@ def test_a_job_compacts_every_file_group_of_a_table_whose_plans_are_bounded(
     """``plan_io_mb`` bounds a plan so a compaction beside the writer leaves it a core.  A job (``apply
     --once``'s services, ``compact``) has no writer beside it: a due compaction there covers every file
     group, where it executed the writer's one-bucket plan and left the other buckets to later runs (the
-    tier-0 stack test's read-optimized view missed nine buckets of ten)."""
+    tier-0 stack test's read-optimized view missed the updates of the buckets the plan left out)."""
     db, url = store
     bounded = dataclasses.replace(MOR, compaction=CompactionSpec(inline=False, plan_io_mb=1))
     lake = _Lake(pending=1)
