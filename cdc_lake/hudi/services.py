@@ -13,8 +13,8 @@ That is answered per file group: a plan need not cover every file group (Hudi's 
 bound a plan by IO, ``hoodie.compaction.target.io``), so a compaction newer than a delta commit merges
 its logs only in the file groups the compaction wrote.  A compaction planned at instant ``c`` merges a
 delta commit's logs when the delta commit completed before ``c`` (Hudi slices a file group's logs by
-completion time from table version 8 on; before it, a plan waits for the earlier writes to complete, so
-the completion time, or the requested one where the timeline keeps none, says the same).
+completion time from table version 8 on; before it, Hudi plans nothing while an earlier write is in
+flight, so the completion time, or the requested one where the timeline keeps none, says the same).
 """
 
 from __future__ import annotations
