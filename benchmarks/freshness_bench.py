@@ -173,7 +173,7 @@ def read_optimized_staleness(
     seconds: at time t, t minus the completion of the oldest delta commit completed by t with a log file
     that no compaction completed by t merged.  A compaction planned at instant ``c`` merges a delta
     commit's logs in the file groups it wrote when the delta commit completed before ``c`` (a plan need
-    not cover every file group: ``lake.compaction.file_groups``).  It grows between compaction
+    not cover every file group: ``lake.compaction.plan_io_mb``).  It grows between compaction
     completions, so it peaks just before each and at the end.  ``deltas`` and ``compactions`` are keyed
     by requested instant.  None for a table without delta commits (COPY_ON_WRITE)."""
     if not deltas:

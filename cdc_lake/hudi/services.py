@@ -146,14 +146,12 @@ def service_backlog(spark: SparkSession, base_path: str) -> ServiceBacklog:
             for file_group in _file_groups(base_path, timeline, compaction, logs=False):
                 merged[file_group] = max(merged.get(file_group, ""), str(compaction.requestedTime()))
         deltas = timeline.getDeltaCommitTimeline().filterCompletedInstants().getInstants()
-        waiting = [
-            _stamp(delta)
-            for delta in deltas
-            if any(
-                merged.get(group, "") <= _stamp(delta)
-                for group in _file_groups(base_path, timeline, delta, logs=True)
-            )
-        ]
+        waiting = []
+        for delta in deltas:
+            stamp = _stamp(delta)
+            groups = _file_groups(base_path, timeline, delta, logs=True)
+            if any(merged.get(group, "") <= stamp for group in groups):
+                waiting.append(stamp)
     except JVM_ERRORS as exc:
         raise LakeWriteError(f"reading the Hudi timeline at {base_path} failed: {root_cause(exc)}") from exc
     since = min((_epoch(stamp) for stamp in waiting), default=None)
