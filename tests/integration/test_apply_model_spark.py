@@ -13,11 +13,16 @@ A few examples in CI (each is two Hudi commits).  The same on a ``double precisi
 ``0.0`` and ``-0.0`` among its values (:func:`support.change_model.float_keys`), generated and in the
 two shapes Python's and Spark's equality got wrong (a NaN key deleted, inserted again and moved in one
 batch; a key changed from ``0.0`` to ``-0.0``): both paths must compare keys as Hudi's record key does.
+On the tier-0 layout (the product's default, :data:`cdc_lake.config.lake.TIER0_LAYOUT`) the compaction plan
+the first commit left runs after the batches, between them, or beside the second batch's write (another
+thread, as ``run``'s table-service thread does); the snapshot must equal the model after every commit
+either way.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,7 @@ from cdc_lake.apply.frame import (
     latest_frame,
     one_row_per_key,
 )
+from cdc_lake.config.lake import TIER0_LAYOUT
 from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
 from cdc_lake.hudi.services import execute_compactions, service_backlog
@@ -73,21 +79,34 @@ def _decoded(emitter: Emitter, ranges: dict[int, tuple[int, int]]) -> list[Decod
 
 
 TIER0 = {
-    "table_type": TableType.MERGE_ON_READ,
-    "index": IndexType.BUCKET,
-    "compaction": CompactionSpec(inline=False, max_delta_commits=1),
+    "table_type": TableType(TIER0_LAYOUT.table_type),
+    "index": IndexType(TIER0_LAYOUT.index),
+    "compaction": CompactionSpec(
+        inline=False, max_delta_commits=1, plan_io_mb=TIER0_LAYOUT.compaction.plan_io_mb
+    ),
 }
-"""The tier-0 layout (MERGE_ON_READ + BUCKET, compaction outside the writes), planning after every delta
-commit, so a batch may be written over a plan the previous one left pending."""
+"""The tier-0 default layout (MERGE_ON_READ + BUCKET, compaction outside the writes, its plans' IO budget),
+planning after every delta commit, so a batch may be written over a plan the previous one left pending."""
+
+AFTER, BETWEEN, BESIDE = "after", "between", "beside"
+"""Where a tier-0 example executes the plan its first commit left (:func:`_merge_as_the_model`)."""
 
 
-@pytest.mark.parametrize("layout", [{}, TIER0], ids=["copy-on-write", "tier0"])
+@pytest.mark.parametrize(
+    ("layout", "compaction"),
+    [({}, AFTER), (TIER0, AFTER), (TIER0, BETWEEN), (TIER0, BESIDE)],
+    ids=["copy-on-write", "tier0", "tier0-compacted-between", "tier0-compacted-beside"],
+)
 @settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_spark_and_hudi_merge_as_the_model_does(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, layout: dict[str, Any]
+    spark: SparkSession,
+    tmp_path_factory: pytest.TempPathFactory,
+    data: st.DataObject,
+    layout: dict[str, Any],
+    compaction: str,
 ) -> None:
-    _merge_generated(spark, tmp_path_factory, data, INT_KEYS, layout)
+    _merge_generated(spark, tmp_path_factory, data, INT_KEYS, layout, compaction)
 
 
 @settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -104,13 +123,46 @@ def _merge_generated(
     data: st.DataObject,
     keys: KeyDomain,
     layout: dict[str, Any] | None = None,
+    compaction: str = AFTER,
 ) -> None:
     workload = data.draw(workloads("postgres", keys), label="workload")
     ends = {p: len(log) for p, log in workload.emitter.log.items()}
     cuts = {p: data.draw(st.integers(0, end), label=f"cut p{p}") for p, end in ends.items()}
     batches = [{p: (0, c) for p, c in cuts.items()}, {p: (c, ends[p]) for p, c in cuts.items()}]
+    if compaction != AFTER:  # three batches: the third is written over (or beside) the second's plan
+        more = {p: data.draw(st.integers(c, ends[p]), label=f"second cut p{p}") for p, c in cuts.items()}
+        batches[1:] = [{p: (c, more[p]) for p, c in cuts.items()}, {p: (m, ends[p]) for p, m in more.items()}]
     base_path = str(Path(tmp_path_factory.mktemp("model")) / "t")
-    _merge_as_the_model(spark, base_path, workload.source, workload.emitter, batches, layout or {})
+    _merge_as_the_model(
+        spark, base_path, workload.source, workload.emitter, batches, layout or {}, compaction
+    )
+
+
+@pytest.mark.parametrize("compaction", [BETWEEN, BESIDE])
+def test_a_plan_executed_between_or_beside_the_writes_keeps_the_model(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, compaction: str
+) -> None:
+    """Eight rows inserted, then updated twice, one batch each, on the tier-0 layout: the second batch's
+    logs leave a plan, executed before the third batch's write or in a thread beside it; the snapshot
+    equals the model after every commit, and so does the read-optimized view once every plan ran.  (The
+    generated examples above may draw batches that leave no plan; this one must execute one.)"""
+    source, emitter = Source(), Emitter("postgres")
+    batches: list[dict[int, tuple[int, int]]] = []
+    for qty in range(3):
+        step = [Change("c" if qty == 0 else "u", key, {"id": key, "qty": qty, "note": f"n{key}"})
+                for key in range(1, 9)]  # fmt: skip
+        starts = {p: len(log) for p, log in emitter.log.items()}
+        before = {k: dict(v) for k, v in source.rows.items()}
+        source.commit(step)
+        emitter.emit(step, before)
+        batches.append({p: (starts.get(p, 0), len(log)) for p, log in emitter.log.items()})
+    executed: list[str] = []
+    base_path = str(Path(tmp_path_factory.mktemp("compacted")) / "t")
+
+    lake = _merge_as_the_model(spark, base_path, source, emitter, batches, TIER0, compaction, executed)
+
+    assert executed, "no plan was executed between or beside the writes"
+    assert {key: row["qty"] for key, (row, _) in lake.items()} == dict.fromkeys(range(1, 9), 2)
 
 
 _NAN_KEY, _ZERO, _NEGATIVE_ZERO, _OTHER = 1, 2, 3, 4
@@ -201,13 +253,19 @@ def _merge_as_the_model(
     emitter: Emitter,
     batches: list[dict[int, tuple[int, int]]],
     layout: dict[str, Any] | None = None,
+    compaction: str = AFTER,
+    executed: list[str] | None = None,
 ) -> Stored:
     """Each batch through the model, both paths of the frame and a Hudi upsert; the table after the last.
 
     ``layout`` (HudiTableSpec's table type, index, compaction; default COPY_ON_WRITE + GLOBAL_BLOOM): on a
     MERGE_ON_READ table whose writes only plan compaction, the snapshot equals the model after every
     commit whatever plans are pending, and after every plan is executed (one more planned over every
-    file slice with logs) the read-optimized view, what Trino reads, equals it too."""
+    file slice with logs) the read-optimized view, what Trino reads, equals it too.  ``compaction`` says
+    where the pending plans run before that: ``BETWEEN`` the batches (the read-optimized view then equals
+    the model too: a plan of ``plan_io_mb`` takes every file group here, each under 1 MB), ``BESIDE`` each
+    later batch's write, in a thread, or only ``AFTER`` the batches.  The instants of the plans executed
+    between or beside the writes are added to ``executed``."""
     keys = emitter.keys
     writer = WriterColumns.of(TypedSchemas(SCHEMAS, {}).get_schema(keys.pg_value_id))
     columns = merge_columns(None, writer.struct).columns
@@ -215,10 +273,16 @@ def _merge_as_the_model(
                          ordering_field=ORDERING_COLUMN, **(layout or {}))
     expected: Stored = {}
     exists = False
+    done = executed if executed is not None else []
     for ranges in batches:
         changes = _decoded(emitter, ranges)
         if not changes:
             continue
+        service: _Beside | None = None
+        if exists and compaction == BETWEEN:
+            done += _compact_between(spark, spec, expected, keys)
+        elif exists and compaction == BESIDE:
+            service = _Beside(spark, spec)
         expected = merge_batch(changes, expected, exists=exists, keys=keys)
         fill = sorted({name for c in changes for name in c.unavailable})
         stored = read_table(spark, base_path) if fill and exists else None
@@ -239,25 +303,73 @@ def _merge_as_the_model(
         exists = True
         stored = read_table(spark, base_path)
         assert DELETED_COLUMN not in stored.columns or stored.where(f"`{DELETED_COLUMN}`").count() == 0
-        held = stored.collect()
-        lake = {}
-        for r in held:
-            key = keys.key(r["id"])
-            lake[key] = ({"id": keys.values[key], "qty": r["qty"], "note": r["note"]}, r[ORDERING_COLUMN])
-        assert len(held) == len(lake), f"a key is in the lake twice: {held}"
+        lake = _rows_by_key(stored.collect(), keys)
         assert lake == expected, f"Spark+Hudi {lake}\nmodel {expected}\nsource {source.rows}"
+        if service is not None:
+            done += service.join()
+            assert _snapshot(spark, base_path, keys) == expected, "the snapshot after the compaction beside"
     if exists and spec.table_type is TableType.MERGE_ON_READ:
         execute_compactions(spark, spec, plan=PlanNow.EVERY_FILE_GROUP)
         assert service_backlog(spark, base_path).pending_plans == 0
-        compacted = (
-            spark.read.format("hudi").option("hoodie.datasource.query.type", "read_optimized").load(base_path)
-        ).collect()
-        base_files = {keys.key(r["id"]): ({"id": keys.values[keys.key(r["id"])], "qty": r["qty"],
-                                           "note": r["note"]}, r[ORDERING_COLUMN]) for r in compacted}
-        assert len(compacted) == len(base_files) and base_files == expected, f"compacted {base_files}"
+        assert _read_optimized(spark, base_path, keys) == expected
     if exists:
         assert_trino_reads_as_spark(spark, base_path)
     return expected
+
+
+def _rows_by_key(rows: list[Row], keys: KeyDomain) -> Stored:
+    """Lake rows as the model holds them; fails on a key held twice."""
+    held = {keys.key(r["id"]): ({"id": keys.values[keys.key(r["id"])], "qty": r["qty"], "note": r["note"]},
+                                r[ORDERING_COLUMN]) for r in rows}  # fmt: skip
+    assert len(rows) == len(held), f"a key is in the lake twice: {rows}"
+    return held
+
+
+def _snapshot(spark: SparkSession, base_path: str, keys: KeyDomain) -> Stored:
+    return _rows_by_key(read_table(spark, base_path).collect(), keys)
+
+
+def _read_optimized(spark: SparkSession, base_path: str, keys: KeyDomain) -> Stored:
+    """What a read-optimized reader (Trino) sees: the base files only."""
+    reader = spark.read.format("hudi").option("hoodie.datasource.query.type", "read_optimized")
+    return _rows_by_key(reader.load(base_path).collect(), keys)
+
+
+def _compact_between(
+    spark: SparkSession, spec: HudiTableSpec, expected: Stored, keys: KeyDomain
+) -> tuple[str, ...]:
+    """Execute the plans the commits so far left; the base files then hold the model's rows (each file
+    group is under 1 MB, so a plan within ``plan_io_mb`` takes every one with logs)."""
+    instants = execute_compactions(spark, spec)
+    backlog = service_backlog(spark, spec.base_path)
+    assert backlog.pending_plans == 0 and backlog.uncompacted_since is None, backlog
+    assert _read_optimized(spark, spec.base_path, keys) == expected
+    assert _snapshot(spark, spec.base_path, keys) == expected
+    return instants
+
+
+class _Beside(threading.Thread):
+    """The pending plans executed in a thread while the writer commits, as ``run``'s table-service thread
+    does; :meth:`join` gives their instants or raises what the execution raised."""
+
+    def __init__(self, spark: SparkSession, spec: HudiTableSpec) -> None:
+        super().__init__(name="compaction-beside")
+        self._spark, self._spec = spark, spec
+        self._instants: tuple[str, ...] = ()
+        self._failure: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._instants = execute_compactions(self._spark, self._spec)
+        except BaseException as exc:  # raised in the writer's thread by join
+            self._failure = exc
+
+    def join(self, timeout: float | None = None) -> tuple[str, ...]:  # type: ignore[override]
+        super().join(timeout)
+        if self._failure is not None:
+            raise AssertionError(f"the compaction beside the write failed: {self._failure!r}")
+        return self._instants
 
 
 def test_a_moved_row_whose_old_key_the_lake_lacks_takes_its_own_stored_row(spark: SparkSession) -> None:
