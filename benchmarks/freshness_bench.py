@@ -6,6 +6,7 @@ Run it with the stack up, from the stack's directory::
         [--layout default|cow-ri|mor-ri|mor-ri-async|mor-bucket-async] [--spark-conf KEY=VALUE]...
         [--rows-per-bucket N]
         [--kills cold,standby --kill-after S --restart-after N]
+        [--bootstrap-under RATE --bootstrap-load-seconds S]
         [--json out.json] [--logs DIR]
 
 1. A Postgres database with a ``--rows``-row table (``bootstrap_bench.bench_database``: ``insert ...
@@ -37,6 +38,12 @@ Run it with the stack up, from the stack's directory::
    takes the table's apply lock, so the two share the batches and the survivor takes the next one), and
    the older one is killed.  Figure: seconds from the kill to the first commit at which the table's
    freshness (now minus the source commit time of the oldest event not yet visible) is under 15 s.
+7. ``--bootstrap-under RATE``: the bootstrap itself runs under the load (issue 35, goal 3's catch-up):
+   pgbench at RATE starts after the onboarding and lasts ``--bootstrap-load-seconds``; ``run`` starts as
+   soon as ``cdc-lake bootstrap`` returns (its hand-off), without a warm-up.  Figures of that first phase:
+   the bootstrap's seconds under load, seconds from the hand-off to the table's LIVE state in the state
+   store (``live_after_handoff_seconds``) and to the first commit at which its freshness is under 15 s
+   (``fresh_after_handoff_seconds``), then its p50/p99 like any phase.  The ``--rates`` phases follow.
 
 The load average at start and end is in the figures.  ``--plot PNG`` draws each phase's p99 per 10 s
 of source commit time (needs the ``bench`` extra, ``matplotlib``); ``--replot A.json,B.json --plot PNG``
@@ -83,6 +90,8 @@ from cdc_lake.kafka.reader import KafkaReadSettings, iter_range
 from cdc_lake.lake.commit_metadata import OFFSETS_KEY
 from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
+from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.store import StateStore
 
 WORKLOAD = {"update": 70, "insert": 15, "delete": 15}
 FRESH_SECONDS = 15.0
@@ -406,6 +415,19 @@ def _warm_up(stack: LocalStack, database: str, watcher: CommitWatcher, topic: st
     _log(f"run applied the warm-up change in {time.monotonic() - began:.0f} s")
 
 
+def _wait_live(config: Config, table: str, timeout: float) -> float:
+    """Seconds until the state store holds ``table`` LIVE (``run`` passed the bootstrap's snapshot point)."""
+    began = time.monotonic()
+    with StateStore.open(config.state_store.url) as store:
+        while True:
+            info = store.get_table(table)
+            if info is not None and info.state == TableState.LIVE:
+                return round(time.monotonic() - began, 1)
+            if time.monotonic() - began > timeout:
+                raise RuntimeError(f"{table}: not LIVE within {timeout} s ({info.state if info else None})")
+            time.sleep(0.5)
+
+
 def _start_standby(runs: Runs, timeout: float) -> None:
     """Start a second ``run`` and wait until its Spark application is up, plus 30 s of taking batches."""
     process = runs.start()
@@ -437,6 +459,8 @@ def _figures(
         )
         if "kill_ms" in phase:
             figures["recovery_seconds"] = round(recovery_seconds(phase["kill_ms"], visible), 1)
+        if "handoff_ms" in phase:
+            figures["fresh_after_handoff_seconds"] = round(recovery_seconds(phase["handoff_ms"], visible), 1)
         results["phases"].append({**figures, **{k: v for k, v in phase.items() if k not in figures}})
 
 
@@ -486,6 +510,19 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         log = bench.work / "cli.log"
         _log(f"onboarding and bootstrapping {table} ({args.rows:,} rows)")
         cdc_lake(config_path, "onboard", bench.source, log=log)
+        under: dict[str, Any] | None = None
+        under_load: threading.Thread | None = None
+        if args.bootstrap_under:
+            rate, length = args.bootstrap_under, args.bootstrap_load_seconds
+            under = {"rate": rate, "seconds": length, "bootstrap_under_load": True}
+            under["load_average_start"] = _load()
+            scripts = workload_scripts(args.rows)
+            under_load = threading.Thread(
+                target=_pgbench_into, args=(under, stack, bench.database, scripts, rate, length)
+            )
+            under["start_ms"] = int(time.time() * 1000)
+            under_load.start()
+            _log(f"pgbench at {rate}/s for {length} s, the bootstrap under it")
         began = time.monotonic()
         cdc_lake(config_path, "bootstrap", table, log=log)
         results["bootstrap_seconds"] = round(time.monotonic() - began, 1)
@@ -496,11 +533,23 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         watcher.start()
         runs = Runs(config_path, bench.work, [])
         kafka = stack.kafka.address()
+        phases: list[dict[str, Any]] = []
         try:
             runs.start()
+            if under is not None and under_load is not None:
+                under["handoff_ms"] = int(time.time() * 1000)
+                under["live_after_handoff_seconds"] = _wait_live(config, table, args.timeout)
+                _log(f"LIVE {under['live_after_handoff_seconds']} s after the hand-off")
+                under_load.join()
+                under["end_ms"] = int(time.time() * 1000)
+                under["load_average_end"] = _load()
+                waited = _wait_applied(watcher, kafka, target.topic, args.timeout)
+                under["catch_up_seconds"] = round(waited, 1)
+                phases.append(under)
+                _figures(results, phases, watcher, stack, target.topic)
+                _save(results, args.json)
             _warm_up(stack, bench.database, watcher, target.topic, args.timeout)
             time.sleep(args.warmup)
-            phases: list[dict[str, Any]] = []
             for number, rate in enumerate(rates):
                 length = seconds[min(number, len(seconds) - 1)]
                 kill = kills[number] if number < len(kills) else "none"
@@ -615,6 +664,12 @@ def main(argv: list[str] | None = None) -> int:
         "--stop-above",
         type=float,
         help="end a sweep (rising rates, no kill) at the first phase whose p99 (s) is above this",
+    )
+    parser.add_argument(
+        "--bootstrap-under", type=int, metavar="RATE", help="changes/s during the bootstrap and its catch-up"
+    )
+    parser.add_argument(
+        "--bootstrap-load-seconds", type=int, default=300, help="how long the load of --bootstrap-under lasts"
     )
     parser.add_argument("--timeout", type=float, default=900, help="seconds to catch up after a phase")
     parser.add_argument("--json", type=Path, help="figures, written after each phase and at the end")
