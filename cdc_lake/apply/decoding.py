@@ -26,7 +26,7 @@ from cdc_lake.apply.key_change import (
     old_key_delete,
     unlogged_old_key_reason,
 )
-from cdc_lake.apply.redelivery import PartitionMarks, advance, stream_position
+from cdc_lake.apply.redelivery import PartitionMarks, advance, stream_entry
 from cdc_lake.decode.envelope import ChangeEvent, decode_message
 from cdc_lake.decode.framing import HEADER_SIZE, MessageRef
 from cdc_lake.decode.registry import SchemaRegistry
@@ -138,6 +138,13 @@ def _reason(exc: Exception, ref: MessageRef) -> str:
     return " ".join(text.split())
 
 
+_NO_KEY = "message has no key (a table without a primary key?); set key: [...] for the table"
+
+
+def _bad(message: RawMessage, reason: str) -> BadMessage:
+    return BadMessage(message.partition, message.offset, reason, message.key, message.value)
+
+
 def _change(
     settings: DecodeSettings,
     event: ChangeEvent,
@@ -145,37 +152,36 @@ def _change(
     applied: dict[int, PartitionMarks],
     moved_from: ChangeEvent | None = None,
 ) -> Decoded:
-    def bad(reason: str) -> BadMessage:
-        return BadMessage(message.partition, message.offset, reason, message.key, message.value)
-
     if event.is_truncate:
-        return bad(TRUNCATE_REASON)
-    position = stream_position(event)
+        return _bad(message, TRUNCATE_REASON)
+    entry = stream_entry(event)
     marks = applied.get(message.partition)
     if marks is None:
         stored = settings.applied_positions.get(message.partition)
         marks = applied[message.partition] = PartitionMarks.of(stored)
-    if marks.holds(position):
+    if entry is not None and marks.holds_entry(entry):
         return Redelivered(message.partition, message.offset)
     image = event.row
     if image is None:
-        return bad(f"{event.op!r} event has no row image")
+        return _bad(message, f"{event.op!r} event has no row image")
     key_fields = settings.key_fields or (tuple(event.key) if event.key else None)
     if not key_fields:
-        return bad("message has no key (a table without a primary key?); set key: [...] for the table")
+        return _bad(message, _NO_KEY)
     for name in key_fields:
         if image.get(name) is None or image[name] is UNAVAILABLE:
-            return bad(missing_key_reason(event, name, key_fields))
+            return _bad(message, missing_key_reason(event, name, key_fields))
     ambiguous = ambiguous_key_reason(event, image, key_fields, settings.lake_format)
     if ambiguous is not None:
-        return bad(ambiguous)
+        return _bad(message, ambiguous)
     row = {name: None if value is UNAVAILABLE else value for name, value in image.items()}
     unavailable = [name for name, value in image.items() if value is UNAVAILABLE]
     if settings.soft_deletes and event.is_delete:
         keys = set(key_fields)
         unavailable.extend(name for name, value in image.items() if value is None and name not in keys)
-    if position is not None:
-        marks.add(position)
+    position = None
+    if entry is not None:
+        marks.add_entry(entry)
+        position = entry.encoded()
     return DecodedChange(
         partition=message.partition,
         offset=message.offset,
@@ -198,7 +204,6 @@ def decode_messages(settings: DecodeSettings, messages: Iterable[RawMessage]) ->
     # inside this slice is skipped like one re-sent in a later batch.
     applied: dict[int, PartitionMarks] = {}
     for message in messages:
-        ref = MessageRef(settings.topic, message.partition, message.offset)
         try:
             decoded = decode_message(
                 registry, settings.topic, message.partition, message.offset, message.key, message.value
@@ -206,14 +211,14 @@ def decode_messages(settings: DecodeSettings, messages: Iterable[RawMessage]) ->
             if isinstance(decoded, ChangeEvent):
                 unlogged = unlogged_old_key_reason(decoded, settings.key_fields)
                 if unlogged is not None and not settings.old_key_optional:
-                    yield BadMessage(message.partition, message.offset, unlogged, message.key, message.value)
+                    yield _bad(message, unlogged)
                     continue
                 old_key = old_key_delete(decoded, settings.key_fields)
                 if old_key is not None:  # the update moved the row: delete it under its old key first
                     yield _change(settings, old_key, message, applied)
                 yield _change(settings, decoded, message, applied, old_key)
         except Exception as exc:  # every failure stops the table here, named
-            yield BadMessage(message.partition, message.offset, _reason(exc, ref), message.key, message.value)
+            yield _bad(message, _reason(exc, MessageRef(settings.topic, message.partition, message.offset)))
 
 
 def _first(offsets: dict[int, int], partition: int, offset: int) -> None:

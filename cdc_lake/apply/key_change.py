@@ -105,4 +105,5 @@ def ambiguous_key_reason(
 def _table(event: ChangeEvent) -> str:
     """The source table of ``event``, ``schema.table`` (Postgres) or ``db.table`` (MySQL/MariaDB)."""
     source = event.source
-    return ".".join(part for part in (source.schema or source.db, source.table) if part)
+    first, table = source.schema or source.db, source.table
+    return f"{first}.{table}" if first and table else first or table or ""

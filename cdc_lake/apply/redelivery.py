@@ -52,21 +52,32 @@ replaces or extends them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from cdc_lake.decode.envelope import ChangeEvent
 from cdc_lake.sources import PositionCodec, capabilities_for_connector, codec_for_mark
 
 
-def stream_position(event: ChangeEvent) -> str | None:
-    """The position of ``event`` in its connector's change stream, or None if it has none."""
+class StreamEntry(NamedTuple):
+    """An event's stream position as read (its codec, origin and number), before it is encoded."""
+
+    codec: PositionCodec
+    origin: str
+    number: int
+
+    def encoded(self) -> str:
+        """The position as a one-origin mark (``DecodedChange.position``), which :meth:`PartitionMarks.add`
+        and :meth:`PartitionMarks.holds` read back."""
+        return _encode(self.codec, {self.origin: self.number})
+
+
+def stream_entry(event: ChangeEvent) -> StreamEntry | None:
+    """The position of ``event`` in its connector's change stream as read, or None if it has none."""
     if event.is_snapshot:
         return None
     codec = capabilities_for_connector(event.source.connector).positions
     key = codec.stream_key(event.source.fields)
-    if key is None:
-        return None
-    origin, number = key
-    return _encode(codec, {origin: number})
+    return None if key is None else StreamEntry(codec, *key)
 
 
 def _entries(position: str | None) -> tuple[PositionCodec, dict[str, int]] | None:
@@ -112,15 +123,25 @@ class PartitionMarks:
     def holds(self, position: str | None) -> bool:
         """Whether the event at ``position`` was applied before: strictly below these marks."""
         event = _entries(position)
-        if event is None or self.codec is None or event[0].mark_kind != self.codec.mark_kind:
+        if event is None:
             return False
         ((origin, number),) = event[1].items()
-        highest = self.highest.get(origin)
-        return highest is not None and number < highest
+        return self.holds_entry(StreamEntry(event[0], origin, number))
+
+    def holds_entry(self, entry: StreamEntry) -> bool:
+        """:meth:`holds` of a position as read (:func:`stream_entry`), not encoded."""
+        if self.codec is None or entry.codec.mark_kind != self.codec.mark_kind:
+            return False
+        highest = self.highest.get(entry.origin)
+        return highest is not None and entry.number < highest
 
     def add(self, position: str) -> None:
         """Account for an event at ``position``."""
         self.merge(PartitionMarks.of(position))
+
+    def add_entry(self, entry: StreamEntry) -> None:
+        """:meth:`add` of a position as read (:func:`stream_entry`), not encoded."""
+        self._fold(entry.codec, {entry.origin: entry.number})
 
     def _fold(self, codec: PositionCodec, entries: Mapping[str, int]) -> None:
         if self.codec is not None and self.codec.mark_kind != codec.mark_kind:

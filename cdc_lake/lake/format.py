@@ -285,11 +285,17 @@ def format_facts(name: str = DEFAULT_FORMAT) -> FormatFacts:
 
     Raises ConfigError, one line naming the setting and the known formats, for an unknown name.
     """
-    problem = unknown_format(name)
-    if problem is not None:
-        raise ConfigError(f"lake.format: {problem}")
-    facts: FormatFacts = importlib.import_module(FORMATS[name]).FACTS
+    module = FORMATS.get(name)
+    if module is None:
+        raise ConfigError(f"lake.format: {unknown_format(name)}")
+    facts = _FACTS.get(module)
+    if facts is None:
+        facts = _FACTS[module] = importlib.import_module(module).FACTS
     return facts
+
+
+_FACTS: dict[str, FormatFacts] = {}
+"""Each facts module's ``FACTS``, by module name: :func:`format_facts` is asked once per decoded change."""
 
 
 def load_format(spark: SparkSession, name: str = DEFAULT_FORMAT) -> LakeFormat:

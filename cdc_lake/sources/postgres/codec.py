@@ -56,11 +56,10 @@ class PostgresPositionCodec(PositionCodec):
         sequence = source.get("sequence")
         if not sequence:
             return None
-        try:
-            parts = json.loads(sequence)
-            last_commit, lsn = int(parts[0]), int(parts[1])
-        except (ValueError, TypeError, IndexError):
+        pair = _sequence(sequence)
+        if pair is None:
             return None
+        last_commit, lsn = pair
         digits = f"{last_commit:0{_LSN_DIGITS}d}{lsn:0{_LSN_DIGITS}d}"
         return (self.mark_kind, int(digits)) if len(digits) == _MARK_DIGITS and digits.isdigit() else None
 
@@ -72,6 +71,22 @@ class PostgresPositionCodec(PositionCodec):
         """40 digits."""
         if len(body) == _MARK_DIGITS and body.isdigit():
             return {self.mark_kind: int(body)}
+        return None
+
+
+def _sequence(sequence: str) -> tuple[int, int] | None:
+    """``source.sequence``'s two LSNs; None when it does not hold two numbers.
+
+    Debezium writes ``["<digits>","<digits>"]`` (``[null,"<digits>"]`` before the first commit), read
+    here without the JSON parser; anything else is parsed as JSON, with the same result for that shape."""
+    if sequence.startswith('["') and sequence.endswith('"]'):
+        first, comma, second = sequence[2:-2].partition('","')
+        if comma and first.isascii() and first.isdigit() and second.isascii() and second.isdigit():
+            return int(first), int(second)
+    try:
+        parts = json.loads(sequence)
+        return int(parts[0]), int(parts[1])
+    except (ValueError, TypeError, IndexError):
         return None
 
 

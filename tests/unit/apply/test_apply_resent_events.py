@@ -8,7 +8,7 @@ from support import debezium as dbz
 from support.fake_registry import InMemorySchemas
 from support.wire import framed
 
-from cdc_lake.apply.redelivery import PartitionMarks, advance, already_applied, stream_position
+from cdc_lake.apply.redelivery import PartitionMarks, advance, already_applied, stream_entry
 from cdc_lake.decode.envelope import ChangeEvent, decode_message
 
 PG = InMemorySchemas({1: dbz.pg_envelope()})
@@ -26,7 +26,7 @@ def _event(
 
 def _pg(last_commit: int | None, lsn: int, snapshot: str = "false") -> str | None:
     source = {**dbz.pg_source(lsn, snapshot=snapshot), "sequence": f'[{_text(last_commit)},"{lsn}"]'}
-    return stream_position(_event(PG, dbz.pg_envelope(), dbz.PG_COLUMNS, source))
+    return _position(_event(PG, dbz.pg_envelope(), dbz.PG_COLUMNS, source))
 
 
 def _text(value: int | None) -> str:
@@ -35,7 +35,13 @@ def _text(value: int | None) -> str:
 
 def _my(gtid: str | None, snapshot: str = "false") -> str | None:
     source = {**dbz.mysql_source(snapshot=snapshot), "gtid": gtid}
-    return stream_position(_event(MY, dbz.mysql_envelope(), dbz.MYSQL_COLUMNS, source))
+    return _position(_event(MY, dbz.mysql_envelope(), dbz.MYSQL_COLUMNS, source))
+
+
+def _position(event: ChangeEvent) -> str | None:
+    """The event's stream position as a decoded change carries it (``DecodedChange.position``)."""
+    entry = stream_entry(event)
+    return None if entry is None else entry.encoded()
 
 
 def test_postgres_positions_follow_commit_order_not_change_lsns() -> None:
