@@ -5,7 +5,8 @@ draws and what is checked): two tables of exact types (one keyed on one column, 
 two or three key types, every key type the engine allows), rows with edge values, a workload of
 transactions and bulk loads (COPY / LOAD DATA / multi-row INSERT) written before, during (a thread) and
 after a real ``cdc-lake bootstrap``; in some cases a real ``cdc-lake apply --once`` SIGKILLed after its
-first lake commit; applied until LIVE; then the lake is compared with the source in every column by
+first lake commit; applied until LIVE (on ``--tier 0`` with ``run``'s table-service thread executing
+compaction plans beside the applier's commits); then the lake is compared with the source in every column by
 Spark+Hudi, the second reader and ``cdc-lake validate``, the record keys are checked for duplicates,
 and the record keys the bootstrap wrote against those the applier wrote.  Each seed gets a fresh source
 database (its connectors, slots and database dropped afterwards) and a local lake.
@@ -13,7 +14,8 @@ database (its connectors, slots and database dropped afterwards) and a local lak
 A seed that fails is a mismatch: its case (schema and workload as SQL, and the error) is saved to
 ``tests/integration/data/fuzz_regressions/<engine>-<seed>.json``; ``--replay FILE...`` runs saved cases
 again.  Figures (per seed and the totals: seeds, tables, rows, types and key types covered, bulk loads,
-crashes drawn and killed while applying, tables ``validate`` reported equal, mismatches) are printed and
+crashes drawn and killed while applying, tables ``validate`` reported equal, compaction plans executed,
+mismatches) are printed and
 written as JSON (``--json``, default ``fuzz-<engine>.json`` in the working directory).
 Run it from the repository root with the stack up, under the shared Spark lock::
 
@@ -80,6 +82,7 @@ def run_one(stack: LocalStack, case: FuzzCase, save: bool, tier: int = 1) -> dic
             "rows": result.rows,
             "record_keys_compared": result.record_keys_compared,
             "validated": result.validated,
+            "compactions": result.compactions,
             "killed": result.killed,
             "mismatch": None,
         }
@@ -139,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bulk loads: {totals['bulk_loads']} ({totals['bulk_rows']} rows): {totals['bulk_kinds']}")
     print(f"apply --once SIGKILLed: {totals['crashes']} drawn, {totals['killed']} killed while applying")
     print(f"validate reported equal: {totals['validated']} tables")
+    print(f"compaction plans executed beside the applier: {totals['compactions']}")
     print(f"mismatches: {totals['mismatches']}")
     for figures in results:
         if figures["mismatch"]:
@@ -166,6 +170,7 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "crashes": sum(1 for r in results if r["crash"] is not None),
         "killed": sum(1 for r in results if r.get("killed")),
         "validated": sum(r.get("validated", 0) for r in results),
+        "compactions": sum(r.get("compactions", 0) for r in results),
         "mismatches": sum(1 for r in results if r["mismatch"]),
         "seconds": round(sum(r["seconds"] for r in results), 1),
     }

@@ -5,7 +5,8 @@ A MERGE_ON_READ writer with ``lake.compaction.inline: false`` only schedules com
 ones through Hudi's ``run_compaction`` procedure (Spark SQL, the session's Hudi extension) with the
 writer's index, metadata and lock settings (:func:`~cdc_lake.hudi.options.table_service_options`), so it
 may run while the writer commits: a plan covers the file slices that existed when it was scheduled, and
-later delta commits write new slices.
+later delta commits write new slices.  The procedure takes its options as one ``k=v,k=v`` literal; the
+values that hold a ``,`` (a composite key's fields) go through the session's conf for the call.
 
 :func:`service_backlog` reads what a read-optimized reader (Trino, which reads base files only) misses:
 the plans not yet executed and the oldest delta commit with a log file no executed compaction merged.
@@ -20,7 +21,10 @@ flight, so the completion time, or the requested one where the timeline keeps no
 from __future__ import annotations
 
 import calendar
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -62,13 +66,47 @@ _EVERY_FILE_GROUP = {
 """And over every file group with logs, whatever the table's own bound (``lake.compaction.plan_io_mb``)."""
 
 
-def _options_literal(spec: HudiTableSpec, overrides: dict[str, str] | None = None) -> str:
-    options = {**table_service_options(spec), **(overrides or {})}
-    return ",".join(
-        f"{_literal(spec.table_name, 'option', key, _LIST_SEPARATORS)}="
-        f"{_literal(spec.table_name, f'option {key} value', value, _LIST_SEPARATORS)}"
-        for key, value in options.items()
-    )
+def _options(spec: HudiTableSpec, overrides: dict[str, str] | None = None) -> tuple[str, dict[str, str]]:
+    """The service's options as the procedure's ``options`` literal, and those whose value the literal
+    cannot carry (a composite key's fields: ``a,b``), which go through the session's conf instead."""
+    literal, session = [], {}
+    for key, value in {**table_service_options(spec), **(overrides or {})}.items():
+        _literal(spec.table_name, "option", key, _LIST_SEPARATORS)
+        if any(character in value for character in _LIST_SEPARATORS):
+            session[key] = value
+        else:
+            literal.append(f"{key}={value}")
+    return ",".join(literal), session
+
+
+_SESSION_OPTIONS = threading.Lock()
+"""One procedure call at a time sets options in the session's conf (:func:`_session_options`)."""
+
+
+@contextmanager
+def _session_options(spark: SparkSession, options: dict[str, str]) -> Iterator[None]:
+    """``options`` in the Spark session's conf while the block runs, then as they were.
+
+    Hudi's procedures build their write client from the session's ``hoodie.*`` conf under the options
+    they are given (HoodieCLIUtils: defaults, catalog, table config, session conf, given options), and
+    the given ones are a ``k=v,k=v`` literal, so a value holding ``,`` (the bucket index's hash fields
+    and the record key fields of a composite key) can only come this way.  The writers pass these options
+    explicitly, which win over the session's."""
+    if not options:
+        yield
+        return
+    with _SESSION_OPTIONS:
+        previous = {key: spark.conf.get(key, None) for key in options}
+        for key, value in options.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, old in previous.items():
+                if old is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, old)
 
 
 def execute_compactions(
@@ -84,15 +122,16 @@ def execute_compactions(
     in flight on a table of version 6 (it logs "Hence skipping to schedule compaction"): the next look
     plans."""
     path = _literal(spec.table_name, "path", spec.base_path, _PATH_UNSAFE)
-    steps = [("execute", _options_literal(spec))]
+    steps = [("execute", _options(spec))]
     if plan is not PlanNow.NOTHING:
         overrides = _EVERY_FILE_GROUP if plan is PlanNow.EVERY_FILE_GROUP else _PLAN_NOW
-        steps.append(("scheduleandexecute", _options_literal(spec, overrides)))
+        steps.append(("scheduleandexecute", _options(spec, overrides)))
     rows = []
-    for op, options in steps:
+    for op, (options, session) in steps:
         statement = f"CALL run_compaction(op => '{op}', path => '{path}', options => '{options}')"
         try:
-            rows += spark.sql(statement).collect()
+            with _session_options(spark, session):
+                rows += spark.sql(statement).collect()
         except JVM_ERRORS as exc:
             raise LakeWriteError(
                 f"compaction of table '{spec.table_name}' at {spec.base_path} failed: {root_cause(exc)}"

@@ -62,3 +62,5 @@ def test_a_fuzzed_table_and_workload_end_equal_through_bootstrap_and_applier(
     assert all(rows > 100 for rows in result.rows.values()), result.rows
     assert result.record_keys_compared > 10
     assert result.validated == len(case.tables)
+    # Tier 0: run's table-service thread executed plans beside the applier's commits (run_case).
+    assert (result.compactions > 0) == (CI_TIER[engine.name] == 0), result.compactions

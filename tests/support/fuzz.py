@@ -34,6 +34,10 @@ as it was (:meth:`FuzzCase.load`), whatever the generator becomes later.
   start): the first apply after the bootstrap is a real ``cdc-lake apply --once`` with small batches in
   a process group of its own, SIGKILLed a drawn 0 to 3 s after its first lake commit
   (:func:`kill_apply`); then the tables are applied to LIVE again in-process.
+- **Tier 0** (``run_case(tier=0)``): the tier-0 default layout compacting eagerly (a plan after every
+  delta commit: :func:`_eager_tier0`), and ``run``'s
+  table-service thread executing the plans beside the applier's commits, then one look for the plans
+  the last commits left (:func:`_table_services`; ``CaseResult.compactions`` counts them).
 - **Checks** (:func:`run_case`, :func:`check_table`): after :func:`support.bootstrap.apply_until_live`,
   the lake equals the source in every column with Spark+Hudi and the second reader
   (:func:`support.bootstrap.assert_lake_equals_source`, which also fails on two lake rows for one key);
@@ -70,17 +74,23 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pymysql
+import yaml
 from pyspark.sql import SparkSession
 
+from cdc_lake.apply.table_services import ServiceOutcome, ServiceThread, TableServices
 from cdc_lake.config import Config
+from cdc_lake.config.lake import TIER0_LAYOUT
 from cdc_lake.hudi.writer import read_table
+from cdc_lake.lake.format import load_format
+from cdc_lake.lake.target import TableTarget, target_for
 from cdc_lake.stack.service import HOST
 from cdc_lake.state.store import StateStore
 from support.bootstrap import (
@@ -92,7 +102,7 @@ from support.bootstrap import (
     wait_streamed,
     write_db_config,
 )
-from support.common import cli_run, load
+from support.common import cli_run, load, write_and_load
 from support.compare import normalize
 
 REGRESSIONS = Path(__file__).resolve().parents[1] / "integration" / "data" / "fuzz_regressions"
@@ -874,6 +884,9 @@ class CaseResult:
     """Whether the SIGKILL found the ``apply --once`` still applying (None: no crash drawn)."""
     mismatch: str | None = None
     seconds: float = 0.0
+    compactions: int = 0
+    """Compaction plans executed beside the applier and after it (tier 0's layout; 0 on tables whose
+    writes compact or have nothing to compact)."""
 
 
 def kill_apply(config_path: Path, tables: Sequence[str], after: float, timeout: float = 300.0) -> bool:
@@ -996,6 +1009,8 @@ def run_case(
     lake = lake or str(directory / "lake")
     listed = [{"name": t.name, "tier": tier} for t in case.tables]
     config_path = write_db_config(directory, db, listed, lake)
+    if tier == 0:
+        config_path = _eager_tier0(config_path)
     onboard(config_path, db.source)
     config = load(config_path)
     for table in case.tables:
@@ -1032,12 +1047,71 @@ def run_case(
             state_store={"url": config.state_store.url},
         )
         result.killed = kill_apply(killed, qualified, case.crash)
-    for table, name in zip(case.tables, qualified, strict=True):
-        apply_until_live(spark, config, name)
+    with _table_services(spark, config, qualified, result):  # run's thread, beside the applier's commits
+        for name in qualified:
+            apply_until_live(spark, config, name)
+    for table in case.tables:
         check_table(spark, config_path, db, table, bootstrapped[table.name], result)
     assert result.record_keys_compared >= sum(t.touched for t in case.tables) > 0
     result.seconds = time.monotonic() - started
     return result
+
+
+_EAGER = {"max_delta_commits": 1, "max_delta_seconds": 1, "check_seconds": 0.5}
+"""Tier 0's compaction triggers in a case (:func:`_eager_tier0`)."""
+
+
+def _eager_tier0(config_path: Path) -> Path:
+    """The config with tier 0's default layout (:data:`cdc_lake.config.lake.TIER0_LAYOUT`) compacting
+    eagerly: a plan after every delta commit or a second of waiting, the service looking every 0.5 s (the
+    default's 5 commits or 120 s never come in a case).  The batches keep their default size: batches
+    of 10 changes cut a Postgres key move's create from its delete, where an unchanged TOASTed value of
+    the moved row is lost (a documented limit, docs/applier.md "Guarantees"; the CI case hit it)."""
+    data = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    layout = TIER0_LAYOUT.model_dump()
+    layout["compaction"] = {**layout["compaction"], **_EAGER}
+    data["lake"] = {**data["lake"], "tier_layouts": {0: layout}}
+    write_and_load(config_path, data)
+    return config_path
+
+
+class _CountingServices(TableServices):
+    """``run``'s table services, counting the compaction plans they execute (a case must execute some)."""
+
+    executed = 0
+    errors: tuple[str, ...] = ()
+
+    def step(self, target: TableTarget, *, schedule: bool = False) -> ServiceOutcome:
+        outcome = super().step(target, schedule=schedule)
+        self.executed += len(outcome.executed)
+        if outcome.error is not None:
+            self.errors += (outcome.error,)
+        return outcome
+
+
+@contextmanager
+def _table_services(
+    spark: SparkSession, config: Config, tables: Sequence[str], result: CaseResult
+) -> Iterator[None]:
+    """``run``'s table-service thread (:class:`cdc_lake.apply.table_services.ServiceThread`) over
+    ``tables`` while the block applies them, then one look each for the plans the last commits left;
+    the plans executed are added to ``result.compactions``.  Nothing for tables whose writes compact."""
+    with StateStore.open(config.state_store.url) as store:
+        services = _CountingServices(
+            load_format(spark, config.lake.format), store, config.state_store.url, beside_writer=True
+        )
+        targets = [target_for(config, *config.table(name)) for name in tables]
+        thread = ServiceThread(services, targets, _EAGER["check_seconds"])
+        started = thread.start()
+        try:
+            yield
+        finally:
+            thread.stop()
+        for target in thread.targets:
+            services.step(target)
+        assert not services.errors, f"table services failed: {services.errors[0]}"
+        if started:
+            result.compactions += services.executed
 
 
 def coverage(case: FuzzCase) -> dict[str, Any]:
