@@ -16,7 +16,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from cdc_lake.exceptions import ConfigError
+from cdc_lake.exceptions import ConfigError, LakeWriteError
+from cdc_lake.hudi import services
 from cdc_lake.hudi.keys import row_writer_keys_agree
 from cdc_lake.hudi.options import (
     HudiTableSpec,
@@ -221,3 +222,22 @@ def test_a_bucket_tables_services_name_its_record_key() -> None:
     options = table_service_options(spec)
     assert options["hoodie.datasource.write.recordkey.field"] == options["hoodie.bucket.index.hash.field"]
     assert options["hoodie.datasource.write.recordkey.field"] == ",".join(spec.record_key_fields)
+
+
+def test_a_composite_keys_fields_reach_the_compaction_procedure_through_the_session() -> None:
+    """Hudi's run_compaction takes its options as one ``k=v,k=v`` literal, which a composite key's record
+    key and bucket hash fields (``a,b``) would break: every compaction of such a table outside the writer
+    failed (found by the fuzzer's tier-0 case on a ``(real, integer)`` key).  Those values go through the
+    session's conf for the call; every other option stays in the literal, and a path a literal cannot
+    hold is still refused by name."""
+    key = ("k0_real", "k1_integer")
+    spec = _spec(index=IndexType.BUCKET, table_type=TableType.MERGE_ON_READ, record_key_fields=key)
+    literal, session = services._options(spec)
+    assert session == {
+        "hoodie.bucket.index.hash.field": "k0_real,k1_integer",
+        "hoodie.datasource.write.recordkey.field": "k0_real,k1_integer",
+    }
+    entries = dict(entry.split("=", 1) for entry in literal.split(","))
+    assert entries == {k: v for k, v in table_service_options(spec).items() if k not in session}
+    with pytest.raises(LakeWriteError, match="path 'a,b' holds ','"):
+        services._literal(spec.table_name, "path", "a,b", services._PATH_UNSAFE)
