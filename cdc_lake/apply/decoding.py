@@ -21,7 +21,9 @@ from functools import reduce
 from typing import Any, NamedTuple
 
 from cdc_lake.apply.key_change import (
+    KeyUpdateHalf,
     ambiguous_key_reason,
+    is_key_update_half,
     missing_key_reason,
     old_key_delete,
     unlogged_old_key_reason,
@@ -49,7 +51,9 @@ class DecodedChange(NamedTuple):
     listed in ``unavailable``; they are filled from earlier changes or the stored row before writing.
     ``moved_from`` holds the old record key of an update that changed the configured key: the row's
     unavailable columns come from that key's state, never from the new key's
-    (:func:`cdc_lake.apply.frame.fill_moved`).
+    (:func:`cdc_lake.apply.frame.fill_moved`).  ``key_update``: the change is a half of a primary-key
+    update that must be applied in the batch of its other half
+    (:func:`cdc_lake.apply.key_change.key_update_cuts`).
     """
 
     partition: int
@@ -63,6 +67,7 @@ class DecodedChange(NamedTuple):
     unavailable: tuple[str, ...]
     position: str | None
     moved_from: tuple[Any, ...] | None = None
+    key_update: bool = False
 
 
 class Redelivered(NamedTuple):
@@ -151,6 +156,7 @@ def _change(
     message: RawMessage,
     applied: dict[int, PartitionMarks],
     moved_from: ChangeEvent | None = None,
+    key_update: bool = False,
 ) -> Decoded:
     if event.is_truncate:
         return _bad(message, TRUNCATE_REASON)
@@ -194,6 +200,7 @@ def _change(
         unavailable=tuple(unavailable),
         position=position,
         moved_from=None if moved_from is None else tuple((moved_from.row or {})[name] for name in key_fields),
+        key_update=key_update,
     )
 
 
@@ -216,7 +223,8 @@ def decode_messages(settings: DecodeSettings, messages: Iterable[RawMessage]) ->
                 old_key = old_key_delete(decoded, settings.key_fields)
                 if old_key is not None:  # the update moved the row: delete it under its old key first
                     yield _change(settings, old_key, message, applied)
-                yield _change(settings, decoded, message, applied, old_key)
+                half = bool(message.headers) and is_key_update_half(decoded, message.headers)
+                yield _change(settings, decoded, message, applied, old_key, half)
         except Exception as exc:  # every failure stops the table here, named
             yield _bad(message, _reason(exc, MessageRef(settings.topic, message.partition, message.offset)))
 
@@ -246,6 +254,8 @@ class BatchSummary:
     marks: dict[int, PartitionMarks] = field(default_factory=dict)
     moves_unavailable: int = 0
     """Moved rows with unavailable columns (:func:`cdc_lake.apply.frame.fill_moved` resolves them)."""
+    key_updates: list[KeyUpdateHalf] = field(default_factory=list)
+    """The halves of primary-key updates (:func:`cdc_lake.apply.key_change.key_update_cuts`)."""
 
     def add(self, record: Decoded) -> None:
         """Account for one decoded record."""
@@ -267,6 +277,9 @@ class BatchSummary:
         self.unavailable.update(record.unavailable)
         if record.unavailable and (record.moved_from is not None or record.op == "c"):
             self.moves_unavailable += 1
+        if record.key_update and record.position is not None:
+            half = KeyUpdateHalf(record.position, record.op, record.partition, record.offset)
+            self.key_updates.append(half)
         if self.newest_source_ts_ms is None or record.source_ts_ms > self.newest_source_ts_ms:
             self.newest_source_ts_ms = record.source_ts_ms
 
@@ -287,6 +300,7 @@ class BatchSummary:
         self.unavailable |= other.unavailable
         self.redelivered += other.redelivered
         self.moves_unavailable += other.moves_unavailable
+        self.key_updates.extend(other.key_updates)
         for partition, marks in other.marks.items():
             self.marks.setdefault(partition, PartitionMarks()).merge(marks)
         if other.newest_source_ts_ms is not None and (

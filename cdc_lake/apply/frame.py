@@ -24,9 +24,11 @@ job.  A larger batch, still on the executors, runs the same merge as Spark steps
    itself).  The old key's state is its latest change of the batch before the move (its values, and
    the keys whose stored row gives the rest), else its stored row; the moved row adds its own key to
    those lookup keys, so a chain of moves carries every key of the chain.  A chain in one batch is
-   resolved one link per pass.  A create whose delete is not in the batch (a batch cut between the
-   two) cannot name its old key (the create carries no before image) and gets null: a documented
-   limit (docs/applier.md, "Guarantees").
+   resolved one link per pass.  The batch holds both halves of a primary-key update (the applier cuts
+   it back to a half whose other half it lacks, :func:`cdc_lake.apply.key_change.key_update_cuts`);
+   a create applied without its delete all the same (at the start of its partition's range) cannot
+   name its old key (the create carries no before image) and gets null: a documented limit
+   (docs/applier.md, "Postgres TOAST").
 
 On both paths two keys are one key when the lake writes them as one record key: they are compared by
 the lake format's :meth:`~cdc_lake.lake.format.FormatFacts.key_identity` (in Spark

@@ -35,20 +35,95 @@ Postgres means the table's replica identity does not carry the configured key.  
 lake format's record key cannot tell apart from another key (Hudi's composite keys,
 :meth:`cdc_lake.lake.format.FormatFacts.key_problem`) is a bad message too, worded by the format
 (:func:`ambiguous_key_reason`).
+
+A primary-key update's two messages (the delete of the old key, then the create of the new one, each
+marked by a Debezium header, :data:`KEY_UPDATE_HEADERS`) are applied in one batch where the create can
+lack values the old row held (Postgres: an unchanged TOASTed value is a placeholder there, which the
+old row's stored values fill, :mod:`cdc_lake.apply.last_change`): a create whose delete an earlier batch
+applied finds neither, and the value was written null.  :func:`key_update_cuts` lowers the batch's cut
+in a partition to a half whose other half the batch lacks, so the next batch, which starts there, holds
+both.  A half that is the first message of its partition's range is applied all the same, so that every
+partition moves on (its other half never came, was quarantined, or lies beyond the end the batch read of
+another partition): a documented limit (docs/applier.md, "Postgres TOAST").  On one partition (the
+default) that takes an ``apply.batch_max_events`` below 3 (delete, tombstone, create), or a batch planned
+between Kafka's receiving the delete and the create.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from cdc_lake.decode.envelope import ChangeEvent
 from cdc_lake.decode.types import UNAVAILABLE
+from cdc_lake.exceptions import SourceEngineError
 from cdc_lake.lake.format import format_facts
+from cdc_lake.sources import capabilities_for_connector
 
 _UPDATE = "u"
 _DELETE = "d"
+_CREATE = "c"
+
+KEY_UPDATE_HEADERS = frozenset({"__debezium.newkey", "__debezium.oldkey"})
+"""Debezium's headers on a primary-key update's messages: ``__debezium.newkey`` on the delete of the old
+key, ``__debezium.oldkey`` on the create of the new one."""
+
+
+class KeyUpdateHalf(NamedTuple):
+    """One message of a primary-key update in a batch: its stream position, shared by both halves
+    (``DecodedChange.position``), its op (``d`` or ``c``) and where it is."""
+
+    position: str
+    op: str
+    partition: int
+    offset: int
+
+
+def is_key_update_half(event: ChangeEvent, headers: Collection[str]) -> bool:
+    """Whether ``event`` is a half of a primary-key update (its message's ``headers`` name Debezium's
+    header) whose create may lack values of the old row: its engine sends unavailable-value placeholders."""
+    if not headers or event.op not in (_DELETE, _CREATE) or event.is_snapshot:
+        return False
+    if KEY_UPDATE_HEADERS.isdisjoint(headers):
+        return False
+    try:
+        return capabilities_for_connector(event.source.connector).unavailable_placeholders
+    except SourceEngineError:
+        return False
+
+
+def key_update_cuts(
+    halves: Iterable[KeyUpdateHalf], start: Mapping[int, int], cuts: Mapping[int, int]
+) -> tuple[dict[int, int], list[KeyUpdateHalf]]:
+    """The batch's ``cuts`` (first offset not to apply, per partition; absent: the batch's end) lowered so
+    that no primary-key update has one half applied and the other not, and the halves applied alone.
+
+    At one stream position the batch's deletes and creates (before the cuts), each in (partition, offset)
+    order, pair up one to one (a copy Debezium sent again after a restart pairs with its own); each half
+    left over lowers its partition's cut to its offset, unless it is at its partition's ``start`` (the
+    range's first offset): that one is applied alone, and returned.  Lowering one cut can leave a half
+    of another partition over, so this repeats until no cut moves.
+    """
+    lowered = dict(cuts)
+    pending = sorted(halves, key=lambda h: (h.partition, h.offset))
+    while True:
+        by_position: dict[str, tuple[list[KeyUpdateHalf], list[KeyUpdateHalf]]] = {}
+        for half in pending:
+            if half.offset < lowered.get(half.partition, half.offset + 1):
+                deletes, creates = by_position.setdefault(half.position, ([], []))
+                (deletes if half.op == _DELETE else creates).append(half)
+        alone: list[KeyUpdateHalf] = []
+        moved = False
+        for deletes, creates in by_position.values():
+            for half in deletes[len(creates):] + creates[len(deletes):]:
+                if half.offset <= start.get(half.partition, 0):
+                    alone.append(half)
+                elif half.offset < lowered.get(half.partition, half.offset + 1):
+                    lowered[half.partition] = half.offset
+                    moved = True
+        if not moved:
+            return lowered, alone
 
 
 def old_key_delete(event: ChangeEvent, key_fields: Sequence[str] | None) -> ChangeEvent | None:

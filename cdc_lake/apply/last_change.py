@@ -22,8 +22,9 @@ value; with soft deletes, what a delete's before image lacks) from the state it 
   the old key's stored row; it adds its own key to that state's lookups.  A moved row is an update that
   changed the configured key (``DecodedChange.moved_from``), or a create carrying unavailable columns (a
   Postgres primary-key update under REPLICA IDENTITY DEFAULT), paired with the delete at its stream
-  position; unpaired (the batch was cut between the two), its old key is unknown and the columns it
-  lacks are null.
+  position; unpaired (a half applied alone at the start of its partition's range: the applier
+  otherwise cuts the batch back to the half, :func:`cdc_lake.apply.key_change.key_update_cuts`), its
+  old key is unknown and the columns it lacks are null.
 
 So a row moved along a chain of keys looks its unchanged values up under every key of the chain, oldest
 first: in steady operation the lake holds the oldest one, while a bootstrap's snapshot may have read the

@@ -43,7 +43,7 @@ from cdc_lake.decode.framing import MessageRef, parse_frame, read_avro_body
 from cdc_lake.decode.schema import SchemaLookup, TypedSchemas
 from cdc_lake.exceptions import CdcLakeError, KafkaReadError, QuarantineError
 from cdc_lake.kafka.offsets import OffsetRange, read_ranges, topic_state
-from cdc_lake.kafka.reader import RawMessage
+from cdc_lake.kafka.reader import RawMessage, header_names
 from cdc_lake.lake.format import format_facts
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.records import QuarantinedMessage, RebootstrapPhase, TableInfo
@@ -131,7 +131,9 @@ def _read(config: Config, topic: str, partition: int, start: int, end: int) -> l
         found = read_ranges(config.kafka.bootstrap_servers, wanted, extra=config.kafka.consumer)
     except KafkaReadError as exc:
         raise QuarantineError(f"{MessageRef(topic, partition, start)}: cannot read it: {exc}") from exc
-    return [RawMessage(partition, m.offset() or 0, m.key(), m.value()) for m in found]
+    return [
+        RawMessage(partition, m.offset() or 0, m.key(), m.value(), header_names(m.headers())) for m in found
+    ]
 
 
 @dataclass(frozen=True)

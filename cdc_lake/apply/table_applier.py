@@ -44,6 +44,7 @@ from cdc_lake.apply.decoding import (
     summarize,
 )
 from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame, one_row_per_key
+from cdc_lake.apply.key_change import key_update_cuts
 from cdc_lake.apply.lake_state import LakeState
 from cdc_lake.apply.plan import BatchPlan, plan_batch
 from cdc_lake.apply.redelivery import advance
@@ -393,7 +394,7 @@ class TableApplier:
         self._table.refresh()
         columns, lengths = self._merge.columns(summary, bad, self._table.columns, self._table.lengths)
         key_fields = self._merge.key_fields(summary, bad, self._table.record_key)
-        cut = {p: b.offset for p, b in bad.items()}
+        cut = _key_update_cuts(self.target, summary, plan, {p: b.offset for p, b in bad.items()}, repair)
         end = {p: min(plan.end[p], cut.get(p, plan.end[p])) for p in plan.end}
         first = min(bad.values(), key=lambda b: (b.offset, b.partition)) if bad else None
         first_bad = None if first is None else StoppedAt(first.partition, first.offset, first.reason)
@@ -463,6 +464,32 @@ class TableApplier:
             result, commit_instant=instant, newest_source_ts_ms=newest, changes=applied.changes,
             redelivered=applied.redelivered,
         )
+
+
+def _key_update_cuts(
+    target: TableTarget, summary: BatchSummary, plan: BatchPlan, cut: dict[int, int], repair: Repairing | None
+) -> dict[int, int]:
+    """``cut`` (the bad messages') lowered so that each primary-key update's halves are applied in one
+    batch (:func:`cdc_lake.apply.key_change.key_update_cuts`), logging what it holds back or applies
+    alone; as it is for a quarantine replay or a repair's batch, which are not cut back."""
+    if not summary.key_updates or plan.replay or repair is not None:
+        return cut
+    name, topic = target.qualified_name, target.topic
+    lowered, alone = key_update_cuts(summary.key_updates, plan.start, cut)
+    for partition, offset in sorted(lowered.items()):
+        if offset < cut.get(partition, plan.end[partition]):
+            _LOG.info(
+                "%s: %s partition %d held from offset %d to the next batch: a primary-key update's "
+                "other half is not in this one", name, topic, partition, offset,
+            )
+    for half in alone:
+        _LOG.warning(
+            "%s: %s partition %d offset %d: a primary-key update's %s is applied without its %s, which "
+            "is not in the batch; an unchanged TOASTed value of the moved row may be written null "
+            "(cdc-lake validate finds it, cdc-lake repair fixes it)", name, topic, half.partition,
+            half.offset, *(("delete", "create") if half.op == "d" else ("create", "delete")),
+        )
+    return lowered
 
 
 _NONE: frozenset[tuple[int, int]] = frozenset()

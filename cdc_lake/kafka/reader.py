@@ -19,7 +19,7 @@ import enum
 import json
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -46,12 +46,26 @@ class KafkaReader(enum.StrEnum):
 
 
 class RawMessage(NamedTuple):
-    """One Kafka message as read: where it is, and its undecoded key and value bytes."""
+    """One Kafka message as read: where it is, its undecoded key and value bytes, its headers' names.
+
+    The names only: Debezium marks each half of a primary-key update with a header
+    (:data:`cdc_lake.apply.key_change.KEY_UPDATE_HEADERS`), whose presence is all the applier reads.
+    """
 
     partition: int
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[str, ...] = ()
+
+
+def header_names(headers: Mapping[str, object] | Sequence[tuple[str, object]] | None) -> tuple[str, ...]:
+    """The names of a consumed message's headers (confluent-kafka gives a list of pairs)."""
+    if not headers:
+        return ()
+    if isinstance(headers, Mapping):
+        return tuple(headers)
+    return tuple(name for name, _ in headers)
 
 
 @dataclass(frozen=True)
@@ -148,7 +162,10 @@ def iter_range(settings: KafkaReadSettings, wanted: OffsetRange) -> Iterator[Raw
                 offset = message.offset()
                 if offset is None or offset >= wanted.end:
                     return
-                yield RawMessage(wanted.partition, offset, _bytes(message.key()), _bytes(message.value()))
+                yield RawMessage(
+                    wanted.partition, offset, _bytes(message.key()), _bytes(message.value()),
+                    header_names(message.headers()),
+                )
                 following = offset + 1
                 if following >= wanted.end:
                     return
@@ -201,11 +218,12 @@ def read_with_spark_source(
         .option("endingOffsets", json.dumps({topic: {str(p): r.end for p, r in per_partition.items()}}))
         .option("minPartitions", str(len(ranges)))
         .option("failOnDataLoss", "true")
+        .option("includeHeaders", "true")
     )
     for key, value in settings.consumer.items():
         reader = reader.option(f"kafka.{key}", value)
-    frame = reader.load().select("partition", "offset", "key", "value")
-    return frame.rdd.map(lambda row: RawMessage(row[0], row[1], row[2], row[3]))
+    frame = reader.load().select("partition", "offset", "key", "value", "headers.key")
+    return frame.rdd.map(lambda row: RawMessage(row[0], row[1], row[2], row[3], tuple(row[4] or ())))
 
 
 def read_ranges_in_spark(

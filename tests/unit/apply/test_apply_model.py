@@ -34,13 +34,11 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
-from functools import reduce
 
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from support.change_model import (
-    INT_KEYS,
     KEYS,
     MY_TOPIC,
     PG_TOPIC,
@@ -50,24 +48,27 @@ from support.change_model import (
     KeyDomain,
     Row,
     Source,
+    Step,
     Stored,
     Workload,
     float_keys,
     merge_batch,
     moved_from,
+    replay,
     transaction,
     workloads,
 )
 
 from cdc_lake.apply.decoding import (
     BadMessage,
-    BatchSummary,
+    Decoded,
     DecodedChange,
     DecodeSettings,
     decode_messages,
     marks_below,
     summarize,
 )
+from cdc_lake.apply.key_change import key_update_cuts
 from cdc_lake.apply.last_change import last_changes
 from cdc_lake.apply.plan import plan_batch
 from cdc_lake.apply.redelivery import advance
@@ -100,8 +101,12 @@ class Lake:
     offsets: dict[int, int]
     marks: dict[int, str] = field(default_factory=dict)
     split: frozenset[int] = frozenset()
-    """Keys whose unchanged TOASTed ``note`` came through a primary-key update whose delete an earlier
-    batch applied (a cut between the two): the documented limit, null (docs/applier.md, "Guarantees")."""
+    """Keys whose unchanged TOASTed ``note`` came through a primary-key update a batch applied one half
+    of alone (:func:`cdc_lake.apply.key_change.key_update_cuts`: a half at the start of its partition's
+    range whose other half the batch lacks): the documented limit, null (docs/applier.md, "Postgres
+    TOAST")."""
+    alone: frozenset[str] = frozenset()
+    """The stream positions of the primary-key updates a batch applied one half of alone."""
 
     def state(self, key: int) -> Row | None:
         stored = self.rows.get(key)
@@ -127,11 +132,13 @@ def apply_batch(
     lost: frozenset[tuple[int, int]] = frozenset(),
     repair: RepairBatch | None = None,
     fresh: frozenset[int] = frozenset(),
+    catching_up: bool = False,
 ) -> Lake:
     """One batch from the lake's checkpoint to ``ends``, through the production decode path.
 
     ``lost`` names messages (partition, offset) the batch passes over unapplied, as a quarantine does;
-    ``fresh`` the partitions where the batch starts a recapture's messages (``BatchPlan.fresh``).
+    ``fresh`` the partitions where the batch starts a recapture's messages (``BatchPlan.fresh``);
+    ``catching_up``: the batch replays changes below a bootstrap's snapshot point.
     """
     # As the applier does: the old primary's marks hold nothing of a recapture's messages; a partition
     # read past without a mark (the hand-off) gets one from its messages below the checkpoint.
@@ -142,36 +149,56 @@ def apply_batch(
     ]
     marks = {**marks_below(DecodeSettings(topic, SCHEMAS, None, False), below), **kept}
     decode = DecodeSettings(topic, SCHEMAS, None, False, marks)
-    summaries: list[BatchSummary] = []
-    changes: list[DecodedChange] = []
+    records: list[Decoded] = []
     for partition, end in ends.items():
         raw = [
             m.raw for m in emitter.log[partition][lake.offsets.get(partition, 0) : end]
             if (partition, m.raw.offset) not in lost
         ]
-        records = list(decode_messages(decode, raw))
-        assert not any(isinstance(r, BadMessage) for r in records), records
-        summaries.extend(summarize(records))
-        changes.extend(r for r in records if isinstance(r, DecodedChange))
-    summary = reduce(BatchSummary.merge, summaries, BatchSummary())
+        records.extend(decode_messages(decode, raw))
+    assert not any(isinstance(r, BadMessage) for r in records), records
+    # As the applier does (``TableApplier._write``): a primary-key update's halves in one batch, but in a
+    # repair's batch, which is not cut back (every half left over is applied alone: a start at the end).
+    start = {p: lake.offsets.get(p, 0) for p in ends} if repair is None else dict(ends)
+    cuts, apart = key_update_cuts(next(summarize(records)).key_updates, start, {})
+    if any(cuts.get(p, end) < end for p, end in ends.items()):
+        event("a batch is cut back to a primary-key update's half")
+    ends = {p: min(end, cuts.get(p, end)) for p, end in ends.items()}
+    records = [r for r in records if r.offset < ends[r.partition]]
+    alone = lake.alone | {half.position for half in apart}
+    summary = next(summarize(records))
+    changes = [r for r in records if isinstance(r, DecodedChange)]
     split = set(lake.split)
     keys = emitter.keys
-    applied = _deletes_applied(emitter, lake.offsets, decode)
+    merge_into, applied = lake.rows, changes
+    if repair is not None:
+        applied = [*repair.read, *changes]
+        merge_into = {k: v for k, v in lake.rows.items() if k not in _removed(applied, lake, repair, keys)}
+    rows = merge_batch(applied, lake.rows, exists=True, keys=keys, merge_into=merge_into)
     for change in sorted(changes, key=lambda c: (c.ordering, c.partition, c.offset)):
         old = moved_from(change, changes, keys)
-        cut = old == -1 or old in split or (change.moved_from is None and change.position in applied)
-        if old is not None and "note" in change.unavailable and cut:
-            event("a batch cut separates a primary-key update's delete from its create")
-            split.add(keys.key(change.row["id"]))
-    merge_into = lake.rows
-    if repair is not None:
-        changes = [*repair.read, *changes]
-        merge_into = {k: v for k, v in lake.rows.items() if k not in _removed(changes, lake, repair, keys)}
+        if old is None or "note" not in change.unavailable:
+            continue
+        key = keys.key(change.row["id"])
+        if old in split or change.position in alone:
+            event("a moved row's unchanged TOASTed value through a primary-key update's half applied alone")
+            split.add(key)
+        elif repair is not None and old in repair.keys:
+            # The repair fixes the keys it is given; a row moved from one in its batch took that key's
+            # stored (corrupted) row's value (docs/applier.md, "Postgres TOAST"); validate finds it.
+            event("a row moved in a repair's batch from a key it repairs")
+            split.add(key)
+        elif catching_up and key in rows and rows[key][0]["note"] is None:
+            # The catch-up limit (docs/applier.md, "Postgres TOAST"): no stored row of the chain held the
+            # value, and a later link of the chain in a later batch takes this row.
+            event("a catch-up's moved row whose chain's stored rows held no value")
+            split.add(key)
     return Lake(
-        merge_batch(changes, lake.rows, exists=True, keys=keys, merge_into=merge_into),
+        rows,
         {**lake.offsets, **ends},
         advance(marks, summary.marks),
         frozenset(split),
+        frozenset(alone),
     )
 
 
@@ -188,14 +215,6 @@ def _removed(changes: list[DecodedChange], lake: Lake, repair: RepairBatch, keys
         key for key in repair.keys
         if key in lake.rows and must_remove(lake.rows[key][1], True, final.get(key))
     }
-
-
-def _deletes_applied(emitter: Emitter, offsets: dict[int, int], decode: DecodeSettings) -> set[str | None]:
-    """The stream positions of the deletes an earlier batch applied.  A primary-key update's create whose
-    delete is among them met its delete again in a re-send after a cut: the old row is gone all the same."""
-    raw = [m.raw for partition, log in emitter.log.items() for m in log[: offsets.get(partition, 0)]]
-    fresh = DecodeSettings(decode.topic, SCHEMAS, None, False)
-    return {r.position for r in decode_messages(fresh, raw) if isinstance(r, DecodedChange) and r.op == "d"}
 
 
 def _shared_position_cut(emitter: Emitter, ends: dict[int, int]) -> bool:
@@ -232,25 +251,31 @@ def _batches(
 ) -> Lake:
     emitter, source = workload.emitter, workload.source
     log_end = {p: len(log) for p, log in emitter.log.items()}
-    for batch in range(_MAX_BATCHES + 1):
+    # After the generated batches, batches to the end of the log until drained: a batch cut back to a
+    # primary-key update's half (``key_update_cuts``) leaves the rest to the next one, which moves on.
+    for batch in itertools.count():
+        assert batch <= _MAX_BATCHES + sum(log_end.values()), f"not drained: {lake.offsets} of {log_end}"
         if repairs is not None and batch < _MAX_BATCHES and data.draw(st.integers(0, 3), label="repair") == 3:
             lake = _corrupt_and_repair(data, workload, lake, topic, shown, trace, repairs)
         if lake.offsets == log_end:
             break
         # The simplest input is one batch to the end; a cut stops short of it, anywhere.
-        ends = {
-            p: log_end[p] - data.draw(st.integers(0, log_end[p] - lake.offsets.get(p, 0)), label=f"cut p{p}")
-            for p in log_end
-        }
-        if batch == _MAX_BATCHES:
-            ends = log_end
+        ends = dict(log_end)
+        if batch < _MAX_BATCHES:
+            ends = {
+                p: end - data.draw(st.integers(0, end - lake.offsets.get(p, 0)), label=f"cut p{p}")
+                for p, end in log_end.items()
+            }
         if _shared_position_cut(emitter, ends):
             event("a batch ends inside a group sharing one stream position")
         if batch < _MAX_BATCHES and data.draw(st.integers(0, 5), label="crash before commit") == 5:
             event("the applier dies before a commit")
             continue
         trace.append(f"batch {lake.offsets} -> {ends}")
-        lake = apply_batch(emitter, lake, ends, topic)
+        catching_up = snapshot_point is not None and any(
+            lake.offsets.get(p, 0) < o for p, o in snapshot_point.items()
+        )
+        lake = apply_batch(emitter, lake, ends, topic, catching_up=catching_up)
         trace.append(f"  lake {lake.rows} marks {lake.marks}")
         published = snapshot_point is None or all(
             lake.offsets.get(p, 0) >= o for p, o in snapshot_point.items()
@@ -623,25 +648,7 @@ def test_a_row_moved_during_the_bootstrap_keeps_its_unchanged_toasted_value() ->
     assert {k: v[0] for k, v in lake.rows.items()} == {2: moved}
 
 
-_Step = list[Change] | int
 """A transaction, or an incremental snapshot chunk of every row (its Postgres marker that far ahead)."""
-
-
-def _replay(
-    engine: str, steps: list[_Step], keys: KeyDomain = INT_KEYS
-) -> tuple[Source, Emitter, list[dict[int, int]]]:
-    """The source, Debezium's log, and the log's end after each step."""
-    source, emitter = Source(), Emitter(engine, keys=keys)
-    ends = []
-    for step in steps:
-        if isinstance(step, int):
-            emitter.read_chunk({k: dict(v) for k, v in source.rows.items()}, step)
-        else:
-            before = {k: dict(v) for k, v in source.rows.items()}
-            source.commit(step)
-            emitter.emit(step, before)
-        ends.append({p: len(log) for p, log in emitter.log.items()})
-    return source, emitter, ends
 
 
 def _rows(lake: Lake) -> dict[int, Row]:
@@ -658,7 +665,7 @@ def test_an_incremental_snapshot_refills_rows_and_on_binlog_sources_repairs_them
     test pins down."""
     row1, row2 = {"id": 1, "qty": 0, "note": None}, {"id": 2, "qty": 0, "note": None}
     lost = [Change("u", 1, {**row1, "qty": 1}), Change("c", 3, {"id": 3, "qty": 3, "note": None})]
-    source, emitter, ends = _replay(engine, [[Change("c", 1, row1), Change("c", 2, row2)], lost, 0])
+    source, emitter, ends = replay(engine, [[Change("c", 1, row1), Change("c", 2, row2)], lost, 0])
     topic = PG_TOPIC if engine == "postgres" else MY_TOPIC
     passed_over = frozenset(
         (p, offset) for p, end in ends[1].items() for offset in range(ends[0][p], end)
@@ -676,7 +683,7 @@ def test_a_postgres_chunk_row_loses_to_a_change_written_before_its_close_marker(
     one batch or across a cut; at the snapshot position it loses."""
     row = {"id": 1, "qty": 0, "note": None}
     update = Change("u", 1, {**row, "qty": 1})
-    source, emitter, ends = _replay("postgres", [[Change("c", 1, row)], 3, [update]])
+    source, emitter, ends = replay("postgres", [[Change("c", 1, row)], 3, [update]])
     assert emitter.written_before_marker == 1
     lake = Lake({}, {p: 0 for p in ends[-1]})
     for end in ([ends[1]] if cut else []) + [ends[-1]]:
@@ -694,10 +701,10 @@ def test_a_moved_row_never_takes_its_values_from_a_chunk_row_read_after_the_move
     holds before it.  ``chunk_first``: a chunk read before the move gives the moved row the note it
     read."""
     row = {"id": 2, "qty": 0, "note": "toasted:2"}
-    move: _Step = [Change("c", 6, {**row, "id": 6}, moved_from=2, toast_unchanged=True)]
-    again: _Step = [Change("c", 2, {"id": 2, "qty": 1, "note": None})]
-    steps: list[_Step] = [[Change("c", 2, row)], *([3, move, again] if chunk_first else [move, again, 3])]
-    source, emitter, ends = _replay("postgres", steps)
+    move: Step = [Change("c", 6, {**row, "id": 6}, moved_from=2, toast_unchanged=True)]
+    again: Step = [Change("c", 2, {"id": 2, "qty": 1, "note": None})]
+    steps: list[Step] = [[Change("c", 2, row)], *([3, move, again] if chunk_first else [move, again, 3])]
+    source, emitter, ends = replay("postgres", steps)
     lake = apply_batch(emitter, Lake({}, {p: 0 for p in ends[-1]}), ends[0], PG_TOPIC)
     lake = apply_batch(emitter, lake, ends[-1], PG_TOPIC)
     assert _rows(lake) == source.rows
@@ -712,7 +719,7 @@ def test_a_chain_of_moves_during_and_after_the_bootstrap_keeps_its_unchanged_toa
     it."""
     row = {"id": 1, "qty": 0, "note": "toasted:1"}
     first, second = {**row, "id": 2}, {**row, "id": 3}
-    source, emitter, ends = _replay("postgres", [
+    source, emitter, ends = replay("postgres", [
         [Change("c", 1, row)],
         [Change("c", 2, first, moved_from=1, toast_unchanged=True)],
         [Change("c", 3, second, moved_from=2, toast_unchanged=True)],
@@ -733,12 +740,12 @@ def test_a_chain_of_moves_keeps_its_unchanged_toasted_value_wherever_the_snapsho
     row: Row = {"id": 0, "qty": 0, "note": "toasted:0"}
     chain = data.draw(st.lists(st.sampled_from(KEYS[:4]), min_size=2, max_size=5), label="chain of keys")
     chain = [key for i, key in enumerate(chain) if i == 0 or key != chain[i - 1]]
-    steps: list[_Step] = [[Change("c", chain[0], {**row, "id": chain[0]})]]
+    steps: list[Step] = [[Change("c", chain[0], {**row, "id": chain[0]})]]
     for i, (old, new) in enumerate(itertools.pairwise(chain)):
         steps.append([Change("c", new, {**row, "id": new, "qty": i}, moved_from=old, toast_unchanged=True)])
         if data.draw(st.booleans(), label="an update leaving the note"):
             steps.append([Change("u", new, {**row, "id": new, "qty": 10 + i}, toast_unchanged=True)])
-    source, emitter, ends = _replay("postgres", steps)
+    source, emitter, ends = replay("postgres", steps)
     after = [{p: 0 for p in emitter.log}, *ends]
     watermark = data.draw(st.integers(0, len(steps)), label="transactions before the watermark")
     read_at = data.draw(st.integers(watermark, len(steps)), label="snapshot read after transaction")
@@ -757,7 +764,7 @@ def test_a_nan_key_deleted_inserted_again_and_moved_in_one_batch_takes_its_new_r
     keys = float_keys("postgres")
     nan, moved = keys.values[1], keys.values[4]
     old, new = {"id": nan, "qty": 0, "note": "toasted:old"}, {"id": nan, "qty": 1, "note": "toasted:new"}
-    source, emitter, ends = _replay("postgres", [
+    source, emitter, ends = replay("postgres", [
         [Change("c", 1, old)],
         [Change("d", 1, None)],
         [Change("c", 1, new)],
@@ -778,7 +785,7 @@ def test_a_float_key_changed_from_zero_to_negative_zero_leaves_no_row_under_zero
     keys = float_keys(engine)
     row = {"id": keys.values[2], "qty": 0, "note": "toasted:0"}
     move = Change("c", 3, {**row, "id": keys.values[3]}, moved_from=2, toast_unchanged=engine == "postgres")
-    source, emitter, ends = _replay(engine, [[Change("c", 2, row)], [move]], keys)
+    source, emitter, ends = replay(engine, [[Change("c", 2, row)], [move]], keys)
     topic = PG_TOPIC if engine == "postgres" else MY_TOPIC
     lake = Lake({}, {p: 0 for p in emitter.log})
     for end in (ends[0], ends[-1]):

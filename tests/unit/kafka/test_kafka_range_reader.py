@@ -32,6 +32,9 @@ class _Message:
     def value(self) -> bytes:
         return b"v"
 
+    def headers(self) -> None:
+        return None
+
 
 @dataclass
 class _Consumer:
