@@ -38,10 +38,14 @@ from support.common import cli_run, load
 from cdc_lake.apply import table_applier
 from cdc_lake.apply.decoding import BadMessage, Decoded, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame
+from cdc_lake.apply.key_change import KEY_UPDATE_HEADERS
 from cdc_lake.decode.schema import TypedSchemas
+from cdc_lake.kafka.offsets import OffsetRange, topic_state
+from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark
 from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN
 from cdc_lake.lake.schema import merge_columns
 from cdc_lake.lake.schema_change import WriterColumns
+from cdc_lake.lake.target import target_for
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake_bootstrap import run as bootstrap_run
 
@@ -201,3 +205,15 @@ def test_primary_key_updates_cut_from_their_creates_keep_their_toasted_values(
     config = load(config_path)
     apply_until_live(spark, config, db.qualified(name))
     assert assert_lake_equals_source(spark, config, db, name) == 4
+    # Both Kafka readers keep Debezium's headers (every message also carries __debezium.context.*): each
+    # move's delete and tombstone carry __debezium.newkey, its create __debezium.oldkey, nothing else either.
+    source, entry = config.table(db.qualified(name))
+    topic = target_for(config, source, entry).topic
+    ((low, high),) = topic_state(config.kafka.bootstrap_servers, topic).marks.values()
+    for reader in KafkaReader:
+        messages = read_ranges_in_spark(
+            spark, KafkaReadSettings.of(config.kafka), [OffsetRange(topic, 0, low, high)], reader
+        ).collect()
+        marked = [[name for name in m.headers if name in KEY_UPDATE_HEADERS] for m in messages]
+        halves = [["__debezium.newkey"], ["__debezium.newkey"], ["__debezium.oldkey"]]
+        assert [names for names in marked if names] == halves * 4, f"{reader.value} reader: {marked}"
