@@ -42,11 +42,13 @@ lack values the old row held (Postgres: an unchanged TOASTed value is a placehol
 old row's stored values fill, :mod:`cdc_lake.apply.last_change`): a create whose delete an earlier batch
 applied finds neither, and the value was written null.  :func:`key_update_cuts` lowers the batch's cut
 in a partition to a half whose other half the batch lacks, so the next batch, which starts there, holds
-both.  A half that is the first message of its partition's range is applied all the same, so that every
-partition moves on (its other half never came, was quarantined, or lies beyond the end the batch read of
-another partition): a documented limit (docs/applier.md, "Postgres TOAST").  On one partition (the
-default) that takes an ``apply.batch_max_events`` below 3 (delete, tombstone, create), or a batch planned
-between Kafka's receiving the delete and the create.
+both.  A half that is the first message of its partition's range is applied all the same (but in a batch
+that stops at a bad message anyway), so that every partition moves on (its other half never came, was
+quarantined, or lies beyond the end the batch read of another partition): a documented limit
+(docs/applier.md, "Postgres TOAST").  On one partition (the default) that takes an
+``apply.batch_max_events`` below 3 (delete, tombstone, create), or two batches in a row planned between
+Kafka's receiving the delete and the create (a catch-up reads its end offsets again after such a hold,
+:meth:`cdc_lake.apply.runner.ApplyRunner.catch_up`).
 """
 
 from __future__ import annotations
@@ -102,9 +104,12 @@ def key_update_cuts(
     At one stream position the batch's deletes and creates (before the cuts), each in (partition, offset)
     order, pair up one to one (a copy Debezium sent again after a restart pairs with its own); each half
     left over lowers its partition's cut to its offset, unless it is at its partition's ``start`` (the
-    range's first offset): that one is applied alone, and returned.  Lowering one cut can leave a half
-    of another partition over, so this repeats until no cut moves.
+    range's first offset) and the batch does not stop at a bad message (no ``cuts`` given): that one is
+    applied alone, and returned.  A batch that stops anyway holds it back too, so that the batch after
+    the stop is resolved still holds both halves.  Lowering one cut can leave a half of another
+    partition over, so this repeats until no cut moves.
     """
+    stopping = bool(cuts)
     lowered = dict(cuts)
     pending = sorted(halves, key=lambda h: (h.partition, h.offset))
     while True:
@@ -117,7 +122,7 @@ def key_update_cuts(
         moved = False
         for deletes, creates in by_position.values():
             for half in deletes[len(creates):] + creates[len(deletes):]:
-                if half.offset <= start.get(half.partition, 0):
+                if half.offset <= start.get(half.partition, 0) and not stopping:
                     alone.append(half)
                 elif half.offset < lowered.get(half.partition, half.offset + 1):
                     lowered[half.partition] = half.offset

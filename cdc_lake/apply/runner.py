@@ -81,6 +81,8 @@ class TableOutcome:
     redelivered: int = 0
     error: str | None = None
     skipped: str | None = None
+    held: frozenset[int] = frozenset()
+    """The partitions its last batch was cut back in to a primary-key update's half (``BatchResult.held``)."""
 
     @property
     def failed(self) -> bool:
@@ -236,6 +238,7 @@ class ApplyRunner:
             newest_source_ts_ms=result.newest_source_ts_ms,
             redelivered=result.redelivered,
             error=error,
+            held=result.held,
         )
 
     def _guards(
@@ -342,18 +345,17 @@ class ApplyRunner:
         if skipped is not None:
             return TableOutcome(name, skipped=skipped)
         try:
-            limit = end_offsets(
-                self.options.kafka.bootstrap_servers, target.topic, extra=self.options.kafka.consumer
-            )
+            limit = _end_offsets(self.options.kafka, target.topic)
         except CdcLakeError as exc:
             self._fail(target, str(exc))
             return TableOutcome(name, error=str(exc))
-        total = TableOutcome(name)
+        total, refreshed = TableOutcome(name), frozenset[int]()
         while True:
             outcome = self.step(target, limit)
             total = _add(total, outcome)
             if outcome.failed or outcome.skipped or outcome.offsets == 0 or (stop and stop.is_set()):
                 return total
+            limit, refreshed = _read_on(self.options.kafka, target.topic, limit, outcome.held, refreshed)
 
     def _record(self, target: TableTarget, result: BatchResult) -> None:
         name = target.qualified_name
@@ -441,6 +443,27 @@ def _restore(store: StateStore, name: str, before: TableState) -> None:
         store.transition(name, wanted)
 
 
+def _end_offsets(kafka: KafkaReadSettings, topic: str) -> dict[int, int]:
+    return end_offsets(kafka.bootstrap_servers, topic, extra=kafka.consumer)
+
+
+def _read_on(
+    kafka: KafkaReadSettings,
+    topic: str,
+    limit: dict[int, int],
+    held: frozenset[int],
+    refreshed: frozenset[int],
+) -> tuple[dict[int, int], frozenset[int]]:
+    """A catch-up's ``limit`` and the partitions whose limit it read again.  A batch cut back to a
+    primary-key update's half (``held``) whose other half may lie past the limit (Debezium wrote it after
+    the limit was read) reads on, once per partition, to the end offsets now, so that the next batch holds
+    both (:func:`cdc_lake.apply.key_change.key_update_cuts`)."""
+    if not held - refreshed:
+        return limit, refreshed
+    now = _end_offsets(kafka, topic)
+    return {**limit, **{p: now[p] for p in held - refreshed if p in now}}, refreshed | held
+
+
 def _add(total: TableOutcome, step: TableOutcome) -> TableOutcome:
     return TableOutcome(
         table=total.table,
@@ -453,6 +476,7 @@ def _add(total: TableOutcome, step: TableOutcome) -> TableOutcome:
         redelivered=total.redelivered + step.redelivered,
         error=step.error,
         skipped=step.skipped,
+        held=step.held,
     )
 
 

@@ -35,6 +35,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from cdc_lake.apply.decoding import (
+    BadMessage,
     BatchSummary,
     Decoded,
     DecodedChange,
@@ -134,6 +135,9 @@ class BatchResult:
     steps: dict[str, float] = field(default_factory=dict)
     """Wall seconds of the batch's steps in order (``plan``, ``decode``, ``schema``, ``frame``, ``write``,
     ``offsets``); ``write`` is the Hudi write and commit, with the Spark jobs that build its rows."""
+    held: frozenset[int] = frozenset()
+    """The partitions the batch was cut back in to a primary-key update's half whose other half it lacks
+    (:func:`cdc_lake.apply.key_change.key_update_cuts`): the next batch starts there."""
 
     @property
     def offsets(self) -> int:
@@ -394,11 +398,11 @@ class TableApplier:
         self._table.refresh()
         columns, lengths = self._merge.columns(summary, bad, self._table.columns, self._table.lengths)
         key_fields = self._merge.key_fields(summary, bad, self._table.record_key)
-        cut = _key_update_cuts(self.target, summary, plan, {p: b.offset for p, b in bad.items()}, repair)
+        cut, held = _key_update_cuts(self.target, summary, plan, bad, repair)
         end = {p: min(plan.end[p], cut.get(p, plan.end[p])) for p in plan.end}
         first = min(bad.values(), key=lambda b: (b.offset, b.partition)) if bad else None
         first_bad = None if first is None else StoppedAt(first.partition, first.offset, first.reason)
-        result = replace(result, end=end, bad=first_bad, ops=dict(summary.ops))
+        result = replace(result, end=end, bad=first_bad, ops=dict(summary.ops), held=held)
         if end == plan.start and repair is None:
             return result
         if repair is not None:
@@ -467,21 +471,26 @@ class TableApplier:
 
 
 def _key_update_cuts(
-    target: TableTarget, summary: BatchSummary, plan: BatchPlan, cut: dict[int, int], repair: Repairing | None
-) -> dict[int, int]:
-    """``cut`` (the bad messages') lowered so that each primary-key update's halves are applied in one
-    batch (:func:`cdc_lake.apply.key_change.key_update_cuts`), logging what it holds back or applies
-    alone; as it is for a quarantine replay or a repair's batch, which are not cut back."""
+    target: TableTarget,
+    summary: BatchSummary,
+    plan: BatchPlan,
+    bad: dict[int, BadMessage],
+    repair: Repairing | None,
+) -> tuple[dict[int, int], frozenset[int]]:
+    """The batch's cuts: at its ``bad`` messages, lowered so that each primary-key update's halves are
+    applied in one batch (:func:`cdc_lake.apply.key_change.key_update_cuts`), and the partitions lowered,
+    logging what it holds back or applies alone; not lowered for a quarantine replay or a repair's batch."""
+    cut = {p: message.offset for p, message in bad.items()}
     if not summary.key_updates or plan.replay or repair is not None:
-        return cut
+        return cut, frozenset()
     name, topic = target.qualified_name, target.topic
     lowered, alone = key_update_cuts(summary.key_updates, plan.start, cut)
-    for partition, offset in sorted(lowered.items()):
-        if offset < cut.get(partition, plan.end[partition]):
-            _LOG.info(
-                "%s: %s partition %d held from offset %d to the next batch: a primary-key update's "
-                "other half is not in this one", name, topic, partition, offset,
-            )
+    held = frozenset(p for p, offset in lowered.items() if offset < cut.get(p, plan.end[p]))
+    for partition in sorted(held):
+        _LOG.info(
+            "%s: %s partition %d held from offset %d to the next batch: a primary-key update's other half "
+            "is not in this one", name, topic, partition, lowered[partition],
+        )
     for half in alone:
         _LOG.warning(
             "%s: %s partition %d offset %d: a primary-key update's %s is applied without its %s, which "
@@ -489,7 +498,7 @@ def _key_update_cuts(
             "(cdc-lake validate finds it, cdc-lake repair fixes it)", name, topic, half.partition,
             half.offset, *(("delete", "create") if half.op == "d" else ("create", "delete")),
         )
-    return lowered
+    return lowered, held
 
 
 _NONE: frozenset[tuple[int, int]] = frozenset()

@@ -30,17 +30,18 @@ from support.bootstrap import (
     assert_lake_equals_source,
     onboard,
     postgres_db,
+    wait_streamed,
     write_db_config,
 )
 from support.change_model import PG_TOPIC, PG_VALUE_ID, SCHEMAS, Change, Emitter, Row, Source, merge_batch
 from support.common import cli_run, load
 
-from cdc_lake.apply import table_applier
+from cdc_lake.apply import runner, table_applier
 from cdc_lake.apply.decoding import BadMessage, Decoded, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame
 from cdc_lake.apply.key_change import KEY_UPDATE_HEADERS
 from cdc_lake.decode.schema import TypedSchemas
-from cdc_lake.kafka.offsets import OffsetRange, topic_state
+from cdc_lake.kafka.offsets import OffsetRange, end_offsets, topic_state
 from cdc_lake.kafka.reader import KafkaReader, KafkaReadSettings, read_ranges_in_spark
 from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN
 from cdc_lake.lake.schema import merge_columns
@@ -179,30 +180,49 @@ def test_a_row_moved_during_the_bootstrap_and_after_it_keeps_its_toasted_value(
     assert_lake_equals_source(spark, config, db, name)
 
 
+@pytest.mark.parametrize(("name", "limit_after"), [("moves_cut", None), ("moves_cut_limit", 4)])
 def test_primary_key_updates_cut_from_their_creates_keep_their_toasted_values(
-    spark: SparkSession, db: SourceDb, tmp_path: Path
+    spark: SparkSession,
+    db: SourceDb,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    limit_after: int | None,
 ) -> None:
-    """Four rows moved to new primary keys, one transaction each, applied in batches of 4 messages: each
-    move is a delete, a tombstone and a create, so the batches' ends fall between the second and third
+    """Four rows moved to new primary keys, one transaction each.  Each move is a delete, a tombstone and
+    a create; applied in batches of 4 messages, the batches' ends fall between the second and third
     moves' deletes and creates.  Before the applier held a primary-key update's half back to the batch
     holding its other half (:func:`cdc_lake.apply.key_change.key_update_cuts`), the create met a lake
-    whose old row the previous batch had deleted, and the unchanged TOASTed value was written null."""
-    name = "moves_cut"
+    whose old row the previous batch had deleted, and the unchanged TOASTed value was written null.
+
+    ``limit_after``: instead, the catch-up's limit (the end offsets it reads when it starts, as
+    ``apply --once`` does) ends that many messages into the moves, after the second move's delete, as if
+    Debezium had written its create just after the limit was read: the batch held back to the delete,
+    the next one started at it with the same limit and applied it alone, until the catch-up read its
+    limit again after such a hold (``ApplyRunner.catch_up``)."""
     db.execute(
         f'create table "{name}" (id integer primary key, qty integer, big text)',
         f'alter table "{name}" alter column big set storage external',
         f'alter table "{name}" replica identity default',
         *(f"insert into \"{name}\" values ({key}, 0, repeat('moved-{key} ', 400))" for key in range(1, 5)),
     )
-    config_path = write_db_config(
-        tmp_path, db, [{"name": name}], str(tmp_path / "lake"), apply={"batch_max_events": 4}
-    )
+    batches = {} if limit_after is not None else {"apply": {"batch_max_events": 4}}
+    config_path = write_db_config(tmp_path, db, [{"name": name}], str(tmp_path / "lake"), **batches)
     onboard(config_path, db.source)
     outcome = cli_run(config_path, "bootstrap", db.qualified(name))
     assert outcome.exit_code == 0, outcome.stderr or outcome.output
     moves = [[f'update "{name}" set id = {key + 100} where id = {key}'] for key in range(1, 5)]
     db.execute_transactions(moves)
     config = load(config_path)
+    if limit_after is not None:
+        wait_streamed(config, db.qualified(name))
+        reads = iter(range(1_000_000))
+
+        def limit_inside_the_moves(servers: str, topic: str, **kwargs: Any) -> dict[int, int]:
+            ends = end_offsets(servers, topic, **kwargs)
+            return {p: high - 12 + limit_after for p, high in ends.items()} if next(reads) == 0 else ends
+
+        monkeypatch.setattr(runner, "end_offsets", limit_inside_the_moves)
     apply_until_live(spark, config, db.qualified(name))
     assert assert_lake_equals_source(spark, config, db, name) == 4
     # Both Kafka readers keep Debezium's headers (every message also carries __debezium.context.*): each

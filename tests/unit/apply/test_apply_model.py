@@ -33,7 +33,7 @@ import itertools
 import math
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
@@ -177,9 +177,13 @@ def apply_batch(
     rows = merge_batch(applied, lake.rows, exists=True, keys=keys, merge_into=merge_into)
     for change in sorted(changes, key=lambda c: (c.ordering, c.partition, c.offset)):
         old = moved_from(change, changes, keys)
-        if old is None or "note" not in change.unavailable:
-            continue
         key = keys.key(change.row["id"])
+        if change.op not in ("d", "r") and "note" not in change.unavailable:
+            split.discard(key)  # the change writes the note (a chunk row may lose): the key is exact again
+        if change.op == "d" or "note" not in change.unavailable:
+            continue
+        if old is None:
+            continue
         if old in split or change.position in alone:
             event("a moved row's unchanged TOASTed value through a primary-key update's half applied alone")
             split.add(key)
@@ -188,9 +192,9 @@ def apply_batch(
             # stored (corrupted) row's value (docs/applier.md, "Postgres TOAST"); validate finds it.
             event("a row moved in a repair's batch from a key it repairs")
             split.add(key)
-        elif catching_up and key in rows and rows[key][0]["note"] is None:
-            # The catch-up limit (docs/applier.md, "Postgres TOAST"): no stored row of the chain held the
-            # value, and a later link of the chain in a later batch takes this row.
+        elif catching_up and old in lake.rows and lake.rows[old][0]["note"] is None:
+            # The catch-up limit (docs/applier.md, "Postgres TOAST"): an earlier link of the chain, in an
+            # earlier batch, found no stored row holding the value and wrote its row with it null.
             event("a catch-up's moved row whose chain's stored rows held no value")
             split.add(key)
     return Lake(
@@ -324,7 +328,7 @@ def _corrupt_and_repair(
         else:
             rows[key] = ({"id": keys.values[key], "qty": -1, "note": "stray"}, CORRUPTIONS[how])
     repaired = frozenset(corrupted | data.draw(st.sets(st.sampled_from(keys.keys), max_size=2), label="too"))
-    lake = Lake(rows, lake.offsets, lake.marks, lake.split)
+    lake = replace(lake, rows=rows)
     trace.append(f"corrupted {sorted(corrupted)}: lake {lake.rows}")
     # The read reflects every transaction with a message below the checkpoint; the batch's end holds every
     # message up to the read (Debezium committed past it), maybe more.
@@ -341,7 +345,7 @@ def _corrupt_and_repair(
             RepairBatch([], repaired, removal), keys,
         )
         kept = {k: v for k, v in lake.rows.items() if k not in removed}
-        lake = Lake(kept, lake.offsets, lake.marks, lake.split)
+        lake = replace(lake, rows=kept)
         trace.append(f"repair of {sorted(repaired)} interrupted after removing {sorted(removed)}")
         # Resumed later: the applier leaves the table alone meanwhile; the resumed repair reads again.
         read_at = data.draw(st.integers(read_at, len(source.transactions)), label="resumed read")
@@ -646,9 +650,6 @@ def test_a_row_moved_during_the_bootstrap_keeps_its_unchanged_toasted_value() ->
     snapshot = Lake({2: (dict(moved), "0" * 40)}, watermark)
     lake = apply_batch(emitter, snapshot, ends, PG_TOPIC)
     assert {k: v[0] for k, v in lake.rows.items()} == {2: moved}
-
-
-"""A transaction, or an incremental snapshot chunk of every row (its Postgres marker that far ahead)."""
 
 
 def _rows(lake: Lake) -> dict[int, Row]:
