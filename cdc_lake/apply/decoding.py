@@ -223,7 +223,7 @@ def decode_messages(settings: DecodeSettings, messages: Iterable[RawMessage]) ->
                 old_key = old_key_delete(decoded, settings.key_fields)
                 if old_key is not None:  # the update moved the row: delete it under its old key first
                     yield _change(settings, old_key, message, applied)
-                half = bool(message.headers) and is_key_update_half(decoded, message.headers)
+                half = is_key_update_half(decoded, message.headers)
                 yield _change(settings, decoded, message, applied, old_key, half)
         except Exception as exc:  # every failure stops the table here, named
             yield _bad(message, _reason(exc, MessageRef(settings.topic, message.partition, message.offset)))

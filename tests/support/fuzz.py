@@ -1062,9 +1062,9 @@ _EAGER = {"max_delta_commits": 1, "max_delta_seconds": 1, "check_seconds": 0.5}
 def _eager_tier0(config_path: Path) -> None:
     """Rewrite the config with tier 0's default layout (:data:`cdc_lake.config.lake.TIER0_LAYOUT`) compacting
     eagerly: a plan after every delta commit or a second of waiting, the service looking every 0.5 s (the
-    default's 5 commits or 120 s never come in a case).  The batches keep their default size: batches
-    of 10 changes cut a Postgres key move's create from its delete, where an unchanged TOASTed value of
-    the moved row is lost (a documented limit, docs/applier.md "Guarantees"; the CI case hit it)."""
+    default's 5 commits or 120 s never come in a case).  The batches keep their default size (batches
+    of 10 changes once cut a Postgres key move's create from its delete and lost an unchanged TOASTed
+    value; the applier now applies both halves in one batch, docs/applier.md "Postgres TOAST")."""
     data = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     layout = TIER0_LAYOUT.model_dump()
     layout["compaction"] = {**layout["compaction"], **_EAGER}
