@@ -45,6 +45,14 @@ Run it with the stack up, from the stack's directory::
    store (``live_after_handoff_seconds``) and to the first commit at which its freshness is under 15 s
    (``fresh_after_handoff_seconds``), then its p50/p99 like any phase.  The ``--rates`` phases follow.
 
+8. A layout whose ``compaction.executor`` is ``job`` (``mor-bucket-job``): ``run``'s table-service thread
+   executes none of its plans; ``cdc-lake compact --every 5`` runs beside ``run`` as a process of its
+   own, at ``--compact-nice`` (19 by default: the writer takes the cores first), and is stopped with it.
+
+9. ``--no-continuous-validation``: ``run`` without its continuous validation (``validation.continuous:
+   false``), whose sample every 300 s reads the table's whole snapshot on the bucket index (no file
+   holds a key range): the arm that measures what the sample costs the freshness.
+
 The load average at start and end is in the figures.  ``--plot PNG`` draws each phase's p99 per 10 s
 of source commit time (needs the ``bench`` extra, ``matplotlib``); ``--replot A.json,B.json --plot PNG``
 draws earlier runs' figures without measuring.
@@ -344,6 +352,18 @@ class Runs:
     config_path: Path
     work: Path
     started: list[subprocess.Popen[bytes]]
+    compact_nice: int | None = None
+    """Also run ``nice -n <this> cdc-lake compact --every 5`` beside (a layout of executor ``job``)."""
+    compactor: subprocess.Popen[bytes] | None = None
+
+    def start_compactor(self) -> None:
+        log = (self.work / "compact.log").open("wb")
+        cli = [sys.executable, "-m", "cdc_lake", "--config", str(self.config_path), "compact", "--every", "5"]
+        self.compactor = subprocess.Popen(
+            ["nice", "-n", str(self.compact_nice), *cli],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        _log(f"compact --every 5 started at nice {self.compact_nice}, pid {self.compactor.pid}")
 
     def start(self) -> subprocess.Popen[bytes]:
         log = (self.work / f"run-{len(self.started)}.log").open("wb")
@@ -356,11 +376,13 @@ class Runs:
         return process
 
     def stop_all(self) -> None:
-        """SIGTERM each live ``run`` (batches finish), then SIGKILL its process group if it lingers."""
-        for process in self.started:
+        """SIGTERM each live ``run`` and the compaction job (batches finish), then SIGKILL a process group
+        that lingers."""
+        every = [*self.started, *([self.compactor] if self.compactor is not None else [])]
+        for process in every:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
-        for process in self.started:
+        for process in every:
             try:
                 process.wait(timeout=180)
             except subprocess.TimeoutExpired:
@@ -370,7 +392,12 @@ class Runs:
 
 
 def _configure(
-    bench: Bench, layout: str, driver_memory: str, spark_conf: dict[str, str], rows_per_bucket: int | None
+    bench: Bench,
+    layout: str,
+    driver_memory: str,
+    spark_conf: dict[str, str],
+    rows_per_bucket: int | None,
+    continuous_validation: bool,
 ) -> Path:
     entry = bench.source_entry()
     entry["tables"][0]["tier"] = 0
@@ -381,6 +408,8 @@ def _configure(
     if rows_per_bucket is not None:
         data["lake"]["rows_per_bucket"] = rows_per_bucket
     data["monitoring"] = {"metrics_port": 0}  # a standby beside the first run must not need the port
+    if not continuous_validation:
+        data["validation"] = {"continuous": False}
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
 
@@ -493,6 +522,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "driver_memory": args.driver_memory,
         "spark_conf": spark_conf,
         "rows_per_bucket": args.rows_per_bucket,
+        "continuous_validation": not args.no_continuous_validation,
         "rows": args.rows,
         "workload_percent": WORKLOAD,
         "started_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -503,7 +533,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             conn.execute(
                 sql.SQL("create sequence public.fresh_ids start {}").format(sql.Literal(args.rows + 1))
             )
-        config_path = _configure(bench, args.layout, args.driver_memory, spark_conf, args.rows_per_bucket)
+        config_path = _configure(
+            bench, args.layout, args.driver_memory, spark_conf, args.rows_per_bucket,
+            not args.no_continuous_validation,
+        )  # fmt: skip
         config = load_config(config_path)
         (target,) = select_targets(config)
         table = f"{bench.source}.{bench.schema_table}"
@@ -531,11 +564,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         results["file_groups"] = len({path.name.split("_", 1)[0] for path in base_files})
         watcher = CommitWatcher(Path(target.base_path))
         watcher.start()
-        runs = Runs(config_path, bench.work, [])
+        job = LAYOUTS[args.layout].get("compaction", {}).get("executor") == "job"
+        runs = Runs(config_path, bench.work, [], args.compact_nice if job else None)
+        results["compact_nice"] = runs.compact_nice
         kafka = stack.kafka.address()
         phases: list[dict[str, Any]] = []
         try:
             runs.start()
+            if runs.compact_nice is not None:
+                runs.start_compactor()
             if under is not None and under_load is not None:
                 under["handoff_ms"] = int(time.time() * 1000)
                 under["live_after_handoff_seconds"] = _wait_live(config, table, args.timeout)
@@ -670,6 +707,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--bootstrap-load-seconds", type=int, default=300, help="how long the load of --bootstrap-under lasts"
+    )
+    parser.add_argument(
+        "--no-continuous-validation",
+        action="store_true",
+        help="validation.continuous: false (run's sample every 300 s reads the whole lake table)",
+    )
+    parser.add_argument(
+        "--compact-nice", type=int, default=19, help="niceness of the compaction job (executor job layouts)"
     )
     parser.add_argument("--timeout", type=float, default=900, help="seconds to catch up after a phase")
     parser.add_argument("--json", type=Path, help="figures, written after each phase and at the end")

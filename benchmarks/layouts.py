@@ -16,6 +16,10 @@ the timeline's file names (``<instant>_<completion>.commit``), which version 6 d
   the product's tier-0 default since (``cdc_lake.config.lake.TIER0_LAYOUT``).
 - ``mor-bucket-one-group``: ``mor-bucket-bounded`` with plans of one file group each (``plan_io_mb: 1``:
   a file group of a 1M-row table reads and writes more than 1 MB), so a compaction holds one core.
+- ``mor-bucket-job``: ``mor-bucket-one-group`` with the plans executed only by a ``cdc-lake compact
+  --every`` process beside ``run`` (``executor: job``; the freshness benchmark starts it at a lower CPU
+  priority), under Hudi's file-system lock provider, which two processes on one local lake share
+  (retried every 200 ms, not Hudi's 5 s).
 - ``mor-bucket-timed``: the same planned by time only (every 120 s; 1,000 delta commits never come
   first at tier 0's commit rate): fewer compactions beside the writer.
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+_FILE_SYSTEM_LOCK = "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider"
 _ASYNC = {"inline": False, "max_delta_commits": 5, "check_seconds": 5}
 
 _LAYOUTS: dict[str, dict[str, Any]] = {
@@ -47,6 +52,18 @@ _LAYOUTS: dict[str, dict[str, Any]] = {
     "mor-bucket-one-group": {
         "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9,
         "compaction": {**_ASYNC, "max_delta_seconds": 120, "plan_io_mb": 1},
+    },
+    "mor-bucket-job": {
+        "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9,
+        "compaction": {**_ASYNC, "max_delta_seconds": 120, "plan_io_mb": 1, "executor": "job"},
+        "format_options": {
+            "hoodie.write.lock.provider": _FILE_SYSTEM_LOCK,
+            "hoodie.write.lock.filesystem.expire": "1",
+            # Hudi's lock manager retries every 5 s by default: a commit that finds the job's lock
+            # would wait that long.
+            "hoodie.write.lock.client.wait_time_ms_between_retry": "200",
+            "hoodie.write.lock.client.num_retries": "300",
+        },
     },
     "mor-bucket-timed": {
         "table_type": "MERGE_ON_READ", "index": "BUCKET", "table_version": 9,

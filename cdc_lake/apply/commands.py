@@ -34,6 +34,7 @@ from cdc_lake.exceptions import ApplyError, ConfigError
 from cdc_lake.kafka.board import OffsetBoard
 from cdc_lake.kafka.offsets import end_offsets
 from cdc_lake.lake.format import load_format
+from cdc_lake.lake.layout import CompactionExecutor
 from cdc_lake.lake.schema_change import SchemaDiff
 from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.spark import get_spark
@@ -155,13 +156,14 @@ def _execute_pending_plans(
     config: Config, store: StateStore, spark: SparkSession, targets: Sequence[TableTarget]
 ) -> None:
     """Execute the compaction plans ``apply --once``'s batches left pending on tables whose writes only plan
-    them: a scheduler running ``apply --once`` has no ``run`` thread to (docs/hudi.md, "Table services").
+    them: a scheduler running ``apply --once`` has no ``run`` thread to (docs/hudi.md, "Table services"),
+    except those a ``compact`` job executes (``compaction.executor: job``), whose backlog it records.
     A failure is recorded and logged as ``run``'s thread does, and fails nothing: the next run retries."""
     services = TableServices(
         load_format(spark, config.lake.format), store, config.state_store.url, beside_writer=False
     )
     for target in services.serviced(targets):
-        services.step(target)
+        services.look(target)
 
 
 @contextmanager
@@ -328,18 +330,29 @@ def compact_command(
     echo: Callable[[str], None],
     render: Callable[[ServiceOutcome], str] = describe_services,
     note: Callable[[str], None] | None = None,
+    every: float | None = None,
 ) -> list[ServiceOutcome]:
-    """``cdc-lake compact``: execute the chosen tables' pending compaction plans once, as a job.
+    """``cdc-lake compact``: execute the chosen tables' pending compaction plans once, as a job; with
+    ``every``, look again every that many seconds until SIGTERM or SIGINT, beside a writer (``run``), so
+    a due plan is the table's next one within ``plan_io_mb``; a failed look is logged and retried.  With
+    ``every`` and no tables named, the tables of ``compaction.executor: job`` (``run`` executes the rest).
 
     Only tables whose writes leave compaction outside (MERGE_ON_READ with ``inline: false`` compaction: the
     tier-0 default layout, or ``lake.compaction``) are chosen;
-    naming another is a ConfigError.  Raises ApplyError when any table's execution failed.
+    naming another is a ConfigError.  Raises ApplyError when any table's execution failed (once).
     """
     targets = select_targets(config, tuple(tables))
     with StateStore.open(config.state_store.url) as store:
         spark = get_spark(config.spark, config.lake)
         lake = load_format(spark, config.lake.format)
-        services = TableServices(lake, store, config.state_store.url, beside_writer=False)
+        services = TableServices(
+            lake,
+            store,
+            config.state_store.url,
+            beside_writer=every is not None,
+            same_process=False,
+            executor=CompactionExecutor.JOB,
+        )
         serviced = services.serviced(targets)
         if tables and len(serviced) < len(targets):
             others = sorted({t.qualified_name for t in targets} - {t.qualified_name for t in serviced})
@@ -348,11 +361,19 @@ def compact_command(
                 "MERGE_ON_READ table with compaction inline: false, as tier 0's default layout in "
                 "lake.tier_layouts, or lake.table_type MERGE_ON_READ with lake.compaction.inline: false)"
             )
+        if every is not None and not tables:  # the job's own tables; run's thread executes the others
+            serviced = [t for t in serviced if t.compaction.executor is CompactionExecutor.JOB]
         if not serviced:
             (note or echo)(
-                "no table leaves compaction outside its writes (a MERGE_ON_READ table with compaction "
+                "no table has compaction.executor: job: nothing to do"
+                if every is not None and not tables
+                else "no table leaves compaction outside its writes (a MERGE_ON_READ table with compaction "
                 "inline: false, as tier 0's default layout): nothing to do"
             )
+            return []
+        if every is not None:
+            _compact_every(services, serviced, every, lambda o: echo(render(o)), note or echo)
+            return []
         outcomes = []
         for target in serviced:
             outcome = services.step(target, schedule=schedule)
@@ -362,3 +383,33 @@ def compact_command(
     if failed:
         raise ApplyError(f"compaction failed for {len(failed)} of {len(outcomes)} tables: {failed[0].error}")
     return outcomes
+
+
+def _compact_every(
+    services: TableServices,
+    targets: Sequence[TableTarget],
+    every: float,
+    report: Callable[[ServiceOutcome], None],
+    note: Callable[[str], None],
+) -> None:
+    """``compact --every``: the looks of ``run``'s table-service thread in a process of its own, until
+    SIGTERM or SIGINT; a look that executed or failed is reported.  A table without a lock provider
+    shared by processes is BUSY for its applier while its plan executes: said once at the start."""
+    for target in targets:
+        if not services.lake.services_lock_shared(target.spec(target.key_fields or ())):
+            _LOG.warning(
+                "table %s: lake.format_options name no lock provider shared by processes: its applier "
+                "skips the table while a plan executes",
+                target.qualified_name,
+            )
+    thread = ServiceThread(
+        services, targets, every, on_outcome=lambda o: report(o) if o.executed or o.error else None
+    )
+    stopped = threading.Event()
+    thread.start()
+    note(f"table services of {len(thread.targets)} tables every {every:g} s; stop with SIGTERM or Ctrl-C")
+    with _stop_on_signals(stopped.set):
+        while not stopped.wait(1.0):
+            pass
+    thread.stop()
+    note("stopped")

@@ -15,7 +15,13 @@ Who may run a table's services at the same time as what:
   lock guards the metadata table they both update (:func:`~cdc_lake.hudi.options.compaction_options`);
 * a ``compact`` job in another process also holds the table's apply lock (the applier skips the table,
   BUSY, meanwhile), unless the config names a lock provider shared by processes
-  (``hoodie.write.lock.provider`` in ``lake.format_options``, e.g. Zookeeper or the Hive Metastore's).
+  (``hoodie.write.lock.provider`` in ``lake.format_options``: Hudi's file-system one on a local or HDFS
+  lake, Zookeeper, DynamoDB or the Hive Metastore's).
+
+Who executes: ``run``'s thread, unless the table's ``compaction.executor`` is ``job``: then only a
+``compact`` job does (``compact --every`` keeps looking, a separate process an operator runs beside ``run``
+on executors, or at a lower CPU priority, of its own), and ``run``'s thread only records the table's backlog,
+so the staleness alert still sees a job that stopped.
 
 A failed execution is recorded with the backlog and retried at the next look; it never stops the table's
 applier: the snapshot readers stay exact, and the growing staleness is what the alert fires on.
@@ -36,12 +42,14 @@ from cdc_lake.exceptions import CdcLakeError
 from cdc_lake.lake.applier import BUSY
 from cdc_lake.lake.commit_metadata import MalformedCommitMetadata
 from cdc_lake.lake.format import LakeFormat, PlanNow, ServiceBacklog
+from cdc_lake.lake.layout import CompactionExecutor
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.store import StateStore
 
 _LOG = logging.getLogger(__name__)
 
+NO_TABLE = "no lake table yet"
 
 
 @dataclass(frozen=True)
@@ -59,8 +67,12 @@ class ServiceOutcome:
 class TableServices:
     """Executes the pending table-service plans of tables whose writes leave them to a separate executor.
 
-    ``beside_writer``: this process applies the tables too (``run``), so only the services lock is
-    taken; otherwise (``compact``) the apply lock as well, unless the lock provider is shared.
+    ``beside_writer``: a writer applies the tables meanwhile (``run``, ``compact --every``), so a due
+    plan is the table's next one within ``plan_io_mb``.  ``same_process`` (default: ``beside_writer``):
+    that writer is this process (``run``), so only the services lock is taken; otherwise the apply lock
+    as well, unless the lock provider is shared.  ``executor``: which of the table-service executors
+    this is (:class:`CompactionExecutor`): the writer's process (``run``, ``apply --once``), whose looks
+    leave the tables of ``compaction.executor: job`` to the job, or the ``compact`` job.
     """
 
     def __init__(
@@ -70,12 +82,16 @@ class TableServices:
         lock_url: str,
         *,
         beside_writer: bool,
+        same_process: bool | None = None,
+        executor: CompactionExecutor = CompactionExecutor.RUN,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.lake = lake
         self.store = store
         self.lock_url = lock_url
         self.beside_writer = beside_writer
+        self.same_process = beside_writer if same_process is None else same_process
+        self.executor = executor
         self.clock = clock
 
     def serviced(self, targets: Sequence[TableTarget]) -> list[TableTarget]:
@@ -97,11 +113,35 @@ class TableServices:
                 return ServiceOutcome(name, skipped=BUSY)
             return self._execute(target, schedule)
 
+    def look(self, target: TableTarget) -> ServiceOutcome:
+        """A look at a table: :meth:`step`, unless the table's plans are the other executor's (a table of
+        ``compaction.executor: job`` looked at by ``run`` or ``apply --once``): then only its backlog is
+        recorded (the job's recorded failure kept), so the staleness alert fires when no job runs."""
+        if self.executor is CompactionExecutor.JOB or target.compaction.executor is CompactionExecutor.RUN:
+            return self.step(target)
+        name = target.qualified_name
+        skipped = skip_reason(self.store, target)
+        if skipped is not None:
+            return ServiceOutcome(name, skipped=skipped)
+        target = current_target(self.store, target)
+        if not self.lake.table_exists(target.base_path):
+            return ServiceOutcome(name, skipped=NO_TABLE)
+        backlog = self.lake.service_backlog(target.base_path)
+        self._record(name, backlog, None, keep_error=True)
+        return ServiceOutcome(name, backlog=backlog)
+
+    def _record(
+        self, name: str, backlog: ServiceBacklog, error: str | None, *, keep_error: bool = False
+    ) -> None:
+        since = backlog.uncompacted_since
+        since_ms = None if since is None else int(since * 1000)
+        self.store.record_services(name, backlog.pending_plans, since_ms, error, keep_error=keep_error)
+
     @contextmanager
     def _locks(self, target: TableTarget) -> Iterator[bool]:
         purposes = [LockPurpose.TABLE_SERVICES]
         shared = self.lake.services_lock_shared(target.spec(target.key_fields or ()))
-        if not self.beside_writer and not shared:
+        if not self.same_process and not shared:
             purposes.append(LockPurpose.APPLY)
         with ExitStack() as stack:
             for purpose in purposes:
@@ -130,7 +170,7 @@ class TableServices:
     def _execute(self, target: TableTarget, schedule: bool) -> ServiceOutcome:
         name = target.qualified_name
         if not self.lake.table_exists(target.base_path):
-            return ServiceOutcome(name, skipped="no lake table yet")
+            return ServiceOutcome(name, skipped=NO_TABLE)
         backlog = self.lake.service_backlog(target.base_path)
         started = self.clock()
         executed: tuple[str, ...] = ()
@@ -146,10 +186,7 @@ class TableServices:
                 _LOG.warning("table %s: table services failed: %s", name, error)
             backlog = self.lake.service_backlog(target.base_path)
         seconds = self.clock() - started
-        since = backlog.uncompacted_since
-        self.store.record_services(
-            name, backlog.pending_plans, None if since is None else int(since * 1000), error
-        )
+        self._record(name, backlog, error)
         applier_metrics.record_services(name, target.tier, executed=len(executed), failed=error is not None)
         if executed:
             _LOG.info(
@@ -164,11 +201,12 @@ class TableServices:
 
 
 class ServiceThread:
-    """``run``'s table-service thread: every ``check_seconds``, each serviced table once, until stopped.
+    """A thread that looks at each serviced table every ``check_seconds`` until stopped: ``run``'s
+    table-service thread, and ``compact --every``'s.
 
     ``on_start`` runs first in the thread: ``run`` puts the thread's Spark jobs in their own scheduler
     pool there (:func:`cdc_lake.spark.session.use_pool`), so a compaction does not hold every core while
-    a commit waits."""
+    a commit waits.  ``on_outcome`` gets every look's outcome."""
 
     def __init__(
         self,
@@ -176,11 +214,13 @@ class ServiceThread:
         targets: Sequence[TableTarget],
         check_seconds: float,
         on_start: Callable[[], None] | None = None,
+        on_outcome: Callable[[ServiceOutcome], None] | None = None,
     ) -> None:
         self.services = services
         self.targets = services.serviced(targets)
         self.check_seconds = check_seconds
         self.on_start = on_start
+        self.on_outcome = on_outcome
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -206,7 +246,10 @@ class ServiceThread:
                 if self._stop.is_set():
                     return
                 try:
-                    self.services.step(target)
+                    outcome = self.services.look(target)
                 except CdcLakeError as exc:  # the next look retries; the alert watches the backlog
                     _LOG.warning("table %s: table-service look failed: %s", target.qualified_name, exc)
+                    continue
+                if self.on_outcome is not None:
+                    self.on_outcome(outcome)
             self._stop.wait(self.check_seconds)

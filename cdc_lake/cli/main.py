@@ -330,28 +330,40 @@ def run(ctx: click.Context, parallel: int, as_json: bool) -> None:
 @cli.command()
 @click.argument("tables", nargs=-1, metavar="[TABLE]...")
 @click.option("--schedule", is_flag=True, help="Plan a compaction of every file slice with logs first.")
+@click.option(
+    "--every",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Keep looking every SECONDS beside `run`, until SIGTERM or Ctrl-C (for compaction.executor: job).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per table (JSON Lines).")
 @click.pass_context
-def compact(ctx: click.Context, tables: tuple[str, ...], schedule: bool, as_json: bool) -> None:
+def compact(
+    ctx: click.Context, tables: tuple[str, ...], schedule: bool, every: float | None, as_json: bool
+) -> None:
     """Execute the pending compaction plans of MERGE_ON_READ tables, as a job outside `run`.
 
-    Only for lake.compaction.inline: false (the writers schedule plans; `run` executes them too).  A
-    table's applier in another process skips it while its plans execute, unless lake.format_options names a
-    lock provider shared by processes (docs/hudi.md#table-services).  Exits non-zero if any failed.
+    Only for lake.compaction.inline: false (the writers schedule plans; `run` executes them too, unless
+    compaction.executor is job).  A table's applier in another process skips it while its plans execute,
+    unless lake.format_options names a lock provider shared by processes (docs/hudi.md#table-services).
+    Exits non-zero if any failed; with --every, failed looks are logged and retried.
     """
     import json
     import time
 
     from cdc_lake.apply.commands import compact_command, describe_services, services_json
 
+    if schedule and every is not None:
+        raise ConfigError("--schedule plans every file slice once; it does not go with --every")
     config = get_config(ctx)
     if as_json:
         compact_command(
             config, tables, schedule, click.echo,
             render=lambda outcome: json.dumps(services_json(outcome, time.time())), note=_note(as_json),
+            every=every,
         )
     else:
-        compact_command(config, tables, schedule, click.echo, render=describe_services)
+        compact_command(config, tables, schedule, click.echo, render=describe_services, every=every)
 
 
 @cli.command()

@@ -40,6 +40,19 @@ class CompactionSettings(_Model):
     plan_io_mb: int | None = Field(default=None, ge=1)
     """A plan's IO budget in MB, file groups with the most log data first (at least one); None: every
     file group with logs (:class:`cdc_lake.lake.layout.CompactionSpec`)."""
+    executor: Literal["run", "job"] = "run"
+    """Who executes the plans of ``inline: false``: ``run``'s table-service thread, or only a separate
+    ``cdc-lake compact --every`` job (:class:`cdc_lake.lake.layout.CompactionExecutor`)."""
+
+    @model_validator(mode="after")
+    def _a_job_executes_only_plans_the_writer_leaves(self) -> CompactionSettings:
+        if self.executor == "job" and self.inline:
+            raise PydanticCustomError(
+                "executor_needs_async",
+                "executor: job needs inline: false (an inline compaction runs inside the writer's commit)",
+                {},
+            )
+        return self
 
 
 class TierLayout(_Model):

@@ -73,6 +73,18 @@ class IndexType(StrEnum):
         return self in (IndexType.GLOBAL_BLOOM, IndexType.GLOBAL_SIMPLE, IndexType.RECORD_INDEX)
 
 
+class CompactionExecutor(StrEnum):
+    """Who executes a table's compaction plans when its writes only schedule them.
+
+    ``run``: ``cdc-lake run``'s table-service thread, in the writer's Spark application (and any
+    ``cdc-lake compact``).  ``job``: only ``cdc-lake compact`` (``--every`` to keep looking), a process of
+    its own beside ``run``: on a cluster its own executors, on a shared machine a lower CPU priority
+    (``nice``), so a compaction never takes the writer's cores; ``run`` then only records the backlog."""
+
+    RUN = "run"
+    JOB = "job"
+
+
 @dataclass(frozen=True)
 class CompactionSpec:
     """MERGE_ON_READ compaction, planned after ``max_delta_commits`` delta commits (or ``max_delta_seconds``
@@ -88,12 +100,15 @@ class CompactionSpec:
     writes reach it (at least one file group; one under 1 MB counts as none); None: every file group with
     logs.  A compaction rewrites a file group in one task, so the budget bounds how many cores a
     compaction holds while the writer waits for one (docs/hudi.md, "Table services").
+
+    ``executor``: who executes the plans the writer schedules (:class:`CompactionExecutor`).
     """
 
     inline: bool = True
     max_delta_commits: int = 5
     max_delta_seconds: int | None = None
     plan_io_mb: int | None = None
+    executor: CompactionExecutor = CompactionExecutor.RUN
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from cdc_lake.capture.plan import schema_history_topic, table_topic
 from cdc_lake.config import Config, Source, Table
 from cdc_lake.lake.format import DEFAULT_FORMAT
-from cdc_lake.lake.layout import DEFAULT_TABLE_VERSION, CompactionSpec, IndexType, TableSpec, TableType
+from cdc_lake.lake.layout import (
+    DEFAULT_TABLE_VERSION,
+    CompactionExecutor,
+    CompactionSpec,
+    IndexType,
+    TableSpec,
+    TableType,
+)
 from cdc_lake.lake.schema_change import SchemaPolicy
 
 
@@ -85,6 +92,7 @@ def target_for(config: Config, source: Source, table: Table) -> TableTarget:
             layout.compaction.max_delta_commits,
             layout.compaction.max_delta_seconds,
             layout.compaction.plan_io_mb,
+            CompactionExecutor(layout.compaction.executor),
         ),
         soft_deletes=lake.soft_deletes,
         table_version=lake.table_version,

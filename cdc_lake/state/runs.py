@@ -91,17 +91,26 @@ class RunStore(StoreSession):
             return freshness(row)
 
     def record_services(
-        self, table: str, pending_plans: int, uncompacted_since_ms: int | None, error: str | None
+        self,
+        table: str,
+        pending_plans: int,
+        uncompacted_since_ms: int | None,
+        error: str | None,
+        *,
+        keep_error: bool = False,
     ) -> bool:
         """Record ``table``'s table-service backlog beside its freshness; False when the applier has not
-        measured the table yet (no freshness row: nothing to record it with)."""
+        measured the table yet (no freshness row: nothing to record it with).  ``keep_error``: a look that
+        executed nothing (``run`` beside a job that executes the table's plans) leaves the executor's
+        recorded failure as it is."""
         with self._transaction() as session:
             row = session.get(FreshnessRow, table)
             if row is None:
                 return False
             row.pending_plans = pending_plans
             row.uncompacted_since_ms = uncompacted_since_ms
-            row.services_error = error
+            if not keep_error:
+                row.services_error = error
             row.services_measured_at = utcnow()
             return True
 

@@ -10,16 +10,22 @@ and inserts; the snapshot (Spark, hudi-rs) equals the source after every round, 
 read-optimized reader misses is measured, served as metrics and alerted on (``CdcLakeCompactionBehind``,
 checked by promtool against ``lag``); Trino, through the Hive catalog, shows the bootstrap's rows as
 they were (updated rows old, deleted rows still there) while no plan has executed.  ``cdc-lake compact
---schedule`` then compacts everything, and Trino equals the source.
+--schedule`` then compacts everything, and Trino equals the source.  With ``compaction.executor: job``
+a ``cdc-lake compact --every`` process executes the plans under Hudi's file-system lock, and neither
+``run``'s thread nor ``apply --once`` does.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -39,6 +45,9 @@ from support.ops import alerts_everywhere
 from support.trino_reader import trino_rows
 
 from cdc_lake.apply.commands import service_thread
+from cdc_lake.apply.table_services import ServiceOutcome
+from cdc_lake.config import Config
+from cdc_lake.hudi import services as hudi_services
 from cdc_lake.hudi.services import service_backlog
 from cdc_lake.hudi.timeline import latest_commit
 from cdc_lake.lake.commit_metadata import CommitMetadata
@@ -69,6 +78,29 @@ def _round(db: SourceDb, n: int, name: str) -> None:
     )
 
 
+def _bootstrapped(
+    db: SourceDb, tmp_path: Path, name: str, lake: dict[str, Any], **sections: Any
+) -> tuple[Path, Config]:
+    """A ``ROWS``-row tier-0 table ``name``, its config (``lake`` settings and ``sections`` added, the
+    stack's Hive catalog), onboarded and bootstrapped."""
+    db.execute(
+        f"create table {name} (id integer primary key, v integer, note text)",
+        f"insert into {name} select g, 0, repeat('n', 50) from generate_series(1, {ROWS}) g",
+    )
+    hive = {"uri": db.stack.hive_metastore.uri, "database": f"lake_{db.engine}"}
+    config_path = write_db_config(
+        tmp_path, db, [{"name": name, "tier": 0}], str(tmp_path / "lake"), catalog={"hive": hive}
+    )
+    data = yaml.safe_load(config_path.read_text())
+    data["lake"] = {**data["lake"], **lake}
+    data.update(sections)
+    config = write_and_load(config_path, data)
+    onboard(config_path, db.source)
+    outcome = cli_run(config_path, "bootstrap", db.qualified(name))
+    assert outcome.exit_code == 0, outcome.stderr or outcome.output
+    return config_path, config
+
+
 @pytest.mark.parametrize("index", ["RECORD_INDEX", "BUCKET"])
 def test_compaction_outside_the_writes_keeps_every_reader_exact(
     spark: SparkSession, db: SourceDb, tmp_path: Path, index: str
@@ -76,13 +108,7 @@ def test_compaction_outside_the_writes_keeps_every_reader_exact(
     """Both MERGE_ON_READ indexes whose compaction runs outside the writes: the record index, and the
     bucket index of tier 0's default layout."""
     name = f"items_{index.lower()}"
-    db.execute(
-        f"create table {name} (id integer primary key, v integer, note text)",
-        f"insert into {name} select g, 0, repeat('n', 50) from generate_series(1, {ROWS}) g",
-    )
-    hive = {"uri": db.stack.hive_metastore.uri, "database": f"lake_{db.engine}"}
     lake = {
-        "base_path": str(tmp_path / "lake"),
         "table_type": "MERGE_ON_READ",
         "index": index,
         # max_delta_seconds: the service thread also plans when a change has waited 3 s, beside the
@@ -96,18 +122,9 @@ def test_compaction_outside_the_writes_keeps_every_reader_exact(
         # index): no log, nothing to compact.
         "format_options": {"hoodie.parquet.small.file.limit": "0"},
     }
-    config_path = write_db_config(
-        tmp_path, db, [{"name": name, "tier": 0}], str(tmp_path / "lake"), catalog={"hive": hive}
-    )
-    data = yaml.safe_load(config_path.read_text())
-    data["lake"] = {**data["lake"], **lake}
-    data["monitoring"] = {"alert_for_seconds": 0}
-    config = write_and_load(config_path, data)
+    config_path, config = _bootstrapped(db, tmp_path, name, lake, monitoring={"alert_for_seconds": 0})
     table = db.qualified(name)
     base_path = config.lake.table_base_path(table)
-    onboard(config_path, db.source)
-    outcome = cli_run(config_path, "bootstrap", table)
-    assert outcome.exit_code == 0, outcome.stderr or outcome.output
 
     # Two rounds, two delta commits: the applier's second commit schedules a plan and executes none.
     for n in (1, 2):
@@ -293,3 +310,78 @@ def _buckets(base_path: str) -> set[int]:
     ``00000007-<uuid>``), from its base and log files."""
     files = [*Path(base_path).glob("*.parquet"), *Path(base_path).glob(".*.log.*")]
     return {int(path.name.lstrip(".").split("-", 1)[0]) for path in files}
+
+
+FILE_SYSTEM_LOCK = {
+    "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider",
+    "hoodie.write.lock.filesystem.expire": "1",
+    "hoodie.write.lock.client.wait_time_ms_between_retry": "200",
+    "hoodie.write.lock.client.num_retries": "300",
+}
+
+
+def test_a_compaction_job_beside_the_writer_executes_the_plans_run_leaves_it(
+    spark: SparkSession, db: SourceDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``compaction.executor: job`` (docs/hudi.md, "Table services"): ``cdc-lake compact --every``, a
+    process of its own under Hudi's file-system lock provider, executes the plans while this process
+    applies rounds with ``run``'s table-service thread beside it and an ``apply --once``; neither of
+    those executes a plan (any execution in this process fails the test), the thread records the
+    backlog, and the snapshot (Spark, hudi-rs) equals the source after the rounds; once the job caught
+    up, the read-optimized view and Trino do too, and SIGTERM stops the job cleanly."""
+    name = "items_job"
+    lake = {
+        "table_type": "MERGE_ON_READ",
+        "index": "BUCKET",
+        "compaction": {
+            "inline": False, "max_delta_commits": 2, "check_seconds": 1, "max_delta_seconds": 3,
+            "executor": "job",
+        },
+        "format_options": FILE_SYSTEM_LOCK,
+    }
+    config_path, config = _bootstrapped(db, tmp_path, name, lake)
+    table = db.qualified(name)
+    base_path = config.lake.table_base_path(table)
+
+    def executed_here(*args: object, **kwargs: object) -> tuple[str, ...]:
+        raise AssertionError("a plan of a table of executor job was executed beside the writer")
+
+    monkeypatch.setattr(hudi_services, "execute_compactions", executed_here)
+    log = (tmp_path / "compact.log").open("wb")
+    job = subprocess.Popen(
+        [sys.executable, "-m", "cdc_lake", "--config", str(config_path), "compact", "--every", "1"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        with StateStore.open(config.state_store.url) as store:
+            thread = service_thread(config, spark, store, select_targets(config))
+            looks: list[ServiceOutcome] = []
+            thread.on_outcome = looks.append
+            assert thread.start()
+            try:
+                for n in range(1, 7):
+                    _round(db, n, name)
+                    apply_until_live(spark, config, table)
+                _round(db, 7, name)
+                wait_streamed(config, table)
+                applied = cli_run(config_path, "apply", "--once", "--json", "--tables", table)
+                assert applied.exit_code == 0, applied.stderr or applied.output
+            finally:
+                thread.stop()
+            assert looks and all(look.executed == () and look.error is None for look in looks), looks
+            assert any(look.backlog is not None for look in looks), looks
+        assert_lake_equals_source(spark, config, db, name, read_optimized=False)
+        deadline = time.monotonic() + 240
+        while (backlog := service_backlog(spark, base_path)).uncompacted_since is not None:
+            assert job.poll() is None, (tmp_path / "compact.log").read_text()
+            assert time.monotonic() < deadline, f"the job left {backlog}"
+            time.sleep(1)
+    finally:
+        job.send_signal(signal.SIGTERM)
+        code = job.wait(timeout=120)
+        log.close()
+    printed = (tmp_path / "compact.log").read_text()
+    assert code == 0, printed
+    assert "compaction plan" in printed and "stopped" in printed.splitlines(), printed
+    assert not (Path(base_path) / ".hoodie" / "lock").exists(), "the job left Hudi's lock file"
+    assert_lake_equals_source(spark, config, db, name)

@@ -19,7 +19,14 @@ from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.applier import BUSY
 from cdc_lake.lake.commit_metadata import CommitMetadata
 from cdc_lake.lake.format import CommitInfo, LakeFormat, Partition, PlanNow, ServiceBacklog
-from cdc_lake.lake.layout import CompactionSpec, IndexType, TableLayout, TableSpec, TableType
+from cdc_lake.lake.layout import (
+    CompactionExecutor,
+    CompactionSpec,
+    IndexType,
+    TableLayout,
+    TableSpec,
+    TableType,
+)
 from cdc_lake.lake.target import TableTarget
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
@@ -249,3 +256,62 @@ def test_a_job_compacts_every_file_group_of_a_table_whose_plans_are_bounded(
     lake.runs.clear()
     TableServices(lake, db, url, beside_writer=False).step(bounded)  # nothing due: no look plans
     assert lake.runs == []
+
+
+def test_run_leaves_a_job_executed_table_to_the_job_and_still_records_its_backlog(
+    store: tuple[StateStore, str],
+) -> None:
+    """``compaction.executor: job``: ``run``'s thread executes nothing of the table (a ``compact --every``
+    process does, off the writer's cores) but records its backlog, keeping the job's recorded failure,
+    so ``lag`` and the staleness alert see a job that stopped or fails."""
+    db, url = store
+    job = dataclasses.replace(MOR, compaction=CompactionSpec(inline=False, executor=CompactionExecutor.JOB))
+    db.record_services("pg.s.mor", 1, 1_000_000, "compaction of table 'pg.s.mor' failed: disk full")
+    lake = _Lake(pending=2)
+    in_run = TableServices(lake, db, url, beside_writer=True)
+    outcome = in_run.look(job)
+    assert outcome.executed == () and lake.runs == []
+    assert outcome.backlog == ServiceBacklog(2, 1_000.0)
+    seen = db.current_copy("pg.s.mor").freshness.services  # type: ignore[union-attr]
+    assert seen is not None and seen.pending_plans == 2 and seen.error is not None
+    assert in_run.look(MOR).executed  # a table of executor run: run's thread executes it
+    lake.pending = 2
+    runs = list(lake.runs)
+    once = TableServices(lake, db, url, beside_writer=False)  # apply --once's look after its batches
+    assert once.look(job).executed == () and lake.runs == runs
+    every = TableServices(
+        lake, db, url, beside_writer=True, same_process=False, executor=CompactionExecutor.JOB
+    )
+    assert every.look(job).executed and every.look(MOR).backlog is not None
+
+
+def test_a_job_beside_the_writer_plans_within_the_bound_and_takes_the_apply_lock_unless_shared(
+    store: tuple[StateStore, str],
+) -> None:
+    """``compact --every``: a writer runs beside it (``run``), so a due plan is the table's next one within
+    ``plan_io_mb``, as ``run``'s thread makes it; it is another process than the writer, so it holds
+    the table's apply lock while it executes unless the lock provider is shared by processes."""
+    db, url = store
+    bounded = dataclasses.replace(MOR, compaction=CompactionSpec(inline=False, plan_io_mb=1))
+    lake = _Lake(pending=1)
+    job_beside = TableServices(
+        lake, db, url, beside_writer=True, same_process=False, executor=CompactionExecutor.JOB
+    )
+    job_beside.step(bounded)
+    assert lake.runs == [("/lake/pg.s.mor", PlanNow.NOTHING)]
+    shared = dataclasses.replace(bounded, format_options=(("hoodie.write.lock.provider", HMS_LOCK),))
+    with table_lock(url, LockPurpose.APPLY, "pg.s.mor") as held:
+        assert held
+        assert job_beside.step(bounded).skipped == BUSY
+        lake.pending = 1
+        assert job_beside.step(shared).executed
+
+
+def test_a_compaction_executed_by_a_job_needs_plans_the_writer_leaves() -> None:
+    from pydantic import ValidationError
+
+    from cdc_lake.config.lake import CompactionSettings
+
+    assert CompactionSettings(inline=False, executor="job").executor == "job"
+    with pytest.raises(ValidationError, match="executor: job needs inline: false"):
+        CompactionSettings(executor="job")

@@ -32,3 +32,4 @@ def test_a_named_layout_is_the_one_a_tier0_table_gets(name: str) -> None:
     assert target.compaction.inline is compaction.get("inline", True)
     assert target.compaction.max_delta_seconds == compaction.get("max_delta_seconds")
     assert target.compaction.plan_io_mb == compaction.get("plan_io_mb")
+    assert target.compaction.executor == compaction.get("executor", "run")

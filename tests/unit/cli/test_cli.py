@@ -76,6 +76,17 @@ def test_rebootstrap_refuses_contradictory_arguments_in_one_line(
     assert fragment in result.stderr
 
 
+def test_compact_refuses_schedule_with_every_in_one_line(runner: CliRunner, config_file: Path) -> None:
+    for every in ("0", "-1"):
+        refused = runner.invoke(cli, ["--config", str(config_file), "compact", "--every", every])
+        assert refused.exit_code == 2 and "--every" in refused.stderr, refused.stderr
+    result = runner.invoke(cli, ["--config", str(config_file), "compact", "--schedule", "--every", "5"])
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert "--schedule plans every file slice once; it does not go with --every" in result.stderr
+
+
 def test_status_json_on_an_empty_store(runner: CliRunner, config_file: Path) -> None:
     StateStore.open(f"sqlite:///{config_file.parent}/state/cdc.db").close()
 

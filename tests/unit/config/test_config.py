@@ -20,7 +20,7 @@ from cdc_lake.config import (
 from cdc_lake.engines import ENGINE_NAMES
 from cdc_lake.exceptions import ConfigError, UnknownSourceError, UnknownTableError
 from cdc_lake.lake.format import DEFAULT_FORMAT, FORMATS
-from cdc_lake.lake.layout import CompactionSpec, IndexType, TableLayout, TableType
+from cdc_lake.lake.layout import CompactionExecutor, CompactionSpec, IndexType, TableLayout, TableType
 from cdc_lake.lake.target import select_targets
 from cdc_lake.sources import ENGINES
 
@@ -393,6 +393,15 @@ def test_a_plans_io_budget_reaches_the_target_and_a_bad_one_is_named(tmp_path: P
     assert customers.compaction.plan_io_mb == 256
     bad = write(tmp_path, text.replace("plan_io_mb: 256", "plan_io_mb: 0"), "bad.yaml")
     with pytest.raises(ConfigError, match=r"lake\.compaction\.plan_io_mb"):
+        load_config(bad)
+
+
+def test_a_compaction_job_executor_reaches_the_target_and_needs_async_plans(tmp_path: Path) -> None:
+    text = "lake:\n  compaction: {inline: false, executor: job}\n  table_type: MERGE_ON_READ\n" + PG_SOURCE
+    customers, _ = select_targets(load_config(write(tmp_path, text)))
+    assert customers.compaction.executor is CompactionExecutor.JOB
+    bad = write(tmp_path, text.replace("inline: false, ", ""), "bad.yaml")
+    with pytest.raises(ConfigError, match=r"lake\.compaction.*executor: job needs inline: false"):
         load_config(bad)
 
 
