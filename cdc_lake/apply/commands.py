@@ -163,7 +163,7 @@ def _execute_pending_plans(
         load_format(spark, config.lake.format), store, config.state_store.url, beside_writer=False
     )
     for target in services.serviced(targets):
-        services.look(target)
+        services.step(target)
 
 
 @contextmanager
@@ -361,12 +361,13 @@ def compact_command(
                 "MERGE_ON_READ table with compaction inline: false, as tier 0's default layout in "
                 "lake.tier_layouts, or lake.table_type MERGE_ON_READ with lake.compaction.inline: false)"
             )
-        if every is not None and not tables:  # the job's own tables; run's thread executes the others
+        jobs_own = every is not None and not tables  # run's thread executes the other tables
+        if jobs_own:
             serviced = [t for t in serviced if t.compaction.executor is CompactionExecutor.JOB]
         if not serviced:
             (note or echo)(
                 "no table has compaction.executor: job: nothing to do"
-                if every is not None and not tables
+                if jobs_own
                 else "no table leaves compaction outside its writes (a MERGE_ON_READ table with compaction "
                 "inline: false, as tier 0's default layout): nothing to do"
             )

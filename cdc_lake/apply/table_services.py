@@ -102,28 +102,26 @@ class TableServices:
         """Execute ``target``'s pending plans (``schedule``: then one over every file group with logs) and
         record the backlog.  Without ``schedule``, a table whose oldest change no base file holds has
         waited its ``max_delta_seconds`` gets its next plan made here too: the writer plans only when it
-        writes, so a table whose writes stopped (or whose plans each cover part of it) would wait on."""
+        writes, so a table whose writes stopped (or whose plans each cover part of it) would wait on.  A
+        table whose plans are a job's (``compaction.executor: job``) is only observed by the writer's
+        process (``run``, ``apply --once``)."""
         name = target.qualified_name
         skipped = skip_reason(self.store, target)
         if skipped is not None:
             return ServiceOutcome(name, skipped=skipped)
         target = current_target(self.store, target)
+        if self.executor is CompactionExecutor.RUN and target.compaction.executor is CompactionExecutor.JOB:
+            return self._observe(target)
         with self._locks(target) as held:
             if not held:
                 return ServiceOutcome(name, skipped=BUSY)
             return self._execute(target, schedule)
 
-    def look(self, target: TableTarget) -> ServiceOutcome:
-        """A look at a table: :meth:`step`, unless the table's plans are the other executor's (a table of
-        ``compaction.executor: job`` looked at by ``run`` or ``apply --once``): then only its backlog is
-        recorded (the job's recorded failure kept), so the staleness alert fires when no job runs."""
-        if self.executor is CompactionExecutor.JOB or target.compaction.executor is CompactionExecutor.RUN:
-            return self.step(target)
+    def _observe(self, target: TableTarget) -> ServiceOutcome:
+        """A table whose plans a ``compact`` job executes (``compaction.executor: job``), looked at by
+        ``run`` or ``apply --once``: only its backlog is recorded (the job's recorded failure kept), so the
+        staleness alert fires when no job runs."""
         name = target.qualified_name
-        skipped = skip_reason(self.store, target)
-        if skipped is not None:
-            return ServiceOutcome(name, skipped=skipped)
-        target = current_target(self.store, target)
         if not self.lake.table_exists(target.base_path):
             return ServiceOutcome(name, skipped=NO_TABLE)
         backlog = self.lake.service_backlog(target.base_path)
@@ -246,7 +244,7 @@ class ServiceThread:
                 if self._stop.is_set():
                     return
                 try:
-                    outcome = self.services.look(target)
+                    outcome = self.services.step(target)
                 except CdcLakeError as exc:  # the next look retries; the alert watches the backlog
                     _LOG.warning("table %s: table-service look failed: %s", target.qualified_name, exc)
                     continue

@@ -269,20 +269,20 @@ def test_run_leaves_a_job_executed_table_to_the_job_and_still_records_its_backlo
     db.record_services("pg.s.mor", 1, 1_000_000, "compaction of table 'pg.s.mor' failed: disk full")
     lake = _Lake(pending=2)
     in_run = TableServices(lake, db, url, beside_writer=True)
-    outcome = in_run.look(job)
+    outcome = in_run.step(job)
     assert outcome.executed == () and lake.runs == []
     assert outcome.backlog == ServiceBacklog(2, 1_000.0)
     seen = db.current_copy("pg.s.mor").freshness.services  # type: ignore[union-attr]
     assert seen is not None and seen.pending_plans == 2 and seen.error is not None
-    assert in_run.look(MOR).executed  # a table of executor run: run's thread executes it
+    assert in_run.step(MOR).executed  # a table of executor run: run's thread executes it
     lake.pending = 2
     runs = list(lake.runs)
     once = TableServices(lake, db, url, beside_writer=False)  # apply --once's look after its batches
-    assert once.look(job).executed == () and lake.runs == runs
+    assert once.step(job).executed == () and lake.runs == runs
     every = TableServices(
         lake, db, url, beside_writer=True, same_process=False, executor=CompactionExecutor.JOB
     )
-    assert every.look(job).executed and every.look(MOR).backlog is not None
+    assert every.step(job).executed and every.step(MOR).backlog is not None
 
 
 def test_a_job_beside_the_writer_plans_within_the_bound_and_takes_the_apply_lock_unless_shared(
