@@ -4,10 +4,12 @@
 next slices of the rotation.  A table whose first key column is integral is cut into equal-width ranges of
 that column between its lowest and highest key on the replica, the first open below and the last open
 above, so every key, one inserted since too, is in exactly one slice of the table's cycle
-(:func:`slice_ranges`); a table keyed otherwise is one slice, compared whole.  A table has as many
-slices as its estimated rows (the catalog's statistic) hold sample budgets, the budget being ``total
-rows * sample_seconds / (cycle_hours * 3600)`` (at least :data:`MIN_BUDGET_ROWS`), and a sample takes
-slices table after table until it has spent the budget: a cycle covers every LIVE table ``run`` applies
+(:func:`slice_ranges`); a table keyed otherwise is one slice, compared whole.  A table has as many slices
+as whole sample budgets its estimated rows (the catalog's statistic) hold, so a slice holds at least the
+budget, ``total rows * sample_seconds / (cycle_hours * 3600)`` (at least :data:`MIN_BUDGET_ROWS`): one
+slice of a table spends a sample (a share just below the budget took a second slice of the same table,
+each slice reading the lake).  A sample takes slices table after table until it has spent the
+budget: a cycle covers every LIVE table ``run`` applies
 in about ``cycle_hours`` whatever their sizes (:class:`Rotation`).  A table's key bounds are read when
 the rotation reaches it.  Each slice's result is recorded as a ``validate-sample`` run holding where the
 rotation stands, so a restarted ``run`` goes on from the next slice.
@@ -155,7 +157,8 @@ class Rotation:
                 if found is None:
                     self._next_table()
                     continue
-                count = max(1, math.ceil(found.rows / self.budget)) if found.bounds is not None else 1
+                # At most rows // budget slices: each holds at least the budget, so one spends a sample.
+                count = max(1, found.rows // self.budget) if found.bounds is not None else 1
                 self.slices = slice_ranges(count, found.bounds)
                 self.slice_index = 0
                 self.table_rows = found.rows
