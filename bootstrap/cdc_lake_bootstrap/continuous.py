@@ -17,7 +17,8 @@ rotation stands, so a restarted ``run`` goes on from the next slice.
 **Two looks.**  A busy table differs from its replica at any instant (changes the lake has not applied
 yet, or applied after the replica's read), so the first look, ``validate``'s comparison of the slice at a
 common point (:func:`cdc_lake_bootstrap.validate.validate_table`), only names candidates.  The lake's
-rows of the candidates are read right after it; then a second look reads the candidates' source rows
+rows of the candidates are taken from the rows the comparison read (kept, not read again); then a second
+look reads the candidates' source rows
 (their keys alone, :func:`~cdc_lake_bootstrap.validate.source_frame`), takes the replica's position S once
 read, waits until Debezium streamed past S and the lake applied the topic up to there (``run``'s own
 batches get it there), and reads the candidates' lake rows again.  A key is **confirmed** diverged when
@@ -50,8 +51,12 @@ judged one by one: the sample marks the table and names ``rebootstrap``.
 
 Costs: the first look reads one slice of the source (one JDBC query on the replica, never the primary:
 the primary is asked its position only) and the lake's files whose key statistics overlap it; the second
-look reads the candidates alone.  ``benchmarks/continuous_validation_bench.py`` measures the CPU against
-the applier's.
+look reads the candidates' source rows alone and the slice of the lake again.  A bucket-index table's
+file groups each hold keys of the whole range (the bucket is the key's hash), so each of its two lake
+reads merges every file group: a sample costs two reads of the table whatever its slice (issue 35: six
+before one slice spent a sample and the first look read its rows again).  The samples' Spark jobs run in
+the fair scheduler's ``validation`` pool, so the applier's jobs get the next free core.
+``benchmarks/continuous_validation_bench.py`` measures the CPU against the applier's.
 """
 
 from __future__ import annotations

@@ -31,8 +31,9 @@ from cdc_lake.lake.columns import ORDERING_COLUMN, SOFT_DELETED_COLUMN
 from cdc_lake.lake.format import format_facts, load_format
 from cdc_lake.lake.target import select_targets
 from cdc_lake.spark.errors import describe_failure
+from cdc_lake.spark.session import VALIDATION_POOL, use_pool
 from cdc_lake.state.store import StateStore
-from cdc_lake.validation import json_key
+from cdc_lake.validation import ValidateResult, json_key
 from cdc_lake_bootstrap.continuous import (
     LakeLook,
     Slice,
@@ -110,7 +111,31 @@ class SparkLooks:
         settings = self.config.validation
         options = ValidateOptions(max_keys=settings.max_keys, key_range=piece.key_range if bounded else None)
         result = SliceResult(name, piece.index, piece.count, piece.key_range)
-        found = validate_table(self.spark, self.config, self.store, name, options)
+        use_pool(self.spark, VALIDATION_POOL)
+        kept: list[DataFrame] = []
+
+        def keep(rows: DataFrame) -> DataFrame:
+            kept.append(rows.cache())
+            return kept[-1]
+
+        try:
+            found = validate_table(self.spark, self.config, self.store, name, options, keep_lake=keep)
+            return self._judge(piece, options, found, kept[0] if kept else None, result)
+        finally:
+            for rows in kept:
+                rows.unpersist()
+
+    def _judge(
+        self,
+        piece: Slice,
+        options: ValidateOptions,
+        found: ValidateResult,
+        first_rows: DataFrame | None,
+        result: SliceResult,
+    ) -> SliceResult:
+        """Take the second look at the first look's candidates (``first_rows``: the lake's rows the
+        comparison read) and act on what it confirms."""
+        name = piece.table
         result.caught_up = found.caught_up
         counts = {k: getattr(found, f"{k}_count") for k in _KINDS}
         result.candidates = sum(counts.values())
@@ -124,23 +149,30 @@ class SparkLooks:
         listed = {k: [json_key(key) for key in getattr(found, k)] for k in _KINDS}
         confirmed: list[dict[str, Any]] = []
         if any(listed.values()):
-            counts, confirmed = self._second_look(name, listed)
+            if first_rows is None:
+                raise BootstrapError(f"table {name}: the comparison kept no lake rows to look at")
+            counts, confirmed = self._second_look(name, listed, first_rows, options)
             result.confirmed.update(counts)
         if result.differing:
             self._act(name, piece, result, confirmed)
         return result
 
     def _second_look(
-        self, name: str, listed: Mapping[str, list[dict[str, Any]]]
+        self,
+        name: str,
+        listed: Mapping[str, list[dict[str, Any]]],
+        stored: DataFrame,
+        options: ValidateOptions,
     ) -> tuple[dict[str, int], list[dict[str, Any]]]:
         """The candidates ``listed`` (JSON keys by kind) the second look confirms: counted by kind, and
-        their keys as JSON values."""
+        their keys as JSON values.  The first look reads them from ``stored``, the rows the comparison
+        read; the second reads the slice again (a table whose files are cut by key ranges reads those
+        that can hold it)."""
         lake = load_format(self.spark, self.config.lake.format)
         path = self.store.current_copy(name).path
         key_fields = list(lake.record_key_fields(path) or ())
         if not key_fields:
             raise BootstrapError(f"table {name}: the lake table at {path} names no record key fields")
-        stored = lake.read(path)
         key_type = StructType([stored.schema[k] for k in key_fields])
         facts = format_facts(self.config.lake.format)
         values = typed_keys(self.spark, key_type, [k for keys in listed.values() for k in keys], name)
@@ -162,7 +194,10 @@ class SparkLooks:
         if not lake_caught_up(self.spark, self.config, self.store, name, topic, streamed.ends, timeout):
             _LOG.info("table %s: second look not judged: the lake did not reach %s", name, streamed.point)
             return {}, []
-        second = _lake_looks(lake.read(path), key_type, values, value_columns, self.config.lake.format)
+        again = lake.read(path)
+        if options.key_range is not None:
+            again = again.where(options.key_range.column(_col(key_fields[0])))
+        second = _lake_looks(again, key_type, values, value_columns, self.config.lake.format)
         keeps_deletes = select_targets(self.config, (name,))[0].soft_deletes
         by_identity = {facts.key_identity(v): v for v in values}
         confirmed = confirmed_keys(by_identity, first, second, held_first, source, keeps_deletes)

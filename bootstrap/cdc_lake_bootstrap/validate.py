@@ -594,9 +594,19 @@ def _timestamp_literal(epoch_ms: int) -> str:
 
 
 def validate_table(
-    spark: SparkSession, config: Config, store: StateStore, table_name: str, options: ValidateOptions
+    spark: SparkSession,
+    config: Config,
+    store: StateStore,
+    table_name: str,
+    options: ValidateOptions,
+    keep_lake: Callable[[DataFrame], DataFrame] | None = None,
 ) -> ValidateResult:
-    """Compare ``table_name``'s source rows with its lake rows; see the module docstring."""
+    """Compare ``table_name``'s source rows with its lake rows; see the module docstring.
+
+    ``keep_lake``, if given, is applied to the lake's rows of the key range (soft-deleted ones too, every
+    column) as read once the lake caught up, before the comparison reads them: ``run``'s validator caches
+    them there and takes its first look at its candidates from the same rows, not from a second read of
+    the table (:mod:`cdc_lake_bootstrap.continuous_looks`)."""
     started = time.monotonic()
     result = ValidateResult(table_name)
     info = store.require_table(table_name)
@@ -611,11 +621,13 @@ def validate_table(
         _LOG.debug("%s: the lake caught up: %s", table_name, result.caught_up)
     lake = load_format(spark, config.lake.format).read(store.current_copy(table_name).path)
     _LOG.debug("%s: the lake's read planned", table_name)
+    if options.key_range is not None:
+        lake = lake.where(options.key_range.column(_col(key[0])))
+    if keep_lake is not None:
+        lake = keep_lake(lake)
     for flag in (DELETED_COLUMN, SOFT_DELETED_COLUMN):
         if flag in lake.columns:
             lake = lake.where(~F.coalesce(_col(flag), F.lit(False)))
-    if options.key_range is not None:
-        lake = lake.where(options.key_range.column(_col(key[0])))
     if options.older_than_seconds is not None and options.updated_column is not None:
         cutoff = time.time() - options.older_than_seconds
         lake = lake.where(_col(options.updated_column) < F.lit(cutoff).cast("timestamp"))

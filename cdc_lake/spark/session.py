@@ -75,15 +75,19 @@ SMALL_FOOTPRINT_DEFAULTS: Mapping[str, str] = {
 TABLE_SERVICES_POOL = "table-services"
 """The fair-scheduler pool ``run``'s table-service thread submits its Spark jobs to (:func:`use_pool`)."""
 
+VALIDATION_POOL = "validation"
+"""The fair-scheduler pool ``run``'s continuous validation submits its Spark jobs to (:func:`use_pool`)."""
+
 SCHEDULER_DEFAULTS: Mapping[str, str] = {
     "spark.scheduler.mode": "FAIR",
     "spark.scheduler.allocation.file": str(Path(__file__).with_name("fairscheduler.xml")),
 }
 """Spark's fair scheduler, with the pools of ``fairscheduler.xml``: the applier's jobs run in the
 ``default`` pool (weight 2, one slot first), the table-service thread's in :data:`TABLE_SERVICES_POOL`
-(weight 1).  Under Spark's FIFO default a compaction's tasks took every core until they were all done,
-and the commit that came meanwhile waited for the whole compaction (issue 35: 68-70 s at 10M rows on the
-bucket index); the fair scheduler gives the next free core to the applier's job instead.  A task already
+and continuous validation's in :data:`VALIDATION_POOL` (weight 1 each).  Under Spark's FIFO default a
+compaction's tasks took every core until they were all done, and the commit that came meanwhile waited
+for the whole compaction (issue 35: 68-70 s at 10M rows on the bucket index); the fair scheduler gives
+the next free core to the applier's job instead.  A task already
 running is not stopped.  Both keys can be overridden in ``spark.conf``."""
 
 LOCAL_PYTHON_DAEMON = "cdc_lake.spark.daemon"

@@ -198,7 +198,7 @@ def test_repair_makes_the_differing_keys_exact_while_the_source_changes(
 def _continuous_validation_confirms_and_repairs(
     spark: SparkSession, config: Config, db: SourceDb, table: str
 ) -> None:
-    """``run``'s validator over one cycle (about two slices of the id range: the budget is half the table),
+    """``run``'s validator over one cycle (one or two slices of the id range: the budget is half the table),
     its samples driven here while a thread applies the table as ``run``'s batches do and a writer changes
     ids up to 200 and ids it inserts past 20,000,000: the stray rows, which the writer never touches, are
     confirmed in two looks, marked and repaired (``auto_repair``); the writer's changes, which a first

@@ -29,13 +29,14 @@ def test_local_session_has_the_formats_settings_and_small_footprint() -> None:
 
 
 def test_the_session_schedules_fairly_with_the_pools_the_package_ships() -> None:
-    """``run``'s table-service jobs go to their own pool (``TABLE_SERVICES_POOL``) of the fair scheduler,
-    whose pools are the wheel's ``fairscheduler.xml``; a user conf may choose FIFO again."""
+    """``run``'s table-service jobs and its continuous validation's go to pools of their own
+    (``TABLE_SERVICES_POOL``, ``VALIDATION_POOL``) of the fair scheduler, whose pools are the wheel's
+    ``fairscheduler.xml``; a user conf may choose FIFO again."""
     conf = spark_conf(Spark(), Lake(), [])
     assert conf["spark.scheduler.mode"] == "FAIR"
     pools = ElementTree.parse(conf["spark.scheduler.allocation.file"]).getroot()
     weights = {pool.get("name"): pool.findtext("weight") for pool in pools.iter("pool")}
-    assert weights == {"default": "2", session.TABLE_SERVICES_POOL: "1"}
+    assert weights == {"default": "2", session.TABLE_SERVICES_POOL: "1", session.VALIDATION_POOL: "1"}
     fifo = spark_conf(Spark(conf={"spark.scheduler.mode": "FIFO"}), Lake(), [])
     assert fifo["spark.scheduler.mode"] == "FIFO"
 
