@@ -44,6 +44,7 @@ from cdc_lake.lake.commit_metadata import MalformedCommitMetadata
 from cdc_lake.lake.format import LakeFormat, PlanNow, ServiceBacklog
 from cdc_lake.lake.layout import CompactionExecutor
 from cdc_lake.lake.target import TableTarget
+from cdc_lake.spark.errors import describe_failure
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.store import StateStore
 
@@ -245,8 +246,10 @@ class ServiceThread:
                     return
                 try:
                     outcome = self.services.step(target)
-                except CdcLakeError as exc:  # the next look retries; the alert watches the backlog
-                    _LOG.warning("table %s: table-service look failed: %s", target.qualified_name, exc)
+                except Exception as exc:  # ours, a JVM's or a bug's: the next look retries; the alert
+                    # watches the backlog (the thread died of an error not ours, leaving it to grow)
+                    failure = describe_failure(exc)
+                    _LOG.warning("table %s: table-service look failed: %s", target.qualified_name, failure)
                     continue
                 if self.on_outcome is not None:
                     self.on_outcome(outcome)

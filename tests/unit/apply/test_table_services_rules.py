@@ -9,12 +9,13 @@ is recorded with the backlog and never raised, and that the backlog reaches the 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cdc_lake.apply.table_services import ServiceThread, TableServices
+from cdc_lake.apply.table_services import ServiceOutcome, ServiceThread, TableServices
 from cdc_lake.exceptions import LakeWriteError
 from cdc_lake.lake.applier import BUSY
 from cdc_lake.lake.commit_metadata import CommitMetadata
@@ -315,3 +316,30 @@ def test_a_compaction_executed_by_a_job_needs_plans_the_writer_leaves() -> None:
     assert CompactionSettings(inline=False, executor="job").executor == "job"
     with pytest.raises(ValidationError, match="executor: job needs inline: false"):
         CompactionSettings(executor="job")
+
+
+class _Broken(_Lake):
+    """A lake whose first execution fails with an error no format wraps (a bug's, a JVM's)."""
+
+    def run_services(self, spec: TableSpec, *, plan: PlanNow = PlanNow.NOTHING) -> tuple[str, ...]:
+        if not self.runs:
+            self.runs.append((spec.base_path, plan))
+            raise RuntimeError("an error nobody wrapped")
+        return super().run_services(spec, plan=plan)
+
+
+def test_the_thread_outlives_an_unexpected_error_and_looks_again(store: tuple[StateStore, str]) -> None:
+    """A look failing with an error no format wraps is logged and the next look goes on: the thread died
+    of it before, leaving ``run`` without compaction and ``compact --every`` idle for good."""
+    db, url = store
+    lake = _Broken()
+    outcomes: list[ServiceOutcome] = []
+    services = TableServices(lake, db, url, beside_writer=True)
+    thread = ServiceThread(services, [MOR], 0.01, on_outcome=outcomes.append)
+    assert thread.start()
+    deadline = time.monotonic() + 10
+    while not any(o.executed for o in outcomes) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    thread.stop()
+    assert len(lake.runs) >= 2, lake.runs
+    assert any(o.executed for o in outcomes), outcomes
