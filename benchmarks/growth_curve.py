@@ -5,7 +5,8 @@ output, section of docs/benchmarks.md), so the plot is redrawn from measured fig
 
     # add a run's figures: freshness_bench.py --json or apply_bench.py --parts throughput --json
     .venv/bin/python -P benchmarks/growth_curve.py --add /tmp/fresh/b5m.json --section "Issue 35: ..."
-    # draw docs/growth-curve.png (needs the ``bench`` extra, matplotlib) and print the table
+    # draw docs/growth-curve.png (each layout's latest point per size; needs the ``bench`` extra,
+    # matplotlib) and print the table (every point)
     .venv/bin/python -P benchmarks/growth_curve.py --plot docs/growth-curve.png
 
 Freshness: p99 of the seconds from the source's commit to the lake commit that made each change visible
@@ -99,8 +100,18 @@ def _label(point: dict[str, Any]) -> str:
     return LABELS.get(layout, layout)
 
 
+def latest(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each metric's, layout label's and size's latest point (by ``utc``): the code changes between runs,
+    so a line joins what the product measures now; the table lists every point."""
+    chosen: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for point in sorted(points, key=lambda p: str(p["utc"])):
+        chosen[(point["metric"], _label(point), point["rows"])] = point
+    return list(chosen.values())
+
+
 def plot(points: list[dict[str, Any]], path: Path) -> None:
-    """Two panels, freshness p99 and throughput against rows, a line per layout."""
+    """Two panels, freshness p99 and throughput against rows, a line per layout through its
+    :func:`latest` points."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -108,7 +119,7 @@ def plot(points: list[dict[str, Any]], path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, metric in zip(axes, METRICS, strict=True):
-        mine = [p for p in points if p["metric"] == metric]
+        mine = [p for p in latest(points) if p["metric"] == metric]
         for label in sorted({_label(p) for p in mine}):
             line = sorted((p["rows"] / 1e6, p["value"]) for p in mine if _label(p) == label)
             ax.plot([x for x, _ in line], [y for _, y in line], marker="o", label=label)

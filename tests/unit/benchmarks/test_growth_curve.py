@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from growth_curve import layout_name, points_of, table
+from growth_curve import latest, layout_name, points_of, table
 from layouts import LAYOUTS
 
 
@@ -43,3 +43,25 @@ def test_a_throughput_run_gives_one_point_per_layout_and_a_file_without_either_i
         points_of({"phases": [{"rate": 250, "p99_seconds": 1.0}], "layout": "default", "rows": 1}, "s", "t")
     with pytest.raises(ValueError, match="does not name"):
         layout_name({"table_type": "MERGE_ON_READ", "index": "SIMPLE"})
+
+
+def test_the_plot_joins_each_layouts_latest_point_per_size_and_the_table_keeps_every_one() -> None:
+    def point(rows: int, value: float, utc: str, layout: str = "mor-bucket-one-group") -> dict[str, object]:
+        return {"metric": "freshness_p99_seconds", "layout": layout, "rows": rows, "value": value, "utc": utc}
+
+    points = [
+        point(10_000_000, 40.1, "2026-12-05T05:36:03+00:00"),
+        point(10_000_000, 23.4, "2026-12-05T21:47:36+00:00"),
+        point(1_000_000, 16.1, "2026-12-05T21:36:00+00:00"),
+        point(10_000_000, 90.3, "2026-12-04T23:15:48+00:00", "mor-bucket-bounded"),
+        point(10_000_000, 83.5, "2026-12-05T03:03:47+00:00", "mor-bucket-async"),  # the same label
+    ]
+
+    drawn = {(p["layout"], p["rows"]): p["value"] for p in latest(points)}
+
+    assert drawn == {
+        ("mor-bucket-one-group", 10_000_000): 23.4,
+        ("mor-bucket-one-group", 1_000_000): 16.1,
+        ("mor-bucket-async", 10_000_000): 83.5,
+    }
+    assert "| 40.1 / 23.4 |" in table(points)
