@@ -17,13 +17,13 @@ rotation stands, so a restarted ``run`` goes on from the next slice.
 **Two looks.**  A busy table differs from its replica at any instant (changes the lake has not applied
 yet, or applied after the replica's read), so the first look, ``validate``'s comparison of the slice at a
 common point (:func:`cdc_lake_bootstrap.validate.validate_table`), only names candidates.  The lake's
-rows of the candidates are taken from the rows the comparison read (kept, not read again); then a second
-look reads the candidates' source rows
-(their keys alone, :func:`~cdc_lake_bootstrap.validate.source_frame`), takes the replica's position S once
-read, waits until Debezium streamed past S and the lake applied the topic up to there (``run``'s own
-batches get it there), and reads the candidates' lake rows again.  A key is **confirmed** diverged when
-the sides differ at the second look and the lake's row is the one the first look saw: the same ordering
-value, or no row both times (:func:`confirmed_keys`).
+rows of the candidates are taken from the rows the comparison read (kept, not read again: a slice holds
+about a budget's worth; a table compared whole is read again for them); then a second look reads the
+candidates' source rows (their keys alone, :func:`~cdc_lake_bootstrap.validate.source_frame`), takes the
+replica's position S once read, waits until Debezium streamed past S and the lake applied the topic up to
+there (``run``'s own batches get it there), and reads the candidates' lake rows again.  A key is
+**confirmed** diverged when the sides differ at the second look and the lake's row is the one the first
+look saw: the same ordering value, or no row both times (:func:`confirmed_keys`).
 
 Why that is sound: the lake row the first look saw was committed before S was taken, so the source
 transaction that wrote it (or the bootstrap's or a repair's read) came before S.  Any later change of the
@@ -53,9 +53,10 @@ Costs: the first look reads one slice of the source (one JDBC query on the repli
 the primary is asked its position only) and the lake's files whose key statistics overlap it; the second
 look reads the candidates' source rows alone and the slice of the lake again.  A bucket-index table's
 file groups each hold keys of the whole range (the bucket is the key's hash), so each of its two lake
-reads merges every file group: a sample costs two reads of the table whatever its slice (issue 35: six
-before one slice spent a sample and the first look read its rows again).  The samples' Spark jobs run in
-the fair scheduler's ``validation`` pool, so the applier's jobs get the next free core.
+reads merges every file group: a sample costs two reads of the table whatever its slice, three for a
+table compared whole (issue 35: six before one slice spent a sample and the first look read its rows
+again).  The samples' Spark jobs run in the fair scheduler's ``validation`` pool, so the applier's jobs
+get the next free core.
 ``benchmarks/continuous_validation_bench.py`` measures the CPU against the applier's.
 """
 

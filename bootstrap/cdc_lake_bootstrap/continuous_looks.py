@@ -119,7 +119,10 @@ class SparkLooks:
             return kept[-1]
 
         try:
-            found = validate_table(self.spark, self.config, self.store, name, options, keep_lake=keep)
+            # A slice's rows are about a budget's worth; a table compared whole is not kept (every row of
+            # every column): its first look reads the table again.
+            keeping = keep if bounded else None
+            found = validate_table(self.spark, self.config, self.store, name, options, keep_lake=keeping)
             return self._judge(piece, options, found, kept[0] if kept else None, result)
         finally:
             for rows in kept:
@@ -134,7 +137,7 @@ class SparkLooks:
         result: SliceResult,
     ) -> SliceResult:
         """Take the second look at the first look's candidates (``first_rows``: the lake's rows the
-        comparison read) and act on what it confirms."""
+        comparison read, None if not kept) and act on what it confirms."""
         name = piece.table
         result.caught_up = found.caught_up
         counts = {k: getattr(found, f"{k}_count") for k in _KINDS}
@@ -149,8 +152,6 @@ class SparkLooks:
         listed = {k: [json_key(key) for key in getattr(found, k)] for k in _KINDS}
         confirmed: list[dict[str, Any]] = []
         if any(listed.values()):
-            if first_rows is None:
-                raise BootstrapError(f"table {name}: the comparison kept no lake rows to look at")
             counts, confirmed = self._second_look(name, listed, first_rows, options)
             result.confirmed.update(counts)
         if result.differing:
@@ -161,18 +162,19 @@ class SparkLooks:
         self,
         name: str,
         listed: Mapping[str, list[dict[str, Any]]],
-        stored: DataFrame,
+        kept: DataFrame | None,
         options: ValidateOptions,
     ) -> tuple[dict[str, int], list[dict[str, Any]]]:
         """The candidates ``listed`` (JSON keys by kind) the second look confirms: counted by kind, and
-        their keys as JSON values.  The first look reads them from ``stored``, the rows the comparison
-        read; the second reads the slice again (a table whose files are cut by key ranges reads those
-        that can hold it)."""
+        their keys as JSON values.  The first look reads them from ``kept``, the rows the comparison
+        read (else from the table, read again); the second reads the slice again (a table whose files
+        are cut by key ranges reads those that can hold it)."""
         lake = load_format(self.spark, self.config.lake.format)
         path = self.store.current_copy(name).path
         key_fields = list(lake.record_key_fields(path) or ())
         if not key_fields:
             raise BootstrapError(f"table {name}: the lake table at {path} names no record key fields")
+        stored = kept if kept is not None else lake.read(path)
         key_type = StructType([stored.schema[k] for k in key_fields])
         facts = format_facts(self.config.lake.format)
         values = typed_keys(self.spark, key_type, [k for keys in listed.values() for k in keys], name)
