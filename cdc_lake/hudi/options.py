@@ -79,7 +79,7 @@ PROTECTED_OPTIONS: dict[str, str] = {
     "hoodie.record.index.update.partition.path": "a global index must move a row whose partition changes",
     "hoodie.metadata.global.record.level.index.enable": "set lake.index or the table's index instead",
     "hoodie.metadata.record.index.enable": "set lake.index or the table's index instead",
-    "hoodie.metadata.enable": "the record index and file listings need the metadata table",
+    "hoodie.metadata.enable": "the table's index decides it: the record index needs the metadata table",
     "hoodie.index.bucket.engine": "set lake.index or the table's index instead",
     "hoodie.bucket.index.num.buckets": "a bootstrap sizes it by lake.rows_per_bucket and the table keeps it",
     "hoodie.bucket.index.hash.field": "the bucket layout follows the table's key",
@@ -201,6 +201,23 @@ def index_options(spec: HudiTableSpec) -> dict[str, str]:
             }
 
 
+def metadata_options(spec: HudiTableSpec) -> dict[str, str]:
+    """Whether the table keeps Hudi's metadata table (its file listings, column statistics and the record
+    index), which every write and table service of the table then updates in a commit of its own.
+
+    A bucket-index table keeps none: its index is the bucket number in each file group's name, so a write
+    looks nothing up, and the metadata table's commit (its ``files`` and ``column_stats`` partitions,
+    compacted every tenth write) was half of a 2,000-row upsert into a 1M-row MERGE_ON_READ table
+    (docs/benchmarks.md, "Goal 1: a bucket table without the metadata table").  Writers and readers list
+    the table's folder instead (one listing per partition a write touches; the config gives the bucket
+    index to unpartitioned tables only).  A bucket table written before keeps its metadata table until
+    its next write, which deletes it (Hudi does so for a client that has it disabled).  Every other index
+    keeps it: the record index lives in it, and it spares a global index's lookups the listing of every
+    partition.
+    """
+    return {"hoodie.metadata.enable": "false" if spec.index is IndexType.BUCKET else "true"}
+
+
 IN_PROCESS_LOCK_PROVIDER = "org.apache.hudi.client.transaction.lock.InProcessLockProvider"
 LOCK_PROVIDER_OPTION = "hoodie.write.lock.provider"
 PLAN_IO_OPTION = "hoodie.compaction.target.io"
@@ -245,7 +262,6 @@ def table_service_options(spec: HudiTableSpec) -> dict[str, str]:
     and lock settings and the user's passed-through options.
     """
     options = {
-        "hoodie.metadata.enable": "true",
         "hoodie.write.table.version": str(spec.table_version),
         "hoodie.table.timeline.timezone": "UTC",
         "hoodie.datasource.write.precombine.field": spec.ordering_field,
@@ -253,6 +269,7 @@ def table_service_options(spec: HudiTableSpec) -> dict[str, str]:
         "hoodie.record.merge.mode": "EVENT_TIME_ORDERING",
         "hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING",
     }
+    options.update(metadata_options(spec))
     options.update(key_generator_options(spec))
     options.update(index_options(spec))
     options.update(compaction_options(spec))
@@ -312,11 +329,11 @@ def write_options(
         "hoodie.insert.shuffle.parallelism": parallelism,
         "hoodie.delete.shuffle.parallelism": parallelism,
         "hoodie.bulkinsert.shuffle.parallelism": parallelism,
-        "hoodie.metadata.enable": "true",
         "hoodie.write.table.version": str(spec.table_version),
         # Instant times are timestamps; UTC keeps them comparable across hosts and with freshness checks.
         "hoodie.table.timeline.timezone": "UTC",
     }
+    options.update(metadata_options(spec))
     options.update(key_generator_options(spec))
     options.update(index_options(spec))
     options.update(compaction_options(spec))

@@ -14,9 +14,9 @@ from pyspark.sql import SparkSession
 from support.second_reader import second_reader_rows
 
 from cdc_lake.exceptions import LakeWriteError
-from cdc_lake.hudi.options import DELETE_MARKER_COLUMN, HudiTableSpec
+from cdc_lake.hudi.options import DELETE_MARKER_COLUMN, HudiTableSpec, write_options
 from cdc_lake.hudi.services import execute_compactions, service_backlog
-from cdc_lake.hudi.timeline import latest_commit
+from cdc_lake.hudi.timeline import latest_commit, partitions
 from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.lake.columns import DELETED_COLUMN
 from cdc_lake.lake.format import PlanNow, ServiceBacklog, WriteOperation
@@ -247,6 +247,39 @@ def test_the_second_reader_reads_the_logs_written_after_a_pending_plan(
     assert [row[1:] for row in _rows(spark, spec)] == expected
     second = second_reader_rows(spec.base_path, ["id", "name", "lsn"])
     assert sorted((r["id"], r["name"], r["lsn"]) for r in second) == expected
+
+
+def test_a_bucket_table_keeps_no_metadata_table_and_one_written_with_it_drops_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A bucket-index table goes without Hudi's metadata table (its commit was half of a small upsert's:
+    :func:`cdc_lake.hudi.options.metadata_options`).  One written with it, as every table was before,
+    drops it at its next write; its writes, compactions and partition listings go on from the folders,
+    and Spark, hudi-rs and Trino (the module's fixture) read the same rows."""
+    spec = _spec(
+        tmp_path, "bucket_listed", partition_fields=("region",), table_type=TableType.MERGE_ON_READ,
+        index=IndexType.BUCKET, compaction=CompactionSpec(inline=False, max_delta_commits=1),
+    )  # fmt: skip
+    metadata = tmp_path / "bucket_listed" / ".hoodie" / "metadata"
+    with_metadata = {**write_options(spec, WriteOperation.UPSERT), "hoodie.metadata.enable": "true"}
+    rows = [(1, "eu", "a", 1, False), (2, "us", "b", 1, False), (3, "us", "c", 1, False)]
+    spark.createDataFrame(rows, SCHEMA).write.format("hudi").options(**with_metadata).mode("append").save(
+        spec.base_path
+    )
+    assert metadata.is_dir(), "the earlier write kept no metadata table"
+
+    _write(spark, spec, [(1, "eu", "a2", 2, False), (4, "eu", "d", 2, False)])
+    assert not metadata.exists(), "the bucket table kept its metadata table"
+    assert execute_compactions(spark, spec, plan=PlanNow.EVERY_FILE_GROUP), "no plan was executed"
+    _write(spark, spec, [(2, "us", None, 3, True), (5, "asia", "e", 3, False)])
+
+    assert not metadata.exists(), "a write or a compaction made a metadata table again"
+    assert [p.path for p in partitions(spark, spec.base_path)] == ["region=asia", "region=eu", "region=us"]
+    expected = [("region=eu", 1, "a2", 2), ("region=us", 3, "c", 1), ("region=eu", 4, "d", 2),
+                ("region=asia", 5, "e", 3)]  # fmt: skip
+    assert _rows(spark, spec) == expected
+    second = second_reader_rows(spec.base_path, ["id", "name", "lsn"])
+    assert sorted((r["id"], r["name"], r["lsn"]) for r in second) == [row[1:] for row in expected]
 
 
 @pytest.mark.parametrize("table_type", [TableType.MERGE_ON_READ, TableType.COPY_ON_WRITE])

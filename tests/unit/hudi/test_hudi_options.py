@@ -105,6 +105,18 @@ def test_index_options(index: IndexType, expected: dict[str, str]) -> None:
     assert expected.items() <= options.items()
 
 
+@pytest.mark.parametrize("index", list(IndexType))
+def test_only_a_bucket_index_table_goes_without_the_metadata_table(index: IndexType) -> None:
+    """The bucket index looks nothing up (the bucket is in the file group's name); the metadata table's
+    own commit inside each write was half of a small upsert's (docs/hudi.md, "The metadata table")."""
+    for table_type in TableType:
+        spec = _spec(table_type=table_type, index=index, compaction=CompactionSpec(inline=False))
+        wanted = "false" if index is IndexType.BUCKET else "true"
+        assert write_options(spec, WriteOperation.UPSERT)["hoodie.metadata.enable"] == wanted
+        assert write_options(spec, WriteOperation.BULK_INSERT)["hoodie.metadata.enable"] == wanted
+        assert table_service_options(spec)["hoodie.metadata.enable"] == wanted
+
+
 def test_commit_metadata_is_prefixed() -> None:
     options = write_options(_spec(), WriteOperation.UPSERT, {"kafka.offsets": "0:5"})
     assert options["hoodie.datasource.write.commitmeta.key.prefix"] == "cdc_lake."
