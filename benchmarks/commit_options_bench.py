@@ -4,8 +4,8 @@ under other option sets, interleaved.
 The question it answers: what a Hudi option costs a tier-0 commit, apart from the applier.  No stack is
 needed: a local-mode SparkSession bulk-inserts a ``--rows``-row table (``id, qty, note`` and the lake
 contract's columns, unpartitioned) in the layout asked (default: the tier-0 layout, MERGE_ON_READ + the
-bucket index, 4 buckets, compaction planned by the writer and executed by none), copies it once per
-arm, then runs ``--rounds`` rounds after a warm-up round that is not counted.  A round draws
+bucket index, 4 buckets, tier 0's compaction settings: planned by the writer, executed by none), copies
+it once per arm, then runs ``--rounds`` rounds after a warm-up round that is not counted.  A round draws
 ``--changes`` random existing keys once and upserts them into every arm's copy (the order reversed
 every other round), timing each arm's ``DataFrame.write`` alone (the rows are cached and counted
 before).  Every arm writes :func:`cdc_lake.hudi.options.write_options` for an upsert of unique keys,
@@ -45,6 +45,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from support.spark import shared_spark  # noqa: E402
 
+from cdc_lake.config.lake import TIER0_LAYOUT  # noqa: E402
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE  # noqa: E402
 from cdc_lake.hudi.format import hudi_spec  # noqa: E402
 from cdc_lake.hudi.options import DELETE_MARKER_COLUMN, HudiTableSpec, write_options  # noqa: E402
@@ -57,7 +58,8 @@ from cdc_lake.lake.columns import (  # noqa: E402
     SOURCE_TS_COLUMN,
 )
 from cdc_lake.lake.format import WriteOperation  # noqa: E402
-from cdc_lake.lake.layout import CompactionSpec, IndexType, TableSpec, TableType  # noqa: E402
+from cdc_lake.lake.layout import IndexType, TableSpec, TableType  # noqa: E402
+from cdc_lake.lake.target import compaction_spec  # noqa: E402
 
 PRODUCT = "product"
 DEFAULT_ARM = ("with-metadata-table", {"hoodie.metadata.enable": "true"})
@@ -88,11 +90,11 @@ def rows_frame(keys: DataFrame, ordering: str) -> DataFrame:
 
 
 def table_spec(args: argparse.Namespace, base_path: str) -> HudiTableSpec:
-    """The benchmark table's spec in the layout asked."""
+    """The benchmark table's spec in the layout asked, with tier 0's compaction settings."""
     return hudi_spec(TableSpec(
         name="bench.commit.options", base_path=base_path, key_fields=("id",),
         table_type=TableType(args.table_type), index=IndexType(args.index),
-        compaction=CompactionSpec(inline=False, max_delta_commits=5, max_delta_seconds=120, plan_io_mb=1),
+        compaction=compaction_spec(TIER0_LAYOUT.compaction),
         table_version=args.table_version, buckets=4,
     ))
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from cdc_lake.capture.plan import schema_history_topic, table_topic
 from cdc_lake.config import Config, Source, Table
+from cdc_lake.config.lake import CompactionSettings
 from cdc_lake.lake.format import DEFAULT_FORMAT
 from cdc_lake.lake.layout import (
     DEFAULT_TABLE_VERSION,
@@ -71,6 +72,17 @@ class TableTarget:
         )
 
 
+def compaction_spec(settings: CompactionSettings) -> CompactionSpec:
+    """The compaction a table's writer and services follow, from the config's ``settings``."""
+    return CompactionSpec(
+        settings.inline,
+        settings.max_delta_commits,
+        settings.max_delta_seconds,
+        settings.plan_io_mb,
+        CompactionExecutor(settings.executor),
+    )
+
+
 def target_for(config: Config, source: Source, table: Table) -> TableTarget:
     """The lake target of ``table`` of ``source`` under ``config``'s lake settings."""
     qualified = table.qualified_name(source)
@@ -87,13 +99,7 @@ def target_for(config: Config, source: Source, table: Table) -> TableTarget:
         columns=tuple(table.columns) if table.columns else None,
         table_type=TableType(layout.table_type),
         index=IndexType(layout.index),
-        compaction=CompactionSpec(
-            layout.compaction.inline,
-            layout.compaction.max_delta_commits,
-            layout.compaction.max_delta_seconds,
-            layout.compaction.plan_io_mb,
-            CompactionExecutor(layout.compaction.executor),
-        ),
+        compaction=compaction_spec(layout.compaction),
         soft_deletes=lake.soft_deletes,
         table_version=lake.table_version,
         schema_policy=SchemaPolicy(table.schema_changes),
