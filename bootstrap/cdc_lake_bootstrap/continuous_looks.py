@@ -8,6 +8,10 @@ keys alone), waits as a repair's read does for the point they were read at to be
 (``run``'s own batches bring it), and reads their lake rows again.  The rule that judges them is
 :func:`~cdc_lake_bootstrap.continuous.confirmed_keys`; its module says why it is sound.
 
+Each look's lake reads take their turn with ``run``'s table services (:mod:`cdc_lake.spark.background`):
+the comparison, the first look's rows of its candidates, the second look's lake read; the waits for the
+applier to bring the lake to a point read, and the source's rows of the candidates, hold no turn.
+
 A confirmed key marks the table possibly diverged, naming the slice and the kinds; with
 ``validation.auto_repair`` the confirmed keys are repaired (:func:`~cdc_lake_bootstrap.repair.repair_table`
 with those keys, through the :class:`~cdc_lake.lake.applier.Repair` ``run`` passes, under the table's
@@ -17,7 +21,8 @@ apply lock).
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -30,6 +35,7 @@ from cdc_lake.lake.applier import Repair
 from cdc_lake.lake.columns import ORDERING_COLUMN, SOFT_DELETED_COLUMN
 from cdc_lake.lake.format import format_facts, load_format
 from cdc_lake.lake.target import select_targets
+from cdc_lake.spark.background import background_slot
 from cdc_lake.spark.errors import describe_failure
 from cdc_lake.spark.session import VALIDATION_POOL, use_pool
 from cdc_lake.state.store import StateStore
@@ -122,7 +128,10 @@ class SparkLooks:
             # A slice's rows are about a budget's worth; a table compared whole is not kept (every row of
             # every column): its first look reads the table again.
             keeping = keep if bounded else None
-            found = validate_table(self.spark, self.config, self.store, name, options, keep_lake=keeping)
+            found = validate_table(
+                self.spark, self.config, self.store, name, options, keep_lake=keeping,
+                turn=lambda: self._turn(name, "first"),
+            )
             return self._judge(piece, options, found, kept[0] if kept else None, result)
         finally:
             for rows in kept:
@@ -180,7 +189,8 @@ class SparkLooks:
         values = typed_keys(self.spark, key_type, [k for keys in listed.values() for k in keys], name)
         missing = typed_keys(self.spark, key_type, listed["missing"], name)
         held_first = {facts.key_identity(v) for v in missing}
-        first = _lake_looks(stored, key_type, values, None, self.config.lake.format)
+        with self._turn(name, "first"):  # from the kept rows; a table compared whole is read again
+            first = _lake_looks(stored, key_type, values, None, self.config.lake.format)
         frame, _, names, _, topic = source_frame(self.spark, self.config, name, ValidateOptions(), values)
         lake_types = {f.name: f.dataType for f in stored.schema.fields}
         columns = [n for n in names if n in lake_types]
@@ -199,7 +209,8 @@ class SparkLooks:
         again = lake.read(path)
         if options.key_range is not None:
             again = again.where(options.key_range.column(_col(key_fields[0])))
-        second = _lake_looks(again, key_type, values, value_columns, self.config.lake.format)
+        with self._turn(name, "second"):
+            second = _lake_looks(again, key_type, values, value_columns, self.config.lake.format)
         keeps_deletes = select_targets(self.config, (name,))[0].soft_deletes
         by_identity = {facts.key_identity(v): v for v in values}
         confirmed = confirmed_keys(by_identity, first, second, held_first, source, keeps_deletes)
@@ -208,6 +219,15 @@ class SparkLooks:
             counts[kind] = counts.get(kind, 0) + 1
         keys = [json_key(dict(zip(key_fields, by_identity[k], strict=True))) for k in confirmed]
         return counts, keys
+
+    @contextmanager
+    def _turn(self, name: str, look: str) -> Iterator[None]:
+        """The application's background turn for ``name``'s ``look`` (logged when it waited)."""
+        with background_slot(self.spark).turn(f"continuous validation of {name}") as waited:
+            if waited >= 1.0:
+                _LOG.info("table %s: continuous validation's %s look waited %.1f s for its turn", name, look,
+                          waited)
+            yield
 
     def _act(self, name: str, piece: Slice, result: SliceResult, keys: list[dict[str, Any]]) -> None:
         """Mark the table and, with ``validation.auto_repair``, repair the confirmed ``keys``."""

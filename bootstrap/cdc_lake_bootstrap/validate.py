@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
@@ -600,13 +601,16 @@ def validate_table(
     table_name: str,
     options: ValidateOptions,
     keep_lake: Callable[[DataFrame], DataFrame] | None = None,
+    turn: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> ValidateResult:
     """Compare ``table_name``'s source rows with its lake rows; see the module docstring.
 
     ``keep_lake``, if given, is applied to the lake's rows of the key range (soft-deleted ones too, every
     column) as read once the lake caught up, before the comparison reads them: ``run``'s validator caches
     them there and takes its first look at its candidates from the same rows, not from a second read of
-    the table (:mod:`cdc_lake_bootstrap.continuous_looks`)."""
+    the table (:mod:`cdc_lake_bootstrap.continuous_looks`).  ``turn`` is held while the comparison's
+    Spark jobs run, after the wait for the lake to catch up (``run``'s background turn,
+    :mod:`cdc_lake.spark.background`)."""
     started = time.monotonic()
     result = ValidateResult(table_name)
     info = store.require_table(table_name)
@@ -638,7 +642,8 @@ def validate_table(
     lake_types = {f.name: f.dataType for f in lake.schema.fields}
     source = source.select(*[_col(n).cast(lake_types[n]).alias(n) for n in names])
     values = [n for n in names if n not in key]
-    compare_rows(spark, source, lake.select(*[_col(n) for n in names]), key, values, options, result)
+    with turn():
+        compare_rows(spark, source, lake.select(*[_col(n) for n in names]), key, values, options, result)
     result.seconds = time.monotonic() - started
     _LOG.info(
         "%s: validated at %s: %d source rows, %d lake rows, %d of %d ranges differ",

@@ -38,6 +38,7 @@ from cdc_lake.lake.layout import CompactionExecutor
 from cdc_lake.lake.schema_change import SchemaDiff
 from cdc_lake.lake.target import TableTarget, select_targets
 from cdc_lake.spark import get_spark
+from cdc_lake.spark.background import background_slot
 from cdc_lake.spark.session import TABLE_SERVICES_POOL, DriverLife, use_pool
 from cdc_lake.state.store import StateStore
 
@@ -226,9 +227,14 @@ def service_thread(
     config: Config, spark: SparkSession, store: StateStore, targets: Sequence[TableTarget]
 ) -> ServiceThread:
     """``run``'s table-service thread for ``targets``: it looks every ``lake`` ``check_seconds`` and submits
-    its Spark jobs to the table services' scheduler pool, beside the applier's writes."""
+    its Spark jobs to the table services' scheduler pool, beside the applier's writes, each execution in
+    its turn with continuous validation's looks (:func:`~cdc_lake.spark.background.background_slot`)."""
     services = TableServices(
-        load_format(spark, config.lake.format), store, config.state_store.url, beside_writer=True
+        load_format(spark, config.lake.format),
+        store,
+        config.state_store.url,
+        beside_writer=True,
+        turn=background_slot(spark),
     )
     return ServiceThread(
         services,

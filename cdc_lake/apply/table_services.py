@@ -23,6 +23,9 @@ Who executes: ``run``'s thread, unless the table's ``compaction.executor`` is ``
 on executors, or at a lower CPU priority, of its own), and ``run``'s thread only records the table's backlog,
 so the staleness alert still sees a job that stopped.
 
+Inside ``run`` an execution takes its turn with continuous validation's looks
+(:mod:`cdc_lake.spark.background`): at most one of them beside the applier.
+
 A failed execution is recorded with the backlog and retried at the next look; it never stops the table's
 applier: the snapshot readers stay exact, and the growing staleness is what the alert fires on.
 """
@@ -33,7 +36,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 
 from cdc_lake import applier_metrics
@@ -44,6 +47,7 @@ from cdc_lake.lake.commit_metadata import MalformedCommitMetadata
 from cdc_lake.lake.format import LakeFormat, PlanNow, ServiceBacklog
 from cdc_lake.lake.layout import CompactionExecutor
 from cdc_lake.lake.target import TableTarget
+from cdc_lake.spark.background import BackgroundSlot
 from cdc_lake.spark.errors import describe_failure
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.store import StateStore
@@ -73,7 +77,9 @@ class TableServices:
     that writer is this process (``run``), so only the services lock is taken; otherwise the apply lock
     as well, unless the lock provider is shared.  ``executor``: which of the table-service executors
     this is (:class:`CompactionExecutor`): the writer's process (``run``, ``apply --once``), whose looks
-    leave the tables of ``compaction.executor: job`` to the job, or the ``compact`` job.
+    leave the tables of ``compaction.executor: job`` to the job, or the ``compact`` job.  ``turn``:
+    the application's background turn an execution takes first (``run``'s, shared with continuous
+    validation), None for none.
     """
 
     def __init__(
@@ -86,6 +92,7 @@ class TableServices:
         same_process: bool | None = None,
         executor: CompactionExecutor = CompactionExecutor.RUN,
         clock: Callable[[], float] = time.time,
+        turn: BackgroundSlot | None = None,
     ) -> None:
         self.lake = lake
         self.store = store
@@ -94,6 +101,7 @@ class TableServices:
         self.same_process = beside_writer if same_process is None else same_process
         self.executor = executor
         self.clock = clock
+        self.turn = turn
 
     def serviced(self, targets: Sequence[TableTarget]) -> list[TableTarget]:
         """The targets whose format leaves table services outside the writes."""
@@ -166,6 +174,11 @@ class TableServices:
             return PlanNow.EVERY_FILE_GROUP if overdue or backlog.pending_plans else PlanNow.NOTHING
         return PlanNow.NEXT if overdue else PlanNow.NOTHING
 
+    def _turn(self, name: str) -> AbstractContextManager[float]:
+        if self.turn is None:
+            return nullcontext(0.0)
+        return self.turn.turn(f"table services of {name}")
+
     def _execute(self, target: TableTarget, schedule: bool) -> ServiceOutcome:
         name = target.qualified_name
         if not self.lake.table_exists(target.base_path):
@@ -179,7 +192,10 @@ class TableServices:
             key_fields = self.lake.record_key_fields(target.base_path) or target.key_fields or ()
             try:
                 spec = self.lake.kept_spec(target.spec(tuple(key_fields)))  # the table's bucket count
-                executed = self.lake.run_services(spec, plan=plan)
+                with self._turn(name) as waited:
+                    executed = self.lake.run_services(spec, plan=plan)
+                if waited >= 1.0:
+                    _LOG.info("table %s: table services waited %.1f s for their turn", name, waited)
             except (CdcLakeError, MalformedCommitMetadata) as exc:
                 error = str(exc)
                 _LOG.warning("table %s: table services failed: %s", name, error)

@@ -9,6 +9,7 @@ is recorded with the backlog and never raised, and that the backlog reaches the 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from cdc_lake.lake.layout import (
     TableType,
 )
 from cdc_lake.lake.target import TableTarget
+from cdc_lake.spark.background import BackgroundSlot
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.locks import LockPurpose, table_lock
 from cdc_lake.state.store import StateStore
@@ -343,3 +345,23 @@ def test_the_thread_outlives_an_unexpected_error_and_looks_again(store: tuple[St
     thread.stop()
     assert len(lake.runs) >= 2, lake.runs
     assert any(o.executed for o in outcomes), outcomes
+
+
+def test_an_execution_waits_for_the_background_turn_a_validation_look_holds(
+    store: tuple[StateStore, str],
+) -> None:
+    """Inside ``run`` a compaction and a continuous validation look never run together: the execution
+    starts once the look's turn ends (issue 35 goal 1, :mod:`cdc_lake.spark.background`)."""
+    db, url = store
+    lake = _Lake(pending=1)
+    slot = BackgroundSlot()
+    services = TableServices(lake, db, url, beside_writer=True, turn=slot)
+    outcomes: list[ServiceOutcome] = []
+    with slot.turn("continuous validation of pg.s.mor"):
+        stepper = threading.Thread(target=lambda: outcomes.append(services.step(MOR)))
+        stepper.start()
+        time.sleep(0.3)
+        assert lake.runs == [], "the compaction ran while a validation look held the turn"
+    stepper.join(5)
+    assert lake.runs == [("/lake/pg.s.mor", PlanNow.NOTHING)] and outcomes[0].executed == ("20261202000000",)
+    assert slot.holder is None

@@ -1,0 +1,81 @@
+"""``run``'s background Spark work takes turns: one of its table services' executions and continuous
+validation's looks at a time, beside the applier.
+
+``run`` drives three kinds of Spark jobs in one application: the applier's batches, the table-service
+thread's compactions and continuous validation's samples.  The fair scheduler's pools
+(:data:`cdc_lake.spark.session.SCHEDULER_DEFAULTS`) give the applier's next job the next core a task
+frees, but a running task is not stopped, and a compaction task (one file group of a bucket-index table:
+about 35 s at 10M rows) beside a sample's reads (a bucket-index table's every file group, merged with its
+logs: every file group holds keys of the whole range) held both cores of a two-core machine at once: in
+a sample's minute the applier shared them with both, and its commits came late (issue 35 goal 1,
+docs/benchmarks.md "Goal 1: background work takes turns").
+
+:class:`BackgroundSlot` is the turn: whoever holds it runs its Spark jobs, the other waits.  It is first
+come, first served (a waiting thread is never overtaken, so neither kind starves the other), and it is
+held per step, not per sample: a compaction waits at most for one of a sample's two looks, a look for one
+execution of the pending plans.  The applier never takes it.  There is one per Spark application
+(:func:`background_slot`), since the cores are the application's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+
+class BackgroundSlot:
+    """A first-come, first-served turn between background threads of one Spark application."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._changed = threading.Condition()
+        self._waiting: deque[object] = deque()
+        self._holder: str | None = None
+
+    @property
+    def holder(self) -> str | None:
+        """What holds the turn now (the ``what`` given to :meth:`turn`), None when free."""
+        with self._changed:
+            return self._holder
+
+    @contextmanager
+    def turn(self, what: str) -> Iterator[float]:
+        """Hold the turn for ``what`` (named in logs and :attr:`holder`) while the block runs; yields the
+        seconds it waited for it.  Not re-entrant."""
+        ticket = object()
+        began = self._clock()
+        with self._changed:
+            self._waiting.append(ticket)
+            while self._holder is not None or self._waiting[0] is not ticket:
+                self._changed.wait()
+            self._waiting.popleft()
+            self._holder = what
+        try:
+            yield self._clock() - began
+        finally:
+            with self._changed:
+                self._holder = None
+                self._changed.notify_all()
+
+
+_SLOTS: weakref.WeakKeyDictionary[SparkContext, BackgroundSlot] = weakref.WeakKeyDictionary()
+_SLOTS_LOCK = threading.Lock()
+
+
+def background_slot(spark: SparkSession) -> BackgroundSlot:
+    """The turn of ``spark``'s application (one per SparkContext, made on first use)."""
+    context = spark.sparkContext
+    with _SLOTS_LOCK:
+        slot = _SLOTS.get(context)
+        if slot is None:
+            slot = _SLOTS[context] = BackgroundSlot()
+        return slot
