@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -40,6 +40,8 @@ class BackgroundSlot:
         self._changed = threading.Condition()
         self._waiting: deque[object] = deque()
         self._holder: str | None = None
+        self.taken: Counter[str] = Counter()
+        """How many turns each ``what`` has taken."""
 
     @property
     def holder(self) -> str | None:
@@ -59,6 +61,7 @@ class BackgroundSlot:
                 self._changed.wait()
             self._waiting.popleft()
             self._holder = what
+            self.taken[what] += 1
         try:
             yield self._clock() - began
         finally:

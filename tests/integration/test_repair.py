@@ -55,6 +55,7 @@ from cdc_lake.hudi.writer import read_table, write_batch
 from cdc_lake.lake.columns import DELETED_COLUMN, ORDERING_COLUMN
 from cdc_lake.lake.format import WriteOperation
 from cdc_lake.lake.target import target_for
+from cdc_lake.spark.background import background_slot
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
 from cdc_lake.state.store import StateStore
@@ -232,6 +233,9 @@ def _continuous_validation_confirms_and_repairs(
                 stop.wait(0.5)
 
     applier = threading.Thread(target=apply_as_run_does, daemon=True)
+    turn = background_slot(spark)
+    looking = f"continuous validation of {table}"
+    turns_before = turn.taken[looking]
     # No deletes or moves: a key the writer deletes, brings back and deletes again around both looks, with
     # the applier past each look's position, is the one false "missing" the two looks cannot rule out
     # (cdc_lake_bootstrap/continuous.py says so); this phase counts confirmations exactly.  Updates,
@@ -258,6 +262,11 @@ def _continuous_validation_confirms_and_repairs(
         writer.stop()
     assert not failures, failures
     assert [r.index for r in results] == list(range(results[0].count)), results
+    # Each slice's comparison, and its first and second looks where it had candidates, ran in the turn
+    # `run`'s table services take (cdc_lake/spark/background.py): never beside a compaction.
+    with_candidates = sum(1 for r in results if r.candidates)
+    taken = turn.taken[looking] - turns_before
+    assert len(results) + with_candidates <= taken <= len(results) + 2 * with_candidates, (taken, results)
     assert results[0].count >= 2, "a slice of a key range keeps its rows for the first look"
     assert all(r.caught_up and r.error is None for r in results), results
     confirmed: dict[str, int] = {}

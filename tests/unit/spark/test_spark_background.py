@@ -51,6 +51,7 @@ def test_one_holder_at_a_time_and_the_wait_is_measured() -> None:
     holder.join(5)
     looker.join(5)
     assert log == ["table services of pg.s.t", "look"]
+    assert slot.taken == {"table services of pg.s.t": 1, "continuous validation of pg.s.t": 1}
     assert waited and waited[0] >= 0.15
     assert slot.holder is None
 
