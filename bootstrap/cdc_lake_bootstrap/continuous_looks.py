@@ -10,7 +10,9 @@ keys alone), waits as a repair's read does for the point they were read at to be
 
 Each look's lake reads take their turn with ``run``'s table services (:mod:`cdc_lake.spark.background`):
 the comparison, the first look's rows of its candidates, the second look's lake read; the waits for the
-applier to bring the lake to a point read, and the source's rows of the candidates, hold no turn.
+applier to bring the lake to a point read, and the source's rows of the candidates, hold no turn.  In
+``local[N]`` the looks' lake reads run at most ``N - 1`` tasks at once (coalesced), so the applier's
+next job finds a core free.
 
 A confirmed key marks the table possibly diverged, naming the slice and the kinds; with
 ``validation.auto_repair`` the confirmed keys are repaired (:func:`~cdc_lake_bootstrap.repair.repair_table`
@@ -35,7 +37,7 @@ from cdc_lake.lake.applier import Repair
 from cdc_lake.lake.columns import ORDERING_COLUMN, SOFT_DELETED_COLUMN
 from cdc_lake.lake.format import format_facts, load_format
 from cdc_lake.lake.target import select_targets
-from cdc_lake.spark.background import background_slot
+from cdc_lake.spark.background import background_slot, background_tasks
 from cdc_lake.spark.errors import describe_failure
 from cdc_lake.spark.session import VALIDATION_POOL, use_pool
 from cdc_lake.state.store import StateStore
@@ -121,13 +123,13 @@ class SparkLooks:
         kept: list[DataFrame] = []
 
         def keep(rows: DataFrame) -> DataFrame:
-            kept.append(rows.cache())
+            kept.append(self._bounded(rows).cache())
             return kept[-1]
 
         try:
             # A slice's rows are about a budget's worth; a table compared whole is not kept (every row of
             # every column): its first look reads the table again.
-            keeping = keep if bounded else None
+            keeping = keep if bounded else self._bounded
             found = validate_table(
                 self.spark, self.config, self.store, name, options, keep_lake=keeping,
                 turn=lambda: self._turn(name, "first"),
@@ -183,7 +185,7 @@ class SparkLooks:
         key_fields = list(lake.record_key_fields(path) or ())
         if not key_fields:
             raise BootstrapError(f"table {name}: the lake table at {path} names no record key fields")
-        stored = kept if kept is not None else lake.read(path)
+        stored = kept if kept is not None else self._bounded(lake.read(path))
         key_type = StructType([stored.schema[k] for k in key_fields])
         facts = format_facts(self.config.lake.format)
         values = typed_keys(self.spark, key_type, [k for keys in listed.values() for k in keys], name)
@@ -206,7 +208,7 @@ class SparkLooks:
         if not lake_caught_up(self.spark, self.config, self.store, name, topic, streamed.ends, timeout):
             _LOG.info("table %s: second look not judged: the lake did not reach %s", name, streamed.point)
             return {}, []
-        again = lake.read(path)
+        again = self._bounded(lake.read(path))
         if options.key_range is not None:
             again = again.where(options.key_range.column(_col(key_fields[0])))
         with self._turn(name, "second"):
@@ -219,6 +221,12 @@ class SparkLooks:
             counts[kind] = counts.get(kind, 0) + 1
         keys = [json_key(dict(zip(key_fields, by_identity[k], strict=True))) for k in confirmed]
         return counts, keys
+
+    def _bounded(self, rows: DataFrame) -> DataFrame:
+        """The lake's ``rows`` read by at most as many tasks at once as a background step may run
+        (:func:`~cdc_lake.spark.background.background_tasks`: in-process, every core but the applier's)."""
+        tasks = background_tasks(self.spark)
+        return rows if tasks is None else rows.coalesce(tasks)
 
     @contextmanager
     def _turn(self, name: str, look: str) -> Iterator[None]:

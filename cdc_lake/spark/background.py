@@ -15,10 +15,18 @@ come, first served (a waiting thread is never overtaken, so neither kind starves
 held per step, not per sample: a compaction waits at most for one of a sample's two looks, a look for one
 execution of the pending plans.  The applier never takes it.  There is one per Spark application
 (:func:`background_slot`), since the cores are the application's.
+
+In-process (``local[N]``) the turn's holder also runs at most ``N - 1`` tasks at once
+(:func:`background_tasks`; a compaction plan of one file group is one task already, a sample's lake read
+is coalesced to that many), so the applier's next job finds a core free rather than waiting for a
+running task to end.  On a cluster the executors' cores are many and shared by every job, and nothing
+is bounded.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 import time
 import weakref
@@ -82,3 +90,18 @@ def background_slot(spark: SparkSession) -> BackgroundSlot:
         if slot is None:
             slot = _SLOTS[context] = BackgroundSlot()
         return slot
+
+
+_LOCAL_MASTER = re.compile(r"local(?:\[(?P<cores>\d+|\*)(?:,\s*\d+)?\])?")
+
+
+def background_tasks(spark: SparkSession) -> int | None:
+    """How many tasks at once a background step of ``spark``'s application may run: in-process
+    (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``) every core but one, at least one; None (no
+    bound) on a cluster."""
+    found = _LOCAL_MASTER.fullmatch(spark.sparkContext.master or "")
+    if found is None:
+        return None
+    cores = found.group("cores")
+    count = 1 if cores is None else (os.cpu_count() or 1) if cores == "*" else int(cores)
+    return max(1, count - 1)

@@ -3,11 +3,14 @@ the wait measured, one turn per application."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from types import SimpleNamespace
 
-from cdc_lake.spark.background import BackgroundSlot, background_slot
+import pytest
+
+from cdc_lake.spark.background import BackgroundSlot, background_slot, background_tasks
 
 
 def _hold_in_thread(
@@ -111,3 +114,21 @@ def test_one_turn_per_spark_application() -> None:
     other = SimpleNamespace(sparkContext=_Context())
     assert background_slot(first) is background_slot(same_context)  # type: ignore[arg-type]
     assert background_slot(first) is not background_slot(other)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("master", "tasks"),
+    [
+        ("local[2]", 1),
+        ("local[8]", 7),
+        ("local", 1),
+        ("local[1]", 1),
+        ("local[4,3]", 3),
+        ("local[*]", max(1, (os.cpu_count() or 1) - 1)),
+        ("spark://127.0.0.1:7077", None),
+        ("yarn", None),
+    ],
+)
+def test_in_process_a_background_step_leaves_the_applier_a_core(master: str, tasks: int | None) -> None:
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(master=master))
+    assert background_tasks(spark) == tasks  # type: ignore[arg-type]
