@@ -8,9 +8,11 @@ keys alone), waits as a repair's read does for the point they were read at to be
 (``run``'s own batches bring it), and reads their lake rows again.  The rule that judges them is
 :func:`~cdc_lake_bootstrap.continuous.confirmed_keys`; its module says why it is sound.
 
-Each look's lake reads take their turn with ``run``'s table services (:mod:`cdc_lake.spark.background`):
-the comparison, the first look's rows of its candidates, the second look's lake read; the waits for the
-applier to bring the lake to a point read, and the source's rows of the candidates, hold no turn.  In
+Each look's lake reads take their turn with ``run``'s table services (:mod:`cdc_lake.spark.background`),
+from the listing of the lake's files to the last row read, so no compaction replaces (and no clean after
+it removes) a file slice a look listed: the comparison, the first look's rows of its candidates, the
+second look's lake read.  The waits for the applier to bring the lake to a point read, and the source's
+rows of the candidates, hold no turn.  In
 ``local[N]`` the looks' lake reads run at most ``N - 1`` tasks at once (coalesced), so the applier's
 next job finds a core free.
 
@@ -185,14 +187,14 @@ class SparkLooks:
         key_fields = list(lake.record_key_fields(path) or ())
         if not key_fields:
             raise BootstrapError(f"table {name}: the lake table at {path} names no record key fields")
-        stored = kept if kept is not None else self._bounded(lake.read(path))
-        key_type = StructType([stored.schema[k] for k in key_fields])
         facts = format_facts(self.config.lake.format)
-        values = typed_keys(self.spark, key_type, [k for keys in listed.values() for k in keys], name)
-        missing = typed_keys(self.spark, key_type, listed["missing"], name)
-        held_first = {facts.key_identity(v) for v in missing}
-        with self._turn(name, "first"):  # from the kept rows; a table compared whole is read again
+        with self._turn(name, "first"):  # from the kept rows; a table compared whole is read (listed) again
+            stored = kept if kept is not None else self._bounded(lake.read(path))
+            key_type = StructType([stored.schema[k] for k in key_fields])
+            values = typed_keys(self.spark, key_type, [k for keys in listed.values() for k in keys], name)
+            missing = typed_keys(self.spark, key_type, listed["missing"], name)
             first = _lake_looks(stored, key_type, values, None, self.config.lake.format)
+        held_first = {facts.key_identity(v) for v in missing}
         frame, _, names, _, topic = source_frame(self.spark, self.config, name, ValidateOptions(), values)
         lake_types = {f.name: f.dataType for f in stored.schema.fields}
         columns = [n for n in names if n in lake_types]
@@ -208,10 +210,10 @@ class SparkLooks:
         if not lake_caught_up(self.spark, self.config, self.store, name, topic, streamed.ends, timeout):
             _LOG.info("table %s: second look not judged: the lake did not reach %s", name, streamed.point)
             return {}, []
-        again = self._bounded(lake.read(path))
-        if options.key_range is not None:
-            again = again.where(options.key_range.column(_col(key_fields[0])))
-        with self._turn(name, "second"):
+        with self._turn(name, "second"):  # from the listing of the lake's files on
+            again = self._bounded(lake.read(path))
+            if options.key_range is not None:
+                again = again.where(options.key_range.column(_col(key_fields[0])))
             second = _lake_looks(again, key_type, values, value_columns, self.config.lake.format)
         keeps_deletes = select_targets(self.config, (name,))[0].soft_deletes
         by_identity = {facts.key_identity(v): v for v in values}

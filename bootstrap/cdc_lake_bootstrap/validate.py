@@ -608,9 +608,9 @@ def validate_table(
     ``keep_lake``, if given, is applied to the lake's rows of the key range (soft-deleted ones too, every
     column) as read once the lake caught up, before the comparison reads them: ``run``'s validator caches
     them there and takes its first look at its candidates from the same rows, not from a second read of
-    the table (:mod:`cdc_lake_bootstrap.continuous_looks`).  ``turn`` is held while the comparison's
-    Spark jobs run, after the wait for the lake to catch up (``run``'s background turn,
-    :mod:`cdc_lake.spark.background`)."""
+    the table (:mod:`cdc_lake_bootstrap.continuous_looks`).  ``turn`` is held from the lake read's
+    planning (the listing of its files) to the comparison's end, after the wait for the lake to catch up
+    (``run``'s background turn, :mod:`cdc_lake.spark.background`)."""
     started = time.monotonic()
     result = ValidateResult(table_name)
     info = store.require_table(table_name)
@@ -623,26 +623,27 @@ def validate_table(
         timeout = options.catch_up_timeout
         result.caught_up = lake_caught_up(spark, config, store, table_name, topic, ends, timeout)
         _LOG.debug("%s: the lake caught up: %s", table_name, result.caught_up)
-    lake = load_format(spark, config.lake.format).read(store.current_copy(table_name).path)
-    _LOG.debug("%s: the lake's read planned", table_name)
-    if options.key_range is not None:
-        lake = lake.where(options.key_range.column(_col(key[0])))
-    if keep_lake is not None:
-        lake = keep_lake(lake)
-    for flag in (DELETED_COLUMN, SOFT_DELETED_COLUMN):
-        if flag in lake.columns:
-            lake = lake.where(~F.coalesce(_col(flag), F.lit(False)))
-    if options.older_than_seconds is not None and options.updated_column is not None:
-        cutoff = time.time() - options.older_than_seconds
-        lake = lake.where(_col(options.updated_column) < F.lit(cutoff).cast("timestamp"))
-    missing_columns = [n for n in names if n not in lake.columns]
-    if missing_columns:
-        raise BootstrapError(f"table {table_name}: the lake table lacks columns {', '.join(missing_columns)}")
-    # Compare in the lake's types: the registry may have widened a type the bootstrap read narrower.
-    lake_types = {f.name: f.dataType for f in lake.schema.fields}
-    source = source.select(*[_col(n).cast(lake_types[n]).alias(n) for n in names])
-    values = [n for n in names if n not in key]
-    with turn():
+    with turn():  # from the listing of the lake's files on: a compaction then cannot replace one read
+        lake = load_format(spark, config.lake.format).read(store.current_copy(table_name).path)
+        _LOG.debug("%s: the lake's read planned", table_name)
+        if options.key_range is not None:
+            lake = lake.where(options.key_range.column(_col(key[0])))
+        if keep_lake is not None:
+            lake = keep_lake(lake)
+        for flag in (DELETED_COLUMN, SOFT_DELETED_COLUMN):
+            if flag in lake.columns:
+                lake = lake.where(~F.coalesce(_col(flag), F.lit(False)))
+        if options.older_than_seconds is not None and options.updated_column is not None:
+            cutoff = time.time() - options.older_than_seconds
+            lake = lake.where(_col(options.updated_column) < F.lit(cutoff).cast("timestamp"))
+        missing_columns = [n for n in names if n not in lake.columns]
+        if missing_columns:
+            lacking = ", ".join(missing_columns)
+            raise BootstrapError(f"table {table_name}: the lake table lacks columns {lacking}")
+        # Compare in the lake's types: the registry may have widened a type the bootstrap read narrower.
+        lake_types = {f.name: f.dataType for f in lake.schema.fields}
+        source = source.select(*[_col(n).cast(lake_types[n]).alias(n) for n in names])
+        values = [n for n in names if n not in key]
         compare_rows(spark, source, lake.select(*[_col(n) for n in names]), key, values, options, result)
     result.seconds = time.monotonic() - started
     _LOG.info(
