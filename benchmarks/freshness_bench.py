@@ -52,6 +52,9 @@ Run it with the stack up, from the stack's directory::
 9. ``--no-continuous-validation``: ``run`` without its continuous validation (``validation.continuous:
    false``), whose sample every 300 s reads the table's whole snapshot on the bucket index (no file
    holds a key range): the arm that measures what the sample costs the freshness.
+   With it on, the figures list every sample ``run`` took (``samples``: its start, seconds, outcome and
+   error, from the state store's ``validate-sample`` runs), and a failed sample is printed: a run whose
+   sample failed did not pay a sample's whole cost.
 
 The load average at start and end is in the figures.  ``--plot PNG`` draws each phase's p99 per 10 s
 of source commit time (needs the ``bench`` extra, ``matplotlib``); ``--replot A.json,B.json --plot PNG``
@@ -99,7 +102,9 @@ from cdc_lake.lake.commit_metadata import OFFSETS_KEY
 from cdc_lake.lake.target import select_targets
 from cdc_lake.stack.manager import LocalStack
 from cdc_lake.state.lifecycle import TableState
+from cdc_lake.state.records import Run
 from cdc_lake.state.store import StateStore
+from cdc_lake_bootstrap.continuous import SAMPLE_RUN
 
 WORKLOAD = {"update": 70, "insert": 15, "delete": 15}
 FRESH_SECONDS = 15.0
@@ -444,6 +449,22 @@ def _warm_up(stack: LocalStack, database: str, watcher: CommitWatcher, topic: st
     _log(f"run applied the warm-up change in {time.monotonic() - began:.0f} s")
 
 
+def sample_runs(runs: Iterable[Run]) -> list[dict[str, Any]]:
+    """``run``'s continuous validation samples (the state store's ``validate-sample`` runs), oldest first:
+    start (UTC), seconds, outcome and error."""
+    return [
+        {
+            "started_utc": run.started_at.strftime("%H:%M:%S"),
+            "seconds": None if run.finished_at is None else round(
+                (run.finished_at - run.started_at).total_seconds(), 1
+            ),
+            "outcome": None if run.outcome is None else run.outcome.value,
+            "error": run.detail.get("error"),
+        }
+        for run in sorted(runs, key=lambda run: run.id)
+    ]
+
+
 def _wait_live(config: Config, table: str, timeout: float) -> float:
     """Seconds until the state store holds ``table`` LIVE (``run`` passed the bootstrap's snapshot point)."""
     began = time.monotonic()
@@ -634,6 +655,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         (check,) = json.loads(cdc_lake(config_path, "validate", table, "--json", log=log))
         kept = ("matches", "source_rows", "lake_rows", "missing_count", "extra_count", "different_count")
         results["validate"] = {key: check.get(key) for key in kept}
+        with StateStore.open(config.state_store.url) as store:
+            results["samples"] = sample_runs(store.list_runs(table, limit=100, command=SAMPLE_RUN))
+        for failed in (sample for sample in results["samples"] if sample["outcome"] != "ok"):
+            _log(f"a continuous validation sample failed ({failed['started_utc']}): {failed['error']}")
         _save(results, args.json)
         if args.logs:
             args.logs.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,11 @@ from freshness_bench import (
     phase_figures,
     read_optimized_staleness,
     recovery_seconds,
+    sample_runs,
 )
+
+from cdc_lake.state.records import Run, RunOutcome
+from cdc_lake_bootstrap.continuous import SAMPLE_RUN
 
 
 def test_completion_time_is_read_from_the_instant_file_name_as_utc() -> None:
@@ -130,3 +134,21 @@ def test_read_optimized_staleness_counts_the_file_groups_a_plan_left_out() -> No
     # a delta commit without log files (a bulk insert's base files) leaves a read-optimized reader nothing
     assert read_optimized_staleness({_instant(500): _written(1_000)}, {}, 0, 9_000) == 0.0
 
+
+
+def test_the_samples_run_took_are_listed_oldest_first_with_a_failed_ones_error() -> None:
+    began = dt.datetime(2026, 12, 6, 4, 39, 40, tzinfo=dt.UTC)
+    runs = [
+        Run(7, SAMPLE_RUN, "pg.public.items", began + dt.timedelta(seconds=300), None, None, {}),
+        Run(
+            3, SAMPLE_RUN, "pg.public.items", began, began + dt.timedelta(seconds=26.44), RunOutcome.FAILED,
+            {"error": "SparkFileNotFoundException: File f.parquet does not exist"},
+        ),
+        Run(5, SAMPLE_RUN, "pg.public.items", began, began + dt.timedelta(seconds=31), RunOutcome.OK, {}),
+    ]
+    assert sample_runs(runs) == [
+        {"started_utc": "04:39:40", "seconds": 26.4, "outcome": "failed",
+         "error": "SparkFileNotFoundException: File f.parquet does not exist"},
+        {"started_utc": "04:39:40", "seconds": 31.0, "outcome": "ok", "error": None},
+        {"started_utc": "04:44:40", "seconds": None, "outcome": None, "error": None},
+    ]
