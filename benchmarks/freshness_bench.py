@@ -52,9 +52,9 @@ Run it with the stack up, from the stack's directory::
 9. ``--no-continuous-validation``: ``run`` without its continuous validation (``validation.continuous:
    false``), whose sample every 300 s reads the table's whole snapshot on the bucket index (no file
    holds a key range): the arm that measures what the sample costs the freshness.
-   With it on, the figures list every sample ``run`` took (``samples``: its start, seconds, outcome and
-   error, from the state store's ``validate-sample`` runs), and a failed sample is printed: a run whose
-   sample failed did not pay a sample's whole cost.
+   With it on, the figures list every sample ``run`` took (``samples``: its end, seconds, candidates,
+   outcome and error, from the state store's ``validate-sample`` runs), and a failed sample is printed:
+   a run whose sample failed did not pay a sample's whole cost.
 
 The load average at start and end is in the figures.  ``--plot PNG`` draws each phase's p99 per 10 s
 of source commit time (needs the ``bench`` extra, ``matplotlib``); ``--replot A.json,B.json --plot PNG``
@@ -450,14 +450,14 @@ def _warm_up(stack: LocalStack, database: str, watcher: CommitWatcher, topic: st
 
 
 def sample_runs(runs: Iterable[Run]) -> list[dict[str, Any]]:
-    """``run``'s continuous validation samples (the state store's ``validate-sample`` runs), oldest first:
-    start (UTC), seconds, outcome and error."""
+    """``run``'s continuous validation samples (the state store's ``validate-sample`` runs, each recorded
+    when its slice was judged), oldest first: its end (UTC), seconds (the slice's own), candidates,
+    outcome and error."""
     return [
         {
-            "started_utc": run.started_at.strftime("%H:%M:%S"),
-            "seconds": None if run.finished_at is None else round(
-                (run.finished_at - run.started_at).total_seconds(), 1
-            ),
+            "ended_utc": run.started_at.strftime("%H:%M:%S"),
+            "seconds": run.detail.get("seconds"),
+            "candidates": run.detail.get("candidates"),
             "outcome": None if run.outcome is None else run.outcome.value,
             "error": run.detail.get("error"),
         }
@@ -658,7 +658,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         with StateStore.open(config.state_store.url) as store:
             results["samples"] = sample_runs(store.list_runs(table, limit=100, command=SAMPLE_RUN))
         for failed in (sample for sample in results["samples"] if sample["outcome"] != "ok"):
-            _log(f"a continuous validation sample failed ({failed['started_utc']}): {failed['error']}")
+            _log(f"a continuous validation sample failed ({failed['ended_utc']}): {failed['error']}")
         _save(results, args.json)
         if args.logs:
             args.logs.mkdir(parents=True, exist_ok=True)

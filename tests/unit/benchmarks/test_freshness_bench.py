@@ -137,18 +137,17 @@ def test_read_optimized_staleness_counts_the_file_groups_a_plan_left_out() -> No
 
 
 def test_the_samples_run_took_are_listed_oldest_first_with_a_failed_ones_error() -> None:
-    began = dt.datetime(2026, 12, 6, 4, 39, 40, tzinfo=dt.UTC)
+    judged = dt.datetime(2026, 12, 6, 4, 40, 6, tzinfo=dt.UTC)
+    failure = "SparkFileNotFoundException: File f.parquet does not exist"
     runs = [
-        Run(7, SAMPLE_RUN, "pg.public.items", began + dt.timedelta(seconds=300), None, None, {}),
-        Run(
-            3, SAMPLE_RUN, "pg.public.items", began, began + dt.timedelta(seconds=26.44), RunOutcome.FAILED,
-            {"error": "SparkFileNotFoundException: File f.parquet does not exist"},
-        ),
-        Run(5, SAMPLE_RUN, "pg.public.items", began, began + dt.timedelta(seconds=31), RunOutcome.OK, {}),
+        Run(7, SAMPLE_RUN, "pg.public.items", judged + dt.timedelta(seconds=300), judged, RunOutcome.OK,
+            {"seconds": 31.25, "candidates": 4}),
+        Run(3, SAMPLE_RUN, "pg.public.items", judged, judged, RunOutcome.FAILED,
+            {"seconds": 26.4, "candidates": 0, "error": failure}),
+        Run(5, SAMPLE_RUN, "pg.public.items", judged, None, None, {}),
     ]
     assert sample_runs(runs) == [
-        {"started_utc": "04:39:40", "seconds": 26.4, "outcome": "failed",
-         "error": "SparkFileNotFoundException: File f.parquet does not exist"},
-        {"started_utc": "04:39:40", "seconds": 31.0, "outcome": "ok", "error": None},
-        {"started_utc": "04:44:40", "seconds": None, "outcome": None, "error": None},
+        {"ended_utc": "04:40:06", "seconds": 26.4, "candidates": 0, "outcome": "failed", "error": failure},
+        {"ended_utc": "04:40:06", "seconds": None, "candidates": None, "outcome": None, "error": None},
+        {"ended_utc": "04:45:06", "seconds": 31.25, "candidates": 4, "outcome": "ok", "error": None},
     ]
