@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from support.bootstrap import (
     ChangeWriter,
@@ -236,6 +236,25 @@ def _continuous_validation_confirms_and_repairs(
     turn = background_slot(spark)
     looking = f"continuous validation of {table}"
     turns_before = turn.taken[looking]
+    # Who held the turn at each lake read the looks planned (Hudi lists the file slices then): a read
+    # listed before its turn read slices a compaction could replace, and a clean remove, meanwhile.
+    # The repairs' reads are the repair's own (under the apply lock), not a look's.
+    looks_thread = threading.current_thread()
+    holders_at_reads: list[str | None] = []
+    repairing = threading.local()
+    hudi_read, act = HudiFormat.read, SparkLooks._act
+
+    def read_noting_the_turn(self: HudiFormat, base_path: str, *, meta_columns: bool = False) -> DataFrame:
+        if threading.current_thread() is looks_thread and not getattr(repairing, "on", False):
+            holders_at_reads.append(turn.holder)
+        return hudi_read(self, base_path, meta_columns=meta_columns)
+
+    def act_noting_the_repair(self: SparkLooks, *args: Any, **kwargs: Any) -> None:
+        repairing.on = True
+        try:
+            act(self, *args, **kwargs)
+        finally:
+            repairing.on = False
     # No deletes or moves: a key the writer deletes, brings back and deletes again around both looks, with
     # the applier past each look's position, is the one false "missing" the two looks cannot rule out
     # (cdc_lake_bootstrap/continuous.py says so); this phase counts confirmations exactly.  Updates,
@@ -249,6 +268,8 @@ def _continuous_validation_confirms_and_repairs(
     try:
         with StateStore.open(config.state_store.url) as store, pytest.MonkeyPatch.context() as patch:
             patch.setattr(continuous, "MIN_BUDGET_ROWS", 100)
+            patch.setattr(HudiFormat, "read", read_noting_the_turn)
+            patch.setattr(SparkLooks, "_act", act_noting_the_repair)
             repairer = repair_factory()(spark, store, checked)
             looks = SparkLooks(spark, checked, store, [table], repairer)
             validator = ContinuousValidation(checked, store, looks)
@@ -267,6 +288,7 @@ def _continuous_validation_confirms_and_repairs(
     with_candidates = sum(1 for r in results if r.candidates)
     taken = turn.taken[looking] - turns_before
     assert len(results) + with_candidates <= taken <= len(results) + 2 * with_candidates, (taken, results)
+    assert holders_at_reads and set(holders_at_reads) == {looking}, holders_at_reads
     assert results[0].count >= 2, "a slice of a key range keeps its rows for the first look"
     assert all(r.caught_up and r.error is None for r in results), results
     confirmed: dict[str, int] = {}
