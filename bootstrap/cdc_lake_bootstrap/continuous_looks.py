@@ -25,8 +25,8 @@ apply lock).
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Hashable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -134,7 +134,7 @@ class SparkLooks:
             keeping = keep if bounded else self._bounded
             found = validate_table(
                 self.spark, self.config, self.store, name, options, keep_lake=keeping,
-                turn=lambda: self._turn(name, "first"),
+                turn=lambda: self._turn(name),
             )
             return self._judge(piece, options, found, kept[0] if kept else None, result)
         finally:
@@ -188,7 +188,7 @@ class SparkLooks:
         if not key_fields:
             raise BootstrapError(f"table {name}: the lake table at {path} names no record key fields")
         facts = format_facts(self.config.lake.format)
-        with self._turn(name, "first"):  # from the kept rows; a table compared whole is read (listed) again
+        with self._turn(name):  # from the kept rows; a table compared whole is read (listed) again
             stored = kept if kept is not None else self._bounded(lake.read(path))
             key_type = StructType([stored.schema[k] for k in key_fields])
             values = typed_keys(self.spark, key_type, [k for keys in listed.values() for k in keys], name)
@@ -210,7 +210,7 @@ class SparkLooks:
         if not lake_caught_up(self.spark, self.config, self.store, name, topic, streamed.ends, timeout):
             _LOG.info("table %s: second look not judged: the lake did not reach %s", name, streamed.point)
             return {}, []
-        with self._turn(name, "second"):  # from the listing of the lake's files on
+        with self._turn(name):  # from the listing of the lake's files on
             again = self._bounded(lake.read(path))
             if options.key_range is not None:
                 again = again.where(options.key_range.column(_col(key_fields[0])))
@@ -230,14 +230,9 @@ class SparkLooks:
         tasks = background_tasks(self.spark)
         return rows if tasks is None else rows.coalesce(tasks)
 
-    @contextmanager
-    def _turn(self, name: str, look: str) -> Iterator[None]:
-        """The application's background turn for ``name``'s ``look`` (logged when it waited)."""
-        with background_slot(self.spark).turn(f"continuous validation of {name}") as waited:
-            if waited >= 1.0:
-                _LOG.info("table %s: continuous validation's %s look waited %.1f s for its turn", name, look,
-                          waited)
-            yield
+    def _turn(self, name: str) -> AbstractContextManager[float]:
+        """The application's background turn for a look at ``name`` (a long wait is logged there)."""
+        return background_slot(self.spark).turn(f"continuous validation of {name}")
 
     def _act(self, name: str, piece: Slice, result: SliceResult, keys: list[dict[str, Any]]) -> None:
         """Mark the table and, with ``validation.auto_repair``, repair the confirmed ``keys``."""

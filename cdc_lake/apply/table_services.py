@@ -192,10 +192,8 @@ class TableServices:
             key_fields = self.lake.record_key_fields(target.base_path) or target.key_fields or ()
             try:
                 spec = self.lake.kept_spec(target.spec(tuple(key_fields)))  # the table's bucket count
-                with self._turn(name) as waited:
+                with self._turn(name):
                     executed = self.lake.run_services(spec, plan=plan)
-                if waited >= 1.0:
-                    _LOG.info("table %s: table services waited %.1f s for their turn", name, waited)
             except (CdcLakeError, MalformedCommitMetadata) as exc:
                 error = str(exc)
                 _LOG.warning("table %s: table services failed: %s", name, error)

@@ -25,6 +25,7 @@ is bounded.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -38,6 +39,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
+
+_LOG = logging.getLogger(__name__)
+
+LOGGED_WAIT_SECONDS = 1.0
+"""A wait for the turn at least this long is logged (INFO), naming who waited and who held it."""
 
 
 class BackgroundSlot:
@@ -60,18 +66,23 @@ class BackgroundSlot:
     @contextmanager
     def turn(self, what: str) -> Iterator[float]:
         """Hold the turn for ``what`` (named in logs and :attr:`holder`) while the block runs; yields the
-        seconds it waited for it.  Not re-entrant."""
+        seconds it waited for it (logged from :data:`LOGGED_WAIT_SECONDS` on).  Not re-entrant."""
         ticket = object()
         began = self._clock()
+        held_by = None
         with self._changed:
             self._waiting.append(ticket)
             while self._holder is not None or self._waiting[0] is not ticket:
+                held_by = self._holder or held_by
                 self._changed.wait()
             self._waiting.popleft()
             self._holder = what
             self.taken[what] += 1
+        waited = self._clock() - began
+        if waited >= LOGGED_WAIT_SECONDS:
+            _LOG.info("%s waited %.1f s for its turn (after %s)", what, waited, held_by)
         try:
-            yield self._clock() - began
+            yield waited
         finally:
             with self._changed:
                 self._holder = None
