@@ -396,24 +396,66 @@ def test_an_older_table_version_is_written_and_read_by_both_readers(
     assert [tuple(r.values()) for r in second] == [(1, "a2", 2)]
 
 
-def _codecs(base: Path) -> set[str]:
-    """The compression codec of the first column of every data file of the table at ``base``."""
+def _footers(base: Path, endings: list[str] | None = None) -> list[tuple[str, frozenset[bytes]]]:
+    """Per data file of the table at ``base`` (whose name ends with one of ``endings``, if given): its
+    first column's compression and its footer's keys."""
     import pyarrow.parquet as pq
 
     files = [f for f in base.rglob("*.parquet") if ".hoodie" not in f.parts]
     assert files
-    return {pq.ParquetFile(f).metadata.row_group(0).column(0).compression for f in files}
+    files = [f for f in files if endings is None or f.name.endswith(tuple(endings))]
+    metadata = [pq.ParquetFile(f).metadata for f in files]
+    return [(m.row_group(0).column(0).compression, frozenset(m.metadata or {})) for m in metadata]
+
+
+def _codecs(base: Path) -> set[str]:
+    """The compression codec of the first column of every data file of the table at ``base``."""
+    return {codec for codec, _ in _footers(base)}
+
+
+_BLOOM_FILTER = b"org.apache.hudi.bloomfilter"
+
+
+def test_base_files_are_zstd_and_a_bucket_tables_carry_no_bloom_filter(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Bootstrap, upserts and compaction write zstd base files (Hudi 1.1's default is gzip); a bucket
+    table's compactions write no key bloom filter (its index reads none; Hudi's bulk-insert row writer
+    writes one whatever the setting), a bloom-index table's files all carry one; Spark, hudi-rs and
+    Trino (the module's fixture) read both."""
+    bucket = _spec(
+        tmp_path, "bucket_zstd", table_type=TableType.MERGE_ON_READ, index=IndexType.BUCKET,
+        compaction=CompactionSpec(inline=False, max_delta_commits=1),
+    )  # fmt: skip
+    bloom = _spec(tmp_path, "bloom_zstd")
+    for table in (bucket, bloom):
+        _write(spark, table, [(1, None, "a", 0, False), (2, None, "b", 0, False)], WriteOperation.BULK_INSERT)
+        _write(spark, table, [(2, None, "b2", 5, False), (3, None, "c", 5, False)])
+    compactions = execute_compactions(spark, bucket, plan=PlanNow.EVERY_FILE_GROUP)
+    assert compactions, "no plan was executed"
+
+    bucket_files, bloom_files = _footers(tmp_path / "bucket_zstd"), _footers(tmp_path / "bloom_zstd")
+    compacted = _footers(tmp_path / "bucket_zstd", [f"_{instant}.parquet" for instant in compactions])
+    assert compacted, "the compaction wrote no base file"
+    assert {codec for codec, _ in bucket_files + bloom_files} == {"ZSTD"}
+    assert not [keys for _, keys in compacted if _BLOOM_FILTER in keys], "a compaction wrote a bloom filter"
+    assert all(_BLOOM_FILTER in keys for _, keys in bloom_files), "a bloom-index table wrote no bloom filter"
+    expected = [(1, "a", 0), (2, "b2", 5), (3, "c", 5)]
+    for table in (bucket, bloom):
+        assert _rows(spark, table) == [("", *row) for row in expected]
+        second = second_reader_rows(table.base_path, ["id", "name", "lsn"])
+        assert sorted((r["id"], r["name"], r["lsn"]) for r in second) == expected
 
 
 def test_passed_through_options_reach_the_files(spark: SparkSession, tmp_path: Path) -> None:
     plain = _spec(tmp_path, "plain")
-    spec = _spec(tmp_path, "zstd", extra_options=(("hoodie.parquet.compression.codec", "zstd"),))
+    spec = _spec(tmp_path, "snappy", extra_options=(("hoodie.parquet.compression.codec", "snappy"),))
     for table in (plain, spec):
         _write(spark, table, [(1, "eu", "a", 0, False), (2, "us", "b", 0, False)], WriteOperation.BULK_INSERT)
         _write(spark, table, [(2, "us", "b2", 5, False)])
 
-    assert _codecs(tmp_path / "zstd") == {"ZSTD"}
-    assert "ZSTD" not in _codecs(tmp_path / "plain")
+    assert _codecs(tmp_path / "snappy") == {"SNAPPY"}
+    assert _codecs(tmp_path / "plain") == {"ZSTD"}
     assert _rows(spark, spec) == [("", 1, "a", 0), ("", 2, "b2", 5)]
     assert sorted(second_reader_rows(spec.base_path, ["id", "name"]), key=lambda r: r["id"]) == [
         {"id": 1, "name": "a"},

@@ -182,7 +182,7 @@ def _with_hudi_options(config_path: Path) -> None:
     source = next(iter(data["sources"].values()))
     for table in source["tables"]:
         if table["name"].rsplit(".", 1)[-1] == "items":
-            table["format_options"] = {"hoodie.parquet.compression.codec": "zstd"}
+            table["format_options"] = {"hoodie.parquet.compression.codec": "snappy"}
     config_path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
@@ -270,7 +270,7 @@ def test_bootstrap_and_apply_run_on_a_standalone_cluster(
             assert (shipped / "bin" / "python").is_symlink(), f"{app_id}/{executor_id}: no environment"
 
     items, notes = (config.lake.table_base_path(t) for t in tables)
-    assert _codecs(items) == {"ZSTD"}, "the table's format_options did not reach its files"
+    assert _codecs(items) == {"SNAPPY"}, "the table's format_options did not reach its files"
     assert _codecs(notes) == {"GZIP"}, "lake.format_options did not reach the files"
     assert assert_lake_equals_source(spark, config, db, "items") == 309
     assert assert_lake_equals_source(spark, config, db, "notes") == 19

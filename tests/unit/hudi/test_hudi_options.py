@@ -117,6 +117,35 @@ def test_only_a_bucket_index_table_goes_without_the_metadata_table(index: IndexT
         assert table_service_options(spec)["hoodie.metadata.enable"] == wanted
 
 
+@pytest.mark.parametrize("index", list(IndexType))
+def test_base_files_are_zstd_and_a_bucket_tables_carry_no_bloom_filter(index: IndexType) -> None:
+    """Every write and table service encodes base files in zstd (Hudi 1.1's default, gzip, made a
+    compaction 1.4x as long and its files twice as large: docs/benchmarks.md, "Goal 1: zstd base files
+    without bloom filters"); a bucket table, whose index reads no key bloom filter, writes none in their
+    footers.  Every other index keeps them (a bloom index reads them; the others are not measured)."""
+    for table_type in TableType:
+        spec = _spec(table_type=table_type, index=index, compaction=CompactionSpec(inline=False))
+        blooms = index is not IndexType.BUCKET
+        for options in (
+            write_options(spec, WriteOperation.UPSERT),
+            write_options(spec, WriteOperation.BULK_INSERT),
+            table_service_options(spec),
+        ):
+            assert options["hoodie.parquet.compression.codec"] == "zstd"
+            assert options.get("hoodie.parquet.bloom.filter.enabled", "true") == str(blooms).lower()
+
+
+def test_a_passed_through_codec_or_bloom_filter_wins() -> None:
+    spec = _spec(
+        table_type=TableType.MERGE_ON_READ, index=IndexType.BUCKET, compaction=CompactionSpec(inline=False),
+        extra_options=(("hoodie.parquet.compression.codec", "snappy"),
+                       ("hoodie.parquet.bloom.filter.enabled", "true")),
+    )  # fmt: skip
+    for options in (write_options(spec, WriteOperation.UPSERT), table_service_options(spec)):
+        assert options["hoodie.parquet.compression.codec"] == "snappy"
+        assert options["hoodie.parquet.bloom.filter.enabled"] == "true"
+
+
 def test_commit_metadata_is_prefixed() -> None:
     options = write_options(_spec(), WriteOperation.UPSERT, {"kafka.offsets": "0:5"})
     assert options["hoodie.datasource.write.commitmeta.key.prefix"] == "cdc_lake."

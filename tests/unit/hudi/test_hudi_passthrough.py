@@ -20,6 +20,8 @@ TUNABLE = {
     "hoodie.insert.shuffle.parallelism",
     "hoodie.delete.shuffle.parallelism",
     "hoodie.bulkinsert.shuffle.parallelism",
+    "hoodie.parquet.compression.codec",
+    "hoodie.parquet.bloom.filter.enabled",
 }
 
 
