@@ -1,21 +1,28 @@
-"""Hudi's commit of a small random-key upsert into a large table, under the product's writer options and
-under other option sets, interleaved.
+"""Hudi's commit of a small random-key upsert into a large table, or the compaction after it, under the
+product's writer options and under other option sets, interleaved.
 
-The question it answers: what a Hudi option costs a tier-0 commit, apart from the applier.  No stack is
-needed: a local-mode SparkSession bulk-inserts a ``--rows``-row table (``id, qty, note`` and the lake
-contract's columns, unpartitioned) in the layout asked (default: the tier-0 layout, MERGE_ON_READ + the
-bucket index, 4 buckets, tier 0's compaction settings: planned by the writer, executed by none), copies
-it once per arm, then runs ``--rounds`` rounds after a warm-up round that is not counted.  A round draws
-``--changes`` random existing keys once and upserts them into every arm's copy (the order reversed
-every other round), timing each arm's ``DataFrame.write`` alone (the rows are cached and counted
-before).  Every arm writes :func:`cdc_lake.hudi.options.write_options` for an upsert of unique keys,
-then its own overrides::
+The question it answers: what a Hudi option costs a tier-0 commit (or a compaction), apart from the
+applier.  No stack is needed: a local-mode SparkSession bulk-inserts a ``--rows``-row table (``id, qty,
+note`` and the lake contract's columns, unpartitioned) in the layout asked (default: the tier-0 layout,
+MERGE_ON_READ + the bucket index, ``--buckets`` 4, tier 0's compaction settings: planned by the writer,
+executed by none), copies it once per arm, then runs ``--rounds`` rounds after a warm-up round that is
+not counted.  A round draws ``--changes`` random existing keys once and upserts them into every arm's
+copy (the order reversed every other round), timing each arm's ``DataFrame.write`` alone (the rows are
+cached and counted before).  Every arm writes :func:`cdc_lake.hudi.options.write_options` for an upsert
+of unique keys, then its own overrides::
 
     .venv/bin/python benchmarks/commit_options_bench.py [--rows 1000000] [--changes 2000] [--rounds 8]
         [--arm with-metadata-table:hoodie.metadata.enable=true] [--arm NAME:KEY=VALUE,KEY=VALUE]
-        [--table-version 9] [--json results.json]
+        [--table-version 9] [--buckets 4] [--compaction] [--json results.json]
 
-``product`` (no overrides) is always an arm; with no ``--arm`` the other is ``with-metadata-table``.
+With ``--compaction`` a round times, after each arm's upsert, the compaction of every file group that
+has logs (:func:`cdc_lake.hudi.services.execute_compactions`, as ``run``'s table services execute a
+plan); an arm's options are then the table's passed-through ``format_options`` (a protected option is
+refused), which the compaction's client takes too.  ``--rows 2500000 --buckets 1`` is one file group of
+a 10M-row tier-0 table.
+
+``product`` (no overrides) is always an arm; with no ``--arm`` the other is ``with-metadata-table``
+(``hudi-defaults`` with ``--compaction``: gzip and key bloom filters, Hudi 1.1's own encoding).
 Printed and written: per arm min / median / max seconds and the median's ratio to ``product``'s; each
 round's seconds.  The copies are read back equal at the end (Spark, every column).
 """
@@ -48,7 +55,13 @@ from support.spark import shared_spark  # noqa: E402
 from cdc_lake.config.lake import TIER0_LAYOUT  # noqa: E402
 from cdc_lake.decode.ordering import SNAPSHOT_ORDERING_VALUE  # noqa: E402
 from cdc_lake.hudi.format import hudi_spec  # noqa: E402
-from cdc_lake.hudi.options import DELETE_MARKER_COLUMN, HudiTableSpec, write_options  # noqa: E402
+from cdc_lake.hudi.options import (  # noqa: E402
+    DELETE_MARKER_COLUMN,
+    HudiTableSpec,
+    passthrough_option_problem,
+    write_options,
+)
+from cdc_lake.hudi.services import execute_compactions  # noqa: E402
 from cdc_lake.hudi.writer import read_table  # noqa: E402
 from cdc_lake.lake.columns import (  # noqa: E402
     APPLIED_AT_COLUMN,
@@ -57,12 +70,17 @@ from cdc_lake.lake.columns import (  # noqa: E402
     SOFT_DELETED_COLUMN,
     SOURCE_TS_COLUMN,
 )
-from cdc_lake.lake.format import WriteOperation  # noqa: E402
+from cdc_lake.lake.format import PlanNow, WriteOperation  # noqa: E402
 from cdc_lake.lake.layout import IndexType, TableSpec, TableType  # noqa: E402
 from cdc_lake.lake.target import compaction_spec  # noqa: E402
 
 PRODUCT = "product"
 DEFAULT_ARM = ("with-metadata-table", {"hoodie.metadata.enable": "true"})
+COMPACTION_ARM = (
+    "hudi-defaults",
+    {"hoodie.parquet.compression.codec": "gzip", "hoodie.parquet.bloom.filter.enabled": "true"},
+)
+"""The arm ``--compaction`` compares by default: base files as Hudi 1.1 writes them unless told."""
 
 
 def parse_arm(text: str) -> tuple[str, dict[str, str]]:
@@ -95,25 +113,38 @@ def table_spec(args: argparse.Namespace, base_path: str) -> HudiTableSpec:
         name="bench.commit.options", base_path=base_path, key_fields=("id",),
         table_type=TableType(args.table_type), index=IndexType(args.index),
         compaction=compaction_spec(TIER0_LAYOUT.compaction),
-        table_version=args.table_version, buckets=4,
+        table_version=args.table_version, buckets=args.buckets,
     ))
+
+
+def arm_spec(spec: HudiTableSpec, path: Path, overrides: dict[str, str], compaction: bool) -> HudiTableSpec:
+    """An arm's copy of ``spec`` at ``path``; timing compactions, its ``overrides`` as the table's
+    passed-through options, which a table service's client takes too (ValueError naming a protected one)."""
+    if not compaction:
+        return replace(spec, base_path=str(path))
+    for key in overrides:
+        problem = passthrough_option_problem(key)
+        if problem is not None:
+            raise ValueError(f"--arm with --compaction: {problem}")
+    return replace(spec, base_path=str(path), extra_options=tuple(overrides.items()))
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """Bulk-insert, copy per arm, the warm-up round and ``--rounds`` rounds; the figures."""
     spark = shared_spark(work / "spark")
-    arms = dict([(PRODUCT, {}), *(args.arm or [DEFAULT_ARM])])
+    arms = dict([(PRODUCT, {}), *(args.arm or [COMPACTION_ARM if args.compaction else DEFAULT_ARM])])
     spec = table_spec(args, str(work / "bootstrap"))
     began = time.perf_counter()
     rows_frame(spark.range(args.rows), SNAPSHOT_ORDERING_VALUE).write.format("hudi").options(
         **write_options(spec, WriteOperation.BULK_INSERT)
     ).mode("overwrite").save(spec.base_path)
     bootstrap_seconds = time.perf_counter() - began
-    specs = {name: replace(spec, base_path=str(work / f"arm-{number}")) for number, name in enumerate(arms)}
+    specs = {name: arm_spec(spec, work / f"arm-{number}", arms[name], args.compaction)
+             for number, name in enumerate(arms)}
     options = {}
-    for name, arm_spec in specs.items():
-        shutil.copytree(spec.base_path, arm_spec.base_path)
-        options[name] = {**write_options(arm_spec, WriteOperation.UPSERT, unique_keys=True), **arms[name]}
+    for name, each in specs.items():
+        shutil.copytree(spec.base_path, each.base_path)
+        options[name] = {**write_options(each, WriteOperation.UPSERT, unique_keys=True), **arms[name]}
     draw = random.Random(args.seed)
     seconds: dict[str, list[float]] = {name: [] for name in arms}
     for round_number in range(args.rounds + 1):
@@ -126,6 +157,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for name in order:
             began = time.perf_counter()
             frame.write.format("hudi").options(**options[name]).mode("append").save(specs[name].base_path)
+            if args.compaction:
+                began = time.perf_counter()
+                if not execute_compactions(spark, specs[name], plan=PlanNow.EVERY_FILE_GROUP):
+                    raise RuntimeError(f"arm {name}: round {round_number} compacted nothing")
             if round_number:
                 seconds[name].append(time.perf_counter() - began)
         frame.unpersist()
@@ -133,13 +168,14 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             print(f"round {round_number}: " + ", ".join(f"{n} {s[-1]:.2f} s" for n, s in seconds.items()),
                   flush=True)
     reference = read_table(spark, specs[PRODUCT].base_path).drop(APPLIED_AT_COLUMN, SOURCE_TS_COLUMN)
-    for name, arm_spec in specs.items():
-        lake = read_table(spark, arm_spec.base_path).drop(APPLIED_AT_COLUMN, SOURCE_TS_COLUMN)
+    for name, each in specs.items():
+        lake = read_table(spark, each.base_path).drop(APPLIED_AT_COLUMN, SOURCE_TS_COLUMN)
         assert lake.exceptAll(reference).count() == 0 and reference.exceptAll(lake).count() == 0, name
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     return {
         "date": dt.datetime.now(tz=dt.UTC).isoformat(timespec="seconds"),
         "rows": args.rows, "changes": args.changes, "rounds": args.rounds,
+        "timed": "compaction" if args.compaction else "upsert", "buckets": args.buckets,
         "layout": {"table_type": args.table_type, "index": args.index, "table_version": args.table_version},
         "bootstrap_seconds": round(bootstrap_seconds, 1),
         "arms": {name: dict(overrides) for name, overrides in arms.items()},
@@ -158,7 +194,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 def show(result: dict[str, Any]) -> None:
     """The figures as a table: arm, min, median, max (seconds), median / product's."""
     layout = result["layout"]
-    print(f"{result['rows']} rows, {result['changes']} changes a round, {result['rounds']} rounds, "
+    print(f"{result['timed']}: {result['rows']} rows in {result['buckets']} bucket(s), "
+          f"{result['changes']} changes a round, {result['rounds']} rounds, "
           f"{layout['table_type']} + {layout['index']} (version {layout['table_version']}), "
           f"load {result['load_average']}")
     for name, figure in result["figures"].items():
@@ -176,6 +213,9 @@ def main() -> int:
     parser.add_argument("--table-type", choices=[t.value for t in TableType], default="MERGE_ON_READ")
     parser.add_argument("--index", choices=[i.value for i in IndexType], default="BUCKET")
     parser.add_argument("--table-version", type=int, default=9, help="9: as the freshness benchmark writes")
+    parser.add_argument("--buckets", type=int, default=4, help="file groups of a bucket-index table (4)")
+    parser.add_argument("--compaction", action="store_true",
+                        help="time the compaction after each upsert (arms: passed-through options)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
