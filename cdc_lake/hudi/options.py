@@ -228,12 +228,12 @@ def storage_options(spec: HudiTableSpec) -> dict[str, str]:
     name).
 
     Hudi 1.1 writes gzip and a bloom filter of every key by default.  Compacting a 2.5M-row file group
-    of a bucket table took 13.2 s so, 9.6 s in zstd without the filter, and its file was 24.9 MB
-    against 13.6 MB; its bulk insert 19.2 s against 14.3 s in zstd (docs/benchmarks.md, "Goal 1: zstd
-    base files without bloom filters").  Spark, hudi-rs and Trino read zstd.  Hudi's bulk-insert row
-    writer writes the filter whatever the setting; compactions rewrite those files without it.  Every
-    other index keeps the filter (a bloom index looks keys up in it).  Both are tunables:
-    ``format_options`` override them.
+    of a bucket table took 12.05 s so, 9.76 s in zstd without the filter (medians of 4,
+    ``benchmarks/commit_options_bench.py --compaction``), and its file was 24.9 MB against 13.6 MB
+    (docs/benchmarks.md, "Goal 1: zstd base files without bloom filters").  Spark, hudi-rs and Trino
+    read zstd.  Hudi's bulk-insert row writer writes the filter whatever the setting; compactions
+    rewrite those files without it.  Every other index keeps the filter (a bloom index looks keys up in
+    it).  Both are tunables: ``format_options`` override them.
     """
     options = {"hoodie.parquet.compression.codec": BASE_FILE_CODEC}
     if spec.index is IndexType.BUCKET:

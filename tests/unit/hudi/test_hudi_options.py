@@ -119,10 +119,11 @@ def test_only_a_bucket_index_table_goes_without_the_metadata_table(index: IndexT
 
 @pytest.mark.parametrize("index", list(IndexType))
 def test_base_files_are_zstd_and_a_bucket_tables_carry_no_bloom_filter(index: IndexType) -> None:
-    """Every write and table service encodes base files in zstd (Hudi 1.1's default, gzip, made a
-    compaction 1.4x as long and its files twice as large: docs/benchmarks.md, "Goal 1: zstd base files
-    without bloom filters"); a bucket table, whose index reads no key bloom filter, writes none in their
-    footers.  Every other index keeps them (a bloom index reads them; the others are not measured)."""
+    """Every write and table service encodes base files in zstd (with Hudi 1.1's gzip and bloom filters
+    a compaction took 1.23x as long and its file was nearly twice as large: docs/benchmarks.md, "Goal 1:
+    zstd base files without bloom filters"); a bucket table, whose index reads no key bloom filter,
+    writes none in their footers.  Every other index keeps them (a bloom index reads them; the others
+    are not measured)."""
     for table_type in TableType:
         spec = _spec(table_type=table_type, index=index, compaction=CompactionSpec(inline=False))
         blooms = index is not IndexType.BUCKET
