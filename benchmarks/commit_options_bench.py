@@ -219,6 +219,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    for _, overrides in args.arm or []:  # refused before the bulk insert, in one line
+        try:
+            arm_spec(table_spec(args, "unused"), Path("unused"), overrides, args.compaction)
+        except ValueError as exc:
+            parser.error(str(exc))
     with tempfile.TemporaryDirectory(prefix="commit-options-") as scratch:
         result = run(args, Path(scratch))
     show(result)
