@@ -70,6 +70,7 @@ import datetime as dt
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -141,6 +142,40 @@ def completion_ms(file_name: str) -> int:
     completion = file_name.split(".")[0].split("_")[1]
     stamp = dt.datetime.strptime(completion, "%Y%m%d%H%M%S%f").replace(tzinfo=dt.UTC)
     return round(stamp.timestamp() * 1000)
+
+
+BATCH_LINE = re.compile(r"\(last (?P<instant>\d{17})\).*?, (?P<seconds>[\d.]+) s(?:: (?P<steps>.*))?$")
+"""``run``'s line per applied table (:func:`cdc_lake.apply.commands.describe`): its last commit's instant,
+the batches' wall seconds and the steps that took some."""
+
+
+def batch_steps(lines: Iterable[str], start_ms: int, end_ms: int, minute: int = 60) -> list[dict[str, Any]]:
+    """Per ``minute`` seconds of a phase, from ``run``'s lines: the commits started in it and the mean
+    seconds of a batch and of each step shown (a step left out of a line counts as 0 there)."""
+    windows: dict[int, list[tuple[float, dict[str, float]]]] = {}
+    for line in lines:
+        found = BATCH_LINE.search(line.rstrip())
+        if found is None:
+            continue
+        stamp = dt.datetime.strptime(found["instant"], "%Y%m%d%H%M%S%f").replace(tzinfo=dt.UTC)
+        at = round(stamp.timestamp() * 1000)
+        if not start_ms <= at < end_ms:
+            continue
+        shown = [part.rsplit(" ", 1) for part in (found["steps"] or "").split(", ") if part]
+        windows.setdefault((at - start_ms) // (minute * 1000), []).append(
+            (float(found["seconds"]), {name: float(value) for name, value in shown})
+        )
+    figures = []
+    for index in sorted(windows):
+        batches = windows[index]
+        names = list(dict.fromkeys(name for _, steps in batches for name in steps))
+        figures.append({
+            "from_seconds": index * minute,
+            "commits": len(batches),
+            "batch_seconds": round(statistics.fmean(seconds for seconds, _ in batches), 2),
+            "steps": {n: round(statistics.fmean(b.get(n, 0.0) for _, b in batches), 2) for n in names},
+        })  # fmt: skip
+    return figures
 
 
 def event_lags(events: Iterable[Event], commits: Sequence[Commit]) -> list[tuple[Event, int]]:
@@ -659,12 +694,23 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             results["samples"] = sample_runs(store.list_runs(table, limit=100, command=SAMPLE_RUN))
         for failed in (sample for sample in results["samples"] if sample["outcome"] != "ok"):
             _log(f"a continuous validation sample failed ({failed['ended_utc']}): {failed['error']}")
+        lines = [line for path in sorted(bench.work.glob("run-*.log")) for line in _text_lines(path)]
+        for phase in results.get("phases", []):
+            phase["batch_steps"] = batch_steps(lines, phase["start_ms"], phase["end_ms"])
+            for window in phase["batch_steps"]:
+                shown = ", ".join(f"{name} {value}" for name, value in window["steps"].items())
+                _log(f"rate {phase['rate']}, from {window['from_seconds']} s: {window['commits']} commits, "
+                     f"{window['batch_seconds']} s a batch ({shown})")
         _save(results, args.json)
         if args.logs:
             args.logs.mkdir(parents=True, exist_ok=True)
             for path in bench.work.glob("*.log"):
                 shutil.copy(path, args.logs / path.name)
     return results
+
+
+def _text_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8", errors="replace").splitlines()
 
 
 def _phase_label(results: dict[str, Any], phase: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -83,6 +83,9 @@ class TableOutcome:
     skipped: str | None = None
     held: frozenset[int] = frozenset()
     """The partitions its last batch was cut back in to a primary-key update's half (``BatchResult.held``)."""
+    steps: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """Wall seconds per step of its batches, summed, in the batch's order (``BatchResult.steps``): where
+    the time went, ``run``'s line per table and ``--json`` show it."""
 
     @property
     def failed(self) -> bool:
@@ -239,6 +242,7 @@ class ApplyRunner:
             redelivered=result.redelivered,
             error=error,
             held=result.held,
+            steps=dict(result.steps),
         )
 
     def _guards(
@@ -477,6 +481,10 @@ def _add(total: TableOutcome, step: TableOutcome) -> TableOutcome:
         error=step.error,
         skipped=step.skipped,
         held=step.held,
+        steps={
+            name: total.steps.get(name, 0.0) + step.steps.get(name, 0.0)
+            for name in dict.fromkeys([*total.steps, *step.steps])
+        },
     )
 
 

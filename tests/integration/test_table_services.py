@@ -289,6 +289,11 @@ def test_a_tier0_table_is_merge_on_read_by_default_and_apply_once_compacts_it(
     wait_streamed(config, table)  # in Kafka, so the job has a batch to apply
     applied = cli_run(config_path, "apply", "--once", "--json", "--tables", table)
     assert applied.exit_code == 0, applied.stderr or applied.output
+    (outcome,) = [json.loads(line) for line in applied.stdout.splitlines() if line.startswith("{")]
+    # Where the batch's time went: every step of docs/applier.md's table, the read and the write timed.
+    steps = outcome["step_seconds"]
+    assert list(steps) == ["plan", "decode", "schema", "frame", "write", "offsets"], outcome
+    assert outcome["offsets"] >= 1 and steps["decode"] > 0 and steps["write"] > 0, outcome
     after = service_backlog(spark, base_path)
     assert after.pending_plans == 0, after
     # The read-optimized view (what Trino reads) now holds every change up to the plan.

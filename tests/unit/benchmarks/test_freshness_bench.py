@@ -1,6 +1,7 @@
 """The per-event freshness arithmetic of ``benchmarks/freshness_bench.py``: events mapped to the commit
 that made them visible through the Kafka offsets each commit stores, the table's freshness at a moment,
-the time from a kill back to fresh, and the lag percentiles shared with ``apply_bench.py``."""
+the time from a kill back to fresh, the lag percentiles shared with ``apply_bench.py``, and the seconds per
+batch step read from ``run``'s lines."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from freshness_bench import (
     Commit,
     Event,
     Written,
+    batch_steps,
     completion_ms,
     event_lags,
     freshness_at,
@@ -150,4 +152,25 @@ def test_the_samples_run_took_are_listed_oldest_first_with_a_failed_ones_error()
         {"ended_utc": "04:40:06", "seconds": 26.4, "candidates": 0, "outcome": "failed", "error": failure},
         {"ended_utc": "04:40:06", "seconds": None, "candidates": None, "outcome": None, "error": None},
         {"ended_utc": "04:45:06", "seconds": 31.25, "candidates": 4, "outcome": "ok", "error": None},
+    ]
+
+
+def test_batch_steps_are_averaged_per_minute_of_the_phase_from_runs_lines() -> None:
+    start = completion_ms("x_20261206110000000.deltacommit")
+    lines = [
+        "t: 1 changes from 1 messages in 1 commits (last 20261206105959000), lag 0, 3.0 s: write 3.0",
+        "t: 900 changes from 990 messages in 1 commits (last 20261206110001000), lag 0, 6.0 s: decode 1.0, "
+        "write 5.0",
+        "t: 800 changes from 880 messages in 1 commits (last 20261206110031000), lag 0, 4.0 s: decode 0.5, "
+        "frame 0.5, write 3.0",
+        "2026-12-06 11:00:40,000 WARNING py4j something else",
+        "t: up to date",
+        "t: 700 changes from 770 messages in 1 commits (last 20261206110101000), lag 3, 2.0 s",
+        "t: 1 changes from 1 messages in 1 commits (last 20261206110200000), lag 0, 9.0 s: write 9.0",
+    ]
+    figures = batch_steps(lines, start, start + 120_000)
+    assert figures == [
+        {"from_seconds": 0, "commits": 2, "batch_seconds": 5.0,
+         "steps": {"decode": 0.75, "write": 4.0, "frame": 0.25}},
+        {"from_seconds": 60, "commits": 1, "batch_seconds": 2.0, "steps": {}},
     ]
