@@ -92,6 +92,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from apply_bench import lag_percentiles, per_interval, plotting, run_pgbench
 from bootstrap_bench import TABLE, Bench, bench_database
 from layouts import LAYOUTS
+from process_cpu import Sample, cpu_between, sample
 
 from cdc_lake.apply.decoding import DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.config import Config, load_config
@@ -431,6 +432,15 @@ class Runs:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
+def _cpu_sample(runs: Runs) -> Sample:
+    """Every process's CPU seconds now (``benchmarks/process_cpu.py``), ``run``, the compaction job and
+    this benchmark (its commit watcher, pgbench's parent) named."""
+    sessions = {process.pid: "run" for process in runs.started}
+    if runs.compactor is not None:
+        sessions[runs.compactor.pid] = "compact job"
+    return sample({**sessions, os.getsid(0): "benchmark"})
+
+
 def _configure(
     bench: Bench,
     layout: str,
@@ -656,6 +666,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 load = threading.Thread(
                     target=_pgbench_into, args=(phase, stack, bench.database, scripts, rate, length)
                 )
+                cpu_before = _cpu_sample(runs)
                 phase["start_ms"] = int(time.time() * 1000)
                 load.start()
                 if kill != "none":
@@ -671,6 +682,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 load.join()
                 phase["end_ms"] = int(time.time() * 1000)
                 phase["load_average_end"] = _load()
+                phase["cpu"] = cpu_between(cpu_before, _cpu_sample(runs))
+                _log(f"rate {rate}: CPU seconds of {phase['cpu']['busy_seconds']} busy: " + ", ".join(
+                    f"{name} {seconds}" for name, seconds in list(phase["cpu"]["by_process"].items())[:8]
+                ))
                 waited = _wait_applied(watcher, kafka, target.topic, args.timeout)
                 phase["catch_up_seconds"] = round(waited, 1)
                 _log(f"rate {rate}: applied {waited:.0f} s after the load ended")

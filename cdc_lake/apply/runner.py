@@ -92,6 +92,23 @@ class TableOutcome:
         """True when the table stopped with an error."""
         return self.error is not None
 
+    @classmethod
+    def of_batch(cls, table: str, result: BatchResult, error: str | None) -> TableOutcome:
+        """The outcome of one batch of ``table`` (``error``: why the table stopped there, if it did)."""
+        return cls(
+            table,
+            batches=1 if result.offsets else 0,
+            changes=result.changes,
+            offsets=result.offsets,
+            commit_instant=result.commit_instant,
+            lag_messages=result.lag_messages,
+            newest_source_ts_ms=result.newest_source_ts_ms,
+            redelivered=result.redelivered,
+            error=error,
+            held=result.held,
+            steps=dict(result.steps),
+        )
+
 
 def applier_options(
     config: Config, reader: KafkaReader = KafkaReader.CONSUMER, slices: int = 4
@@ -231,19 +248,7 @@ class ApplyRunner:
             self._schema_changed(name, error, diff)
         elif error is not None:
             self._fail(target, error)
-        return TableOutcome(
-            name,
-            batches=1 if result.offsets else 0,
-            changes=result.changes,
-            offsets=result.offsets,
-            commit_instant=result.commit_instant,
-            lag_messages=result.lag_messages,
-            newest_source_ts_ms=result.newest_source_ts_ms,
-            redelivered=result.redelivered,
-            error=error,
-            held=result.held,
-            steps=dict(result.steps),
-        )
+        return TableOutcome.of_batch(name, result, error)
 
     def _guards(
         self, target: TableTarget, lock: HeldLock, verb: str
