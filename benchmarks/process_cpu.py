@@ -5,7 +5,9 @@ process is read from ``/proc`` (user and system time) and counted under its *ses
 starts each service in a session of its own (Postgres' backends, a JVM's threads and children stay in
 it), and so does the benchmark for ``run`` and a compaction job.  A session is named by its leader's
 command line (:data:`SERVICES`), or by the name the caller gives it (``sessions``); in the named
-sessions, a JVM is told apart from its Python driver (``run (java)``, ``run (python3)``).  pgbench is
+sessions, a JVM is told apart from its Python driver (``run (java)``, ``run (python3)``).  A process
+whose session names nothing takes its parent's service (Postgres' backends each lead a session of their
+own, under the postmaster of their server).  pgbench is
 named on its own, wherever it runs.  A process that started during the stretch counts from zero; one that
 ended during it is lost (its time went to no one: the total says how much of the machine's busy time
 the processes account for).
@@ -23,7 +25,7 @@ SERVICES: tuple[tuple[str, str], ...] = (
     ("/postgres/replica", "postgres-replica"),
     ("/mariadb/primary", "mariadb-primary"),
     ("/mariadb/replica", "mariadb-replica"),
-    ("kafka-connect-secure", "kafka-connect-secure"),
+    ("/connect-secure/", "kafka-connect-secure"),
     ("ConnectDistributed", "kafka-connect"),
     ("kafka.Kafka", "kafka"),
     ("apicurio", "schema-registry"),
@@ -64,8 +66,17 @@ def label(comm: str, leader_args: str, session_name: str | None) -> str:
     return service_of(leader_args) or (leader_args.split(" ", 1)[0].rsplit("/", 1)[-1] or comm)
 
 
-def _stat(pid: str) -> tuple[str, int, float, int] | None:
-    """A process's (comm, session, CPU seconds, start time) from ``/proc/PID/stat``; None if it is gone."""
+@dataclass(frozen=True)
+class _Stat:
+    comm: str
+    parent: int
+    session: int
+    seconds: float
+    started: int
+
+
+def _stat(pid: int) -> _Stat | None:
+    """A process's name, parent, session, CPU seconds and start time (``/proc/PID/stat``); None if gone."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -73,7 +84,8 @@ def _stat(pid: str) -> tuple[str, int, float, int] | None:
     comm = text[text.index("(") + 1 : text.rindex(")")]
     fields = text[text.rindex(")") + 2 :].split()
     # Fields after the name: state(0) ppid(1) pgrp(2) session(3) ... utime(11) stime(12) ... starttime(19).
-    return comm, int(fields[3]), (int(fields[11]) + int(fields[12])) / _TICKS, int(fields[19])
+    seconds = (int(fields[11]) + int(fields[12])) / _TICKS
+    return _Stat(comm, int(fields[1]), int(fields[3]), seconds, int(fields[19]))
 
 
 def _args(pid: int) -> str:
@@ -91,17 +103,18 @@ def busy_seconds() -> float:
 
 def sample(sessions: Mapping[int, str]) -> Sample:
     """Every process's CPU seconds now, labelled; ``sessions``: session id -> name (``run``, ...)."""
-    leaders: dict[int, str] = {}
+    pids = map(int, filter(str.isdigit, os.listdir("/proc")))
+    stats = {pid: stat for pid in pids if (stat := _stat(pid)) is not None}
+    leaders = {session: _args(session) for session in {s.session for s in stats.values()} if session > 0}
     processes: dict[tuple[int, int], tuple[str, float]] = {}
-    for pid in (entry for entry in os.listdir("/proc") if entry.isdigit()):
-        stat = _stat(pid)
-        if stat is None:
-            continue
-        comm, session, seconds, started = stat
-        if session not in leaders:
-            leaders[session] = _args(session) if session > 0 else ""
-        name = label(comm, leaders[session], sessions.get(session))
-        processes[(int(pid), started)] = (name, seconds)
+    for pid, stat in stats.items():
+        leader = leaders.get(stat.session, "")
+        parent = stats.get(stat.parent)
+        if stat.session not in sessions and service_of(leader) is None and parent is not None:
+            parents = leaders.get(parent.session, "")
+            leader = parents if service_of(parents) is not None else leader
+        name = label(stat.comm, leader, sessions.get(stat.session))
+        processes[(pid, stat.started)] = (name, stat.seconds)
     return Sample(processes, busy_seconds())
 
 
