@@ -8,9 +8,11 @@ command line (:data:`SERVICES`), or by the name the caller gives it (``sessions`
 sessions, a JVM is told apart from its Python driver (``run (java)``, ``run (python3)``).  A process
 whose session names nothing takes its parent's service (Postgres' backends each lead a session of their
 own, under the postmaster of their server).  pgbench is
-named on its own, wherever it runs.  A process that started during the stretch counts from zero; one that
-ended during it is lost (its time went to no one: the total says how much of the machine's busy time
-the processes account for).
+named on its own, wherever it runs.  A process that started during the stretch counts from zero.  A
+process counts the time of its children that ended and that it waited for (``cutime``, ``cstime``): the
+Postgres backends of pgbench's connections count under their server, pgbench under the benchmark that
+started it; a child that ended before the stretch's end and whose parent had not waited for it yet is
+lost (the total says how much of the machine's busy time the processes account for).
 """
 
 from __future__ import annotations
@@ -83,8 +85,9 @@ def _stat(pid: int) -> _Stat | None:
         return None
     comm = text[text.index("(") + 1 : text.rindex(")")]
     fields = text[text.rindex(")") + 2 :].split()
-    # Fields after the name: state(0) ppid(1) pgrp(2) session(3) ... utime(11) stime(12) ... starttime(19).
-    seconds = (int(fields[11]) + int(fields[12])) / _TICKS
+    # Fields after the name: state(0) ppid(1) pgrp(2) session(3) ... utime(11) stime(12) cutime(13)
+    # cstime(14) ... starttime(19).
+    seconds = sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICKS
     return _Stat(comm, int(fields[1]), int(fields[3]), seconds, int(fields[19]))
 
 

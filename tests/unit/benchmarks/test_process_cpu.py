@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 from process_cpu import Sample, cpu_between, label, sample, service_of
@@ -51,3 +53,14 @@ def test_this_machines_processes_are_read_with_this_session_named() -> None:
     here = sum(seconds for name, seconds in by_process.items() if name.startswith("here"))
     assert here >= 0.2, figures
     assert figures["busy_seconds"] >= here  # type: ignore[operator]
+
+
+def test_a_child_that_ended_counts_under_the_parent_that_waited_for_it() -> None:
+    before = sample({os.getsid(0): "here"})
+    burn = "import time\nt = time.process_time() + 0.4\nwhile time.process_time() < t: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True, start_new_session=True)
+    figures = cpu_between(before, sample({os.getsid(0): "here"}))
+    by_process = figures["by_process"]
+    assert isinstance(by_process, dict)
+    here = sum(seconds for name, seconds in by_process.items() if name.startswith("here"))
+    assert here >= 0.4, figures
