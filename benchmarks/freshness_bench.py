@@ -137,12 +137,16 @@ class Event(NamedTuple):
     source_ms: int
 
 
+def instant_ms(instant: str) -> int:
+    """A Hudi instant time ``yyyyMMddHHmmssSSS`` (this machine's timeline is UTC) in ms since the epoch."""
+    stamp = dt.datetime.strptime(instant, "%Y%m%d%H%M%S%f").replace(tzinfo=dt.UTC)
+    return round(stamp.timestamp() * 1000)
+
+
 def completion_ms(file_name: str) -> int:
     """Completion time (ms since the epoch, UTC) in a Hudi 1.x completed instant's file name
     ``<requested>_<completion>.<action>``."""
-    completion = file_name.split(".")[0].split("_")[1]
-    stamp = dt.datetime.strptime(completion, "%Y%m%d%H%M%S%f").replace(tzinfo=dt.UTC)
-    return round(stamp.timestamp() * 1000)
+    return instant_ms(file_name.split(".")[0].split("_")[1])
 
 
 BATCH_LINE = re.compile(r"\(last (?P<instant>\d{17})\).*?, (?P<seconds>[\d.]+) s(?:: (?P<steps>.*))?$")
@@ -158,8 +162,7 @@ def batch_steps(lines: Iterable[str], start_ms: int, end_ms: int, minute: int = 
         found = BATCH_LINE.search(line.rstrip())
         if found is None:
             continue
-        stamp = dt.datetime.strptime(found["instant"], "%Y%m%d%H%M%S%f").replace(tzinfo=dt.UTC)
-        at = round(stamp.timestamp() * 1000)
+        at = instant_ms(found["instant"])
         if not start_ms <= at < end_ms:
             continue
         shown = [part.rsplit(" ", 1) for part in (found["steps"] or "").split(", ") if part]

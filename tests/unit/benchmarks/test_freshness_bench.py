@@ -17,6 +17,7 @@ from freshness_bench import (
     completion_ms,
     event_lags,
     freshness_at,
+    instant_ms,
     phase_figures,
     read_optimized_staleness,
     recovery_seconds,
@@ -156,7 +157,7 @@ def test_the_samples_run_took_are_listed_oldest_first_with_a_failed_ones_error()
 
 
 def test_batch_steps_are_averaged_per_minute_of_the_phase_from_runs_lines() -> None:
-    start = completion_ms("x_20261206110000000.deltacommit")
+    start = instant_ms("20261206110000000")
     lines = [
         "t: 1 changes from 1 messages in 1 commits (last 20261206105959000), lag 0, 3.0 s: write 3.0",
         "t: 900 changes from 990 messages in 1 commits (last 20261206110001000), lag 0, 6.0 s: decode 1.0, "
