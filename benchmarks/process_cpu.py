@@ -12,7 +12,9 @@ named on its own, wherever it runs.  A process that started during the stretch c
 process counts the time of its children that ended and that it waited for (``cutime``, ``cstime``): the
 Postgres backends of pgbench's connections count under their server, pgbench under the benchmark that
 started it; a child that ended before the stretch's end and whose parent had not waited for it yet is
-lost (the total says how much of the machine's busy time the processes account for).
+lost, and one that was alive at the start and was waited for during it counts its whole life (before the
+start too): the total, ``accounted``, says how much of the machine's busy time the processes account for
+(100.2% in a 10M freshness run).
 """
 
 from __future__ import annotations
