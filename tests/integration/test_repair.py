@@ -84,13 +84,17 @@ def _corrupt(spark: SparkSession, config: Config, table: str, *, high: list[int]
     # The rows as the table stores them: the delete marker column too (the upsert's schema needs it).
     lake = read_table(spark, config.lake.table_base_path(table)).withColumn(DELETED_COLUMN, F.lit(False))
     changed = F.concat(F.lit("stray "), F.col("val"))
+    # One commit per kind of damage asked for (an empty list writes nothing).
     for keys, ordering in ((high, HIGH), (low, LOW)):
-        rows = lake.where(F.col("id").isin(keys)).withColumn("val", changed)
-        write_batch(spark, spec, rows.withColumn(ORDERING_COLUMN, F.lit(ordering)), WriteOperation.UPSERT)
-    write_batch(spark, spec, lake.where(F.col("id").isin(removed)), WriteOperation.DELETE)
-    strays = lake.where(F.col("id").isin([k - 900_000 for k in extra]))
-    strays = strays.withColumn("id", F.col("id") + F.lit(900_000)).withColumn(ORDERING_COLUMN, F.lit(HIGH))
-    write_batch(spark, spec, strays, WriteOperation.UPSERT)
+        if keys:
+            rows = lake.where(F.col("id").isin(keys)).withColumn("val", changed)
+            write_batch(spark, spec, rows.withColumn(ORDERING_COLUMN, F.lit(ordering)), WriteOperation.UPSERT)
+    if removed:
+        write_batch(spark, spec, lake.where(F.col("id").isin(removed)), WriteOperation.DELETE)
+    if extra:
+        strays = lake.where(F.col("id").isin([k - 900_000 for k in extra]))
+        strays = strays.withColumn("id", F.col("id") + F.lit(900_000))
+        write_batch(spark, spec, strays.withColumn(ORDERING_COLUMN, F.lit(HIGH)), WriteOperation.UPSERT)
 
 
 def _validate(config_path: Path, table: str) -> tuple[int, list[dict[str, Any]]]:

@@ -145,7 +145,11 @@ class SourceDb:
                 "password": PASSWORD_REF,
             }
             replica: dict[str, Any] = {**primary, "port": ports.postgres_replica}
+            # Heartbeats every 0.5 s (the product's default 2 s): on an idle table each wait for Debezium
+            # past a position (the hand-off, ``wait_streamed``) waits for a heartbeat, about 0.7 s
+            # then against 1.7 s (docs/benchmarks.md, "Debezium's poll interval").
             entry: dict[str, Any] = {"engine": "postgres", "primary": primary, "replica": replica}
+            entry["heartbeat_interval_seconds"] = 0.5
         else:
             primary = {"port": ports.mariadb_primary, "user": "cdc", "password": PASSWORD_REF}
             replica = {**primary, "port": ports.mariadb_replica}

@@ -86,6 +86,9 @@ def test_every_template_renders_with_common_settings(engine: str) -> None:
     # A TRUNCATE reaches the table's topic (Debezium skips truncates by default) and stops the table.
     assert config["skipped.operations"] == "none"
     assert config["heartbeat.interval.ms"] == "2000"
+    # The task waits this long between looks at an empty queue (Debezium's default 500 ms): every change
+    # and every committed offset waits for it (docs/benchmarks.md, "Debezium's poll interval").
+    assert config["poll.interval.ms"] == "100"
     assert config["topic.prefix"] == _params(engine).topic_prefix
     assert config["database.hostname"] == _params(engine).host
     assert config["database.port"] == str(_params(engine).port)
