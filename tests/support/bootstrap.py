@@ -146,8 +146,9 @@ class SourceDb:
             }
             replica: dict[str, Any] = {**primary, "port": ports.postgres_replica}
             # Heartbeats every 0.5 s (the product's default 2 s): on an idle table each wait for Debezium
-            # past a position (the hand-off, ``wait_streamed``) waits for a heartbeat, about 0.7 s
-            # then against 1.7 s (docs/benchmarks.md, "Debezium's poll interval").
+            # past a position (the hand-off, ``wait_streamed``) waits for a heartbeat's offset, committed
+            # about 0.7 s after the position then against 1.7 s (docs/benchmarks.md, "Debezium's poll
+            # interval").
             entry: dict[str, Any] = {"engine": "postgres", "primary": primary, "replica": replica}
             entry["heartbeat_interval_seconds"] = 0.5
         else:
