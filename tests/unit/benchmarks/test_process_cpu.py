@@ -10,6 +10,13 @@ import time
 from process_cpu import Sample, cpu_between, label, sample, service_of
 
 
+def _here_seconds(figures: dict[str, object]) -> float:
+    """The CPU seconds ``cpu_between`` counted under this test's session (named ``here``)."""
+    by_process = figures["by_process"]
+    assert isinstance(by_process, dict)
+    return sum(seconds for name, seconds in by_process.items() if name.startswith("here"))
+
+
 def test_a_session_is_named_by_its_leaders_command_line_or_by_the_caller() -> None:
     postgres = "/usr/lib/postgresql/15/bin/postgres -D /w/.cdc-lake/stack/postgres/primary -c ssl=on"
     assert service_of(postgres) == "postgres-primary"
@@ -48,9 +55,7 @@ def test_this_machines_processes_are_read_with_this_session_named() -> None:
     while time.process_time() < deadline:
         pass
     figures = cpu_between(before, sample({os.getsid(0): "here"}))
-    by_process = figures["by_process"]
-    assert isinstance(by_process, dict)
-    here = sum(seconds for name, seconds in by_process.items() if name.startswith("here"))
+    here = _here_seconds(figures)
     assert here >= 0.2, figures
     assert figures["busy_seconds"] >= here  # type: ignore[operator]
 
@@ -60,7 +65,5 @@ def test_a_child_that_ended_counts_under_the_parent_that_waited_for_it() -> None
     burn = "import time\nt = time.process_time() + 0.4\nwhile time.process_time() < t: pass"
     subprocess.run([sys.executable, "-c", burn], check=True, start_new_session=True)
     figures = cpu_between(before, sample({os.getsid(0): "here"}))
-    by_process = figures["by_process"]
-    assert isinstance(by_process, dict)
-    here = sum(seconds for name, seconds in by_process.items() if name.startswith("here"))
+    here = _here_seconds(figures)
     assert here >= 0.4, figures
