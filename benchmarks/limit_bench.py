@@ -206,8 +206,10 @@ def applier_arm(
     call saves the written rows at ``rows_path`` (outside the timed figure).  Returns (seconds, figures)."""
     probe = WriteProbe(None if rows_path.exists() else rows_path)
     writer.write_batch = probe  # type: ignore[assignment]
-    fallbacks = _Fallbacks()
-    logging.getLogger(jvm_decode.__name__).addHandler(fallbacks)
+    fallbacks, logger = _Fallbacks(), logging.getLogger(jvm_decode.__name__)
+    level = logger.level
+    logger.addHandler(fallbacks)
+    logger.setLevel(logging.INFO)
     try:
         with StateStore.open(config.state_store.url) as store:
             runner = ApplyRunner.for_config(spark, store, config, slices=4)
@@ -216,7 +218,8 @@ def applier_arm(
             seconds = time.monotonic() - began - probe.kept_seconds
     finally:
         writer.write_batch = write_batch
-        logging.getLogger(jvm_decode.__name__).removeHandler(fallbacks)
+        logger.removeHandler(fallbacks)
+        logger.setLevel(level)
     if outcome.error is not None:
         raise RuntimeError(f"the applier failed on {target.qualified_name}: {outcome.error}")
     (batch,) = probe.batches
@@ -227,6 +230,7 @@ def applier_arm(
         "written_rows": batch["rows"],
         "materialise_seconds": round(batch["materialise_seconds"], 2),
         "write_seconds": round(batch["write_seconds"], 2),
+        "step_seconds": {step: round(seconds, 2) for step, seconds in outcome.steps.items()},
         "decoded_in_python": fallbacks.reasons if config.apply.decode == "auto" else "apply.decode: python",
     }
 

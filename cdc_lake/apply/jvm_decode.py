@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from py4j.protocol import Py4JJavaError
+from pyspark import StorageLevel
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -117,6 +118,7 @@ class JvmBatch:
 
     summary: BatchSummary
     changes: DataFrame
+    persisted: DataFrame
 
     def change_frame(self, columns: StructType, key_fields: Sequence[str]) -> DataFrame:
         """The changes as :func:`cdc_lake.apply.frame.change_frame` gives them, in ``columns``."""
@@ -143,7 +145,7 @@ class JvmBatch:
 
     def release(self) -> None:
         """Free the persisted changes."""
-        self.changes.unpersist()
+        self.persisted.unpersist()
 
 
 RETRY_AFTER: Final = 8
@@ -200,6 +202,22 @@ def _decode(raw: DataFrame, settings: DecodeSettings) -> JvmBatch:
         _schema_id(F.col("value")).alias(_VALUE_ID),
         _schema_id(F.col("key")).alias(_KEY_ID),
     )
+    messages.persist(StorageLevel.MEMORY_AND_DISK)  # read from Kafka once: its ids, then each id's rows
+    try:
+        decoded = _decoded_frame(messages, settings)
+        decoded.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            summary = _summary(decoded)
+        except BaseException:
+            decoded.unpersist()
+            raise
+    finally:
+        messages.unpersist()
+    return JvmBatch(summary, decoded.filter(col(OP_COLUMN).isNotNull()).drop(_PLAIN), decoded)
+
+
+def _decoded_frame(messages: DataFrame, settings: DecodeSettings) -> DataFrame:
+    """Every message decoded (tombstones: their key checked), and whether each is plain."""
     keyless, tombstone = F.col("key").isNull().alias("keyless"), F.col("value").isNull().alias("tombstone")
     ids = messages.groupBy(_VALUE_ID, _KEY_ID, keyless, tombstone).count().collect()
     unframed = [r for r in ids if r[_VALUE_ID] is None and not r["tombstone"]]
@@ -223,13 +241,7 @@ def _decode(raw: DataFrame, settings: DecodeSettings) -> JvmBatch:
     for value_id, value in values.items():
         frame = _decoded(messages, settings, value_id, value, keys, key_fields, named)
         decoded = decoded.unionByName(frame, allowMissingColumns=True)
-    decoded = _not_resent(decoded, settings)
-    decoded.persist()
-    try:
-        return JvmBatch(_summary(decoded), decoded.filter(col(OP_COLUMN).isNotNull()).drop(_PLAIN))
-    except BaseException:
-        decoded.unpersist()
-        raise
+    return _not_resent(decoded, settings)
 
 
 def _value(settings: DecodeSettings, schema_id: int) -> _Value:
