@@ -15,9 +15,6 @@ order, A B C A B C ..., each into its own fresh copy (``copytree``) of the maste
 A. The applier: the production path on one batch (``ApplyRunner.for_config`` + ``apply_once``, a fresh
    state store per pair): Kafka read, decode, last change per key, Hudi upsert, one commit.  Its written
    rows are saved as Parquet once (``apply_bench.WriteProbe``, outside its time).
-A'. The applier with ``apply.decode: python``: the same path with every batch decoded in Python, where
-   arm A decodes this batch in the JVM (:mod:`cdc_lake.apply.jvm_decode`; ``decoded_in_python`` lists
-   why arm A left a batch to the Python decode, if it did).
 B. Write-only: a plain Hudi upsert of those saved rows (``apply_bench.plain_upsert``: read and cached
    before the timer), ``write_options(spec, UPSERT)``.
 C. A stock pipeline, :func:`stock_pipeline`: Spark's own Kafka source and ``from_avro``, one dedup, the
@@ -46,7 +43,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import logging
 import os
 import shlex
 import shutil
@@ -65,7 +61,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
 from cdc_lake import jvm
-from cdc_lake.apply import jvm_decode
 from cdc_lake.apply.runner import ApplyRunner, apply_once
 from cdc_lake.apply.table_applier import use_driver_python
 from cdc_lake.config import Config
@@ -170,7 +165,7 @@ def partitioning(index: str) -> dict[str, Any]:
 
 
 def variant_config(
-    stack: LocalStack, root: Path, topic: str, variant: tuple[str, str], messages: int, decode: str = "auto"
+    stack: LocalStack, root: Path, topic: str, variant: tuple[str, str], messages: int
 ) -> Config:
     """A config of one table (the topic's) with its lake and state store under ``root``, recorded
     CATCHING_UP, whose batch holds the whole topic: every pair's applier and the master use the same
@@ -183,7 +178,7 @@ def variant_config(
         str(root / "lake"),
         f"sqlite:///{root}/state.db",
         lake={"index": index, "table_type": table_type},
-        apply={"batch_max_events": 10 * messages, "decode": decode},
+        apply={"batch_max_events": 10 * messages},
     )
     base["sources"] = {
         f"limit_{table_type}_{index}".lower(): {
@@ -206,10 +201,6 @@ def applier_arm(
     call saves the written rows at ``rows_path`` (outside the timed figure).  Returns (seconds, figures)."""
     probe = WriteProbe(None if rows_path.exists() else rows_path)
     writer.write_batch = probe  # type: ignore[assignment]
-    fallbacks, logger = _Fallbacks(), logging.getLogger(jvm_decode.__name__)
-    level = logger.level
-    logger.addHandler(fallbacks)
-    logger.setLevel(logging.INFO)
     try:
         with StateStore.open(config.state_store.url) as store:
             runner = ApplyRunner.for_config(spark, store, config, slices=4)
@@ -218,8 +209,6 @@ def applier_arm(
             seconds = time.monotonic() - began - probe.kept_seconds
     finally:
         writer.write_batch = write_batch
-        logger.removeHandler(fallbacks)
-        logger.setLevel(level)
     if outcome.error is not None:
         raise RuntimeError(f"the applier failed on {target.qualified_name}: {outcome.error}")
     (batch,) = probe.batches
@@ -230,20 +219,7 @@ def applier_arm(
         "written_rows": batch["rows"],
         "materialise_seconds": round(batch["materialise_seconds"], 2),
         "write_seconds": round(batch["write_seconds"], 2),
-        "step_seconds": {step: round(seconds, 2) for step, seconds in outcome.steps.items()},
-        "decoded_in_python": fallbacks.reasons if config.apply.decode == "auto" else "apply.decode: python",
     }
-
-
-class _Fallbacks(logging.Handler):
-    """Why the JVM decode left a batch to the Python decode (its log lines)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.reasons: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.reasons.append(record.getMessage())
 
 
 def business(spark: SparkSession, base_path: str) -> DataFrame:
@@ -306,13 +282,6 @@ def run_variant(
         shutil.copytree(master.base_path, target.base_path)
         applier_seconds, applier_figures = applier_arm(spark, config, target, rows_path)
 
-        python_config = variant_config(
-            stack, pair_root / "applier-python", topic, variant, counts["messages"], decode="python"
-        )
-        (python_target,) = select_targets(python_config)
-        shutil.copytree(master.base_path, python_target.base_path)
-        python_seconds, python_figures = applier_arm(spark, python_config, python_target, rows_path)
-
         spec = hudi_spec(target.spec(("id",)))
         write_spec = replace(spec, base_path=str(pair_root / "write-only"))
         shutil.copytree(master.base_path, write_spec.base_path)
@@ -325,23 +294,18 @@ def run_variant(
         )
 
         reference = check_rows(spark, target.base_path, expected).persist()
-        check_equal(spark, reference, python_target.base_path, expected)
         check_equal(spark, reference, write_spec.base_path, expected)
         check_equal(spark, reference, stock_spec.base_path, expected)
         reference.unpersist()
         figures = {
             "pair": number - warmup + 1 if number >= warmup else f"warmup-{number + 1}",
             "applier_seconds": round(applier_seconds, 2),
-            "applier_python_seconds": round(python_seconds, 2),
             "write_only_seconds": round(write_seconds, 2),
             "stock_seconds": round(stock_seconds, 2),
             "applier_over_write_only": round(applier_seconds / write_seconds, 3),
             "applier_over_stock": round(applier_seconds / stock_seconds, 3),
-            "applier_over_applier_python": round(applier_seconds / python_seconds, 3),
-            "applier_python_over_write_only": round(python_seconds / write_seconds, 3),
             "upserted_rows": upserted,
             "applier": applier_figures,
-            "applier_python": python_figures,
             "load_average": [round(load, 1) for load in os.getloadavg()],
         }
         print(json.dumps({"variant": f"{table_type}:{index}", **figures}), flush=True)
@@ -356,9 +320,6 @@ def run_variant(
         "pairs": measured,
         "applier_over_write_only": spread([f["applier_over_write_only"] for f in counted]),
         "applier_over_stock": spread([f["applier_over_stock"] for f in counted]),
-        "applier_over_applier_python": spread([f["applier_over_applier_python"] for f in counted]),
-        "applier_python_over_write_only": spread([f["applier_python_over_write_only"] for f in counted]),
-        "applier_python_seconds": spread([f["applier_python_seconds"] for f in counted]),
         "applier_seconds": spread([f["applier_seconds"] for f in counted]),
         "write_only_seconds": spread([f["write_only_seconds"] for f in counted]),
         "stock_seconds": spread([f["stock_seconds"] for f in counted]),
@@ -374,10 +335,7 @@ def table(results: list[dict[str, Any]]) -> str:
     figures = (
         ("applier_over_write_only", "applier / write-only"),
         ("applier_over_stock", "applier / stock"),
-        ("applier_over_applier_python", "applier / Python dec."),
-        ("applier_python_over_write_only", "Python dec. / write"),
         ("applier_seconds", "applier s"),
-        ("applier_python_seconds", "Python decode s"),
         ("write_only_seconds", "write-only s"),
         ("stock_seconds", "stock s"),
     )

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from pyspark import RDD
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -233,18 +233,9 @@ def driver_latest(
     return spark.createDataFrame(rows, latest_struct(columns, key_fields), verifySchema=False)
 
 
-class ChangeFrames(Protocol):
-    """Changes decoded elsewhere that give their :func:`change_frame` themselves
-    (:class:`cdc_lake.apply.jvm_decode.JvmBatch`)."""
-
-    def change_frame(self, columns: StructType, key_fields: Sequence[str]) -> DataFrame:
-        """The changes as :func:`change_frame` gives them, in ``columns``."""
-        ...
-
-
 def latest_frame(
     spark: SparkSession,
-    records: RDD[Decoded] | list[Decoded] | ChangeFrames,
+    records: RDD[Decoded] | list[Decoded],
     columns: StructType,
     cutoffs: Mapping[int, int],
     key_fields: Sequence[str],
@@ -254,15 +245,11 @@ def latest_frame(
 ) -> DataFrame:
     """The batch's last change per key, filled from the batch: in Python for records on the driver, else
     in Spark (``moves``: the moved rows with unavailable columns, the passes :func:`fill_moved` may take);
-    keys compared as ``lake_format``'s record key tells them apart.  ``records`` decoded in the JVM
-    (:class:`ChangeFrames`) hold plain changes only: no cut, nothing unavailable, no move.
+    keys compared as ``lake_format``'s record key tells them apart.
     """
     if isinstance(records, list):
         return driver_latest(spark, records, columns, cutoffs, key_fields, fill_columns, lake_format)
-    if isinstance(records, RDD):
-        changes = placed(change_frame(spark, records, columns, cutoffs, key_fields), key_fields, lake_format)
-    else:
-        changes = placed(records.change_frame(columns, key_fields), key_fields, lake_format)
+    changes = placed(change_frame(spark, records, columns, cutoffs, key_fields), key_fields, lake_format)
     changes = fill_moved(changes, key_fields, fill_columns, moves, lake_format)
     return latest_changes(changes, key_fields, fill_columns, lake_format)
 

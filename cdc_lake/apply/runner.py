@@ -119,7 +119,6 @@ def applier_options(
     return ApplierOptions(
         kafka=kafka, max_events=config.apply.batch_max_events, reader=reader, slices=slices,
         source_defaults=catalog.defaults, old_key_optional=catalog.old_key_optional,
-        decode_in_spark=config.apply.decode == "auto",
     )
 
 

@@ -45,7 +45,6 @@ from cdc_lake.apply.decoding import (
     summarize,
 )
 from cdc_lake.apply.frame import fill_from_lake, lake_frame, latest_frame, one_row_per_key
-from cdc_lake.apply.jvm_decode import DecodeChoice, JvmBatch, jvm_decode
 from cdc_lake.apply.key_change import key_update_cuts
 from cdc_lake.apply.lake_state import LakeState
 from cdc_lake.apply.plan import BatchPlan, plan_batch
@@ -66,7 +65,6 @@ from cdc_lake.kafka.reader import (
     RawMessage,
     iter_range,
     read_ranges_in_spark,
-    spark_source_frame,
     split_ranges,
 )
 from cdc_lake.kafka.topic_rules import applier_way_out, partitioning_refusal
@@ -107,9 +105,6 @@ class ApplierOptions:
     old_key_optional: Callable[[TableTarget], bool] | None = None
     """Asks a configured-key table's source whether an update may lack the key's old value
     (:meth:`cdc_lake.apply.source_defaults.SourceCatalog.old_key_optional`); None: never."""
-    decode_in_spark: bool = True
-    """A batch of more than :data:`DRIVER_BATCH` offsets, all plain, is decoded in the JVM
-    (``apply.decode: auto``, :mod:`cdc_lake.apply.jvm_decode`); False: by the Python decode."""
 
 
 @dataclass(frozen=True)
@@ -194,7 +189,6 @@ class TableApplier:
         self.store = store
         self._table = LakeState(self.lake, target, store)
         self._merge = SchemaMerge(target, registry, self.schemas, self.lake, options.source_defaults)
-        self._decode = DecodeChoice()
         self._message_key: tuple[str, ...] | None = None
         """The topic's message key columns (the primary key; empty: none), once a check needed them."""
 
@@ -375,10 +369,12 @@ class TableApplier:
             checkpoint = replace(checkpoint, positions={**checkpoint.positions, **seeded})
             settings = replace(settings, applied_positions=dict(checkpoint.positions))
         slices = split_ranges(plan.ranges, self.options.slices)
+        raw = read_ranges_in_spark(self.spark, self.options.kafka, slices, self.options.reader)
         name, topic = self.target.qualified_name, self.target.topic
         skipped = skipped_offsets(self.store, name, topic, plan.start, plan.end, plan.topic_id)
-        batch = _decoded(self.spark, self.options, settings, plan, slices, skipped, repair, self._decode)
-        with batch as (summary, records):
+        raw = without_quarantined(raw, skipped)
+        decoded = raw.mapPartitions(lambda messages: decode_messages(settings, messages))
+        with decoded_batch(decoded, plan.offsets) as (summary, records):
             steps.done("decode")
             return self._write(
                 checkpoint, plan, result, before_commit, steps, summary, records, skipped, repair
@@ -392,7 +388,7 @@ class TableApplier:
         before_commit: Callable[[], None] | None,
         steps: _Steps,
         summary: BatchSummary,
-        records: RDD[Decoded] | list[Decoded] | JvmBatch,
+        records: RDD[Decoded] | list[Decoded],
         skipped: frozenset[tuple[int, int]],
         repair: Repairing | None = None,
     ) -> BatchResult:
@@ -409,12 +405,12 @@ class TableApplier:
         result = replace(result, end=end, bad=first_bad, ops=dict(summary.ops), held=held)
         if end == plan.start and repair is None:
             return result
-        if repair is not None and not isinstance(records, JvmBatch):
+        if repair is not None:
             records = _with_rows_read(self.spark, records, repair[0], min(plan.end, default=0))
         if columns is None or key_fields is None or not (self._table.exists or _any_change(summary, cut)):
             # Only tombstones, into a table that does not exist yet: nothing to create it with.
             return replace(result, end=dict(plan.start))
-        applied = summary if not cut or isinstance(records, JvmBatch) else summary_before(records, cut)
+        applied = summary if not cut else summary_before(records, cut)
         steps.done("schema")
         newest = max(
             (t for t in (applied.newest_source_ts_ms, checkpoint.newest_source_ts_ms) if t is not None),
@@ -558,40 +554,6 @@ def _any_change(summary: BatchSummary, cut: dict[int, int]) -> bool:
     return any(
         p not in cut or o < cut[p] for firsts in summary.value_schemas.values() for p, o in firsts.items()
     )
-
-
-@contextmanager
-def _decoded(
-    spark: SparkSession,
-    options: ApplierOptions,
-    settings: DecodeSettings,
-    plan: BatchPlan,
-    slices: list[OffsetRange],
-    skipped: frozenset[tuple[int, int]],
-    repair: Repairing | None,
-    choice: DecodeChoice,
-) -> Iterator[tuple[BatchSummary, RDD[Decoded] | list[Decoded] | JvmBatch]]:
-    """The batch's summary and its changes: decoded in the JVM when it is larger than
-    :data:`DRIVER_BATCH` offsets and all plain (:mod:`cdc_lake.apply.jvm_decode`; not a repair's, nor a
-    batch with quarantined messages; ``choice`` says when to try), else by the Python decode
-    (:func:`decoded_batch`)."""
-    large = plan.offsets > DRIVER_BATCH and slices and repair is None and not skipped
-    if options.decode_in_spark and large and choice.wanted():
-        batch = jvm_decode(spark_source_frame(spark, options.kafka, slices), settings, choice.ids)
-        if batch is None:
-            choice.refused()
-        else:
-            try:
-                choice.saw(batch.summary)
-                yield batch.summary, batch
-            finally:
-                batch.release()
-            return
-    raw = without_quarantined(read_ranges_in_spark(spark, options.kafka, slices, options.reader), skipped)
-    decoded = raw.mapPartitions(lambda messages: decode_messages(settings, messages))
-    with decoded_batch(decoded, plan.offsets) as (summary, records):
-        choice.saw(summary)
-        yield summary, records
 
 
 @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -79,10 +79,6 @@ class ApplySettings(_Model):
         default_factory=_default_intervals
     )
     dead_letter_topic: str | None = None
-    decode: Literal["auto", "python"] = "auto"
-    """``auto``: a batch of more than 10,000 offsets whose every message is plain is decoded in the JVM
-    (:mod:`cdc_lake.apply.jvm_decode`), any other by the Python decode; ``python``: every batch by the
-    Python decode."""
 
     @field_validator("default_interval_seconds", mode="before")
     @classmethod

@@ -16,13 +16,7 @@ from fastavro import parse_schema
 from fastavro.schema import SchemaParseException, UnknownType
 from pyspark.sql.types import StructType
 
-from cdc_lake.decode.types import (
-    RowConverter,
-    is_envelope,
-    row_schema,
-    spark_avro_schema,
-    stash_logical_types,
-)
+from cdc_lake.decode.types import RowConverter, is_envelope, row_schema, stash_logical_types
 from cdc_lake.exceptions import SchemaRegistryError
 from cdc_lake.representation import ColumnType, parse_column_type
 
@@ -47,8 +41,6 @@ class RegisteredSchema:
                 f"schema id {schema_id} is not an Avro record; Debezium keys and values are records"
             )
         self.schema: dict[str, Any] = schema
-        self.spark_json = json.dumps(spark_avro_schema(raw))
-        """The definition as Spark's ``from_avro`` reads it (:func:`.types.spark_avro_schema`)."""
         self.column_types: dict[str, ColumnType] = {}
 
     def with_column_types(self, column_types: Mapping[str, str]) -> RegisteredSchema:

@@ -34,8 +34,6 @@ from decimal import Context, Decimal, InvalidOperation
 from typing import Any, Final
 
 from fastavro.schema import SchemaParseException, expand_schema
-from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -121,26 +119,15 @@ _MICROSECOND: Final = Decimal("0.000001")
 _INTERVAL_SECONDS_ERROR: Final = Decimal("0.00000001")
 
 Converter = Callable[[Any], Any]
-JvmForm = Callable[[Column], Column]
-"""The converter's Spark form: the raw value Spark's ``from_avro`` reads with logical types stashed, as
-the column's Spark value, null exactly where the converter refuses it (:mod:`cdc_lake.apply.jvm_decode`)."""
-
-# The values Python's datetime holds (years 1-9999), as days and microseconds from 1970-01-01.
-_MIN_DAYS: Final = (dt.date.min - _EPOCH_DATE).days
-_MAX_DAYS: Final = (dt.date.max - _EPOCH_DATE).days
-_MIN_MICROS: Final = (dt.datetime.min - _EPOCH_NAIVE) // dt.timedelta(microseconds=1)
-_MAX_MICROS: Final = (dt.datetime.max - _EPOCH_NAIVE) // dt.timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
 class _Column:
-    """A compiled Avro type: its Spark type, whether Avro allows null, its raw-to-Python converter, and
-    the converter's Spark form (None where only the Python converter exists: the JVM decode falls back)."""
+    """A compiled Avro type: its Spark type, whether Avro allows null, and its raw-to-Python converter."""
 
     spark: DataType
     nullable: bool
     convert: Converter
-    jvm: JvmForm | None = None
 
 
 def stash_logical_types(node: Any) -> Any:
@@ -151,33 +138,6 @@ def stash_logical_types(node: Any) -> Any:
         return {
             STASHED_LOGICAL_TYPE if k == "logicalType" else k: stash_logical_types(v) for k, v in node.items()
         }
-    return node
-
-
-def _decimal_in_spark(node: Mapping[str, Any]) -> bool:
-    """Whether Spark's ``from_avro`` reads this decimal exactly as :func:`_decimal_column` converts it: its
-    Avro ``scale`` and ``precision`` are the ones the converter takes, and Spark's DECIMAL(p, s) holds
-    them (0 <= s <= p <= 38).  A value with more digits fails Spark's read, as it fails the converter."""
-    scale, precision = node.get("scale"), node.get("precision")
-    return (
-        node.get("type") == "bytes"
-        and node.get("logicalType", node.get(STASHED_LOGICAL_TYPE)) == "decimal"
-        and isinstance(scale, int)
-        and isinstance(precision, int)
-        and 0 <= scale <= precision <= SPARK_MAX_PRECISION
-    )
-
-
-def spark_avro_schema(node: Any) -> Any:
-    """A copy of an Avro schema as Spark's ``from_avro`` reads it for the Spark forms of the converters
-    (:data:`JvmForm`): every ``logicalType`` stashed but the decimals Spark reads exactly."""
-    if isinstance(node, dict) and node.get("logicalType") == "decimal" and _decimal_in_spark(node):
-        return dict(node)
-    if isinstance(node, list):
-        return [spark_avro_schema(item) for item in node]
-    if isinstance(node, dict):
-        stashed = STASHED_LOGICAL_TYPE
-        return {stashed if k == "logicalType" else k: spark_avro_schema(v) for k, v in node.items()}
     return node
 
 
@@ -234,8 +194,7 @@ def _decimal_column(node: Mapping[str, Any], path: str) -> _Column:
     def convert(raw: bytes) -> Decimal:
         return fit_decimal(_unscaled(raw, scale), spark.precision, spark.scale, path)
 
-    exact = _decimal_in_spark(node)
-    return _Column(spark, False, convert, (lambda raw: raw.cast(spark)) if exact else None)
+    return _Column(spark, False, convert)
 
 
 def _variable_scale_decimal_column(path: str) -> _Column:
@@ -254,10 +213,7 @@ def _date_column(path: str) -> _Column:
         except OverflowError as exc:
             raise _field_error(path, f"date {days} days from 1970-01-01 is outside years 1-9999") from exc
 
-    def jvm(days: Column) -> Column:
-        return F.when(days.between(_MIN_DAYS, _MAX_DAYS), F.date_from_unix_date(days))
-
-    return _Column(DateType(), False, convert, jvm)
+    return _Column(DateType(), False, convert)
 
 
 def _micros(per_unit: int, divisor: int, path: str) -> Converter:
@@ -274,29 +230,8 @@ def _micros(per_unit: int, divisor: int, path: str) -> Converter:
     return convert
 
 
-def _spark_micros(per_unit: int, divisor: int) -> JvmForm | None:
-    """:func:`_micros` in Spark, for whole units of a microsecond or more (nanoseconds: Python only)."""
-    if divisor != 1:
-        return None
-    return lambda value: value.cast(LongType()) * per_unit
-
-
 def _time_column(per_unit: int, divisor: int, path: str) -> _Column:
-    return _Column(LongType(), False, _micros(per_unit, divisor, path), _spark_micros(per_unit, divisor))
-
-
-def _spark_timestamp(per_unit: int, divisor: int, spark: DataType) -> JvmForm | None:
-    """A count of units from the epoch as a Spark timestamp of type ``spark``, null outside years 1-9999
-    (the session time zone is UTC, so the cast to a timestamp without zone keeps the wall time)."""
-    if divisor != 1:
-        return None
-
-    def jvm(value: Column) -> Column:
-        within = value.between(-(-_MIN_MICROS // per_unit), _MAX_MICROS // per_unit)
-        instant = F.timestamp_micros(value.cast(LongType()) * per_unit)
-        return F.when(within, instant if isinstance(spark, TimestampType) else instant.cast(spark))
-
-    return jvm
+    return _Column(LongType(), False, _micros(per_unit, divisor, path))
 
 
 def _naive_timestamp_column(per_unit: int, divisor: int, path: str) -> _Column:
@@ -309,18 +244,12 @@ def _naive_timestamp_column(per_unit: int, divisor: int, path: str) -> _Column:
         except OverflowError as exc:
             raise _field_error(path, f"timestamp {micros} us from epoch is outside years 1-9999") from exc
 
-    naive = TimestampNTZType()
-    return _Column(naive, False, convert, _spark_timestamp(per_unit, divisor, naive))
+    return _Column(TimestampNTZType(), False, convert)
 
 
 def _instant_timestamp_column(per_unit: int, path: str) -> _Column:
     naive = _naive_timestamp_column(per_unit, 1, path).convert
-    return _Column(
-        TimestampType(),
-        False,
-        lambda value: naive(value).replace(tzinfo=dt.UTC),
-        _spark_timestamp(per_unit, 1, TimestampType()),
-    )
+    return _Column(TimestampType(), False, lambda value: naive(value).replace(tzinfo=dt.UTC))
 
 
 def _zoned_timestamp_column(path: str) -> _Column:
@@ -364,7 +293,7 @@ def _interval_column(path: str) -> _Column:
 
 
 def _simple(spark: DataType) -> _Column:
-    return _Column(spark, False, _identity, lambda raw: raw.cast(spark))
+    return _Column(spark, False, _identity)
 
 
 # Debezium and Kafka Connect semantic types, by connect.name.
@@ -496,7 +425,7 @@ class _Compiler:
         if len(others) != 1:
             raise _field_error(path, f"union {branches!r} is not supported (only a type with null)")
         inner = self.column(others[0], path)
-        return _Column(inner.spark, "null" in branches, inner.convert, inner.jvm)
+        return _Column(inner.spark, "null" in branches, inner.convert)
 
     def _array(self, node: Mapping[str, Any], path: str) -> _Column:
         items = self.column(node["items"], f"{path}[]")
@@ -665,15 +594,6 @@ class RowConverter:
     def column_names(self) -> list[str]:
         """The row's columns, in schema order."""
         return [name for name, _ in self._columns]
-
-    @property
-    def jvm_forms(self) -> dict[str, JvmForm] | None:
-        """Every column's converter in Spark (:data:`JvmForm`), or None when a column has only the Python
-        converter (arrays, maps, structs, wide decimals, zoned or nanosecond times, ``column_types``...)."""
-        forms = {name: col.jvm for name, col in self._columns}
-        if any(form is None for form in forms.values()):
-            return None
-        return {name: form for name, form in forms.items() if form is not None}
 
     @property
     def placeholders(self) -> Mapping[str, Any]:

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark import RDD
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from cdc_lake.exceptions import KafkaReadError
 from cdc_lake.kafka.offsets import OffsetRange
@@ -201,15 +200,6 @@ def read_with_spark_source(
     """An RDD read by Spark's Kafka source: one task per range (``minPartitions`` splits them further)."""
     if not ranges:
         return spark.sparkContext.emptyRDD()
-    frame = spark_source_frame(spark, settings, ranges)
-    return frame.rdd.map(lambda row: RawMessage(row[0], row[1], row[2], row[3], tuple(row[4] or ())))
-
-
-def spark_source_frame(
-    spark: SparkSession, settings: KafkaReadSettings, ranges: list[OffsetRange]
-) -> DataFrame:
-    """``ranges`` (at least one, of one topic) read by Spark's Kafka source as a DataFrame of ``partition``,
-    ``offset``, ``key``, ``value`` and ``headers`` (the header names), one task per range."""
     topic = ranges[0].topic
     if any(r.topic != topic for r in ranges):
         raise KafkaReadError("the Spark Kafka source reads one topic per batch")
@@ -232,7 +222,8 @@ def spark_source_frame(
     )
     for key, value in settings.consumer.items():
         reader = reader.option(f"kafka.{key}", value)
-    return reader.load().select("partition", "offset", "key", "value", F.col("headers.key").alias("headers"))
+    frame = reader.load().select("partition", "offset", "key", "value", "headers.key")
+    return frame.rdd.map(lambda row: RawMessage(row[0], row[1], row[2], row[3], tuple(row[4] or ())))
 
 
 def read_ranges_in_spark(

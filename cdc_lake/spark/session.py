@@ -306,15 +306,11 @@ logger.executor.name = org.apache.spark.executor.Executor
 logger.executor.level = off
 logger.blocks.name = org.apache.spark.storage.BlockManager
 logger.blocks.level = error
-logger.avro.name = org.apache.spark.sql.avro.AvroSerializer
-logger.avro.level = error
 """
 """A root level equal to the one Spark sets for PySpark (WARN) keeps Spark from printing "Setting
 default log level"; NativeCodeLoader's and netty's start-up warnings are silenced by name.  A failed
 task's executor trace ("Lost task", BlockManager warnings) is not printed: the command's error line
-names the root cause (:mod:`cdc_lake.spark.errors`) and the log has the whole trace at INFO (``-v``).
-``to_avro`` warns of a nullable struct against a non-null Avro record on every large batch the JVM
-decodes (:mod:`cdc_lake.apply.jvm_decode`), whose struct is never null (``from_avro`` fails fast)."""
+names the root cause (:mod:`cdc_lake.spark.errors`) and the log has the whole trace at INFO (``-v``)."""
 
 QUIET_JAVA_OPTIONS = ("-Djdk.attach.allowAttachSelf=true",)
 """Hudi's bundled JOL warns "Unable to get Instrumentation" unless the JVM may attach to itself."""

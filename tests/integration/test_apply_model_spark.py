@@ -13,7 +13,6 @@ A few examples in CI (each is two Hudi commits).  The same on a ``double precisi
 ``0.0`` and ``-0.0`` among its values (:func:`support.change_model.float_keys`), generated and in the
 two shapes Python's and Spark's equality got wrong (a NaN key deleted, inserted again and moved in one
 batch; a key changed from ``0.0`` to ``-0.0``): both paths must compare keys as Hudi's record key does.
-A batch the JVM decode takes (:mod:`cdc_lake.apply.jvm_decode`: plain changes only) is a third path.
 On the tier-0 layout (the product's default, :data:`cdc_lake.config.lake.TIER0_LAYOUT`) the compaction plan
 the first commit left runs after the batches, between them, or beside the second batch's write (another
 thread, as ``run``'s table-service thread does); the snapshot must equal the model after every commit
@@ -45,7 +44,6 @@ from support.change_model import (
     workloads,
 )
 from support.trino_reader import assert_trino_reads_as_spark
-from support.wire import message_frame
 
 from cdc_lake.apply.decoding import BadMessage, Decoded, DecodedChange, DecodeSettings, decode_messages
 from cdc_lake.apply.frame import (
@@ -56,7 +54,6 @@ from cdc_lake.apply.frame import (
     latest_frame,
     one_row_per_key,
 )
-from cdc_lake.apply.jvm_decode import JvmBatch, jvm_decode
 from cdc_lake.config.lake import TIER0_LAYOUT
 from cdc_lake.decode.schema import TypedSchemas
 from cdc_lake.hudi.options import HudiTableSpec, WriteOperation
@@ -79,14 +76,6 @@ def _decoded(emitter: Emitter, ranges: dict[int, tuple[int, int]]) -> list[Decod
         records.extend(decode_messages(settings_, raw))
     assert not any(isinstance(r, BadMessage) for r in records)
     return [r for r in records if isinstance(r, DecodedChange)]
-
-
-def _jvm_decoded(
-    spark: SparkSession, emitter: Emitter, ranges: dict[int, tuple[int, int]]
-) -> JvmBatch | None:
-    """The batch decoded in the JVM (:mod:`cdc_lake.apply.jvm_decode`), or None when it is not plain."""
-    raw = [m.raw for partition, (start, end) in ranges.items() for m in emitter.log[partition][start:end]]
-    return jvm_decode(message_frame(spark, raw), DecodeSettings(PG_TOPIC, SCHEMAS, None, False))
 
 
 TIER0 = {
@@ -170,13 +159,9 @@ def test_a_plan_executed_between_or_beside_the_writes_keeps_the_model(
     executed: list[str] = []
     base_path = str(Path(tmp_path_factory.mktemp("compacted")) / "t")
 
-    in_jvm: list[bool] = []
-    lake = _merge_as_the_model(
-        spark, base_path, source, emitter, batches, TIER0, compaction, executed, in_jvm
-    )
+    lake = _merge_as_the_model(spark, base_path, source, emitter, batches, TIER0, compaction, executed)
 
     assert executed, "no plan was executed between or beside the writes"
-    assert in_jvm == [True, True, True], "a batch of plain changes was not decoded in the JVM"
     assert {key: row["qty"] for key, (row, _) in lake.items()} == dict.fromkeys(range(1, 9), 2)
 
 
@@ -270,7 +255,6 @@ def _merge_as_the_model(
     layout: dict[str, Any] | None = None,
     compaction: str = AFTER,
     executed: list[str] | None = None,
-    in_jvm: list[bool] | None = None,
 ) -> Stored:
     """Each batch through the model, both paths of the frame and a Hudi upsert; the table after the last.
 
@@ -281,9 +265,7 @@ def _merge_as_the_model(
     where the pending plans run before that: ``BETWEEN`` the batches (the read-optimized view then equals
     the model too: a plan of ``plan_io_mb`` takes every file group here, each under 1 MB), ``BESIDE`` each
     later batch's write, in a thread, or only ``AFTER`` the batches.  The instants of the plans executed
-    between or beside the writes are added to ``executed``.  Each batch the JVM decode takes (every batch
-    of plain changes, :mod:`cdc_lake.apply.jvm_decode`) is a third path that must give the same rows;
-    ``in_jvm`` gets, per batch, whether it took it."""
+    between or beside the writes are added to ``executed``."""
     keys = emitter.keys
     writer = WriterColumns.of(TypedSchemas(SCHEMAS, {}).get_schema(keys.pg_value_id))
     columns = merge_columns(None, writer.struct).columns
@@ -308,23 +290,14 @@ def _merge_as_the_model(
         applied_at = dt.datetime.now(tz=dt.UTC)
         paths = []
         decoded: list[Decoded] = list(changes)
-        jvm = _jvm_decoded(spark, emitter, ranges)
-        if in_jvm is not None:
-            in_jvm.append(jvm is not None)
-        sources: list[Any] = [spark.sparkContext.parallelize(decoded, 2), decoded]
-        if jvm is not None:
-            sources.append(jvm)
-        for records in sources:
+        for records in (spark.sparkContext.parallelize(decoded, 2), decoded):
             latest = latest_frame(spark, records, columns, {}, ("id",), fill, moves)
             if stored is not None:
                 latest = fill_from_lake(latest, stored, ("id",), fill)
             paths.append(lake_frame(latest, columns, applied_at, soft_deletes=False))
-        rows, on_driver = paths[:2]
+        rows, on_driver = paths
         spark_rows, driver_rows = _comparable(rows.collect()), _comparable(on_driver.collect())
         assert spark_rows == driver_rows, "the Spark and driver paths differ"
-        if jvm is not None:
-            assert _comparable(paths[2].collect()) == spark_rows, "the JVM and Python decodes differ"
-            jvm.release()
         unique = one_row_per_key(columns, ("id",), stored)
         write_batch(spark, spec, rows, WriteOperation.UPSERT, {}, unique_keys=unique)
         exists = True

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lake.apply.runner import applier_options
 from cdc_lake.config import (
     Config,
     Connection,
@@ -81,16 +80,6 @@ def test_defaults_are_the_local_stack(tmp_path: Path) -> None:
     assert config.stack.data_dir == tmp_path / ".cdc-lake" / "stack"
     assert config.stack.ports.object_store == 17070
     assert config.sources == {}
-
-
-def test_apply_decode_says_whether_large_batches_are_decoded_in_the_jvm(tmp_path: Path) -> None:
-    assert applier_options(Config.default(tmp_path)).decode_in_spark is True
-    python = load_config(write(tmp_path, "apply:\n  decode: python\n"))
-    assert applier_options(python).decode_in_spark is False
-
-    message = error_of(write(tmp_path, "apply:\n  decode: jvm\n", "bad.yaml"))
-
-    assert "apply.decode" in message and "auto" in message and "python" in message
 
 
 def test_empty_file_gives_defaults_relative_to_the_file(tmp_path: Path) -> None:
