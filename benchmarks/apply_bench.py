@@ -65,6 +65,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import astuple, replace
+from decimal import Decimal
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,7 @@ from change_plan import DELETE, INSERT, REGIONS, UPDATE, change_plan, last_per_k
 from layouts import LAYOUTS
 from support.apply import config_dict, debezium_postgres_schemas, record_catching_up, simple_capture
 from support.common import write_and_load
+from support.wire import unscaled
 
 THROUGHPUT_LAYOUTS = "default,cow-ri,mor-ri"
 APP_PRIMARY: dict[str, Any] = {
@@ -164,13 +166,6 @@ def _register(registry_url: str, subject: str, schema: dict[str, Any]) -> int:
     return schema_id
 
 
-def _unscaled(number: int) -> bytes:
-    """A decimal's unscaled value as Debezium writes it: Java's ``BigInteger.toByteArray``, the fewest
-    two's-complement bytes (before 2026-12-06 the benchmark wrote 8 bytes, which no Debezium sends)."""
-    magnitude = number if number >= 0 else ~number
-    return number.to_bytes(magnitude.bit_length() // 8 + 1, "big", signed=True)
-
-
 def produce_events(stack: LocalStack, topic: str, rows: int, events: int, seed: int) -> dict[str, int]:
     """Write ``events`` changes of the ``rows``-row table to ``topic``; returns counts per kind."""
     key_schema, value_schema = _schemas(topic)
@@ -203,7 +198,9 @@ def produce_events(stack: LocalStack, topic: str, rows: int, events: int, seed: 
         row = {
             "id": key,
             "region": f"r{region}",
-            "amount": _unscaled(index % 10**9),
+            # The unscaled value in the fewest two's-complement bytes, as Debezium writes it (before
+            # 2026-12-06 the benchmark wrote 8 bytes, which no Debezium sends).
+            "amount": unscaled(Decimal(index % 10**9), 0),
             "note": f"e{index}",
             "updated_at": (now_ms + index) * 1000,
         }
